@@ -1,0 +1,35 @@
+//! The isocert model: histories, operations, version certificates and the v1 format.
+//!
+//! A [`History`] is what a test client saw: [`Transaction`]s of [`Op`]s over objects
+//! (rows: table plus primary key). Everything is interned at load time into dense ids
+//! ([`TxnId`], [`ObjId`], [`ValueId`], [`PredId`], ...) so checkers index vectors instead of
+//! hashing strings. A [`Certificate`] is what the database says: the version order of each
+//! object, the version set of each predicate read, the serialization order.
+//!
+//! ```
+//! use isocert_history::{v1, Op, Value, Scalar};
+//!
+//! let text = r#"{"id":1,"session":0,"ops":[{"f":"w","key":"x","value":1}]}
+//! {"id":2,"session":1,"ops":[{"f":"r","key":"x","value":1}]}"#;
+//! let h = v1::read_history(text.as_bytes())?;
+//! let Op::Read { value, .. } = h.txns[1].ops[0] else { unreachable!() };
+//! assert_eq!(h.value(value), &Value::Scalar(Scalar::Int(1)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod certificate;
+mod error;
+mod ids;
+mod model;
+mod timestamp;
+pub mod v1;
+mod value;
+
+pub use certificate::{Certificate, OpRef, SeenVersion, Writer};
+pub use error::FormatError;
+pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};
+pub use model::{
+    Dialect, History, ObjectKey, Op, Predicate, ResultRow, Status, Table, Transaction, KV_TABLE,
+};
+pub use timestamp::Timestamp;
+pub use value::{Row, Scalar, Value};

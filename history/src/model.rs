@@ -1,0 +1,454 @@
+//! The history model: transactions of operations over interned objects and values.
+
+use rustc_hash::FxHashMap;
+
+use crate::{ColId, ObjId, PredId, Row, Scalar, SessionId, TableId, Timestamp, TxnId, Value, ValueId};
+
+/// The name of the key-value store's table, and of the default table.
+pub const KV_TABLE: &str = "kv";
+
+/// How a transaction ended, as the client saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Status {
+    /// The database acknowledged the commit.
+    #[default]
+    Committed,
+    /// The transaction rolled back (by the client or the database).
+    Aborted,
+    /// The client lost the answer: the commit may or may not have happened.
+    Unknown,
+}
+
+impl Status {
+    /// The v1 spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Committed => "committed",
+            Status::Aborted => "aborted",
+            Status::Unknown => "unknown",
+        }
+    }
+}
+
+/// A row in a predicate operation's result: the object and the version it returned or installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResultRow {
+    /// The row's object.
+    pub obj: ObjId,
+    /// The row as returned (select) or as installed (update); [`ValueId::ABSENT`] for delete.
+    pub value: ValueId,
+}
+
+/// One operation of a transaction, in program order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// Item read of `obj`; `value` is what the read returned ([`ValueId::ABSENT`]: no row).
+    Read {
+        /// The object read.
+        obj: ObjId,
+        /// The value returned.
+        value: ValueId,
+    },
+    /// Item write (insert, update, upsert); [`ValueId::ABSENT`] deletes.
+    Write {
+        /// The object written.
+        obj: ObjId,
+        /// The value installed.
+        value: ValueId,
+    },
+    /// Append of one scalar to the list at `obj` (Elle list-append).
+    Append {
+        /// The list object.
+        obj: ObjId,
+        /// The appended element.
+        element: Scalar,
+    },
+    /// `SELECT * FROM table WHERE predicate`: the full result set, order ignored.
+    Select {
+        /// The predicate (which names its table).
+        predicate: PredId,
+        /// The rows returned.
+        rows: Vec<ResultRow>,
+    },
+    /// `UPDATE table SET ... WHERE predicate`: `rows` are the new versions installed.
+    Update {
+        /// The predicate (which names its table).
+        predicate: PredId,
+        /// The assignments, by column.
+        set: Vec<(ColId, Scalar)>,
+        /// The new versions installed.
+        rows: Vec<ResultRow>,
+    },
+    /// `DELETE FROM table WHERE predicate`: `rows` are the deleted objects (value absent).
+    Delete {
+        /// The predicate (which names its table).
+        predicate: PredId,
+        /// The deleted rows.
+        rows: Vec<ResultRow>,
+    },
+}
+
+impl Op {
+    /// The predicate of a select, update or delete.
+    pub fn predicate(&self) -> Option<PredId> {
+        match self {
+            Op::Select { predicate, .. } | Op::Update { predicate, .. } | Op::Delete { predicate, .. } => {
+                Some(*predicate)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the operation installs versions (write, append, predicate update or delete).
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Op::Read { .. } | Op::Select { .. })
+    }
+}
+
+/// One client transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transaction {
+    /// The id it has in the file (integer or string; `17` and `"17"` differ).
+    pub name: Scalar,
+    /// The session (connection) that ran it.
+    pub session: SessionId,
+    /// How it ended.
+    pub status: Status,
+    /// Its operations in program order.
+    pub ops: Vec<Op>,
+    /// Start timestamp reported by the database, if any.
+    pub start_ts: Option<Timestamp>,
+    /// Commit timestamp reported by the database, if any.
+    pub commit_ts: Option<Timestamp>,
+    /// Adapter facts (project extension `meta`): opaque to checkers, read by recovery.
+    pub meta: Option<Box<serde_json::Value>>,
+    /// Per-operation adapter facts (project extension: `meta` on an op), by op index.
+    pub op_meta: Vec<(u32, serde_json::Value)>,
+}
+
+impl Transaction {
+    /// A committed transaction with no timestamps and no adapter facts.
+    pub fn new(name: Scalar, session: SessionId, ops: Vec<Op>) -> Self {
+        Transaction {
+            name,
+            session,
+            status: Status::Committed,
+            ops,
+            start_ts: None,
+            commit_ts: None,
+            meta: None,
+            op_meta: Vec::new(),
+        }
+    }
+
+    /// Whether the transaction committed.
+    pub fn is_committed(&self) -> bool {
+        self.status == Status::Committed
+    }
+
+    /// The adapter facts recorded for operation `op`, if any.
+    pub fn op_meta(&self, op: usize) -> Option<&serde_json::Value> {
+        self.op_meta.iter().find(|(i, _)| *i as usize == op).map(|(_, m)| m)
+    }
+}
+
+/// A table and the columns its rows have used, in first-seen order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    /// The table name.
+    pub name: Box<str>,
+    /// Column names, indexed by [`ColId`]. Table `kv` has exactly `key` and `value`.
+    pub columns: Vec<Box<str>>,
+}
+
+impl Table {
+    /// The id of column `name`, if the table has it.
+    pub fn column(&self, name: &str) -> Option<ColId> {
+        self.columns.iter().position(|c| &**c == name).map(ColId::from_index)
+    }
+
+    /// Whether this is the key-value store, whose values are plain scalars.
+    pub fn is_kv(&self) -> bool {
+        &*self.name == KV_TABLE
+    }
+}
+
+/// An object: a row identified by table and primary key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    /// The table.
+    pub table: TableId,
+    /// The primary key (integer or text).
+    pub key: Scalar,
+}
+
+/// A distinct predicate: `where` text over one table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Predicate {
+    /// The table it ranges over.
+    pub table: TableId,
+    /// The SQL boolean expression, as written.
+    pub sql: Box<str>,
+}
+
+/// The SQL dialect the history's predicates are written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Dialect {
+    /// PostgreSQL (the default): C-collation text, strict types.
+    #[default]
+    Postgres,
+    /// MySQL/TiDB: case-insensitive default collation, implicit conversions.
+    Mysql,
+}
+
+impl Dialect {
+    /// The header spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
+        }
+    }
+}
+
+/// A whole history: interned tables, objects, values, predicates and sessions, plus the
+/// transactions in file order (which respects session order).
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// The predicates' SQL dialect.
+    pub dialect: Dialect,
+    /// Versions that exist before the first transaction (the implicit initial transaction).
+    pub initial: Vec<(ObjId, ValueId)>,
+    /// Transactions in file order; a [`TxnId`] indexes this vector.
+    pub txns: Vec<Transaction>,
+    tables: Vec<Table>,
+    objects: Vec<ObjectKey>,
+    object_index: FxHashMap<ObjectKey, ObjId>,
+    values: Vec<Value>,
+    value_index: FxHashMap<Value, ValueId>,
+    predicates: Vec<Predicate>,
+    predicate_index: FxHashMap<Predicate, PredId>,
+    sessions: Vec<Scalar>,
+    session_index: FxHashMap<Scalar, SessionId>,
+    txn_index: FxHashMap<Scalar, TxnId>,
+}
+
+impl History {
+    /// An empty history (the value table already holds [`Value::Absent`]).
+    pub fn new() -> Self {
+        let mut h = History::default();
+        h.intern_value(Value::Absent);
+        h
+    }
+
+    /// Interns a table by name; table `kv` gets the columns `key` and `value`.
+    pub fn intern_table(&mut self, name: &str) -> TableId {
+        if let Some(i) = self.tables.iter().position(|t| &*t.name == name) {
+            return TableId::from_index(i);
+        }
+        let columns = if name == KV_TABLE { vec!["key".into(), "value".into()] } else { Vec::new() };
+        self.tables.push(Table { name: name.into(), columns });
+        TableId::from_index(self.tables.len() - 1)
+    }
+
+    /// Interns a column of `table`.
+    pub fn intern_column(&mut self, table: TableId, name: &str) -> ColId {
+        let t = &mut self.tables[table.index()];
+        match t.column(name) {
+            Some(c) => c,
+            None => {
+                t.columns.push(name.into());
+                ColId::from_index(t.columns.len() - 1)
+            }
+        }
+    }
+
+    /// Interns an object.
+    pub fn intern_object(&mut self, table: TableId, key: Scalar) -> ObjId {
+        let k = ObjectKey { table, key };
+        if let Some(&id) = self.object_index.get(&k) {
+            return id;
+        }
+        let id = ObjId::from_index(self.objects.len());
+        self.objects.push(k.clone());
+        self.object_index.insert(k, id);
+        id
+    }
+
+    /// Interns a value.
+    pub fn intern_value(&mut self, value: Value) -> ValueId {
+        if let Some(&id) = self.value_index.get(&value) {
+            return id;
+        }
+        let id = ValueId::from_index(self.values.len());
+        self.values.push(value.clone());
+        self.value_index.insert(value, id);
+        id
+    }
+
+    /// Interns a row of `table` given as (column, scalar) pairs.
+    pub fn intern_row(&mut self, columns: &[(ColId, Scalar)]) -> ValueId {
+        let width = columns.iter().map(|(c, _)| c.index() + 1).max().unwrap_or(0);
+        let mut row = vec![Scalar::Null; width];
+        for (c, v) in columns {
+            row[c.index()] = v.clone();
+        }
+        self.intern_value(Value::Row(Row::new(row)))
+    }
+
+    /// Interns a predicate.
+    pub fn intern_predicate(&mut self, table: TableId, sql: &str) -> PredId {
+        let p = Predicate { table, sql: sql.into() };
+        if let Some(&id) = self.predicate_index.get(&p) {
+            return id;
+        }
+        let id = PredId::from_index(self.predicates.len());
+        self.predicates.push(p.clone());
+        self.predicate_index.insert(p, id);
+        id
+    }
+
+    /// Interns a session name.
+    pub fn intern_session(&mut self, name: Scalar) -> SessionId {
+        if let Some(&id) = self.session_index.get(&name) {
+            return id;
+        }
+        let id = SessionId::from_index(self.sessions.len());
+        self.sessions.push(name.clone());
+        self.session_index.insert(name, id);
+        id
+    }
+
+    /// Appends a transaction.
+    ///
+    /// # Errors
+    /// Returns the transaction back when its name is already taken.
+    pub fn push_txn(&mut self, txn: Transaction) -> Result<TxnId, Box<Transaction>> {
+        if self.txn_index.contains_key(&txn.name) {
+            return Err(Box::new(txn));
+        }
+        let id = TxnId::from_index(self.txns.len());
+        self.txn_index.insert(txn.name.clone(), id);
+        self.txns.push(txn);
+        Ok(id)
+    }
+
+    /// The transaction with id `id`.
+    #[inline]
+    pub fn txn(&self, id: TxnId) -> &Transaction {
+        &self.txns[id.index()]
+    }
+
+    /// The transaction named `name` in the file.
+    pub fn txn_by_name(&self, name: &Scalar) -> Option<TxnId> {
+        self.txn_index.get(name).copied()
+    }
+
+    /// The table with id `id`.
+    #[inline]
+    pub fn table(&self, id: TableId) -> &Table {
+        &self.tables[id.index()]
+    }
+
+    /// The table named `name`, if interned.
+    pub fn table_by_name(&self, name: &str) -> Option<TableId> {
+        self.tables.iter().position(|t| &*t.name == name).map(TableId::from_index)
+    }
+
+    /// All tables, indexed by [`TableId`].
+    pub fn tables(&self) -> &[Table] {
+        &self.tables
+    }
+
+    /// The object with id `id`.
+    #[inline]
+    pub fn object(&self, id: ObjId) -> &ObjectKey {
+        &self.objects[id.index()]
+    }
+
+    /// The object with this table and key, if interned.
+    pub fn object_by_key(&self, table: TableId, key: &Scalar) -> Option<ObjId> {
+        self.object_index.get(&ObjectKey { table, key: key.clone() }).copied()
+    }
+
+    /// Number of interned objects (object ids are `0..object_count()`).
+    pub fn object_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// The value with id `id`.
+    #[inline]
+    pub fn value(&self, id: ValueId) -> &Value {
+        &self.values[id.index()]
+    }
+
+    /// The id of `value`, if interned.
+    pub fn value_id(&self, value: &Value) -> Option<ValueId> {
+        self.value_index.get(value).copied()
+    }
+
+    /// Number of interned values.
+    pub fn value_count(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The predicate with id `id`.
+    #[inline]
+    pub fn predicate(&self, id: PredId) -> &Predicate {
+        &self.predicates[id.index()]
+    }
+
+    /// All predicates, indexed by [`PredId`].
+    pub fn predicates(&self) -> &[Predicate] {
+        &self.predicates
+    }
+
+    /// The session's name in the file.
+    pub fn session_name(&self, id: SessionId) -> &Scalar {
+        &self.sessions[id.index()]
+    }
+
+    /// Number of sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Transaction ids in file order.
+    pub fn txn_ids(&self) -> impl Iterator<Item = TxnId> + '_ {
+        (0..self.txns.len()).map(TxnId::from_index)
+    }
+
+    /// A short human label for an object: `x` style `kv[5]` or `t[1]`.
+    pub fn object_label(&self, id: ObjId) -> String {
+        let o = self.object(id);
+        format!("{}[{}]", self.table(o.table).name, o.key)
+    }
+
+    /// A short human label for a transaction: `T17` (or `T"abc"` for string ids).
+    pub fn txn_label(&self, id: TxnId) -> String {
+        format!("T{}", self.txn(id).name)
+    }
+
+    /// A human rendering of a value of object `obj`'s table.
+    pub fn value_label(&self, obj: ObjId, value: ValueId) -> String {
+        let table = self.table(self.object(obj).table);
+        match self.value(value) {
+            Value::Absent => "absent".to_string(),
+            Value::Scalar(s) => s.to_string(),
+            Value::List(items) => {
+                let parts: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+                format!("[{}]", parts.join(", "))
+            }
+            Value::Row(row) => {
+                let parts: Vec<String> = row
+                    .columns()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(i, v)| format!("{}: {v}", table.columns.get(i).map(|c| &**c).unwrap_or("?")))
+                    .collect();
+                format!("{{{}}}", parts.join(", "))
+            }
+        }
+    }
+}

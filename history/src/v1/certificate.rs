@@ -1,0 +1,209 @@
+//! Reader and writer of v1 certificates (one JSON document).
+
+use std::io::{Read, Write};
+
+use rustc_hash::FxHashMap;
+use serde::Deserialize;
+use serde_json::{json, Value as Json};
+
+use super::json as j;
+use crate::certificate::{OpRef, SeenVersion, Writer};
+use crate::model::KV_TABLE;
+use crate::{Certificate, FormatError, History, TxnId};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCertificate {
+    format: Option<String>,
+    version: Option<u32>,
+    #[serde(default)]
+    version_order: Option<Vec<RawVersionOrder>>,
+    #[serde(default)]
+    version_sets: Option<Vec<RawVersionSet>>,
+    #[serde(default)]
+    serialization_order: Option<Vec<Json>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVersionOrder {
+    #[serde(default)]
+    table: Option<String>,
+    key: Json,
+    writers: Vec<Json>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVersionSet {
+    txn: Json,
+    op: u32,
+    versions: Vec<RawSeen>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSeen {
+    #[serde(default)]
+    table: Option<String>,
+    key: Json,
+    writer: Json,
+}
+
+/// Reads a v1 certificate for history `h`, resolving transaction ids against it.
+///
+/// Objects the history never mentions are interned into `h` (a predicate may have
+/// evaluated rows that no operation names).
+///
+/// # Errors
+/// Malformed JSON, unknown fields, unknown transaction ids or op indexes that do not
+/// name a predicate operation, each with the field at fault.
+pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificate, FormatError> {
+    let raw: RawCertificate = serde_json::from_reader(input)
+        .map_err(|e| FormatError::Syntax { line: e.line(), message: strip_position(&e) })?;
+    let bad = |field: String, message: String| FormatError::invalid(0, field, message);
+    if let Some(f) = &raw.format {
+        if f != "isocert-certificate" {
+            return Err(bad("format".into(), format!("expected \"isocert-certificate\", found {f:?}")));
+        }
+    }
+    if let Some(v) = raw.version {
+        if v != 1 {
+            return Err(bad("version".into(), format!("this isocert reads version 1, found {v}")));
+        }
+    }
+    let txn = |h: &History, json: &Json, field: String| -> Result<TxnId, FormatError> {
+        let name = j::key(json).map_err(|m| bad(field.clone(), m))?;
+        h.txn_by_name(&name).ok_or_else(|| bad(field, format!("no transaction {name} in the history")))
+    };
+    let mut cert = Certificate::default();
+    if let Some(orders) = raw.version_order {
+        let mut map = FxHashMap::default();
+        for (i, o) in orders.into_iter().enumerate() {
+            let table = h.intern_table(o.table.as_deref().unwrap_or(KV_TABLE));
+            let key = j::key(&o.key).map_err(|m| bad(format!("version_order[{i}].key"), m))?;
+            let obj = h.intern_object(table, key);
+            let writers = o
+                .writers
+                .iter()
+                .enumerate()
+                .map(|(w, json)| txn(h, json, format!("version_order[{i}].writers[{w}]")))
+                .collect::<Result<Vec<_>, _>>()?;
+            if map.insert(obj, writers).is_some() {
+                return Err(bad(
+                    format!("version_order[{i}]"),
+                    format!("object {} listed twice", h.object_label(obj)),
+                ));
+            }
+        }
+        cert.version_order = Some(map);
+    }
+    if let Some(sets) = raw.version_sets {
+        let mut map = FxHashMap::default();
+        for (i, s) in sets.into_iter().enumerate() {
+            let t = txn(h, &s.txn, format!("version_sets[{i}].txn"))?;
+            let is_predicate = h.txn(t).ops.get(s.op as usize).is_some_and(|op| op.predicate().is_some());
+            if !is_predicate {
+                return Err(bad(
+                    format!("version_sets[{i}].op"),
+                    format!("operation {} of {} is not a select, update or delete", s.op, h.txn_label(t)),
+                ));
+            }
+            let mut seen = Vec::with_capacity(s.versions.len());
+            for (v, raw) in s.versions.iter().enumerate() {
+                let field = format!("version_sets[{i}].versions[{v}]");
+                let table = h.intern_table(raw.table.as_deref().unwrap_or(KV_TABLE));
+                let key = j::key(&raw.key).map_err(|m| bad(format!("{field}.key"), m))?;
+                let obj = h.intern_object(table, key);
+                let writer = if raw.writer.is_null() {
+                    Writer::Initial
+                } else {
+                    Writer::Txn(txn(h, &raw.writer, format!("{field}.writer"))?)
+                };
+                seen.push(SeenVersion { obj, writer });
+            }
+            if map.insert(OpRef { txn: t, op: s.op }, seen).is_some() {
+                return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
+            }
+        }
+        cert.version_sets = Some(map);
+    }
+    if let Some(order) = raw.serialization_order {
+        cert.serialization_order = Some(
+            order
+                .iter()
+                .enumerate()
+                .map(|(i, json)| txn(h, json, format!("serialization_order[{i}]")))
+                .collect::<Result<_, _>>()?,
+        );
+    }
+    Ok(cert)
+}
+
+fn strip_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    match message.rfind(" at line ") {
+        Some(i) => format!("{} (column {})", &message[..i], e.column()),
+        None => message,
+    }
+}
+
+/// Writes a certificate as one JSON document (objects and version sets sorted, so the
+/// output is stable).
+///
+/// # Errors
+/// I/O errors of `out`.
+pub fn write_certificate<W: Write>(h: &History, cert: &Certificate, out: &mut W) -> Result<(), FormatError> {
+    let obj_json = |obj, m: &mut serde_json::Map<String, Json>| {
+        let o = h.object(obj);
+        let table = &h.table(o.table).name;
+        if &**table != KV_TABLE {
+            m.insert("table".into(), table.to_string().into());
+        }
+        m.insert("key".into(), o.key.to_json());
+    };
+    let name = |t: TxnId| h.txn(t).name.to_json();
+    let mut doc = serde_json::Map::new();
+    doc.insert("format".into(), "isocert-certificate".into());
+    doc.insert("version".into(), 1.into());
+    if let Some(vo) = &cert.version_order {
+        let mut objs: Vec<_> = vo.iter().collect();
+        objs.sort_by_key(|(o, _)| **o);
+        let list: Vec<Json> = objs
+            .into_iter()
+            .map(|(&obj, writers)| {
+                let mut m = serde_json::Map::new();
+                obj_json(obj, &mut m);
+                m.insert("writers".into(), Json::Array(writers.iter().map(|&t| name(t)).collect()));
+                Json::Object(m)
+            })
+            .collect();
+        doc.insert("version_order".into(), Json::Array(list));
+    }
+    if let Some(vs) = &cert.version_sets {
+        let mut ops: Vec<_> = vs.iter().collect();
+        ops.sort_by_key(|(r, _)| **r);
+        let list: Vec<Json> = ops
+            .into_iter()
+            .map(|(r, seen)| {
+                let versions: Vec<Json> = seen
+                    .iter()
+                    .map(|s| {
+                        let mut m = serde_json::Map::new();
+                        obj_json(s.obj, &mut m);
+                        m.insert("writer".into(), s.writer.txn().map(name).unwrap_or(Json::Null));
+                        Json::Object(m)
+                    })
+                    .collect();
+                json!({"txn": name(r.txn), "op": r.op, "versions": versions})
+            })
+            .collect();
+        doc.insert("version_sets".into(), Json::Array(list));
+    }
+    if let Some(order) = &cert.serialization_order {
+        doc.insert("serialization_order".into(), Json::Array(order.iter().map(|&t| name(t)).collect()));
+    }
+    serde_json::to_writer(&mut *out, &Json::Object(doc)).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}

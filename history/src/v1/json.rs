@@ -1,0 +1,100 @@
+//! Conversions between JSON and the model's scalars, rows and values.
+
+use serde_json::Value as Json;
+
+use crate::{History, Scalar, TableId, Value, ValueId};
+
+/// A JSON scalar as a [`Scalar`], or a message saying why it is not one.
+pub(crate) fn scalar(json: &Json) -> Result<Scalar, String> {
+    Ok(match json {
+        Json::Null => Scalar::Null,
+        Json::Bool(b) => Scalar::Bool(*b),
+        Json::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Scalar::Int(i)
+            } else if n.is_u64() {
+                return Err(format!("integer {n} does not fit a signed 64-bit integer"));
+            } else {
+                Scalar::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Json::String(s) => Scalar::Text(s.as_str().into()),
+        Json::Array(_) => return Err("expected a scalar, found an array".into()),
+        Json::Object(_) => return Err("expected a scalar, found an object".into()),
+    })
+}
+
+/// A key or id: an integer or a string.
+pub(crate) fn key(json: &Json) -> Result<Scalar, String> {
+    match json {
+        Json::Number(_) | Json::String(_) => match scalar(json)? {
+            Scalar::Float(_) => Err("expected an integer or a string, found a float".into()),
+            s => Ok(s),
+        },
+        other => Err(format!("expected an integer or a string, found {}", kind(other))),
+    }
+}
+
+/// The JSON type name of a value, for messages.
+pub(crate) fn kind(json: &Json) -> &'static str {
+    match json {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// Interns the value of an object of `table`: `null` is absent, a kv value is a scalar,
+/// a list read is an array of scalars, a SQL row is an object of columns.
+pub(crate) fn value(h: &mut History, table: TableId, json: &Json) -> Result<ValueId, String> {
+    match json {
+        Json::Null => Ok(ValueId::ABSENT),
+        Json::Array(items) => {
+            let items = items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?;
+            Ok(h.intern_value(Value::List(items.into_boxed_slice())))
+        }
+        Json::Object(map) => {
+            if h.table(table).is_kv() {
+                return Err("table kv holds scalars, found an object (name another table for rows)".into());
+            }
+            let mut cols = Vec::with_capacity(map.len());
+            for (name, v) in map {
+                let s = scalar(v).map_err(|e| format!("column {name}: {e}"))?;
+                cols.push((h.intern_column(table, name), s));
+            }
+            Ok(h.intern_row(&cols))
+        }
+        other => {
+            if !h.table(table).is_kv() {
+                return Err(format!(
+                    "a row of table {} must be an object of columns, found {}",
+                    h.table(table).name,
+                    kind(other)
+                ));
+            }
+            Ok(h.intern_value(Value::Scalar(scalar(other)?)))
+        }
+    }
+}
+
+/// A value as v1 JSON (the inverse of [`value`]).
+pub(crate) fn value_to_json(h: &History, table: TableId, id: ValueId) -> Json {
+    match h.value(id) {
+        Value::Absent => Json::Null,
+        Value::Scalar(s) => s.to_json(),
+        Value::List(items) => Json::Array(items.iter().map(Scalar::to_json).collect()),
+        Value::Row(row) => {
+            let columns = &h.table(table).columns;
+            let mut map = serde_json::Map::new();
+            for (i, s) in row.columns().iter().enumerate() {
+                if !s.is_null() {
+                    map.insert(columns[i].to_string(), s.to_json());
+                }
+            }
+            Json::Object(map)
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The isocert interchange format, version 1 (`shared/spec/history-format-v1.md`).
+//!
+//! Histories are JSON Lines read one transaction at a time ([`HistoryReader`]); a
+//! certificate is one JSON document ([`read_certificate`]). Unknown fields are errors.
+//!
+//! Project extensions (optional, documented in `docs/FORMAT.md`):
+//! - header `"dialect": "postgres" | "mysql"`: the predicates' SQL dialect;
+//! - transaction `"meta"` and operation `"meta"`: adapter facts (xid, snapshot, row
+//!   writers) that recovery reads and checkers ignore.
+
+mod certificate;
+mod json;
+mod read;
+mod write;
+
+pub use certificate::{read_certificate, write_certificate};
+pub use read::{read_history, HistoryReader};
+pub use write::{write_header, write_history, write_txn};

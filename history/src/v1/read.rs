@@ -1,0 +1,379 @@
+//! Streaming reader of v1 histories.
+
+use std::io::BufRead;
+
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+use super::json;
+use crate::model::{Dialect, KV_TABLE};
+use crate::{FormatError, History, Op, ResultRow, Status, Timestamp, Transaction, TxnId, ValueId};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeader {
+    format: String,
+    version: u32,
+    #[serde(default)]
+    initial: Vec<RawInitial>,
+    #[serde(default)]
+    dialect: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInitial {
+    #[serde(default)]
+    table: Option<String>,
+    key: Json,
+    value: Json,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTxn {
+    id: Json,
+    session: Json,
+    #[serde(default)]
+    status: Option<String>,
+    ops: Vec<RawOp>,
+    #[serde(default)]
+    start_ts: Option<Json>,
+    #[serde(default)]
+    commit_ts: Option<Json>,
+    #[serde(default)]
+    meta: Option<Json>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOp {
+    f: String,
+    #[serde(default)]
+    table: Option<String>,
+    #[serde(default)]
+    key: Option<Json>,
+    #[serde(default, deserialize_with = "present")]
+    value: Option<Json>,
+    #[serde(default, rename = "where")]
+    predicate: Option<String>,
+    #[serde(default)]
+    set: Option<serde_json::Map<String, Json>>,
+    #[serde(default)]
+    rows: Option<Vec<RawRow>>,
+    #[serde(default)]
+    meta: Option<Json>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRow {
+    key: Json,
+    #[serde(default, deserialize_with = "present")]
+    value: Option<Json>,
+}
+
+/// Deserializes a field that may hold `null`, telling `null` (Some(Null)) from missing (None).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
+    Json::deserialize(d).map(Some)
+}
+
+/// Reads a v1 history one transaction at a time, interning as it goes.
+///
+/// The reader owns the [`History`] it builds; [`HistoryReader::next_txn`] appends one
+/// transaction and returns its id, so online checkers see transactions as they arrive.
+#[derive(Debug)]
+pub struct HistoryReader<R> {
+    input: R,
+    history: History,
+    line: usize,
+    buf: String,
+    seen_content: bool,
+}
+
+impl<R: BufRead> HistoryReader<R> {
+    /// A reader over `input` (a file, standard input, a socket).
+    pub fn new(input: R) -> Self {
+        HistoryReader { input, history: History::new(), line: 0, buf: String::new(), seen_content: false }
+    }
+
+    /// The history read so far.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The history read so far, for callers that add to it (tests, importers).
+    pub fn history_mut(&mut self) -> &mut History {
+        &mut self.history
+    }
+
+    /// The number of the last line read (1-based).
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// Finishes reading and returns the history.
+    pub fn into_history(self) -> History {
+        self.history
+    }
+
+    /// Reads the next transaction, skipping blank lines and the header.
+    ///
+    /// # Errors
+    /// A [`FormatError`] naming the line and field of malformed input.
+    pub fn next_txn(&mut self) -> Result<Option<TxnId>, FormatError> {
+        loop {
+            self.buf.clear();
+            if self.input.read_line(&mut self.buf)? == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            let text = self.buf.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let first = !self.seen_content;
+            self.seen_content = true;
+            if first && looks_like_header(text) {
+                let raw: RawHeader = serde_json::from_str(text).map_err(|e| syntax(self.line, &e))?;
+                let line = self.line;
+                apply_header(&mut self.history, raw, line)?;
+                continue;
+            }
+            let raw: RawTxn = serde_json::from_str(text).map_err(|e| syntax(self.line, &e))?;
+            let line = self.line;
+            return convert_txn(&mut self.history, raw, line).map(Some);
+        }
+    }
+}
+
+/// Reads a whole v1 history.
+///
+/// # Errors
+/// A [`FormatError`] naming the line and field of the first malformed line.
+pub fn read_history<R: BufRead>(input: R) -> Result<History, FormatError> {
+    let mut reader = HistoryReader::new(input);
+    while reader.next_txn()?.is_some() {}
+    Ok(reader.into_history())
+}
+
+fn looks_like_header(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Map<String, Json>>(text).is_ok_and(|m| m.contains_key("format"))
+}
+
+fn syntax(line: usize, e: &serde_json::Error) -> FormatError {
+    let message = e.to_string();
+    // serde_json appends " at line 1 column N"; the line of a JSON Lines file is ours.
+    let message = match message.rfind(" at line ") {
+        Some(i) => format!("{} (column {})", &message[..i], e.column()),
+        None => message,
+    };
+    FormatError::Syntax { line, message }
+}
+
+fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), FormatError> {
+    if raw.format != "isocert-history" {
+        return Err(FormatError::invalid(
+            line,
+            "format",
+            format!("expected \"isocert-history\", found {:?}", raw.format),
+        ));
+    }
+    if raw.version != 1 {
+        return Err(FormatError::invalid(
+            line,
+            "version",
+            format!("this isocert reads version 1, found {}", raw.version),
+        ));
+    }
+    if let Some(d) = raw.dialect {
+        h.dialect = match d.as_str() {
+            "postgres" | "postgresql" => Dialect::Postgres,
+            "mysql" | "tidb" => Dialect::Mysql,
+            other => {
+                return Err(FormatError::invalid(
+                    line,
+                    "dialect",
+                    format!("unknown dialect {other:?} (postgres, mysql)"),
+                ))
+            }
+        };
+    }
+    for (i, init) in raw.initial.into_iter().enumerate() {
+        let field = |f: &str| format!("initial[{i}].{f}");
+        let table = h.intern_table(init.table.as_deref().unwrap_or(KV_TABLE));
+        let key = json::key(&init.key).map_err(|m| FormatError::invalid(line, field("key"), m))?;
+        let obj = h.intern_object(table, key);
+        let value =
+            json::value(h, table, &init.value).map_err(|m| FormatError::invalid(line, field("value"), m))?;
+        if h.initial.iter().any(|(o, _)| *o == obj) {
+            return Err(FormatError::invalid(line, field("key"), "object listed twice in initial"));
+        }
+        h.initial.push((obj, value));
+    }
+    Ok(())
+}
+
+/// Parses a timestamp field: integer, `"WALL.LOGICAL"` string or `{"p":..,"l":..}`.
+pub(crate) fn timestamp(json: &Json) -> Result<Timestamp, String> {
+    match json {
+        Json::Number(n) => n
+            .as_u64()
+            .map(Timestamp::new)
+            .ok_or_else(|| format!("timestamp {n} is not a non-negative integer")),
+        Json::String(s) => Timestamp::parse_str(s),
+        Json::Object(map) => {
+            let part = |name: &str| -> Result<u64, String> {
+                match map.get(name) {
+                    Some(Json::Number(n)) => {
+                        n.as_u64().ok_or_else(|| format!("{name}: {n} is not a non-negative integer"))
+                    }
+                    Some(Json::String(s)) => {
+                        s.parse().map_err(|_| format!("{name}: {s:?} is not a non-negative integer"))
+                    }
+                    Some(other) => Err(format!("{name}: expected an integer, found {}", json::kind(other))),
+                    None => Err(format!("missing {name:?}")),
+                }
+            };
+            if let Some(extra) = map.keys().find(|k| *k != "p" && *k != "l") {
+                return Err(format!("unknown field {extra:?} (expected p and l)"));
+            }
+            Ok(Timestamp::hlc(part("p")?, part("l")?))
+        }
+        other => Err(format!("expected a timestamp, found {}", json::kind(other))),
+    }
+}
+
+fn convert_txn(h: &mut History, raw: RawTxn, line: usize) -> Result<TxnId, FormatError> {
+    let bad = |field: String, message: String| FormatError::invalid(line, field, message);
+    let name = json::key(&raw.id).map_err(|m| bad("id".into(), m))?;
+    let session = json::key(&raw.session).map_err(|m| bad("session".into(), m))?;
+    let session = h.intern_session(session);
+    let status = match raw.status.as_deref() {
+        None | Some("committed") => Status::Committed,
+        Some("aborted") => Status::Aborted,
+        Some("unknown") => Status::Unknown,
+        Some(other) => {
+            return Err(bad(
+                "status".into(),
+                format!("expected committed, aborted or unknown, found {other:?}"),
+            ))
+        }
+    };
+    let mut ops = Vec::with_capacity(raw.ops.len());
+    let mut op_meta = Vec::new();
+    for (i, op) in raw.ops.into_iter().enumerate() {
+        if let Some(meta) = op.meta.clone() {
+            op_meta.push((i as u32, meta));
+        }
+        ops.push(convert_op(h, op).map_err(|(field, m)| bad(format!("ops[{i}].{field}"), m))?);
+    }
+    let ts = |j: Option<Json>, field: &str| -> Result<_, FormatError> {
+        j.filter(|j| !j.is_null()).map(|j| timestamp(&j)).transpose().map_err(|m| bad(field.into(), m))
+    };
+    let txn = Transaction {
+        name,
+        session,
+        status,
+        ops,
+        start_ts: ts(raw.start_ts, "start_ts")?,
+        commit_ts: ts(raw.commit_ts, "commit_ts")?,
+        meta: raw.meta.map(Box::new),
+        op_meta,
+    };
+    h.push_txn(txn).map_err(|t| bad("id".into(), format!("transaction id {} appears twice", t.name)))
+}
+
+type OpError = (&'static str, String);
+
+fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
+    let table = h.intern_table(op.table.as_deref().unwrap_or(KV_TABLE));
+    let forbid = |present: bool, field: &'static str| -> Result<(), OpError> {
+        if present {
+            Err((field, format!("not allowed on a {:?} operation", op.f)))
+        } else {
+            Ok(())
+        }
+    };
+    match op.f.as_str() {
+        "r" | "w" | "append" => {
+            forbid(op.predicate.is_some(), "where")?;
+            forbid(op.set.is_some(), "set")?;
+            forbid(op.rows.is_some(), "rows")?;
+            let key = op.key.as_ref().ok_or(("key", "missing".to_string()))?;
+            let key = json::key(key).map_err(|m| ("key", m))?;
+            let obj = h.intern_object(table, key);
+            let value = op.value.as_ref().ok_or(("value", "missing".to_string()))?;
+            match op.f.as_str() {
+                "r" => Ok(Op::Read { obj, value: json::value(h, table, value).map_err(|m| ("value", m))? }),
+                "w" => {
+                    if value.is_array() {
+                        return Err((
+                            "value",
+                            "a write installs a scalar or a row, found an array (use append)".into(),
+                        ));
+                    }
+                    Ok(Op::Write { obj, value: json::value(h, table, value).map_err(|m| ("value", m))? })
+                }
+                _ => {
+                    let element = json::scalar(value).map_err(|m| ("value", m))?;
+                    if element.is_null() {
+                        return Err(("value", "cannot append null".into()));
+                    }
+                    Ok(Op::Append { obj, element })
+                }
+            }
+        }
+        "select" | "update" | "delete" => {
+            forbid(op.key.is_some(), "key")?;
+            forbid(op.value.is_some(), "value")?;
+            let sql = op.predicate.as_deref().ok_or(("where", "missing".to_string()))?;
+            if sql.trim().is_empty() {
+                return Err(("where", "empty predicate".into()));
+            }
+            let predicate = h.intern_predicate(table, sql);
+            let raw_rows = op.rows.ok_or(("rows", "missing".to_string()))?;
+            let mut rows = Vec::with_capacity(raw_rows.len());
+            for r in &raw_rows {
+                let key = json::key(&r.key).map_err(|m| ("rows", m))?;
+                let obj = h.intern_object(table, key);
+                let value = match (op.f.as_str(), &r.value) {
+                    ("delete", None) => ValueId::ABSENT,
+                    ("delete", Some(_)) => return Err(("rows", "a deleted row has only a key".into())),
+                    (_, None) => return Err(("rows", "a row needs its value".into())),
+                    (_, Some(v)) => {
+                        let id = json::value(h, table, v).map_err(|m| ("rows", m))?;
+                        if id == ValueId::ABSENT {
+                            return Err(("rows", "a returned row cannot be null".into()));
+                        }
+                        id
+                    }
+                };
+                if rows.iter().any(|x: &ResultRow| x.obj == obj) {
+                    return Err(("rows", format!("key {} appears twice", h.object(obj).key)));
+                }
+                rows.push(ResultRow { obj, value });
+            }
+            match op.f.as_str() {
+                "select" => {
+                    forbid(op.set.is_some(), "set")?;
+                    Ok(Op::Select { predicate, rows })
+                }
+                "update" => {
+                    let raw_set = op.set.ok_or(("set", "missing".to_string()))?;
+                    let mut set = Vec::with_capacity(raw_set.len());
+                    for (col, v) in &raw_set {
+                        let s = json::scalar(v).map_err(|m| ("set", format!("column {col}: {m}")))?;
+                        set.push((h.intern_column(table, col), s));
+                    }
+                    Ok(Op::Update { predicate, set, rows })
+                }
+                _ => {
+                    forbid(op.set.is_some(), "set")?;
+                    Ok(Op::Delete { predicate, rows })
+                }
+            }
+        }
+        other => Err(("f", format!("unknown operation {other:?} (r, w, append, select, update, delete)"))),
+    }
+}
