@@ -1,0 +1,55 @@
+//! `isocert`: prove or refute a database's isolation level.
+//!
+//! Each subcommand lives in its own module with its clap arguments and a `run` function
+//! returning the process exit code: 0 valid, 1 anomalies found, 2 unusable input or error.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod exit;
+
+/// Prove or refute a database's isolation level with version certificates.
+#[derive(Debug, Parser)]
+#[command(name = "isocert", version, about, long_about = None)]
+struct Cli {
+    /// Log more (repeat for more detail); logs go to standard error.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exit::error() } else { exit::valid() };
+        }
+    };
+    init_logging(cli.verbose);
+    let result: anyhow::Result<ExitCode> = match cli.command {};
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("isocert: error: {e:#}");
+            exit::error()
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ISOCERT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
