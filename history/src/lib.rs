@@ -29,7 +29,7 @@ pub use certificate::{Certificate, OpRef, SeenVersion, Writer};
 pub use error::FormatError;
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};
 pub use model::{
-    Dialect, History, ObjectKey, Op, Predicate, ResultRow, Status, Table, Transaction, KV_TABLE,
+    AggregateFn, Dialect, History, ObjectKey, Op, Predicate, ResultRow, Status, Table, Transaction, KV_TABLE,
 };
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};

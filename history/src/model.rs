@@ -86,22 +86,71 @@ pub enum Op {
         /// The deleted rows.
         rows: Vec<ResultRow>,
     },
+    /// `SELECT function(column) FROM table WHERE predicate` (project extension `aggregate`):
+    /// a predicate read that returns one scalar instead of rows.
+    Aggregate {
+        /// The predicate (which names its table).
+        predicate: PredId,
+        /// The aggregate function.
+        function: AggregateFn,
+        /// The aggregated column (`None` for `count(*)`).
+        column: Option<ColId>,
+        /// What the database returned (NULL for min/max/sum over no rows).
+        result: Scalar,
+    },
+}
+
+/// An aggregate function over the rows a predicate matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AggregateFn {
+    /// Smallest non-NULL value, NULL when there is none.
+    Min,
+    /// Largest non-NULL value, NULL when there is none.
+    Max,
+    /// Number of matching rows (`count(*)`) or of non-NULL values (`count(column)`).
+    Count,
+    /// Sum of the non-NULL values, NULL when there is none.
+    Sum,
+}
+
+impl AggregateFn {
+    /// The v1 spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AggregateFn::Min => "min",
+            AggregateFn::Max => "max",
+            AggregateFn::Count => "count",
+            AggregateFn::Sum => "sum",
+        }
+    }
+
+    /// Parses the v1 spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "min" => AggregateFn::Min,
+            "max" => AggregateFn::Max,
+            "count" => AggregateFn::Count,
+            "sum" => AggregateFn::Sum,
+            _ => return None,
+        })
+    }
 }
 
 impl Op {
-    /// The predicate of a select, update or delete.
+    /// The predicate of a select, update, delete or aggregate.
     pub fn predicate(&self) -> Option<PredId> {
         match self {
-            Op::Select { predicate, .. } | Op::Update { predicate, .. } | Op::Delete { predicate, .. } => {
-                Some(*predicate)
-            }
+            Op::Select { predicate, .. }
+            | Op::Update { predicate, .. }
+            | Op::Delete { predicate, .. }
+            | Op::Aggregate { predicate, .. } => Some(*predicate),
             _ => None,
         }
     }
 
     /// Whether the operation installs versions (write, append, predicate update or delete).
     pub fn is_write(&self) -> bool {
-        !matches!(self, Op::Read { .. } | Op::Select { .. })
+        !matches!(self, Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. })
     }
 }
 

@@ -5,6 +5,8 @@
 //!
 //! Project extensions (optional, documented in `docs/FORMAT.md`):
 //! - header `"dialect": "postgres" | "mysql"`: the predicates' SQL dialect;
+//! - operation `{"f":"aggregate","table":T,"where":SQL,"function":"min|max|count|sum",
+//!   "column":C,"result":V}`: an aggregate over the rows a predicate matches;
 //! - transaction `"meta"` and operation `"meta"`: adapter facts (xid, snapshot, row
 //!   writers) that recovery reads and checkers ignore.
 

@@ -7,7 +7,9 @@ use serde_json::Value as Json;
 
 use super::json;
 use crate::model::{Dialect, KV_TABLE};
-use crate::{FormatError, History, Op, ResultRow, Status, Timestamp, Transaction, TxnId, ValueId};
+use crate::{
+    AggregateFn, FormatError, History, Op, ResultRow, Status, Timestamp, Transaction, TxnId, ValueId,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +63,12 @@ struct RawOp {
     set: Option<serde_json::Map<String, Json>>,
     #[serde(default)]
     rows: Option<Vec<RawRow>>,
+    #[serde(default)]
+    function: Option<String>,
+    #[serde(default)]
+    column: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Json>,
     #[serde(default)]
     meta: Option<Json>,
 }
@@ -295,7 +303,34 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
             Ok(())
         }
     };
+    if op.f != "aggregate" {
+        forbid(op.function.is_some(), "function")?;
+        forbid(op.column.is_some(), "column")?;
+        forbid(op.result.is_some(), "result")?;
+    }
     match op.f.as_str() {
+        "aggregate" => {
+            forbid(op.key.is_some(), "key")?;
+            forbid(op.value.is_some(), "value")?;
+            forbid(op.set.is_some(), "set")?;
+            forbid(op.rows.is_some(), "rows")?;
+            let sql = op.predicate.as_deref().ok_or(("where", "missing".to_string()))?;
+            if sql.trim().is_empty() {
+                return Err(("where", "empty predicate".into()));
+            }
+            let predicate = h.intern_predicate(table, sql);
+            let name = op.function.as_deref().ok_or(("function", "missing".to_string()))?;
+            let function = AggregateFn::parse(name)
+                .ok_or(("function", format!("unknown aggregate {name:?} (min, max, count, sum)")))?;
+            let column = match op.column.as_deref() {
+                None | Some("*") if function == AggregateFn::Count => None,
+                None | Some("*") => return Err(("column", format!("{name} needs a column"))),
+                Some(c) => Some(h.intern_column(table, c)),
+            };
+            let result = op.result.as_ref().ok_or(("result", "missing".to_string()))?;
+            let result = json::scalar(result).map_err(|m| ("result", m))?;
+            Ok(Op::Aggregate { predicate, function, column, result })
+        }
         "r" | "w" | "append" => {
             forbid(op.predicate.is_some(), "where")?;
             forbid(op.set.is_some(), "set")?;
@@ -374,6 +409,9 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
                 }
             }
         }
-        other => Err(("f", format!("unknown operation {other:?} (r, w, append, select, update, delete)"))),
+        other => Err((
+            "f",
+            format!("unknown operation {other:?} (r, w, append, select, update, delete, aggregate)"),
+        )),
     }
 }

@@ -114,6 +114,20 @@ fn op_to_json(h: &History, op: &Op) -> Json {
         Op::Read { obj, value } => item("r", *obj, value_to_json(h, table_of(*obj), *value)),
         Op::Write { obj, value } => item("w", *obj, value_to_json(h, table_of(*obj), *value)),
         Op::Append { obj, element } => item("append", *obj, element.to_json()),
+        Op::Aggregate { predicate, function, column, result } => {
+            let p = h.predicate(*predicate);
+            let table = h.table(p.table);
+            let mut m = Map::new();
+            m.insert("f".into(), "aggregate".into());
+            m.insert("table".into(), table.name.to_string().into());
+            m.insert("where".into(), p.sql.to_string().into());
+            m.insert("function".into(), function.as_str().into());
+            if let Some(c) = column {
+                m.insert("column".into(), table.columns[c.index()].to_string().into());
+            }
+            m.insert("result".into(), result.to_json());
+            Json::Object(m)
+        }
         Op::Select { predicate, rows }
         | Op::Update { predicate, rows, .. }
         | Op::Delete { predicate, rows } => {
