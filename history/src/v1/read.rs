@@ -140,6 +140,12 @@ impl<R: BufRead> HistoryReader<R> {
             if text.is_empty() {
                 continue;
             }
+            if !text.starts_with('{') {
+                return Err(FormatError::Syntax {
+                    line: self.line,
+                    message: "expected a JSON object (one transaction per line)".into(),
+                });
+            }
             let first = !self.seen_content;
             self.seen_content = true;
             if first && looks_like_header(text) {

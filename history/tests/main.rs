@@ -1,0 +1,5 @@
+//! Integration tests of the history model and the v1 format.
+
+mod certificate;
+mod v1_errors;
+mod v1_roundtrip;

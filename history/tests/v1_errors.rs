@@ -1,0 +1,123 @@
+//! Malformed histories: every error names its line and field, none panics.
+
+use isocert_history::{v1, FormatError};
+
+fn error_of(text: &str) -> String {
+    match v1::read_history(text.as_bytes()) {
+        Ok(_) => panic!("expected an error for {text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_error(text: &str, line: usize, needles: &[&str]) {
+    let message = error_of(text);
+    assert!(message.starts_with(&format!("line {line}:")), "{message}");
+    for needle in needles {
+        assert!(message.contains(needle), "{message:?} should mention {needle:?}");
+    }
+}
+
+const OK: &str = r#"{"id":1,"session":0,"ops":[]}"#;
+
+#[test]
+fn unknown_fields_are_rejected_with_their_name() {
+    assert_error(&format!("{OK}\n{{\"id\":2,\"session\":0,\"ops\":[],\"colour\":1}}"), 2, &["colour"]);
+    assert_error(r#"{"id":2,"session":0,"ops":[{"f":"r","key":1,"value":1,"extra":true}]}"#, 1, &["extra"]);
+    assert_error(r#"{"format":"isocert-history","version":1,"inital":[]}"#, 1, &["inital"]);
+}
+
+#[test]
+fn broken_json_names_the_line_and_column() {
+    let second = OK.replace("\"id\":1", "\"id\":2");
+    assert_error(&format!("{OK}\n{second}\n{{\"id\":3,"), 3, &["column"]);
+    assert_error("[1,2]", 1, &["expected a JSON object"]);
+}
+
+#[test]
+fn missing_required_fields() {
+    assert_error(r#"{"session":0,"ops":[]}"#, 1, &["id"]);
+    assert_error(r#"{"id":1,"ops":[]}"#, 1, &["session"]);
+    assert_error(r#"{"id":1,"session":0}"#, 1, &["ops"]);
+    assert_error(r#"{"id":1,"session":0,"ops":[{"f":"r","key":1}]}"#, 1, &["ops[0].value", "missing"]);
+    assert_error(r#"{"id":1,"session":0,"ops":[{"f":"w","value":1}]}"#, 1, &["ops[0].key", "missing"]);
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"select","table":"t","rows":[]}]}"#,
+        1,
+        &["ops[0].where"],
+    );
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"update","table":"t","where":"a=1","rows":[]}]}"#,
+        1,
+        &["set"],
+    );
+}
+
+#[test]
+fn bad_values_and_types() {
+    assert_error(r#"{"id":1.5,"session":0,"ops":[]}"#, 1, &["id", "float"]);
+    assert_error(r#"{"id":1,"session":[0],"ops":[]}"#, 1, &["session", "array"]);
+    assert_error(r#"{"id":1,"session":0,"status":"done","ops":[]}"#, 1, &["status", "done"]);
+    assert_error(r#"{"id":1,"session":0,"ops":[{"f":"x","key":1,"value":1}]}"#, 1, &["ops[0].f", "\"x\""]);
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":{"a":1}}]}"#,
+        1,
+        &["kv holds scalars"],
+    );
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"w","table":"t","key":1,"value":4}]}"#,
+        1,
+        &["ops[0].value", "object of columns"],
+    );
+    assert_error(r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":[1]}]}"#, 1, &["append"]);
+    assert_error(r#"{"id":1,"session":0,"ops":[{"f":"append","key":1,"value":null}]}"#, 1, &["null"]);
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":18446744073709551615}]}"#,
+        1,
+        &["64-bit"],
+    );
+    assert_error(r#"{"id":1,"session":0,"ops":[{"f":"r","key":1,"value":1,"where":"a"}]}"#, 1, &["where"]);
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"select","table":"t","where":"a=1","rows":[{"key":1,"value":{"a":1}},{"key":1,"value":{"a":1}}]}]}"#,
+        1,
+        &["twice"],
+    );
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"aggregate","table":"t","where":"a=1","function":"avg","column":"a","result":1}]}"#,
+        1,
+        &["avg"],
+    );
+}
+
+#[test]
+fn bad_timestamps() {
+    assert_error(r#"{"id":1,"session":0,"start_ts":-1,"ops":[]}"#, 1, &["start_ts"]);
+    assert_error(r#"{"id":1,"session":0,"commit_ts":"12.x","ops":[]}"#, 1, &["commit_ts", "logical"]);
+    assert_error(r#"{"id":1,"session":0,"commit_ts":{"p":1},"ops":[]}"#, 1, &["commit_ts", "\"l\""]);
+    assert_error(r#"{"id":1,"session":0,"commit_ts":{"p":1,"l":0,"q":2},"ops":[]}"#, 1, &["\"q\""]);
+}
+
+#[test]
+fn duplicate_transaction_ids() {
+    assert_error(&format!("{OK}\n{OK}"), 2, &["id", "twice"]);
+}
+
+#[test]
+fn bad_headers() {
+    assert_error(r#"{"format":"other","version":1}"#, 1, &["format"]);
+    assert_error(r#"{"format":"isocert-history","version":2}"#, 1, &["version", "2"]);
+    assert_error(r#"{"format":"isocert-history","version":1,"dialect":"oracle"}"#, 1, &["dialect"]);
+    assert_error(
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":0},{"key":1,"value":1}]}"#,
+        1,
+        &["initial[1].key", "twice"],
+    );
+}
+
+#[test]
+fn errors_are_structured() {
+    let err = v1::read_history(r#"{"id":1,"session":0,"status":"done","ops":[]}"#.as_bytes()).unwrap_err();
+    match err {
+        FormatError::Invalid { line, field, .. } => assert_eq!((line, field.as_str()), (1, "status")),
+        other => panic!("unexpected {other:?}"),
+    }
+}

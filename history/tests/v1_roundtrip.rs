@@ -1,0 +1,82 @@
+//! Reading then writing a v1 history gives back the same lines; interning is dense.
+
+use isocert_history::{v1, AggregateFn, Dialect, Op, Scalar, Status, Timestamp, Value, ValueId};
+
+const SAMPLE: &str = r#"{"format":"isocert-history","version":1,"dialect":"mysql","initial":[{"key":5,"value":0},{"table":"t","key":1,"value":{"c0":3,"c1":7,"id":1}}]}
+{"id":1,"session":0,"start_ts":10,"commit_ts":"1700000000000000000.0000000001","ops":[{"f":"w","key":5,"value":1},{"f":"r","key":6,"value":null}],"meta":{"xid":731}}
+{"id":"b","session":"s1","status":"aborted","ops":[{"f":"append","key":"l","value":3},{"f":"r","key":"l","value":[1,2,3]}]}
+{"id":3,"session":0,"status":"unknown","start_ts":12,"ops":[{"f":"select","table":"t","where":"c0 between 1 and 5","rows":[{"key":1,"value":{"c0":3,"c1":7,"id":1}}],"meta":{"xmins":[1]}},{"f":"update","table":"t","where":"c0 = 3","set":{"c1":8},"rows":[{"key":1,"value":{"c0":3,"c1":8,"id":1}}]},{"f":"delete","table":"t","where":"c1 > 7","rows":[{"key":1}]},{"f":"aggregate","table":"t","where":"c0 > 0","function":"max","column":"c1","result":null},{"f":"aggregate","table":"t","where":"true","function":"count","result":0}]}
+"#;
+
+#[test]
+fn sample_round_trips_byte_for_byte() {
+    let h = v1::read_history(SAMPLE.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), SAMPLE);
+}
+
+#[test]
+fn sample_is_interned_as_the_spec_says() {
+    let h = v1::read_history(SAMPLE.as_bytes()).unwrap();
+    assert_eq!(h.dialect, Dialect::Mysql);
+    assert_eq!(h.txns.len(), 3);
+    assert_eq!(h.initial.len(), 2);
+    assert_eq!(h.session_count(), 2, "sessions 0 and \"s1\"");
+
+    let t1 = &h.txns[0];
+    assert_eq!(t1.status, Status::Committed);
+    assert_eq!(t1.start_ts, Some(Timestamp::new(10)));
+    assert_eq!(t1.commit_ts, Some(Timestamp::hlc(1_700_000_000_000_000_000, 1)));
+    assert_eq!(t1.meta.as_deref(), Some(&serde_json::json!({"xid": 731})));
+    let Op::Read { value, .. } = t1.ops[1] else { panic!("expected a read") };
+    assert_eq!(value, ValueId::ABSENT);
+
+    let t2 = &h.txns[1];
+    assert_eq!(t2.name, Scalar::Text("b".into()));
+    assert_eq!(t2.status, Status::Aborted);
+    let Op::Read { value, .. } = t2.ops[1] else { panic!("expected a read") };
+    assert_eq!(h.value(value), &Value::List(vec![Scalar::Int(1), Scalar::Int(2), Scalar::Int(3)].into()));
+
+    let t3 = &h.txns[2];
+    assert_eq!(t3.status, Status::Unknown);
+    assert!(t3.op_meta(0).is_some() && t3.op_meta(1).is_none());
+    let Op::Aggregate { function, column, ref result, .. } = t3.ops[3] else {
+        panic!("expected an aggregate")
+    };
+    assert_eq!((function, result), (AggregateFn::Max, &Scalar::Null));
+    assert!(column.is_some());
+
+    // The initial row and the row returned by the select are one interned value.
+    let (_, initial_row) = h.initial[1];
+    let Op::Select { ref rows, .. } = t3.ops[0] else { panic!("expected a select") };
+    assert_eq!(rows[0].value, initial_row);
+    assert_eq!(rows[0].obj, h.initial[1].0);
+}
+
+#[test]
+fn ids_of_different_types_are_different_transactions() {
+    let text = r#"{"id":17,"session":1,"ops":[]}
+{"id":"17","session":1,"ops":[]}"#;
+    let h = v1::read_history(text.as_bytes()).unwrap();
+    assert_eq!(h.txns.len(), 2);
+    assert_ne!(h.txn_by_name(&Scalar::Int(17)), h.txn_by_name(&Scalar::Text("17".into())));
+}
+
+#[test]
+fn streaming_reader_yields_one_transaction_at_a_time() {
+    let mut r = v1::HistoryReader::new(SAMPLE.as_bytes());
+    let mut seen = Vec::new();
+    while let Some(id) = r.next_txn().unwrap() {
+        seen.push((id.index(), r.line()));
+    }
+    assert_eq!(seen, vec![(0, 2), (1, 3), (2, 4)]);
+}
+
+#[test]
+fn blank_lines_are_skipped_and_header_is_optional() {
+    let text = "\n{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":2.5}]}\n\n";
+    let h = v1::read_history(text.as_bytes()).unwrap();
+    let Op::Write { value, .. } = h.txns[0].ops[0] else { panic!("expected a write") };
+    assert_eq!(h.value(value), &Value::Scalar(Scalar::Float(2.5)));
+}
