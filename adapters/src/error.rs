@@ -1,0 +1,86 @@
+//! The one error type of the adapters.
+
+use std::path::PathBuf;
+
+/// Why an adapter operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdapterError {
+    /// The PostgreSQL server programs (`initdb`, `pg_ctl`, `postgres`) are not installed.
+    #[error(
+        "PostgreSQL server binaries not found (looked in {searched}); install them with \
+         `apt-get install -y postgresql` or put initdb and pg_ctl on PATH"
+    )]
+    PostgresNotInstalled {
+        /// Where the search looked.
+        searched: String,
+    },
+    /// Running as root, but there is no unprivileged user to run the server as.
+    #[error("running as root and user `{user}` does not exist: PostgreSQL refuses to run as root; create it with `useradd --system {user}`")]
+    NoServerUser {
+        /// The user name looked up in /etc/passwd.
+        user: String,
+    },
+    /// A server program ran but failed.
+    #[error("{program} failed ({status}): {output}")]
+    ServerCommand {
+        /// The program that failed (`initdb`, `pg_ctl start`, ...).
+        program: String,
+        /// Its exit status.
+        status: String,
+        /// Its output, or the tail of the server log.
+        output: String,
+    },
+    /// A file-system or process operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, naming the path or program.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A database request failed.
+    #[error("{context}: {source}")]
+    Db {
+        /// What was being done.
+        context: String,
+        /// The driver error (SQLSTATE available through `code()`).
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// A `pg_current_snapshot()` text that does not have the `xmin:xmax:xip,...` shape.
+    #[error("bad PostgreSQL snapshot {text:?}: {reason}")]
+    BadSnapshot {
+        /// The text as given.
+        text: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The server answered something the adapter did not expect.
+    #[error("unexpected answer from PostgreSQL: {message}")]
+    Protocol {
+        /// What was unexpected.
+        message: String,
+    },
+    /// The data directory of an embedded server could not be prepared.
+    #[error("cannot prepare data directory {path}: {message}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl AdapterError {
+    /// An [`AdapterError::Io`] with its context.
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        AdapterError::Io { context: context.into(), source }
+    }
+
+    /// An [`AdapterError::Db`] with its context.
+    pub fn db(context: impl Into<String>, source: tokio_postgres::Error) -> Self {
+        AdapterError::Db { context: context.into(), source }
+    }
+}

@@ -1,0 +1,430 @@
+//! A throwaway PostgreSQL server: initdb into a temporary directory, start on a free
+//! loopback port, stop and remove everything when dropped.
+
+use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::AdapterError;
+
+/// Where Debian and Ubuntu install the server programs, one folder per major version.
+const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
+
+/// How many free ports to try when another process grabs the chosen one first.
+const PORT_ATTEMPTS: usize = 5;
+
+/// Server settings every embedded server gets: logical decoding for certificate recovery,
+/// and durability off because the data is thrown away.
+const BASE_SETTINGS: &[(&str, &str)] = &[
+    ("listen_addresses", "'127.0.0.1'"),
+    ("wal_level", "logical"),
+    ("max_replication_slots", "16"),
+    ("max_wal_senders", "16"),
+    ("track_commit_timestamp", "on"),
+    ("fsync", "off"),
+    ("synchronous_commit", "off"),
+    ("full_page_writes", "off"),
+    ("max_locks_per_transaction", "256"),
+    ("max_pred_locks_per_transaction", "256"),
+    ("log_min_messages", "warning"),
+];
+
+/// Options for [`EmbeddedPostgres`]: extra settings, connection limit, where the programs are.
+#[derive(Clone, Debug)]
+pub struct EmbeddedPostgresBuilder {
+    bin_dir: Option<PathBuf>,
+    max_connections: u32,
+    server_user: String,
+    settings: Vec<(String, String)>,
+}
+
+impl Default for EmbeddedPostgresBuilder {
+    fn default() -> Self {
+        EmbeddedPostgresBuilder {
+            bin_dir: std::env::var_os("ISOCERT_PG_BIN").map(PathBuf::from),
+            max_connections: 200,
+            server_user: "postgres".to_string(),
+            settings: Vec::new(),
+        }
+    }
+}
+
+impl EmbeddedPostgresBuilder {
+    /// The defaults: programs found automatically (`$ISOCERT_PG_BIN` first), 200 connections.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses the server programs in `dir` instead of searching for them.
+    pub fn bin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bin_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets `max_connections` (each workload session and each replication stream uses one).
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// The operating-system user the server runs as when isocert runs as root (default `postgres`).
+    pub fn server_user(mut self, user: impl Into<String>) -> Self {
+        self.server_user = user.into();
+        self
+    }
+
+    /// Adds one `postgresql.conf` setting, written as `name = value` (quote strings yourself).
+    pub fn setting(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.settings.push((name.into(), value.into()));
+        self
+    }
+
+    /// Creates the cluster and starts the server; blocks until it accepts connections.
+    ///
+    /// # Errors
+    /// [`AdapterError::PostgresNotInstalled`] when the programs are missing (the message
+    /// says how to install them), [`AdapterError::NoServerUser`] as root without the server
+    /// user, [`AdapterError::ServerCommand`] when initdb or the server fails to start.
+    pub fn start(self) -> Result<EmbeddedPostgres, AdapterError> {
+        let bin = match &self.bin_dir {
+            Some(dir) => checked_bin_dir(dir)?,
+            None => find_bin_dir()?,
+        };
+        let owner = if running_as_root() { Some(lookup_user(&self.server_user)?) } else { None };
+        let dir = tempfile::Builder::new()
+            .prefix("isocert-pg-")
+            .tempdir()
+            .map_err(|e| AdapterError::io("creating a temporary directory for PostgreSQL", e))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+                .map_err(|e| AdapterError::io(format!("chown {}", dir.path().display()), e))?;
+        }
+        let mut server = EmbeddedPostgres { dir: Some(dir), bin, owner, port: 0, running: false };
+        server.initdb()?;
+        server.write_settings(&self)?;
+        let mut last_error = None;
+        for _ in 0..PORT_ATTEMPTS {
+            server.port = free_port()?;
+            match server.pg_ctl_start() {
+                Ok(()) => {
+                    server.running = true;
+                    tracing::info!(url = %server.url(), "embedded PostgreSQL started");
+                    return Ok(server);
+                }
+                Err(e) if server.log_tail().contains("Address already in use") => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| AdapterError::Protocol { message: "no free port".into() }))
+    }
+
+    /// [`start`](Self::start) on a blocking thread, for async callers.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub async fn start_async(self) -> Result<EmbeddedPostgres, AdapterError> {
+        tokio::task::spawn_blocking(move || self.start())
+            .await
+            .map_err(|e| AdapterError::Protocol { message: format!("PostgreSQL start task failed: {e}") })?
+    }
+}
+
+/// A private PostgreSQL server in a temporary directory, removed when dropped.
+///
+/// It runs with `wal_level=logical` (certificate recovery reads a logical replication
+/// slot), the C locale, UTF8, trust authentication, fsync off, and listens on a free
+/// loopback port. As root it runs the server as the unprivileged `postgres` user, because
+/// PostgreSQL refuses to run as root. [`EmbeddedPostgres::url`] gives a connection URL for
+/// the superuser `postgres` and the database `postgres`.
+#[derive(Debug)]
+pub struct EmbeddedPostgres {
+    dir: Option<tempfile::TempDir>,
+    bin: PathBuf,
+    owner: Option<(u32, u32)>,
+    port: u16,
+    running: bool,
+}
+
+impl EmbeddedPostgres {
+    /// Starts a server with the default options (see [`EmbeddedPostgresBuilder`]).
+    ///
+    /// # Errors
+    /// As [`EmbeddedPostgresBuilder::start`].
+    pub fn start() -> Result<Self, AdapterError> {
+        EmbeddedPostgresBuilder::new().start()
+    }
+
+    /// Starts a server with the default options without blocking the async runtime.
+    ///
+    /// # Errors
+    /// As [`EmbeddedPostgresBuilder::start`].
+    pub async fn start_async() -> Result<Self, AdapterError> {
+        EmbeddedPostgresBuilder::new().start_async().await
+    }
+
+    /// Options for a server.
+    pub fn builder() -> EmbeddedPostgresBuilder {
+        EmbeddedPostgresBuilder::new()
+    }
+
+    /// The connection URL: `postgres://postgres@127.0.0.1:PORT/postgres`.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The loopback port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The folder holding the server programs that run this server.
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// The cluster's data directory (inside the temporary directory).
+    pub fn data_dir(&self) -> PathBuf {
+        self.root().join("data")
+    }
+
+    /// The server log file.
+    pub fn log_file(&self) -> PathBuf {
+        self.root().join("server.log")
+    }
+
+    /// Stops the server and removes its directory, reporting failures (dropping does the
+    /// same silently).
+    ///
+    /// # Errors
+    /// [`AdapterError::ServerCommand`] when `pg_ctl stop` fails, [`AdapterError::Io`] when
+    /// the directory cannot be removed.
+    pub fn shutdown(mut self) -> Result<(), AdapterError> {
+        self.stop()?;
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_path_buf();
+            dir.close().map_err(|e| AdapterError::io(format!("removing {}", path.display()), e))?;
+        }
+        Ok(())
+    }
+
+    /// [`shutdown`](Self::shutdown) on a blocking thread, for async callers.
+    ///
+    /// # Errors
+    /// As [`shutdown`](Self::shutdown).
+    pub async fn shutdown_async(self) -> Result<(), AdapterError> {
+        tokio::task::spawn_blocking(move || self.shutdown())
+            .await
+            .map_err(|e| AdapterError::Protocol { message: format!("PostgreSQL stop task failed: {e}") })?
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"))
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(program));
+        cmd.env("LC_ALL", "C").env_remove("PGDATA").current_dir(self.root());
+        if let Some((uid, gid)) = self.owner {
+            cmd.uid(uid).gid(gid);
+        }
+        cmd
+    }
+
+    fn initdb(&self) -> Result<(), AdapterError> {
+        let out = run(
+            self.command("initdb").arg("-D").arg(self.data_dir()).args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--locale=C",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]),
+            "initdb",
+        )?;
+        check(out, "initdb", String::new)
+    }
+
+    fn write_settings(&self, options: &EmbeddedPostgresBuilder) -> Result<(), AdapterError> {
+        let conf = self.data_dir().join("postgresql.conf");
+        let mut text = String::from("\n# isocert embedded server\n");
+        for (name, value) in BASE_SETTINGS {
+            text.push_str(&format!("{name} = {value}\n"));
+        }
+        text.push_str(&format!("max_connections = {}\n", options.max_connections));
+        text.push_str(&format!("unix_socket_directories = '{}'\n", self.root().display()));
+        for (name, value) in &options.settings {
+            text.push_str(&format!("{name} = {value}\n"));
+        }
+        let mut file = fs::OpenOptions::new()
+            .append(true)
+            .open(&conf)
+            .map_err(|e| AdapterError::io(format!("opening {}", conf.display()), e))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| AdapterError::io(format!("writing {}", conf.display()), e))
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), AdapterError> {
+        let out = run(
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(self.data_dir())
+                .arg("-l")
+                .arg(self.log_file())
+                .args(["-w", "-t", "60", "-o"])
+                .arg(format!("-c port={}", self.port))
+                .arg("start"),
+            "pg_ctl start",
+        )?;
+        check(out, "pg_ctl start", || self.log_tail())
+    }
+
+    fn stop(&mut self) -> Result<(), AdapterError> {
+        if !self.running {
+            return Ok(());
+        }
+        let fast = self.pg_ctl_stop("fast");
+        if fast.is_err() {
+            self.pg_ctl_stop("immediate")?;
+        }
+        self.running = false;
+        tracing::info!(port = self.port, "embedded PostgreSQL stopped");
+        Ok(())
+    }
+
+    fn pg_ctl_stop(&self, mode: &str) -> Result<(), AdapterError> {
+        let out = run(
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(self.data_dir())
+                .args(["-m", mode, "-w", "-t", "30", "stop"]),
+            "pg_ctl stop",
+        )?;
+        check(out, "pg_ctl stop", || self.log_tail())
+    }
+
+    /// The last lines of the server log, for error messages.
+    fn log_tail(&self) -> String {
+        let text = fs::read_to_string(self.log_file()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+}
+
+impl Drop for EmbeddedPostgres {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            tracing::warn!("stopping embedded PostgreSQL: {e}");
+        }
+    }
+}
+
+fn run(cmd: &mut Command, program: &str) -> Result<Output, AdapterError> {
+    cmd.output().map_err(|e| AdapterError::io(format!("running {program}"), e))
+}
+
+fn check(out: Output, program: &str, log: impl FnOnce() -> String) -> Result<(), AdapterError> {
+    if out.status.success() {
+        return Ok(());
+    }
+    let mut output = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !stdout.trim().is_empty() {
+        output = format!("{}\n{output}", stdout.trim());
+    }
+    let log = log();
+    if !log.is_empty() {
+        output = format!("{output}\nserver log:\n{log}");
+    }
+    Err(AdapterError::ServerCommand { program: program.to_string(), status: out.status.to_string(), output })
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin`, else the folder of `initdb` on PATH.
+fn find_bin_dir() -> Result<PathBuf, AdapterError> {
+    let mut versions: Vec<(Vec<u32>, PathBuf)> = fs::read_dir(DEBIAN_ROOT)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version =
+                entry.file_name().to_str()?.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+            let bin = entry.path().join("bin");
+            has_server_programs(&bin).then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Ok(bin);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        if has_server_programs(&dir) {
+            return Ok(dir);
+        }
+    }
+    Err(AdapterError::PostgresNotInstalled { searched: format!("{DEBIAN_ROOT}/*/bin and PATH") })
+}
+
+fn checked_bin_dir(dir: &Path) -> Result<PathBuf, AdapterError> {
+    if has_server_programs(dir) {
+        Ok(dir.to_path_buf())
+    } else {
+        Err(AdapterError::PostgresNotInstalled { searched: dir.display().to_string() })
+    }
+}
+
+fn has_server_programs(dir: &Path) -> bool {
+    ["initdb", "pg_ctl", "postgres"].iter().all(|p| dir.join(p).is_file())
+}
+
+/// Whether this process runs as root (the owner of `/proc/self` is the effective user).
+fn running_as_root() -> bool {
+    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// The uid and gid of `user` from `/etc/passwd`.
+fn lookup_user(user: &str) -> Result<(u32, u32), AdapterError> {
+    let passwd = fs::read_to_string("/etc/passwd").map_err(|e| AdapterError::io("reading /etc/passwd", e))?;
+    passwd
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            (fields.len() >= 4 && fields[0] == user)
+                .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
+        })
+        .flatten()
+        .next()
+        .ok_or_else(|| AdapterError::NoServerUser { user: user.to_string() })
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> Result<u16, AdapterError> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| AdapterError::io("finding a free loopback port", e))?;
+    let port = listener.local_addr().map_err(|e| AdapterError::io("finding a free loopback port", e))?.port();
+    Ok(port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_programs_say_how_to_install() {
+        let err = EmbeddedPostgres::builder().bin_dir("/nonexistent/bin").start().unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("apt-get install -y postgresql"), "{text}");
+        assert!(text.contains("/nonexistent/bin"), "{text}");
+    }
+
+    #[test]
+    fn unknown_server_user_is_reported() {
+        let err = lookup_user("no-such-user-isocert").unwrap_err();
+        assert!(matches!(err, AdapterError::NoServerUser { .. }), "{err}");
+    }
+}

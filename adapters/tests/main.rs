@@ -1,0 +1,3 @@
+//! Integration tests of the adapters against a real PostgreSQL.
+
+mod embedded;
