@@ -1,0 +1,60 @@
+//! The one entry point: pick a checker for the level and certificate, run it.
+
+use isocert_history::{Certificate, History};
+use isocert_oracle::MatchesOracle;
+
+use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
+
+/// Checks history `h` against isolation `level` using certificate `cert`.
+///
+/// [`CheckerKind::Auto`] runs Emme when the certificate has a version order (every level,
+/// explained cycles) and Enne when it has only a serialization order and the level is
+/// serializable. `oracle` decides which rows a predicate matches.
+///
+/// # Errors
+/// [`CheckError::MissingCertificateData`] when the certificate or the timestamps lack what
+/// the level needs (exit code 2 on the command line), [`CheckError::UnsupportedLevel`] for
+/// a checker that does not decide `level`, [`CheckError::Oracle`] when a predicate cannot
+/// be evaluated.
+pub fn check(
+    h: &History,
+    cert: &Certificate,
+    level: IsolationLevel,
+    checker: CheckerKind,
+    oracle: &dyn MatchesOracle,
+) -> Result<Report, CheckError> {
+    match resolve(cert, level, checker)? {
+        CheckerKind::Enne => enne::check(h, cert, level, oracle),
+        CheckerKind::Chronos | CheckerKind::Aion => Err(CheckError::UnsupportedHistory {
+            checker,
+            what: "the timestamp checkers are not part of this build".to_string(),
+        }),
+        _ => emme::check(h, cert, level, oracle),
+    }
+}
+
+/// The checker that [`check`] runs for this request.
+///
+/// # Errors
+/// [`CheckError::MissingCertificateData`] when `Auto` finds neither a version order nor
+/// (at serializable) a serialization order.
+pub fn resolve(
+    cert: &Certificate,
+    level: IsolationLevel,
+    checker: CheckerKind,
+) -> Result<CheckerKind, CheckError> {
+    if checker != CheckerKind::Auto {
+        return Ok(checker);
+    }
+    if cert.version_order.is_some() {
+        Ok(CheckerKind::Emme)
+    } else if level == IsolationLevel::Serializable && cert.serialization_order.is_some() {
+        Ok(CheckerKind::Enne)
+    } else {
+        Err(CheckError::MissingCertificateData {
+            what: "version order (or, for serializable, serialization order) in the certificate".to_string(),
+            level,
+            checker,
+        })
+    }
+}

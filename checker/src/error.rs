@@ -1,0 +1,53 @@
+//! Why a check could not be carried out (as opposed to finding anomalies).
+
+use isocert_oracle::OracleError;
+
+use crate::{CheckerKind, IsolationLevel};
+
+/// A check that could not run: the input lacks what the level or checker needs, or the
+/// predicate oracle failed. Anomalies are not errors; they are in the
+/// [`Report`](crate::Report).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The certificate (or the history's timestamps) lacks data the checker needs at this level.
+    #[error("{checker} cannot check {level}: the input has no {what}")]
+    MissingCertificateData {
+        /// What is missing, e.g. "start_ts/commit_ts on committed transaction T4".
+        what: String,
+        /// The level requested.
+        level: IsolationLevel,
+        /// The checker that needed it.
+        checker: CheckerKind,
+    },
+    /// The checker does not decide this level.
+    #[error("{checker} does not check {level}; {hint}")]
+    UnsupportedLevel {
+        /// The checker requested.
+        checker: CheckerKind,
+        /// The level requested.
+        level: IsolationLevel,
+        /// What to use instead.
+        hint: &'static str,
+    },
+    /// The history uses a construct the checker cannot interpret.
+    #[error("{checker} cannot check this history: {what}")]
+    UnsupportedHistory {
+        /// The checker.
+        checker: CheckerKind,
+        /// The construct, naming the transaction and operation.
+        what: String,
+    },
+    /// The certificate is malformed beyond what a contradiction can express (it names a
+    /// version twice, orders an object that does not exist, ...).
+    #[error("invalid certificate: {field}: {message}")]
+    InvalidCertificate {
+        /// The certificate field at fault, e.g. `version_order[kv[3]]`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The predicate oracle could not compile or evaluate a predicate (the error names it).
+    #[error(transparent)]
+    Oracle(#[from] OracleError),
+}

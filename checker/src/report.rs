@@ -1,0 +1,299 @@
+//! What a check finds: the verdict, the anomalies and the evidence behind each.
+
+use std::fmt;
+
+use isocert_history::{ObjId, OpRef, TxnId};
+
+use crate::{CheckerKind, IsolationLevel};
+
+/// The kind of an anomaly. Cyclic kinds follow Adya's phenomena; the others are reads or
+/// certificates that no isolation level can explain; the Chronos/Aion axioms come last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum AnomalyKind {
+    /// Write cycle: a cycle of write-dependencies only.
+    G0,
+    /// Aborted read: a committed transaction read a version written by an aborted one.
+    G1a,
+    /// Intermediate read: a committed transaction read a version its writer later overwrote.
+    G1b,
+    /// Circular information flow: a cycle of write- and read-dependencies.
+    G1c,
+    /// A cycle with at least one item anti-dependency (and no predicate anti-dependency).
+    G2Item,
+    /// A cycle with at least one anti-dependency, predicate anti-dependencies included.
+    G2,
+    /// Snapshot isolation violation: interference (G-SIa) or missed effects (G-SIb)
+    /// against the start-dependencies of the transactions' timestamps.
+    GSi,
+    /// A read returned a value that no transaction wrote.
+    GarbageRead,
+    /// A transaction read something other than its own latest write or its earlier read.
+    InternalInconsistency,
+    /// Two writes installed the same value of one object, so reads are ambiguous.
+    DuplicateWrite,
+    /// A predicate operation's rows differ from what its version set says it matched.
+    ResultSetMismatch,
+    /// The history and the certificate disagree (a read the version order cannot explain,
+    /// a version order naming a transaction that did not write the object, ...).
+    CertificateContradiction,
+    /// Replay in the serialization order (Enne) returned something the history did not see.
+    ReplayDivergence,
+    /// Chronos/Aion: a session saw its own earlier transactions out of order.
+    Session,
+    /// Chronos/Aion: internal consistency axiom (reads follow the transaction's own writes).
+    Int,
+    /// Chronos/Aion: external consistency axiom (reads see the snapshot's latest writes).
+    Ext,
+    /// Chronos/Aion: two concurrent transactions wrote the same object (SI's first-committer-wins).
+    NoConflict,
+}
+
+impl AnomalyKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [AnomalyKind; 17] = [
+        AnomalyKind::G0,
+        AnomalyKind::G1a,
+        AnomalyKind::G1b,
+        AnomalyKind::G1c,
+        AnomalyKind::G2Item,
+        AnomalyKind::G2,
+        AnomalyKind::GSi,
+        AnomalyKind::GarbageRead,
+        AnomalyKind::InternalInconsistency,
+        AnomalyKind::DuplicateWrite,
+        AnomalyKind::ResultSetMismatch,
+        AnomalyKind::CertificateContradiction,
+        AnomalyKind::ReplayDivergence,
+        AnomalyKind::Session,
+        AnomalyKind::Int,
+        AnomalyKind::Ext,
+        AnomalyKind::NoConflict,
+    ];
+
+    /// The kebab-case name used in JSON and on the command line (`g2-item`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnomalyKind::G0 => "g0",
+            AnomalyKind::G1a => "g1a",
+            AnomalyKind::G1b => "g1b",
+            AnomalyKind::G1c => "g1c",
+            AnomalyKind::G2Item => "g2-item",
+            AnomalyKind::G2 => "g2",
+            AnomalyKind::GSi => "g-si",
+            AnomalyKind::GarbageRead => "garbage-read",
+            AnomalyKind::InternalInconsistency => "internal-inconsistency",
+            AnomalyKind::DuplicateWrite => "duplicate-write",
+            AnomalyKind::ResultSetMismatch => "result-set-mismatch",
+            AnomalyKind::CertificateContradiction => "certificate-contradiction",
+            AnomalyKind::ReplayDivergence => "replay-divergence",
+            AnomalyKind::Session => "session",
+            AnomalyKind::Int => "int",
+            AnomalyKind::Ext => "ext",
+            AnomalyKind::NoConflict => "no-conflict",
+        }
+    }
+
+    /// The kind named `name` (kebab-case, as [`AnomalyKind::as_str`] spells it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        AnomalyKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Whether a history showing this anomaly violates `level`. G0 violates every level,
+    /// G1 everything above read-uncommitted, G2-item repeatable-read and serializable, G2
+    /// serializable, G-SI snapshot isolation; reads nobody can explain violate every level.
+    pub fn violates(self, level: IsolationLevel) -> bool {
+        use IsolationLevel::*;
+        match self {
+            AnomalyKind::G1a | AnomalyKind::G1b | AnomalyKind::G1c => level != ReadUncommitted,
+            AnomalyKind::G2Item => matches!(level, RepeatableRead | Serializable),
+            AnomalyKind::G2 => level == Serializable,
+            AnomalyKind::GSi | AnomalyKind::NoConflict => level == SnapshotIsolation,
+            _ => true,
+        }
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The kind of a dependency edge between two transactions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum EdgeKind {
+    /// Write-dependency: `to` installed the next version of an object after `from`'s.
+    Ww,
+    /// Read-dependency: `to` read a version `from` installed.
+    Wr,
+    /// Item anti-dependency: `from` read a version and `to` installed the next one.
+    Rw,
+    /// Predicate read-dependency: `from` installed a version that changed the matches of
+    /// a predicate read by `to`, and `to` saw that version or a later one.
+    PredicateWr,
+    /// Predicate anti-dependency: `from`'s predicate read saw a version, and `to`
+    /// installed a later version that changes the predicate's matches.
+    PredicateRw,
+    /// Start-dependency: `from` committed before `to` started (snapshot isolation).
+    StartDep,
+    /// Session order: `from` came before `to` in the same session.
+    Session,
+}
+
+impl EdgeKind {
+    /// The kebab-case name (`predicate-rw`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::Ww => "ww",
+            EdgeKind::Wr => "wr",
+            EdgeKind::Rw => "rw",
+            EdgeKind::PredicateWr => "predicate-wr",
+            EdgeKind::PredicateRw => "predicate-rw",
+            EdgeKind::StartDep => "start-dep",
+            EdgeKind::Session => "session",
+        }
+    }
+
+    /// Whether this is an anti-dependency (item or predicate).
+    pub fn is_anti(self) -> bool {
+        matches!(self, EdgeKind::Rw | EdgeKind::PredicateRw)
+    }
+}
+
+impl fmt::Display for EdgeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One explained edge of a counterexample cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// The transaction the dependency starts at.
+    pub from: TxnId,
+    /// The transaction that depends on `from`.
+    pub to: TxnId,
+    /// The kind of dependency.
+    pub kind: EdgeKind,
+    /// The object the dependency is about (none for start-dependencies and session order).
+    pub obj: Option<ObjId>,
+    /// The reading or predicate operation involved, if any.
+    pub op: Option<OpRef>,
+    /// One sentence a person can check against the files, e.g. "T12 read x=4 written by
+    /// T7; T19 installed the next version of x".
+    pub explanation: String,
+}
+
+/// One anomaly with its evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anomaly {
+    /// What kind of anomaly.
+    pub kind: AnomalyKind,
+    /// The transactions involved (the cycle's, in cycle order, or the reader and writers).
+    pub txns: Vec<TxnId>,
+    /// The operations involved (the offending reads, the predicate operations).
+    pub ops: Vec<OpRef>,
+    /// The objects involved.
+    pub objects: Vec<ObjId>,
+    /// What happened, in a sentence or two.
+    pub explanation: String,
+    /// For cyclic anomalies, the shortest cycle found, each edge explained; empty otherwise.
+    pub cycle: Vec<Edge>,
+}
+
+impl Anomaly {
+    /// A non-cyclic anomaly.
+    pub fn new(kind: AnomalyKind, txns: Vec<TxnId>, explanation: impl Into<String>) -> Self {
+        Anomaly {
+            kind,
+            txns,
+            ops: Vec::new(),
+            objects: Vec::new(),
+            explanation: explanation.into(),
+            cycle: Vec::new(),
+        }
+    }
+
+    /// Adds the operations involved.
+    pub fn with_ops(mut self, ops: Vec<OpRef>) -> Self {
+        self.ops = ops;
+        self
+    }
+
+    /// Adds the objects involved.
+    pub fn with_objects(mut self, objects: Vec<ObjId>) -> Self {
+        self.objects = objects;
+        self
+    }
+}
+
+/// Sizes of what a checker looked at, for reports and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckStats {
+    /// Transactions in the history.
+    pub txns: usize,
+    /// Committed transactions (and unknown ones the certificate shows committed).
+    pub committed: usize,
+    /// Operations in the history.
+    pub ops: usize,
+    /// Dependency edges built (Emme), or operations replayed (Enne).
+    pub edges: usize,
+}
+
+/// The result of a check: the level, the checker that ran, and every anomaly found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The level checked.
+    pub level: IsolationLevel,
+    /// The checker that actually ran (never [`CheckerKind::Auto`]).
+    pub checker: CheckerKind,
+    /// The anomalies found; empty when the history satisfies the level.
+    pub anomalies: Vec<Anomaly>,
+    /// What was looked at.
+    pub stats: CheckStats,
+    /// Notes on how the input was interpreted (unknown transactions taken as committed, ...).
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// An empty (valid) report.
+    pub fn new(level: IsolationLevel, checker: CheckerKind) -> Self {
+        Report { level, checker, anomalies: Vec::new(), stats: CheckStats::default(), notes: Vec::new() }
+    }
+
+    /// Whether the history satisfies the level: no anomaly was found.
+    pub fn is_valid(&self) -> bool {
+        self.anomalies.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_names_round_trip() {
+        for kind in AnomalyKind::ALL {
+            assert_eq!(AnomalyKind::from_name(kind.as_str()), Some(kind));
+        }
+        assert_eq!(AnomalyKind::from_name("G2"), None);
+    }
+
+    #[test]
+    fn levels_forbid_what_adya_says() {
+        use IsolationLevel::*;
+        assert!(AnomalyKind::G0.violates(ReadUncommitted));
+        assert!(!AnomalyKind::G1c.violates(ReadUncommitted));
+        assert!(AnomalyKind::G1c.violates(ReadCommitted));
+        assert!(!AnomalyKind::G2Item.violates(ReadCommitted));
+        assert!(AnomalyKind::G2Item.violates(RepeatableRead));
+        assert!(!AnomalyKind::G2Item.violates(SnapshotIsolation));
+        assert!(!AnomalyKind::G2.violates(RepeatableRead));
+        assert!(AnomalyKind::G2.violates(Serializable));
+        assert!(AnomalyKind::GSi.violates(SnapshotIsolation));
+        assert!(!AnomalyKind::GSi.violates(Serializable));
+        assert!(AnomalyKind::GarbageRead.violates(ReadUncommitted));
+    }
+}
