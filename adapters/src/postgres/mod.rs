@@ -7,4 +7,4 @@ mod snapshot;
 
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
 pub use session::connect;
-pub use snapshot::Snapshot;
+pub use snapshot::{widen_xid, Snapshot};

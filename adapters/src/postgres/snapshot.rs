@@ -28,6 +28,27 @@ impl Snapshot {
     pub fn sees(&self, xid: u64) -> bool {
         xid < self.xmax && (xid < self.xmin || self.xip.binary_search(&xid).is_err())
     }
+
+    /// Widens a 32-bit xid (the `xmin` column, pgoutput's `Begin.xid`) to the full 64-bit
+    /// xid nearest this snapshot's `xmax`: the one within 2^31 of it, as PostgreSQL relates
+    /// the two. Ids that would fall below zero stay in epoch 0.
+    pub fn widen(&self, xid: u32) -> u64 {
+        widen_xid(xid, self.xmax)
+    }
+}
+
+/// Widens a 32-bit xid to the full 64-bit xid nearest `reference` (within 2^31 of it).
+pub fn widen_xid(xid: u32, reference: u64) -> u64 {
+    let epoch = reference & !0xffff_ffff;
+    let candidate = epoch | u64::from(xid);
+    const HALF: u64 = 1 << 31;
+    if candidate > reference.saturating_add(HALF) && candidate >= 1 << 32 {
+        candidate - (1 << 32)
+    } else if candidate.saturating_add(HALF) < reference {
+        candidate + (1 << 32)
+    } else {
+        candidate
+    }
 }
 
 impl FromStr for Snapshot {
@@ -93,6 +114,20 @@ mod tests {
         let empty: Snapshot = "7:7:".parse().unwrap();
         assert!(empty.sees(6) && !empty.sees(7));
         assert_eq!(empty.to_string(), "7:7:");
+    }
+
+    #[test]
+    fn widens_32_bit_xids_next_to_the_reference() {
+        assert_eq!(widen_xid(726, 727), 726);
+        assert_eq!(widen_xid(800, 727), 800);
+        let epoch1 = 1u64 << 32;
+        assert_eq!(widen_xid(5, epoch1 + 10), epoch1 + 5);
+        // Just before the wrap: the xid belongs to the previous epoch.
+        assert_eq!(widen_xid(u32::MAX - 1, epoch1 + 10), epoch1 - 2);
+        // Just after: a reference at the end of epoch 0 and a small xid of epoch 1.
+        assert_eq!(widen_xid(3, epoch1 - 5), epoch1 + 3);
+        let s: Snapshot = "4294967300:4294967310:".parse().unwrap();
+        assert_eq!(s.widen(8), epoch1 + 8);
     }
 
     #[test]
