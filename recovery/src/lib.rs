@@ -1,0 +1,37 @@
+//! Turning facts recovered from a database into a version certificate.
+//!
+//! An adapter (in `isocert-adapters`) consumes the database's change stream into a
+//! [`RawLog`]: committed transactions in commit order with their row changes. A rule per
+//! concurrency-control protocol combines that log with the client's [`History`] (which
+//! carries the facts the client recorded in `meta`) into a
+//! [`Certificate`](isocert_history::Certificate). PostgreSQL's rule is [`recover_postgres`]:
+//! version order = replication commit order per row, version sets from the recorded
+//! snapshots ([`PgSnapshot`]), timestamps consistent with visibility.
+//!
+//! ```
+//! use isocert_history::{v1, Scalar};
+//! use isocert_recovery::{recover_postgres, CommittedTxn, RawLog, RowChange};
+//!
+//! let text = r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":700,"snapshot":"700:700:"}}
+//! {"id":2,"session":1,"ops":[{"f":"select","table":"kv","where":"value > 5","rows":[{"key":1,"value":10}]}],"meta":{"xid":null,"snapshot":"701:701:"}}"#;
+//! let mut h = v1::read_history(text.as_bytes())?;
+//! let mut log = RawLog::new();
+//! log.push(CommittedTxn { xid: 700, commit_lsn: 1, commit_time: 0, changes: vec![RowChange {
+//!     table: "kv".into(), key: Scalar::Int(1),
+//!     row: Some(vec![("key".into(), Scalar::Int(1)), ("value".into(), Scalar::Int(10))]) }] });
+//! let recovered = recover_postgres(&mut h, &log, &|_, _, _, _| Ok(true))?;
+//! let order = recovered.certificate.version_order.unwrap();
+//! assert_eq!(order.values().next().unwrap().len(), 1);
+//! assert!(h.txns[0].commit_ts < h.txns[1].start_ts);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod postgres;
+mod raw_log;
+mod snapshot;
+
+pub use error::RecoveryError;
+pub use postgres::{recover_postgres, PostgresRecovery, RecoveryStats, RowMatcher};
+pub use raw_log::{CommittedTxn, RawLog, RowChange};
+pub use snapshot::{PgSnapshot, SnapshotParseError};

@@ -1,0 +1,227 @@
+//! Matching the replication stream's transactions to the history's, and the version order.
+
+use isocert_history::{History, ObjId, Op, Scalar, Status, TableId, TxnId, Value, ValueId};
+use rustc_hash::FxHashMap;
+
+use super::facts::TxnFacts;
+use crate::{RawLog, RecoveryError, RowChange};
+
+/// The result of matching: who wrote what, in which order.
+#[derive(Debug, Default)]
+pub(crate) struct Matched {
+    /// Per object, its writers in commit order.
+    pub(crate) version_order: FxHashMap<ObjId, Vec<TxnId>>,
+    /// Per history transaction, its position in the stream (commit order), if it committed writes.
+    pub(crate) stream_pos: Vec<Option<u32>>,
+    /// Per history transaction, its full 64-bit xid, if known.
+    pub(crate) xid: Vec<Option<u64>>,
+    /// The value each committed writer left on each object it wrote.
+    pub(crate) final_value: FxHashMap<(TxnId, ObjId), ValueId>,
+    /// Unknown-status transactions the stream showed committed.
+    pub(crate) resolved_committed: usize,
+    /// Unknown-status transactions the stream showed never committed.
+    pub(crate) resolved_aborted: usize,
+}
+
+/// The last value each transaction's operations leave on each object, in first-write order.
+pub(crate) fn final_writes(h: &History, t: TxnId) -> Result<Vec<(ObjId, ValueId)>, RecoveryError> {
+    let mut out: Vec<(ObjId, ValueId)> = Vec::new();
+    let mut set = |obj: ObjId, value: ValueId| match out.iter_mut().find(|(o, _)| *o == obj) {
+        Some(slot) => slot.1 = value,
+        None => out.push((obj, value)),
+    };
+    for (i, op) in h.txn(t).ops.iter().enumerate() {
+        match op {
+            Op::Write { obj, value } => set(*obj, *value),
+            Op::Update { rows, .. } => rows.iter().for_each(|r| set(r.obj, r.value)),
+            Op::Delete { rows, .. } => rows.iter().for_each(|r| set(r.obj, ValueId::ABSENT)),
+            Op::Append { .. } => {
+                return Err(RecoveryError::Unsupported {
+                    txn: h.txn_label(t),
+                    op: i,
+                    message: "list appends have no PostgreSQL recovery rule".into(),
+                })
+            }
+            Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. } => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The history's value for a logged row change, or `None` when the row has a non-NULL
+/// column the history never saw (so no recorded value can equal it).
+fn logged_value(h: &History, table: TableId, change: &RowChange) -> Option<Value> {
+    let Some(row) = &change.row else { return Some(Value::Absent) };
+    let t = h.table(table);
+    if t.is_kv() {
+        let v = row.iter().find(|(c, _)| &**c == "value").map(|(_, v)| v.clone()).unwrap_or(Scalar::Null);
+        return Some(Value::Scalar(v));
+    }
+    let mut columns = Vec::with_capacity(row.len());
+    for (name, v) in row {
+        match t.column(name) {
+            Some(c) => columns.push((c, v.clone())),
+            None if v.is_null() => {}
+            None => return None,
+        }
+    }
+    let width = columns.iter().map(|(c, _)| c.index() + 1).max().unwrap_or(0);
+    let mut cells = vec![Scalar::Null; width];
+    for (c, v) in columns {
+        cells[c.index()] = v;
+    }
+    Some(Value::Row(isocert_history::Row::new(cells)))
+}
+
+fn describe(change: &RowChange) -> String {
+    match &change.row {
+        None => format!("delete {}[{}]", change.table, change.key),
+        Some(row) => {
+            let cells: Vec<String> = row.iter().map(|(c, v)| format!("{c}: {v}")).collect();
+            format!("{}[{}] = {{{}}}", change.table, change.key, cells.join(", "))
+        }
+    }
+}
+
+fn lsn_text(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
+/// Matches every logged transaction to a history transaction (by xid, or for an
+/// unknown-status transaction that never learned its xid, by the unique value it wrote),
+/// resolves unknown statuses, checks that history and log agree on every write, and builds
+/// the version order.
+pub(crate) fn match_log(h: &mut History, facts: &[TxnFacts], log: &RawLog) -> Result<Matched, RecoveryError> {
+    let n = h.txns.len();
+    let mut m = Matched { stream_pos: vec![None; n], xid: vec![None; n], ..Matched::default() };
+    let mut by_xid: FxHashMap<u32, TxnId> = FxHashMap::default();
+    for t in h.txn_ids() {
+        if let Some(x) = facts[t.index()].xid {
+            if let Some(first) = by_xid.insert(x as u32, t) {
+                return Err(RecoveryError::DuplicateXid {
+                    xid: x,
+                    first: h.txn_label(first),
+                    second: h.txn_label(t),
+                });
+            }
+            m.xid[t.index()] = Some(x);
+        }
+    }
+    // Unknown-status writers without an xid, by the (object, value) of each write.
+    let mut by_write: FxHashMap<(ObjId, ValueId), TxnId> = FxHashMap::default();
+    for t in h.txn_ids() {
+        if h.txn(t).status == Status::Unknown && m.xid[t.index()].is_none() {
+            for (obj, value) in final_writes(h, t)? {
+                if value != ValueId::ABSENT {
+                    by_write.insert((obj, value), t);
+                }
+            }
+        }
+    }
+
+    let mut writes: Vec<(ObjId, &RowChange)> = Vec::new();
+    for (pos, ct) in log.txns().iter().enumerate() {
+        writes.clear();
+        for change in &ct.changes {
+            let obj = h
+                .table_by_name(&change.table)
+                .and_then(|table| h.object_by_key(table, &change.key))
+                .ok_or_else(|| RecoveryError::UnknownWriter {
+                    xid: ct.xid,
+                    lsn: lsn_text(ct.commit_lsn),
+                    change: format!("{} (an object the history never names)", describe(change)),
+                })?;
+            match writes.iter_mut().find(|(o, _)| *o == obj) {
+                Some(slot) => slot.1 = change,
+                None => writes.push((obj, change)),
+            }
+        }
+        let by_value = || {
+            writes.iter().find_map(|(obj, change)| {
+                let v = logged_value(h, h.object(*obj).table, change)?;
+                by_write.get(&(*obj, h.value_id(&v)?)).copied()
+            })
+        };
+        let t = match by_xid.get(&(ct.xid as u32)).copied().or_else(by_value) {
+            Some(t) => t,
+            None => {
+                return Err(RecoveryError::UnknownWriter {
+                    xid: ct.xid,
+                    lsn: lsn_text(ct.commit_lsn),
+                    change: ct.changes.first().map(describe).unwrap_or_else(|| "none".into()),
+                })
+            }
+        };
+        if m.stream_pos[t.index()].is_some() {
+            return Err(RecoveryError::DuplicateXid {
+                xid: ct.xid,
+                first: h.txn_label(t),
+                second: h.txn_label(t),
+            });
+        }
+        match h.txn(t).status {
+            Status::Aborted => {
+                return Err(RecoveryError::AbortedButCommitted { txn: h.txn_label(t), xid: ct.xid })
+            }
+            Status::Unknown => {
+                h.txns[t.index()].status = Status::Committed;
+                m.resolved_committed += 1;
+            }
+            Status::Committed => {}
+        }
+        m.stream_pos[t.index()] = Some(pos as u32);
+        m.xid[t.index()].get_or_insert(ct.xid);
+        let recorded = final_writes(h, t)?;
+        for (obj, change) in &writes {
+            let logged = logged_value(h, h.object(*obj).table, change);
+            let Some(&(_, value)) = recorded.iter().find(|(o, _)| o == obj) else {
+                return Err(RecoveryError::UnrecordedWrite {
+                    txn: h.txn_label(t),
+                    object: h.object_label(*obj),
+                    value: describe(change),
+                });
+            };
+            if logged.as_ref() != Some(h.value(value)) {
+                return Err(RecoveryError::ValueMismatch {
+                    txn: h.txn_label(t),
+                    object: h.object_label(*obj),
+                    logged: describe(change),
+                    recorded: h.value_label(*obj, value),
+                });
+            }
+            let order = m.version_order.entry(*obj).or_default();
+            if order.last() != Some(&t) {
+                order.push(t);
+            }
+            m.final_value.insert((t, *obj), value);
+        }
+        if let Some((obj, _)) = recorded.iter().find(|(o, _)| !writes.iter().any(|(w, _)| w == o)) {
+            return Err(RecoveryError::MissingWrite {
+                txn: h.txn_label(t),
+                xid: m.xid[t.index()],
+                object: h.object_label(*obj),
+            });
+        }
+    }
+
+    for i in 0..n {
+        let t = TxnId::from_index(i);
+        if m.stream_pos[i].is_some() {
+            continue;
+        }
+        let status = h.txn(t).status;
+        if status == Status::Unknown && m.xid[t.index()].is_some() {
+            h.txns[t.index()].status = Status::Aborted;
+            m.resolved_aborted += 1;
+        } else if status == Status::Committed {
+            if let Some((obj, _)) = final_writes(h, t)?.first() {
+                return Err(RecoveryError::MissingWrite {
+                    txn: h.txn_label(t),
+                    xid: m.xid[t.index()],
+                    object: h.object_label(*obj),
+                });
+            }
+        }
+    }
+    Ok(m)
+}

@@ -1,0 +1,263 @@
+//! Unit tests of the PostgreSQL rule on small hand-written histories and logs.
+
+use isocert_history::{v1, History, ObjId, OpRef, PredId, Scalar, Status, TxnId, Value, ValueId, Writer};
+
+use crate::{recover_postgres, CommittedTxn, PostgresRecovery, RawLog, RecoveryError, RowChange};
+
+fn history(lines: &[&str]) -> History {
+    v1::read_history(lines.join("\n").as_bytes()).unwrap()
+}
+
+/// A logged kv transaction: `(key, Some(value))` writes, `(key, None)` deletes.
+fn logged(xid: u64, lsn: u64, writes: &[(i64, Option<i64>)]) -> CommittedTxn {
+    let changes = writes
+        .iter()
+        .map(|&(k, v)| RowChange {
+            table: "kv".into(),
+            key: Scalar::Int(k),
+            row: v.map(|v| vec![("key".into(), Scalar::Int(k)), ("value".into(), Scalar::Int(v))]),
+        })
+        .collect();
+    CommittedTxn { xid, commit_lsn: lsn, commit_time: 0, changes }
+}
+
+fn log(txns: Vec<CommittedTxn>) -> RawLog {
+    let mut log = RawLog::new();
+    txns.into_iter().for_each(|t| assert!(log.push(t)));
+    log
+}
+
+/// The interpreter stand-in for kv predicates of the form `value > N`.
+fn value_above(h: &History, pred: PredId, _obj: ObjId, value: ValueId) -> Result<bool, String> {
+    let sql = &h.predicate(pred).sql;
+    let bound: i64 =
+        sql.strip_prefix("value > ").and_then(|n| n.parse().ok()).ok_or("unsupported predicate")?;
+    Ok(matches!(h.value(value), Value::Scalar(Scalar::Int(v)) if *v > bound))
+}
+
+fn recover(h: &mut History, log: &RawLog) -> Result<PostgresRecovery, RecoveryError> {
+    recover_postgres(h, log, &value_above)
+}
+
+fn t(h: &History, name: i64) -> TxnId {
+    h.txn_by_name(&Scalar::Int(name)).unwrap()
+}
+
+fn obj(h: &History, key: i64) -> ObjId {
+    h.object_by_key(h.table_by_name("kv").unwrap(), &Scalar::Int(key)).unwrap()
+}
+
+fn seen(r: &PostgresRecovery, h: &History, txn: i64, op: u32, key: i64) -> Option<Writer> {
+    let sets = r.certificate.version_sets.as_ref().unwrap();
+    sets[&OpRef { txn: t(h, txn), op }].iter().find(|v| v.obj == obj(h, key)).map(|v| v.writer)
+}
+
+#[test]
+fn version_order_is_stream_order_and_snapshots_pick_visible_versions() {
+    // T1 (xid 100) and T2 (xid 101) write key 1 in that order; T3's snapshot was taken
+    // while T2 was running, T4's after both.
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"w","key":1,"value":20}],"meta":{"xid":101,"snapshot":"101:101:"}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[{"key":1,"value":10}]}],"meta":{"xid":null,"snapshot":"101:102:101"}}"#,
+        r#"{"id":4,"session":3,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[{"key":1,"value":20}]}],"meta":{"xid":null,"snapshot":"102:102:"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10))]), logged(101, 2, &[(1, Some(20))])]))
+        .unwrap();
+    let order = &r.certificate.version_order.as_ref().unwrap()[&obj(&h, 1)];
+    assert_eq!(order, &vec![t(&h, 1), t(&h, 2)]);
+    assert_eq!(seen(&r, &h, 3, 0, 1), Some(Writer::Txn(t(&h, 1))));
+    assert_eq!(seen(&r, &h, 4, 0, 1), Some(Writer::Txn(t(&h, 2))));
+    // Timestamps: a writer is visible to a snapshot iff it committed before the start.
+    let ts = |n: i64| (h.txn(t(&h, n)).start_ts.unwrap(), h.txn(t(&h, n)).commit_ts.unwrap());
+    assert!(ts(1).1 < ts(3).0 && ts(3).0 < ts(2).1 && ts(2).1 < ts(4).0);
+    assert!(ts(1).0 < ts(1).1 && ts(2).0 < ts(2).1);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.stats.logged_txns, 2);
+    assert_eq!(r.stats.version_sets, 2);
+}
+
+#[test]
+fn own_writes_and_unborn_rows_in_version_sets() {
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":1}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":2,"value":5},{"f":"select","table":"kv","where":"value > 0","rows":[{"key":1,"value":1},{"key":2,"value":5}]}],"meta":{"xid":300,"snapshot":"300:300:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[{"key":1,"value":1}]}],"meta":{"snapshot":"300:300:"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(300, 9, &[(2, Some(5))])])).unwrap();
+    assert_eq!(seen(&r, &h, 1, 1, 1), Some(Writer::Initial));
+    assert_eq!(seen(&r, &h, 1, 1, 2), Some(Writer::Txn(t(&h, 1))));
+    assert_eq!(seen(&r, &h, 2, 0, 1), Some(Writer::Initial));
+    assert_eq!(seen(&r, &h, 2, 0, 2), None, "key 2 is unborn for T2's snapshot");
+}
+
+#[test]
+fn unknown_outcomes_are_settled_by_the_stream() {
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"status":"unknown","ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100}}"#,
+        r#"{"id":2,"session":1,"status":"unknown","ops":[{"f":"w","key":2,"value":20}],"meta":{"xid":101}}"#,
+        r#"{"id":3,"session":2,"status":"unknown","ops":[{"f":"w","key":3,"value":30}]}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10))]), logged(102, 2, &[(3, Some(30))])]))
+        .unwrap();
+    assert_eq!(h.txn(t(&h, 1)).status, Status::Committed);
+    assert_eq!(h.txn(t(&h, 2)).status, Status::Aborted);
+    assert_eq!(h.txn(t(&h, 3)).status, Status::Committed, "matched by the unique value it wrote");
+    assert_eq!((r.stats.resolved_committed, r.stats.resolved_aborted), (2, 1));
+}
+
+#[test]
+fn disagreements_between_history_and_log_are_errors() {
+    let base = r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100}}"#;
+    let mut h = history(&[base]);
+    let err = recover(&mut h, &RawLog::new()).unwrap_err();
+    assert!(matches!(err, RecoveryError::MissingWrite { .. }), "{err}");
+    assert!(err.to_string().contains("T1") && err.to_string().contains("kv[1]"), "{err}");
+
+    let mut h = history(&[base]);
+    let err = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(11))])])).unwrap_err();
+    assert!(matches!(err, RecoveryError::ValueMismatch { .. }), "{err}");
+
+    let mut h = history(&[base]);
+    let err = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10))]), logged(105, 2, &[(1, Some(12))])]))
+        .unwrap_err();
+    assert!(matches!(err, RecoveryError::UnknownWriter { xid: 105, .. }), "{err}");
+    assert!(err.to_string().contains("0/2"), "{err}");
+
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"status":"aborted","ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100}}"#,
+    ]);
+    let err = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10))])])).unwrap_err();
+    assert!(matches!(err, RecoveryError::AbortedButCommitted { .. }), "{err}");
+
+    let mut h = history(&[base]);
+    let err = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10)), (2, Some(3))])])).unwrap_err();
+    assert!(
+        matches!(err, RecoveryError::UnknownWriter { .. } | RecoveryError::UnrecordedWrite { .. }),
+        "{err}"
+    );
+
+    let mut h = history(&[r#"{"id":1,"session":0,"ops":[],"meta":{"xid":"abc"}}"#]);
+    let err = recover(&mut h, &RawLog::new()).unwrap_err();
+    assert!(err.to_string().contains("T1: meta field xid"), "{err}");
+
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[]}],"meta":{"xid":null}}"#,
+    ]);
+    let err = recover(&mut h, &RawLog::new()).unwrap_err();
+    assert!(err.to_string().contains("ops[0].meta.snapshot"), "{err}");
+}
+
+#[test]
+fn read_committed_update_evaluated_the_version_it_overwrote() {
+    // T2 (RC) updates every row with value > 5. Its statement snapshot predates T1's
+    // update of key 1 (10 -> 11), so it waited for T1 and re-evaluated 11 (EvalPlanQual).
+    // It skipped key 2: its snapshot version 7 matched, but T3 had since changed it to 1.
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":10},{"key":2,"value":7}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":11}],"meta":{"xid":100,"isolation":"read committed"}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"w","key":2,"value":1}],"meta":{"xid":102,"isolation":"read committed"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"update","table":"kv","where":"value > 5","set":{"value":12},"rows":[{"key":1,"value":12}],"meta":{"snapshot":"100:101:100"}},{"f":"r","key":9,"value":null,"meta":{"snapshot":"103:103:"}}],"meta":{"xid":101,"isolation":"read committed"}}"#,
+    ]);
+    let lg = log(vec![
+        logged(100, 1, &[(1, Some(11))]),
+        logged(102, 2, &[(2, Some(1))]),
+        logged(101, 3, &[(1, Some(12))]),
+    ]);
+    let r = recover(&mut h, &lg).unwrap();
+    assert_eq!(
+        seen(&r, &h, 2, 0, 1),
+        Some(Writer::Txn(t(&h, 1))),
+        "the overwritten version, not the snapshot's"
+    );
+    assert_eq!(seen(&r, &h, 2, 0, 2), Some(Writer::Txn(t(&h, 3))), "the newer version that stopped matching");
+    assert_eq!(r.stats.rechecked_rows, 2);
+
+    // The same statement at REPEATABLE READ keeps its snapshot versions.
+    let mut h2 = h.clone();
+    for txn in &mut h2.txns {
+        txn.meta = Some(Box::new(
+            serde_json::json!({"xid": txn.meta.as_ref().unwrap()["xid"], "isolation": "repeatable read", "snapshot": "100:101:100"}),
+        ));
+    }
+    let r = recover(&mut h2, &lg).unwrap();
+    assert_eq!(seen(&r, &h2, 2, 0, 1), Some(Writer::Initial));
+    assert_eq!(seen(&r, &h2, 2, 0, 2), Some(Writer::Initial));
+    assert_eq!(r.stats.rechecked_rows, 0);
+}
+
+#[test]
+fn skipped_row_keeps_its_snapshot_version_when_no_newer_one_stopped_matching() {
+    // The snapshot version matched, no newer version exists: PostgreSQL would have updated
+    // the row, so the recovered set must keep the matching version (the checker then
+    // reports the mismatch instead of recovery hiding it).
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":2,"value":7}]}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"update","table":"kv","where":"value > 5","set":{"value":12},"rows":[],"meta":{"snapshot":"100:100:"}}],"meta":{"xid":null,"isolation":"read committed"}}"#,
+    ]);
+    let r = recover(&mut h, &RawLog::new()).unwrap();
+    assert_eq!(seen(&r, &h, 2, 0, 2), Some(Writer::Initial));
+    assert_eq!(r.stats.rechecked_rows, 0);
+}
+
+#[test]
+fn serialization_order_follows_anti_dependencies_not_commit_order() {
+    // T1 reads key 1's initial version, T2 overwrites key 1 and commits first, then T1
+    // commits its write of key 2: serializable as T1, T2 but not in commit order.
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":1}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"r","key":1,"value":1},{"f":"w","key":2,"value":5}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"w","key":1,"value":2}],"meta":{"xid":101,"snapshot":"100:100:"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(101, 1, &[(1, Some(2))]), logged(100, 2, &[(2, Some(5))])]))
+        .unwrap();
+    assert_eq!(r.certificate.serialization_order, Some(vec![t(&h, 1), t(&h, 2)]));
+    assert!(h.txn(t(&h, 2)).commit_ts < h.txn(t(&h, 1)).commit_ts);
+}
+
+#[test]
+fn snapshots_that_are_not_nested_are_reported() {
+    // T3 sees T1 but not T2, T4 sees T2 but not T1: a long fork.
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"w","key":2,"value":20}],"meta":{"xid":101}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"r","key":1,"value":10}],"meta":{"snapshot":"101:102:101"}}"#,
+        r#"{"id":4,"session":3,"ops":[{"f":"r","key":2,"value":20},{"f":"r","key":1,"value":10}],"meta":{"snapshot":"100:102:100"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10))]), logged(101, 2, &[(2, Some(20))])]))
+        .unwrap();
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(r.warnings[0].contains("does not see xid"), "{:?}", r.warnings);
+
+    // The nested twin: T4 also sees T1.
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"w","key":2,"value":20}],"meta":{"xid":101}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"r","key":1,"value":10}],"meta":{"snapshot":"101:102:101"}}"#,
+        r#"{"id":4,"session":3,"ops":[{"f":"r","key":2,"value":20}],"meta":{"snapshot":"102:102:"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10))]), logged(101, 2, &[(2, Some(20))])]))
+        .unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
+#[test]
+fn sql_rows_compare_by_column_name() {
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"a":3,"b":"x"}}],"meta":{"xid":100}}"#,
+    ]);
+    let row = |b: &str| RowChange {
+        table: "t".into(),
+        key: Scalar::Int(1),
+        row: Some(vec![
+            ("b".into(), Scalar::from(b)),
+            ("id".into(), Scalar::Int(1)),
+            ("a".into(), Scalar::Int(3)),
+        ]),
+    };
+    let ok = log(vec![CommittedTxn { xid: 100, commit_lsn: 1, commit_time: 0, changes: vec![row("x")] }]);
+    assert!(recover(&mut h.clone(), &ok).is_ok());
+    let bad = log(vec![CommittedTxn { xid: 100, commit_lsn: 1, commit_time: 0, changes: vec![row("y")] }]);
+    let err = recover(&mut h, &bad).unwrap_err();
+    assert!(err.to_string().contains("b: \"y\""), "{err}");
+}

@@ -1,0 +1,98 @@
+//! The raw version log: committed transactions in commit order, as a change stream reports them.
+
+use std::sync::Arc;
+
+use isocert_history::Scalar;
+
+/// One row change of a committed transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowChange {
+    /// The table the row belongs to (without schema).
+    pub table: Arc<str>,
+    /// The row's primary key.
+    pub key: Scalar,
+    /// The new row as (column, value) pairs, primary key included; `None` for a delete.
+    pub row: Option<Vec<(Arc<str>, Scalar)>>,
+}
+
+/// A committed transaction as the change stream reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommittedTxn {
+    /// The transaction id as the stream carries it (PostgreSQL: the 32-bit xid of Begin).
+    pub xid: u64,
+    /// Position of the commit record (PostgreSQL: the commit LSN); strictly increasing.
+    pub commit_lsn: u64,
+    /// The commit time the database reported (PostgreSQL: microseconds since 2000-01-01).
+    pub commit_time: i64,
+    /// The row changes in the order the transaction made them (a row may change twice).
+    pub changes: Vec<RowChange>,
+}
+
+/// Committed transactions in commit order, deduplicated by commit position so that a
+/// consumer that reconnects and receives a transaction again records it once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RawLog {
+    txns: Vec<CommittedTxn>,
+}
+
+impl RawLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        RawLog::default()
+    }
+
+    /// Appends `txn` unless a transaction at or after its commit position is already
+    /// recorded (a redelivery after a reconnect); returns whether it was appended.
+    pub fn push(&mut self, txn: CommittedTxn) -> bool {
+        if self.last_commit_lsn().is_some_and(|last| txn.commit_lsn <= last) {
+            return false;
+        }
+        self.txns.push(txn);
+        true
+    }
+
+    /// The commit position of the last recorded transaction.
+    pub fn last_commit_lsn(&self) -> Option<u64> {
+        self.txns.last().map(|t| t.commit_lsn)
+    }
+
+    /// The recorded transactions, in commit order.
+    pub fn txns(&self) -> &[CommittedTxn] {
+        &self.txns
+    }
+
+    /// Number of recorded transactions.
+    pub fn len(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.txns.is_empty()
+    }
+
+    /// Number of recorded row changes.
+    pub fn change_count(&self) -> usize {
+        self.txns.iter().map(|t| t.changes.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn txn(lsn: u64) -> CommittedTxn {
+        CommittedTxn { xid: lsn, commit_lsn: lsn, commit_time: 0, changes: Vec::new() }
+    }
+
+    #[test]
+    fn redelivered_transactions_are_recorded_once() {
+        let mut log = RawLog::new();
+        assert!(log.push(txn(10)));
+        assert!(log.push(txn(20)));
+        assert!(!log.push(txn(10)));
+        assert!(!log.push(txn(20)));
+        assert!(log.push(txn(30)));
+        assert_eq!(log.txns().iter().map(|t| t.commit_lsn).collect::<Vec<_>>(), vec![10, 20, 30]);
+    }
+}
