@@ -6,10 +6,26 @@
 //! a predicate can match, so a checker can index versions and skip those that cannot
 //! change a predicate's matches.
 
-use std::cmp::Ordering;
+mod ast;
+mod bounds;
+mod compile;
+mod error;
+mod eval;
+mod fold;
+mod interpreter;
+mod like;
+mod numeric;
+mod ops;
+mod text;
+mod value;
+
 use std::ops::Bound;
 
 use isocert_history::{ColId, History, ObjId, PredId, Scalar, ValueId};
+
+pub use error::OracleError;
+pub use interpreter::Interpreter;
+pub use value::sql_cmp;
 
 /// Answers "does this version of this object match this predicate?".
 pub trait MatchesOracle {

@@ -1,0 +1,570 @@
+//! Compiles a parsed `where` clause (sqlparser AST) into a [`Node`] tree with static types.
+
+use isocert_history::{Dialect, Table};
+use sqlparser::ast::{
+    BinaryOperator, CastKind, DataType, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, Ident, ObjectNamePart, UnaryOperator, Value,
+};
+
+use crate::ast::{ArithOp, CastTy, CmpOp, Column, Func, Node, Ty};
+use crate::like::{Fold, LikePattern};
+use crate::numeric::Decimal;
+use crate::value::V;
+
+/// Why compilation failed, before the interpreter names the predicate.
+#[derive(Debug)]
+pub(crate) enum CompileError {
+    /// A construct the interpreter does not implement.
+    Unsupported(String),
+    /// The predicate is not valid in the dialect (a type error, a constant that fails).
+    Invalid(String),
+}
+
+type Compiled = Result<(Node, Ty), CompileError>;
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, CompileError> {
+    Err(CompileError::Unsupported(what.into()))
+}
+
+fn invalid<T>(what: impl Into<String>) -> Result<T, CompileError> {
+    Err(CompileError::Invalid(what.into()))
+}
+
+fn ty_name(t: Ty) -> &'static str {
+    match t {
+        Ty::Any => "any",
+        Ty::Null => "null",
+        Ty::Bool => "boolean",
+        Ty::Int4 => "integer",
+        Ty::Int8 => "bigint",
+        Ty::Float => "double precision",
+        Ty::Num => "numeric",
+        Ty::Text => "text",
+        Ty::Unknown => "unknown",
+    }
+}
+
+/// The compiler's view of the predicate's table and dialect.
+pub(crate) struct Compiler<'h> {
+    pub(crate) table: &'h Table,
+    pub(crate) dialect: Dialect,
+}
+
+impl Compiler<'_> {
+    fn pg(&self) -> bool {
+        self.dialect == Dialect::Postgres
+    }
+
+    fn column(&self, ident: &Ident) -> Node {
+        let name = if ident.quote_style.is_none() && self.pg() {
+            ident.value.to_lowercase()
+        } else {
+            ident.value.clone()
+        };
+        let find = |n: &str| {
+            if self.pg() {
+                self.table.column(n)
+            } else {
+                self.table
+                    .columns
+                    .iter()
+                    .position(|c| c.eq_ignore_ascii_case(n))
+                    .map(isocert_history::ColId::from_index)
+            }
+        };
+        if self.table.is_kv() {
+            return match find(&name).map(|c| c.index()) {
+                Some(0) => Node::Column(Column::KvKey),
+                Some(_) => Node::Column(Column::KvValue),
+                None => Node::Column(Column::Unresolved(name.into())),
+            };
+        }
+        match find(&name) {
+            Some(c) => Node::Column(Column::Row(c)),
+            None => Node::Column(Column::Unresolved(name.into())),
+        }
+    }
+
+    /// Compiles a condition (the whole predicate, or an argument of AND/OR/NOT).
+    pub(crate) fn condition(&self, e: &Expr, context: &str) -> Result<Node, CompileError> {
+        let (n, t) = self.expr(e)?;
+        if self.pg() && !matches!(t, Ty::Bool | Ty::Any | Ty::Null | Ty::Unknown) {
+            return invalid(format!("argument of {context} must be type boolean, not type {}", ty_name(t)));
+        }
+        Ok(n)
+    }
+
+    /// Compiles an expression and infers its static type.
+    pub(crate) fn expr(&self, e: &Expr) -> Compiled {
+        match e {
+            Expr::Identifier(ident) => Ok((self.column(ident), Ty::Any)),
+            Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+                [table, col] if table.value.eq_ignore_ascii_case(&self.table.name) => {
+                    Ok((self.column(col), Ty::Any))
+                }
+                _ => unsupported(format!("column reference {e}")),
+            },
+            Expr::Nested(inner) => self.expr(inner),
+            Expr::Value(v) => self.literal(&v.value, false),
+            Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match expr.as_ref() {
+                Expr::Value(v) if matches!(v.value, Value::Number(..)) => self.literal(&v.value, true),
+                _ => {
+                    let (n, t) = self.expr(expr)?;
+                    if self.pg() && matches!(t, Ty::Text | Ty::Bool | Ty::Unknown) {
+                        return invalid(format!("operator does not exist: - {}", ty_name(t)));
+                    }
+                    Ok((Node::Neg { expr: Box::new(n), int4: t == Ty::Int4 }, t))
+                }
+            },
+            Expr::UnaryOp { op: UnaryOperator::Plus, expr } => self.expr(expr),
+            Expr::UnaryOp { op: UnaryOperator::Not, expr } => {
+                Ok((Node::Not(Box::new(self.condition(expr, "NOT")?)), Ty::Bool))
+            }
+            Expr::BinaryOp { left, op, right } => self.binary(e, left, op, right),
+            Expr::IsNull(x) => Ok((Node::IsNull { expr: self.boxed(x)?, negated: false }, Ty::Bool)),
+            Expr::IsNotNull(x) => Ok((Node::IsNull { expr: self.boxed(x)?, negated: true }, Ty::Bool)),
+            Expr::IsTrue(x) => self.is_truth(x, Some(true), false),
+            Expr::IsNotTrue(x) => self.is_truth(x, Some(true), true),
+            Expr::IsFalse(x) => self.is_truth(x, Some(false), false),
+            Expr::IsNotFalse(x) => self.is_truth(x, Some(false), true),
+            Expr::IsUnknown(x) => self.is_truth(x, None, false),
+            Expr::IsNotUnknown(x) => self.is_truth(x, None, true),
+            Expr::IsDistinctFrom(a, b) => self.distinct(a, b, false),
+            Expr::IsNotDistinctFrom(a, b) => self.distinct(a, b, true),
+            Expr::Between { expr, negated, low, high } => {
+                let (x, tx) = self.expr(expr)?;
+                let (l, tl) = self.expr(low)?;
+                let (h, th) = self.expr(high)?;
+                self.check_comparable(tx, tl, "BETWEEN")?;
+                self.check_comparable(tx, th, "BETWEEN")?;
+                let node = Node::Between {
+                    expr: Box::new(x),
+                    low: Box::new(l),
+                    high: Box::new(h),
+                    negated: *negated,
+                };
+                Ok((node, Ty::Bool))
+            }
+            Expr::InList { expr, list, negated } => {
+                let (x, tx) = self.expr(expr)?;
+                let mut items = Vec::with_capacity(list.len());
+                for item in list {
+                    let (n, t) = self.expr(item)?;
+                    self.check_comparable(tx, t, "IN")?;
+                    items.push(n);
+                }
+                Ok((Node::In { expr: Box::new(x), list: items.into(), negated: *negated }, Ty::Bool))
+            }
+            Expr::Like { negated, any: false, expr, pattern, escape_char } => {
+                self.like(expr, pattern, escape_char.as_ref(), false, *negated)
+            }
+            Expr::ILike { negated, any: false, expr, pattern, escape_char } => {
+                self.like(expr, pattern, escape_char.as_ref(), true, *negated)
+            }
+            Expr::Case { operand, conditions, else_result, .. } => {
+                let operand = match operand {
+                    Some(o) => Some(Box::new(self.expr(o)?.0)),
+                    None => None,
+                };
+                let mut arms = Vec::with_capacity(conditions.len());
+                let mut results = Vec::with_capacity(conditions.len() + 1);
+                for cw in conditions {
+                    let when = match operand {
+                        Some(_) => self.expr(&cw.condition)?.0,
+                        None => self.condition(&cw.condition, "CASE/WHEN")?,
+                    };
+                    arms.push(when);
+                    results.push(self.expr(&cw.result)?);
+                }
+                results.push(match else_result {
+                    Some(e) => self.expr(e)?,
+                    None => (Node::Const(V::Null), Ty::Null),
+                });
+                let (results, ty, promote) = self.unify(results, "CASE")?;
+                let mut results = results.into_iter();
+                let arms: Vec<(Node, Node)> = arms.into_iter().zip(results.by_ref()).collect();
+                let otherwise = Box::new(results.next().unwrap_or(Node::Const(V::Null)));
+                Ok((Node::Case { operand, arms: arms.into(), otherwise, promote }, ty))
+            }
+            Expr::Cast { kind: CastKind::Cast | CastKind::DoubleColon, expr, data_type, format: None } => {
+                let to = self.cast_type(data_type)?;
+                let (n, t) = self.expr(expr)?;
+                let ty = match to {
+                    CastTy::Int4 => Ty::Int4,
+                    CastTy::Int8 => Ty::Int8,
+                    CastTy::Float => Ty::Float,
+                    CastTy::Numeric => Ty::Num,
+                    CastTy::Text => Ty::Text,
+                    CastTy::Bool => Ty::Bool,
+                };
+                Ok((Node::Cast { expr: Box::new(n), to, from_int4: t == Ty::Int4 }, ty))
+            }
+            Expr::Function(f) => self.function(f),
+            other => unsupported(describe(other)),
+        }
+    }
+
+    fn boxed(&self, e: &Expr) -> Result<Box<Node>, CompileError> {
+        Ok(Box::new(self.expr(e)?.0))
+    }
+
+    fn literal(&self, v: &Value, negative: bool) -> Compiled {
+        Ok(match v {
+            Value::Number(text, _) => {
+                let text = if negative { format!("-{text}") } else { text.clone() };
+                let integral = text.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+                match text.parse::<i64>() {
+                    Ok(i) if integral => {
+                        let ty = if i32::try_from(i).is_ok() { Ty::Int4 } else { Ty::Int8 };
+                        (Node::Const(V::Int(i)), ty)
+                    }
+                    _ => match Decimal::parse(&text) {
+                        Some(d) => (Node::Const(V::Num(d)), Ty::Num),
+                        None => return unsupported(format!("numeric literal {text}")),
+                    },
+                }
+            }
+            Value::SingleQuotedString(s) | Value::EscapedStringLiteral(s) | Value::DoubleQuotedString(s)
+                if !negative =>
+            {
+                (Node::Unknown(s.as_str().into()), Ty::Unknown)
+            }
+            Value::Boolean(b) if !negative => (Node::Const(V::Bool(*b)), Ty::Bool),
+            Value::Null if !negative => (Node::Const(V::Null), Ty::Null),
+            other => return unsupported(format!("literal {other}")),
+        })
+    }
+
+    fn is_truth(&self, x: &Expr, truth: Option<bool>, negated: bool) -> Compiled {
+        let expr = Box::new(self.condition(x, "IS")?);
+        Ok((Node::IsTruth { expr, truth, negated }, Ty::Bool))
+    }
+
+    fn distinct(&self, a: &Expr, b: &Expr, negated: bool) -> Compiled {
+        let (l, tl) = self.expr(a)?;
+        let (r, tr) = self.expr(b)?;
+        self.check_comparable(tl, tr, "IS DISTINCT FROM")?;
+        Ok((Node::Distinct { left: Box::new(l), right: Box::new(r), negated }, Ty::Bool))
+    }
+
+    /// PostgreSQL rejects comparisons between type categories it cannot match.
+    fn check_comparable(&self, a: Ty, b: Ty, op: &str) -> Result<(), CompileError> {
+        if !self.pg() {
+            return Ok(());
+        }
+        let known = |t: Ty| !matches!(t, Ty::Any | Ty::Null | Ty::Unknown);
+        let same_category = a.is_numeric() && b.is_numeric() || a == b;
+        if known(a) && known(b) && !same_category {
+            return invalid(format!("operator does not exist: {} {op} {}", ty_name(a), ty_name(b)));
+        }
+        Ok(())
+    }
+
+    fn binary(&self, whole: &Expr, left: &Expr, op: &BinaryOperator, right: &Expr) -> Compiled {
+        let cmp = match op {
+            BinaryOperator::Eq => Some(CmpOp::Eq),
+            BinaryOperator::NotEq => Some(CmpOp::Ne),
+            BinaryOperator::Lt => Some(CmpOp::Lt),
+            BinaryOperator::LtEq => Some(CmpOp::Le),
+            BinaryOperator::Gt => Some(CmpOp::Gt),
+            BinaryOperator::GtEq => Some(CmpOp::Ge),
+            _ => None,
+        };
+        if let Some(c) = cmp {
+            let (l, tl) = self.expr(left)?;
+            let (r, tr) = self.expr(right)?;
+            self.check_comparable(tl, tr, &op.to_string())?;
+            return Ok((Node::Cmp(c, Box::new(l), Box::new(r)), Ty::Bool));
+        }
+        let logic = match op {
+            BinaryOperator::And => Some(true),
+            BinaryOperator::Or => Some(false),
+            BinaryOperator::StringConcat if !self.pg() => Some(false),
+            _ => None,
+        };
+        if let Some(is_and) = logic {
+            // Flatten chains of the same connective so evaluation is one loop.
+            let mut args = Vec::new();
+            self.flatten(left, is_and, &mut args)?;
+            self.flatten(right, is_and, &mut args)?;
+            let node = if is_and { Node::And(args.into()) } else { Node::Or(args.into()) };
+            return Ok((node, Ty::Bool));
+        }
+        let arith = match op {
+            BinaryOperator::Plus => ArithOp::Add,
+            BinaryOperator::Minus => ArithOp::Sub,
+            BinaryOperator::Multiply => ArithOp::Mul,
+            BinaryOperator::Divide => ArithOp::Div,
+            BinaryOperator::Modulo => ArithOp::Mod,
+            BinaryOperator::MyIntegerDivide if !self.pg() => ArithOp::IntDiv,
+            _ => return unsupported(format!("operator {op} in {whole}")),
+        };
+        let (l, tl) = self.expr(left)?;
+        let (r, tr) = self.expr(right)?;
+        let ty = self.arith_type(arith, tl, tr)?;
+        let int4 = tl == Ty::Int4 && tr == Ty::Int4;
+        Ok((Node::Arith { op: arith, left: Box::new(l), right: Box::new(r), int4 }, ty))
+    }
+
+    fn flatten(&self, e: &Expr, is_and: bool, out: &mut Vec<Node>) -> Result<(), CompileError> {
+        let same = |op: &BinaryOperator| match op {
+            BinaryOperator::And => is_and,
+            BinaryOperator::Or => !is_and,
+            BinaryOperator::StringConcat => !is_and && !self.pg(),
+            _ => false,
+        };
+        match e {
+            Expr::BinaryOp { left, op, right } if same(op) => {
+                self.flatten(left, is_and, out)?;
+                self.flatten(right, is_and, out)
+            }
+            _ => {
+                out.push(self.condition(e, if is_and { "AND" } else { "OR" })?);
+                Ok(())
+            }
+        }
+    }
+
+    fn arith_type(&self, op: ArithOp, a: Ty, b: Ty) -> Result<Ty, CompileError> {
+        if !self.pg() {
+            return Ok(Ty::Any);
+        }
+        let bad = |t: Ty| matches!(t, Ty::Text | Ty::Bool);
+        if bad(a) || bad(b) || (a == Ty::Unknown && b == Ty::Unknown) {
+            return invalid(format!(
+                "operator does not exist: {} {} {}",
+                ty_name(a),
+                op.symbol(),
+                ty_name(b)
+            ));
+        }
+        if op == ArithOp::Mod && (a == Ty::Float || b == Ty::Float) {
+            return invalid(format!("operator does not exist: {} % {}", ty_name(a), ty_name(b)));
+        }
+        Ok(match (a.numeric_rank(), b.numeric_rank()) {
+            (Some(x), Some(y)) => {
+                if x >= y {
+                    a
+                } else {
+                    b
+                }
+            }
+            (Some(_), None) if b == Ty::Unknown || b == Ty::Null => a,
+            (None, Some(_)) if a == Ty::Unknown || a == Ty::Null => b,
+            _ => Ty::Any,
+        })
+    }
+
+    /// Resolves the common result type of CASE/COALESCE branches (PostgreSQL's
+    /// select_common_type): numbers promote to the widest known numeric type, string
+    /// literals become text when nothing else decides.
+    fn unify(&self, items: Vec<(Node, Ty)>, what: &str) -> Result<(Vec<Node>, Ty, Option<Ty>), CompileError> {
+        let known: Vec<Ty> = items
+            .iter()
+            .map(|(_, t)| *t)
+            .filter(|t| !matches!(t, Ty::Any | Ty::Null | Ty::Unknown))
+            .collect();
+        let any = items.iter().any(|(_, t)| *t == Ty::Any);
+        let mut ty = Ty::Null;
+        for t in &known {
+            ty = match (ty, *t) {
+                (Ty::Null, t) => t,
+                (a, b) if a == b => a,
+                (a, b) if a.is_numeric() && b.is_numeric() => {
+                    if a.numeric_rank() >= b.numeric_rank() {
+                        a
+                    } else {
+                        b
+                    }
+                }
+                (a, b) if self.pg() => {
+                    return invalid(format!(
+                        "{what} types {} and {} cannot be matched",
+                        ty_name(a),
+                        ty_name(b)
+                    ))
+                }
+                _ => Ty::Any,
+            };
+        }
+        let promote = matches!(ty, Ty::Num | Ty::Float).then_some(ty);
+        let text_literals = self.pg() && !any && (ty == Ty::Null || ty == Ty::Text);
+        let nodes = items
+            .into_iter()
+            .map(|(n, _)| match n {
+                Node::Unknown(s) if text_literals => Node::Const(V::Text(String::from(s).into())),
+                n => n,
+            })
+            .collect();
+        let result = if any {
+            Ty::Any
+        } else if ty == Ty::Null && text_literals && known.is_empty() {
+            Ty::Text
+        } else {
+            ty
+        };
+        Ok((nodes, result, promote))
+    }
+
+    fn like(&self, expr: &Expr, pattern: &Expr, escape: Option<&Value>, ci: bool, negated: bool) -> Compiled {
+        let (x, tx) = self.expr(expr)?;
+        if self.pg() && (tx.is_numeric() || tx == Ty::Bool) {
+            return invalid(format!("operator does not exist: {} ~~ unknown", ty_name(tx)));
+        }
+        let escape = match escape {
+            None => Some('\\'),
+            Some(Value::SingleQuotedString(s)) | Some(Value::EscapedStringLiteral(s)) => {
+                let mut chars = s.chars();
+                match (chars.next(), chars.next()) {
+                    (None, _) => None,
+                    (Some(c), None) => Some(c),
+                    _ => return invalid("invalid escape string: ESCAPE must be empty or one character"),
+                }
+            }
+            Some(other) => return unsupported(format!("LIKE escape {other}")),
+        };
+        let fold = match (ci, self.dialect) {
+            (false, Dialect::Postgres) => Fold::None,
+            (true, Dialect::Postgres) => Fold::Ascii,
+            _ => Fold::Unicode,
+        };
+        let (p, _) = self.expr(pattern)?;
+        let node = match &p {
+            Node::Unknown(text) => {
+                let pattern = LikePattern::compile(text, escape, fold, self.pg())
+                    .map_err(|e| CompileError::Invalid(e.0))?;
+                Node::Like { expr: Box::new(x), pattern, negated }
+            }
+            _ => Node::LikeDynamic {
+                expr: Box::new(x),
+                pattern: Box::new(p),
+                escape,
+                case_insensitive: ci,
+                negated,
+            },
+        };
+        Ok((node, Ty::Bool))
+    }
+
+    fn cast_type(&self, t: &DataType) -> Result<CastTy, CompileError> {
+        Ok(match t {
+            DataType::Int(None) | DataType::Integer(None) | DataType::Int4(None) => CastTy::Int4,
+            DataType::BigInt(None) | DataType::Int8(None) | DataType::Signed | DataType::SignedInteger => {
+                CastTy::Int8
+            }
+            DataType::Double(ExactNumberInfo::None)
+            | DataType::DoublePrecision
+            | DataType::Float8
+            | DataType::Float(ExactNumberInfo::None) => CastTy::Float,
+            DataType::Numeric(ExactNumberInfo::None)
+            | DataType::Decimal(ExactNumberInfo::None)
+            | DataType::Dec(ExactNumberInfo::None) => CastTy::Numeric,
+            DataType::Text
+            | DataType::Varchar(None)
+            | DataType::CharacterVarying(None)
+            | DataType::String(None) => CastTy::Text,
+            DataType::Char(None) if !self.pg() => CastTy::Text,
+            DataType::Boolean | DataType::Bool => CastTy::Bool,
+            other => return unsupported(format!("cast to {other}")),
+        })
+    }
+
+    fn function(&self, f: &Function) -> Compiled {
+        let name = match f.name.0.as_slice() {
+            [ObjectNamePart::Identifier(i)] => i.value.to_lowercase(),
+            _ => return unsupported(format!("function {}", f.name)),
+        };
+        let list = match &f.args {
+            FunctionArguments::List(l)
+                if l.duplicate_treatment.is_none()
+                    && l.clauses.is_empty()
+                    && f.filter.is_none()
+                    && f.over.is_none()
+                    && f.within_group.is_empty()
+                    && matches!(f.parameters, FunctionArguments::None) =>
+            {
+                l
+            }
+            _ => return unsupported(format!("function call {f}")),
+        };
+        let mut args = Vec::with_capacity(list.args.len());
+        for a in &list.args {
+            match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(self.expr(e)?),
+                _ => return unsupported(format!("argument {a} of {}", f.name)),
+            }
+        }
+        let one = |args: &mut Vec<(Node, Ty)>| -> Compiled {
+            if args.len() != 1 {
+                return invalid(format!("function {name} takes one argument, got {}", args.len()));
+            }
+            Ok(args.pop().unwrap_or((Node::Const(V::Null), Ty::Null)))
+        };
+        let func1 = |func: Func, (arg, t): (Node, Ty), ty: Ty| {
+            (Node::Func { func, arg: Box::new(arg), int4: t == Ty::Int4 }, ty)
+        };
+        let text_arg = |t: Ty, fname: &str| -> Result<(), CompileError> {
+            if self.pg() && (t.is_numeric() || t == Ty::Bool) {
+                return invalid(format!("function {fname}({}) does not exist", ty_name(t)));
+            }
+            Ok(())
+        };
+        match name.as_str() {
+            "abs" => {
+                let (n, t) = one(&mut args)?;
+                if self.pg() && matches!(t, Ty::Text | Ty::Bool | Ty::Unknown) {
+                    return invalid(format!("function abs({}) does not exist", ty_name(t)));
+                }
+                Ok(func1(Func::Abs, (n, t), t))
+            }
+            "lower" | "upper" | "length" | "char_length" | "character_length" | "octet_length" => {
+                let arg = one(&mut args)?;
+                text_arg(arg.1, &name)?;
+                Ok(match name.as_str() {
+                    "lower" => func1(Func::Lower, arg, Ty::Text),
+                    "upper" => func1(Func::Upper, arg, Ty::Text),
+                    "length" if !self.pg() => func1(Func::OctetLength, arg, Ty::Int8),
+                    "octet_length" => func1(Func::OctetLength, arg, Ty::Int4),
+                    _ => func1(Func::CharLength, arg, Ty::Int4),
+                })
+            }
+            "coalesce" => {
+                if args.is_empty() {
+                    return invalid("coalesce needs at least one argument");
+                }
+                let (nodes, ty, promote) = self.unify(args, "COALESCE")?;
+                Ok((Node::Coalesce { args: nodes.into(), promote }, ty))
+            }
+            "nullif" => {
+                if args.len() != 2 {
+                    return invalid(format!("function nullif takes two arguments, got {}", args.len()));
+                }
+                let (b, tb) = args.pop().unwrap_or((Node::Const(V::Null), Ty::Null));
+                let (a, ta) = args.pop().unwrap_or((Node::Const(V::Null), Ty::Null));
+                self.check_comparable(ta, tb, "=")?;
+                Ok((Node::NullIf(Box::new(a), Box::new(b)), ta))
+            }
+            _ => unsupported(format!("function {}", f.name)),
+        }
+    }
+}
+
+/// A short name for an expression the interpreter does not implement.
+fn describe(e: &Expr) -> String {
+    let kind = match e {
+        Expr::InSubquery { .. } | Expr::Subquery(_) | Expr::Exists { .. } => "subquery",
+        Expr::SimilarTo { .. } => "SIMILAR TO",
+        Expr::RLike { .. } => "regular expression match",
+        Expr::AnyOp { .. } | Expr::AllOp { .. } => "ANY/ALL",
+        Expr::Like { .. } | Expr::ILike { .. } => "LIKE ANY",
+        Expr::Collate { .. } => "COLLATE",
+        Expr::Substring { .. } => "SUBSTRING",
+        Expr::Trim { .. } => "TRIM",
+        Expr::Interval(_) => "INTERVAL",
+        Expr::TypedString(_) => "typed literal",
+        Expr::Cast { .. } => "cast",
+        Expr::UnaryOp { .. } => "unary operator",
+        _ => "expression",
+    };
+    format!("{kind} `{e}`")
+}

@@ -1,0 +1,280 @@
+//! Evaluation of a compiled predicate over one row.
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+
+use isocert_history::{Dialect, Row, Scalar, Table};
+
+use crate::ast::{CmpOp, Column, Node};
+use crate::like::{Fold, LikePattern};
+use crate::ops::{arith, cast, compare, func, neg, promote, to_text, truth};
+use crate::value::{EvalError, EvalResult, V};
+
+/// The row a predicate is evaluated on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RowView<'a> {
+    /// A kv object: its key and its scalar value.
+    Kv { key: &'a Scalar, value: &'a Scalar },
+    /// A SQL table's row.
+    Row(&'a Row),
+}
+
+/// Everything evaluation reads: the row, its table (for late-resolved columns), the dialect.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx<'a> {
+    pub(crate) row: RowView<'a>,
+    pub(crate) table: &'a Table,
+    pub(crate) dialect: Dialect,
+}
+
+impl<'a> Ctx<'a> {
+    #[inline]
+    fn column(&self, c: &'a Column) -> V<'a> {
+        const NULL: Scalar = Scalar::Null;
+        let s: &'a Scalar = match (c, self.row) {
+            (Column::Row(id), RowView::Row(r)) => r.get(*id),
+            (Column::KvKey, RowView::Kv { key, .. }) => key,
+            (Column::KvValue, RowView::Kv { value, .. }) => value,
+            (Column::Unresolved(name), RowView::Row(r)) => match self.table.column(name) {
+                Some(id) => r.get(id),
+                None => &NULL,
+            },
+            _ => &NULL,
+        };
+        V::from_scalar(s)
+    }
+}
+
+/// Borrows a constant without copying its text.
+#[inline]
+fn borrow_const<'a>(v: &'a V<'static>) -> V<'a> {
+    match v {
+        V::Text(t) => V::Text(Cow::Borrowed(t.as_ref())),
+        V::Null => V::Null,
+        V::Bool(b) => V::Bool(*b),
+        V::Int(i) => V::Int(*i),
+        V::Float(f) => V::Float(*f),
+        V::Num(n) => V::Num(*n),
+        V::Unknown(t) => V::Unknown(t),
+    }
+}
+
+#[inline]
+fn cmp_holds(op: CmpOp, o: Ordering) -> bool {
+    match op {
+        CmpOp::Eq => o == Ordering::Equal,
+        CmpOp::Ne => o != Ordering::Equal,
+        CmpOp::Lt => o == Ordering::Less,
+        CmpOp::Le => o != Ordering::Greater,
+        CmpOp::Gt => o == Ordering::Greater,
+        CmpOp::Ge => o != Ordering::Less,
+    }
+}
+
+#[inline]
+fn tri(b: Option<bool>) -> V<'static> {
+    match b {
+        Some(b) => V::Bool(b),
+        None => V::Null,
+    }
+}
+
+impl Node {
+    /// Evaluates the node on `ctx`'s row.
+    pub(crate) fn eval<'a>(&'a self, ctx: &Ctx<'a>) -> EvalResult<'a> {
+        let d = ctx.dialect;
+        Ok(match self {
+            Node::Const(v) => borrow_const(v),
+            Node::Unknown(t) => V::Unknown(t),
+            Node::Column(c) => ctx.column(c),
+            Node::Not(e) => tri(e.truth(ctx, "NOT")?.map(|b| !b)),
+            Node::And(args) => {
+                let mut unknown = false;
+                for a in args.iter() {
+                    match a.truth(ctx, "AND")? {
+                        Some(false) => return Ok(V::Bool(false)),
+                        None => unknown = true,
+                        Some(true) => {}
+                    }
+                }
+                tri(if unknown { None } else { Some(true) })
+            }
+            Node::Or(args) => {
+                let mut unknown = false;
+                for a in args.iter() {
+                    match a.truth(ctx, "OR")? {
+                        Some(true) => return Ok(V::Bool(true)),
+                        None => unknown = true,
+                        Some(false) => {}
+                    }
+                }
+                tri(if unknown { None } else { Some(false) })
+            }
+            Node::Cmp(op, l, r) => {
+                let (a, b) = (l.eval(ctx)?, r.eval(ctx)?);
+                tri(compare(&a, &b, d)?.map(|o| cmp_holds(*op, o)))
+            }
+            Node::Distinct { left, right, negated } => {
+                let (a, b) = (left.eval(ctx)?, right.eval(ctx)?);
+                let distinct = match (&a, &b) {
+                    (V::Null, V::Null) => false,
+                    (V::Null, _) | (_, V::Null) => true,
+                    _ => compare(&a, &b, d)? != Some(Ordering::Equal),
+                };
+                V::Bool(distinct != *negated)
+            }
+            Node::Between { expr, low, high, negated } => {
+                let x = expr.eval(ctx)?;
+                let lo = low.eval(ctx)?;
+                // x >= low AND x <= high (NOT: x < low OR x > high), short-circuiting.
+                let first = compare(&x, &lo, d)?.map(|o| o != Ordering::Less);
+                let first = if *negated { first.map(|b| !b) } else { first };
+                let decided = if *negated { Some(true) } else { Some(false) };
+                if first == decided {
+                    return Ok(tri(first));
+                }
+                let hi = high.eval(ctx)?;
+                let second = compare(&x, &hi, d)?.map(|o| o != Ordering::Greater);
+                let second = if *negated { second.map(|b| !b) } else { second };
+                tri(if *negated { or3(first, second) } else { and3(first, second) })
+            }
+            Node::In { expr, list, negated } => {
+                let x = expr.eval(ctx)?;
+                let mut found = false;
+                let mut unknown = false;
+                for item in list.iter() {
+                    let v = item.eval(ctx)?;
+                    if matches!(x, V::Null) {
+                        continue;
+                    }
+                    match compare(&x, &v, d)? {
+                        Some(Ordering::Equal) => found = true,
+                        None => unknown = true,
+                        Some(_) => {}
+                    }
+                }
+                let r = if matches!(x, V::Null) {
+                    None
+                } else if found {
+                    Some(true)
+                } else if unknown {
+                    None
+                } else {
+                    Some(false)
+                };
+                tri(if *negated { r.map(|b| !b) } else { r })
+            }
+            Node::IsNull { expr, negated } => V::Bool(matches!(expr.eval(ctx)?, V::Null) != *negated),
+            Node::IsTruth { expr, truth: want, negated } => {
+                let t = expr.truth(ctx, "IS")?;
+                V::Bool((t == *want) != *negated)
+            }
+            Node::Like { expr, pattern, negated } => match like_subject(expr.eval(ctx)?, d)? {
+                None => V::Null,
+                Some(text) => V::Bool(pattern.matches(&text) != *negated),
+            },
+            Node::LikeDynamic { expr, pattern, escape, case_insensitive, negated } => {
+                let subject = like_subject(expr.eval(ctx)?, d)?;
+                let pat = like_subject(pattern.eval(ctx)?, d)?;
+                match (subject, pat) {
+                    (Some(text), Some(pat)) => {
+                        let fold = match (case_insensitive, d) {
+                            (false, Dialect::Postgres) => Fold::None,
+                            (true, Dialect::Postgres) => Fold::Ascii,
+                            _ => Fold::Unicode,
+                        };
+                        let p = LikePattern::compile(&pat, *escape, fold, d == Dialect::Postgres)?;
+                        V::Bool(p.matches(&text) != *negated)
+                    }
+                    _ => V::Null,
+                }
+            }
+            Node::Arith { op, left, right, int4 } => arith(*op, left.eval(ctx)?, right.eval(ctx)?, *int4, d)?,
+            Node::Neg { expr, int4 } => neg(expr.eval(ctx)?, *int4, d)?,
+            Node::Case { operand, arms, otherwise, promote: ty } => {
+                let subject = match operand {
+                    Some(o) => Some(o.eval(ctx)?),
+                    None => None,
+                };
+                let mut result = None;
+                for (when, then) in arms.iter() {
+                    let hit = match &subject {
+                        Some(s) => compare(s, &when.eval(ctx)?, d)? == Some(Ordering::Equal),
+                        None => when.truth(ctx, "CASE/WHEN")? == Some(true),
+                    };
+                    if hit {
+                        result = Some(then.eval(ctx)?);
+                        break;
+                    }
+                }
+                let v = match result {
+                    Some(v) => v,
+                    None => otherwise.eval(ctx)?,
+                };
+                match ty {
+                    Some(t) => promote(v, *t),
+                    None => v,
+                }
+            }
+            Node::Coalesce { args, promote: ty } => {
+                let mut out = V::Null;
+                for a in args.iter() {
+                    let v = a.eval(ctx)?;
+                    if !matches!(v, V::Null) {
+                        out = v;
+                        break;
+                    }
+                }
+                match ty {
+                    Some(t) => promote(out, *t),
+                    None => out,
+                }
+            }
+            Node::NullIf(a, b) => {
+                let (x, y) = (a.eval(ctx)?, b.eval(ctx)?);
+                if compare(&x, &y, d)? == Some(Ordering::Equal) {
+                    V::Null
+                } else {
+                    x
+                }
+            }
+            Node::Func { func: f, arg, int4 } => func(*f, arg.eval(ctx)?, *int4, d)?,
+            Node::Cast { expr, to, from_int4 } => cast(expr.eval(ctx)?, *to, *from_int4, d)?,
+        })
+    }
+
+    /// Evaluates the node as a condition (`None` is UNKNOWN); `context` names the construct
+    /// for the error when the value is not a boolean.
+    #[inline]
+    pub(crate) fn truth<'a>(&'a self, ctx: &Ctx<'a>, context: &str) -> Result<Option<bool>, EvalError> {
+        truth(&self.eval(ctx)?, ctx.dialect, context)
+    }
+}
+
+fn and3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+fn or3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+/// The text a LIKE operand stands for: `None` for NULL; a non-text operand is an error in
+/// PostgreSQL and converts to text in MySQL.
+fn like_subject(v: V<'_>, d: Dialect) -> Result<Option<Cow<'_, str>>, EvalError> {
+    match v {
+        V::Null => Ok(None),
+        V::Text(t) => Ok(Some(t)),
+        V::Unknown(t) => Ok(Some(Cow::Borrowed(t))),
+        other if d == Dialect::Mysql => Ok(Some(Cow::Owned(to_text(&other)))),
+        other => Err(EvalError::new(format!("operator does not exist: {} ~~ text", other.type_name()))),
+    }
+}

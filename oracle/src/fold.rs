@@ -1,0 +1,156 @@
+//! Constant folding, the way PostgreSQL's planner does it.
+//!
+//! PostgreSQL evaluates constant subexpressions when it plans a query, so `c > 0 OR 1/0 = 1`
+//! fails on every row even where `c > 0` holds, while `false AND 1/0 = 1` is simply false
+//! (AND/OR stop at a constant that decides them, CASE drops arms whose condition is a
+//! constant false, COALESCE stops at its first constant non-NULL argument). Folding the same
+//! way makes the interpreter fail where the database fails, at compile time, and makes
+//! constant parts free at evaluation time.
+
+use isocert_history::{Dialect, Row, Table};
+
+use crate::ast::Node;
+use crate::eval::{Ctx, RowView};
+use crate::ops::truth;
+use crate::value::{EvalError, V};
+
+fn is_const(n: &Node) -> bool {
+    matches!(n, Node::Const(_) | Node::Unknown(_))
+}
+
+fn eval_const(n: &Node, dialect: Dialect) -> Result<Node, EvalError> {
+    if is_const(n) {
+        return Ok(n.clone());
+    }
+    let table = Table { name: "".into(), columns: Vec::new() };
+    let row = Row::default();
+    let ctx = Ctx { row: RowView::Row(&row), table: &table, dialect };
+    Ok(match n.eval(&ctx)? {
+        V::Unknown(t) => Node::Unknown(t.into()),
+        v => Node::Const(v.into_owned()),
+    })
+}
+
+fn const_truth(n: &Node, d: Dialect, context: &str) -> Result<Option<bool>, EvalError> {
+    match n {
+        Node::Const(v) => truth(v, d, context),
+        Node::Unknown(t) => truth(&V::Unknown(t), d, context),
+        _ => Ok(None),
+    }
+}
+
+fn fold_box(n: &mut Box<Node>, d: Dialect) -> Result<bool, EvalError> {
+    fold_in_place(n, d)?;
+    Ok(is_const(n))
+}
+
+fn fold_in_place(n: &mut Node, d: Dialect) -> Result<(), EvalError> {
+    let taken = std::mem::replace(n, Node::Const(V::Null));
+    *n = fold(taken, d)?;
+    Ok(())
+}
+
+fn fold_connective(args: Box<[Node]>, is_and: bool, d: Dialect) -> Result<Node, EvalError> {
+    let context = if is_and { "AND" } else { "OR" };
+    let mut kept = Vec::with_capacity(args.len());
+    let mut had_null = false;
+    for a in args.into_vec() {
+        let f = fold(a, d)?;
+        if !is_const(&f) {
+            kept.push(f);
+            continue;
+        }
+        match const_truth(&f, d, context)? {
+            Some(b) if b != is_and => return Ok(Node::Const(V::Bool(b))),
+            Some(_) => {}
+            None => had_null = true,
+        }
+    }
+    if kept.is_empty() {
+        return Ok(Node::Const(if had_null { V::Null } else { V::Bool(is_and) }));
+    }
+    if had_null {
+        kept.push(Node::Const(V::Null));
+    }
+    Ok(if is_and { Node::And(kept.into()) } else { Node::Or(kept.into()) })
+}
+
+/// Folds the constant parts of `n`; an error is the error the database raises when planning.
+pub(crate) fn fold(n: Node, d: Dialect) -> Result<Node, EvalError> {
+    let mut n = match n {
+        Node::Const(_) | Node::Unknown(_) | Node::Column(_) => return Ok(n),
+        Node::And(args) => return fold_connective(args, true, d),
+        Node::Or(args) => return fold_connective(args, false, d),
+        Node::Case { operand: None, arms, otherwise, promote } => {
+            let mut kept = Vec::with_capacity(arms.len());
+            let mut otherwise = *otherwise;
+            for (when, then) in arms.into_vec() {
+                let w = fold(when, d)?;
+                if is_const(&w) {
+                    if const_truth(&w, d, "CASE/WHEN")? == Some(true) {
+                        otherwise = then;
+                        break;
+                    }
+                    continue;
+                }
+                kept.push((w, fold(then, d)?));
+            }
+            let otherwise = Box::new(fold(otherwise, d)?);
+            Node::Case { operand: None, arms: kept.into(), otherwise, promote }
+        }
+        Node::Coalesce { args, promote } => {
+            let mut kept = Vec::with_capacity(args.len());
+            for a in args.into_vec() {
+                let f = fold(a, d)?;
+                match &f {
+                    Node::Const(V::Null) => {}
+                    _ if is_const(&f) => {
+                        kept.push(f);
+                        break;
+                    }
+                    _ => kept.push(f),
+                }
+            }
+            Node::Coalesce { args: kept.into(), promote }
+        }
+        other => other,
+    };
+    let all_const = match &mut n {
+        Node::Not(e) => fold_box(e, d)?,
+        Node::Cmp(_, l, r) | Node::NullIf(l, r) => fold_box(l, d)? & fold_box(r, d)?,
+        Node::Distinct { left, right, .. } => fold_box(left, d)? & fold_box(right, d)?,
+        Node::Between { expr, low, high, .. } => fold_box(expr, d)? & fold_box(low, d)? & fold_box(high, d)?,
+        Node::In { expr, list, .. } => {
+            let mut c = fold_box(expr, d)?;
+            for item in list.iter_mut() {
+                fold_in_place(item, d)?;
+                c &= is_const(item);
+            }
+            c
+        }
+        Node::IsNull { expr, .. } | Node::IsTruth { expr, .. } | Node::Like { expr, .. } => {
+            fold_box(expr, d)?
+        }
+        Node::LikeDynamic { expr, pattern, .. } => fold_box(expr, d)? & fold_box(pattern, d)?,
+        Node::Arith { left, right, .. } => fold_box(left, d)? & fold_box(right, d)?,
+        Node::Neg { expr, .. } | Node::Func { arg: expr, .. } | Node::Cast { expr, .. } => fold_box(expr, d)?,
+        Node::Case { operand, arms, otherwise, .. } => {
+            let mut c = match operand {
+                Some(o) => fold_box(o, d)?,
+                None => true,
+            };
+            for (w, t) in arms.iter_mut() {
+                fold_in_place(w, d)?;
+                fold_in_place(t, d)?;
+                c &= is_const(w) && is_const(t);
+            }
+            c & fold_box(otherwise, d)?
+        }
+        Node::Coalesce { args, .. } => args.iter().all(is_const),
+        Node::Const(_) | Node::Unknown(_) | Node::Column(_) | Node::And(_) | Node::Or(_) => false,
+    };
+    if all_const {
+        return eval_const(&n, d);
+    }
+    Ok(n)
+}

@@ -1,0 +1,200 @@
+//! The interpreter oracle: every predicate of a history compiled once, evaluated per row.
+
+use isocert_history::{Dialect, History, ObjId, PredId, TableId, Value, ValueId};
+use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect};
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Token;
+
+use crate::ast::Node;
+use crate::bounds::extract_bounds;
+use crate::compile::{CompileError, Compiler};
+use crate::eval::{Ctx, RowView};
+use crate::fold::fold;
+use crate::{Bounds, MatchesOracle, OracleError};
+
+/// One compiled predicate.
+#[derive(Clone, Debug)]
+struct CompiledPredicate {
+    table: TableId,
+    /// `Err`: the predicate could not be compiled (kept only by [`Interpreter::new_lenient`]).
+    node: Result<Node, OracleError>,
+    bounds: Bounds,
+}
+
+/// The SQL interpreter oracle: compiles each distinct predicate of a history once (parse
+/// with sqlparser, resolve columns to [`ColId`](isocert_history::ColId)s, fold constants,
+/// precompile LIKE patterns) and evaluates it with SQL three-valued logic in the history's
+/// [`Dialect`].
+///
+/// ```
+/// use isocert_history::{v1, ObjId, Op};
+/// use isocert_oracle::{Interpreter, MatchesOracle};
+///
+/// let text = concat!(
+///     r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":3},"#,
+///     r#"{"f":"select","table":"kv","where":"value BETWEEN 2 AND 4 AND key IN (1, 2)","rows":[{"key":1,"value":3}]}]}"#
+/// );
+/// let h = v1::read_history(text.as_bytes())?;
+/// let oracle = Interpreter::new(&h)?;
+/// let Op::Write { obj, value } = h.txns[0].ops[0] else { unreachable!() };
+/// let pred = h.txns[0].ops[1].predicate().unwrap();
+/// assert!(oracle.matches(&h, pred, obj, value)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Interpreter {
+    dialect: Dialect,
+    predicates: Vec<CompiledPredicate>,
+    lenient: bool,
+}
+
+impl Interpreter {
+    /// Compiles every predicate of `h`.
+    ///
+    /// # Errors
+    /// The first predicate that does not parse, uses an unsupported construct
+    /// ([`OracleError::Unsupported`], naming it) or is invalid in the dialect (a type error
+    /// or a constant that fails, as the database would report when planning).
+    pub fn new(h: &History) -> Result<Self, OracleError> {
+        let mut i = Interpreter { dialect: h.dialect, predicates: Vec::new(), lenient: false };
+        i.compile_new(h)?;
+        Ok(i)
+    }
+
+    /// Compiles every predicate of `h` it can; the others answer every question with their
+    /// compile error, which a fallback (the database oracle) can take over. Returns the
+    /// errors too, so a caller can report what falls back.
+    pub fn new_lenient(h: &History) -> (Self, Vec<OracleError>) {
+        let mut i = Interpreter { dialect: h.dialect, predicates: Vec::new(), lenient: true };
+        // A lenient interpreter keeps compile errors per predicate instead of failing.
+        if let Err(e) = i.compile_new(h) {
+            return (i, vec![e]);
+        }
+        let errors = i.predicates.iter().filter_map(|p| p.node.as_ref().err().cloned()).collect();
+        (i, errors)
+    }
+
+    /// Compiles the predicates interned into `h` since the last call (online checking).
+    ///
+    /// # Errors
+    /// As [`Interpreter::new`]; predicates compiled before the failing one stay compiled.
+    pub fn compile_new(&mut self, h: &History) -> Result<(), OracleError> {
+        while self.predicates.len() < h.predicates().len() {
+            let id = PredId::from_index(self.predicates.len());
+            let compiled = compile_predicate(h, id, self.dialect);
+            match compiled {
+                Ok(c) => self.predicates.push(c),
+                Err(e) if self.lenient => {
+                    let table = h.predicate(id).table;
+                    self.predicates.push(CompiledPredicate {
+                        table,
+                        node: Err(e),
+                        bounds: Bounds::everything(),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether predicate `pred` compiled (false for predicates a lenient interpreter skipped).
+    pub fn is_compiled(&self, pred: PredId) -> bool {
+        self.predicates.get(pred.index()).is_some_and(|p| p.node.is_ok())
+    }
+
+    /// The three-valued result of predicate `pred` on version `value` of `obj`:
+    /// `Some(true)` TRUE, `Some(false)` FALSE, `None` UNKNOWN (NULL) or no row.
+    ///
+    /// # Errors
+    /// As [`MatchesOracle::matches`].
+    pub fn truth(
+        &self,
+        h: &History,
+        pred: PredId,
+        obj: ObjId,
+        value: ValueId,
+    ) -> Result<Option<bool>, OracleError> {
+        let c = self.predicates.get(pred.index()).ok_or(OracleError::NotCompiled { pred })?;
+        let node = c.node.as_ref().map_err(Clone::clone)?;
+        let o = h.object(obj);
+        if o.table != c.table {
+            return Ok(None);
+        }
+        let row = match h.value(value) {
+            Value::Absent => return Ok(None),
+            Value::Scalar(s) => RowView::Kv { key: &o.key, value: s },
+            Value::Row(r) => RowView::Row(r),
+            Value::List(_) => {
+                return Err(eval_error(
+                    h,
+                    pred,
+                    obj,
+                    value,
+                    "a predicate cannot be evaluated on a list".into(),
+                ))
+            }
+        };
+        let ctx = Ctx { row, table: h.table(c.table), dialect: self.dialect };
+        node.truth(&ctx, "WHERE").map_err(|e| eval_error(h, pred, obj, value, e.0))
+    }
+}
+
+fn eval_error(h: &History, pred: PredId, obj: ObjId, value: ValueId, message: String) -> OracleError {
+    OracleError::Eval {
+        pred,
+        sql: h.predicate(pred).sql.to_string(),
+        row: format!("{} = {}", h.object_label(obj), h.value_label(obj, value)),
+        message,
+    }
+}
+
+impl MatchesOracle for Interpreter {
+    #[inline]
+    fn matches(&self, h: &History, pred: PredId, obj: ObjId, value: ValueId) -> Result<bool, OracleError> {
+        Ok(self.truth(h, pred, obj, value)? == Some(true))
+    }
+
+    fn bounds(&self, pred: PredId) -> Bounds {
+        self.predicates.get(pred.index()).map(|p| p.bounds.clone()).unwrap_or_default()
+    }
+}
+
+/// Parses one `where` text as a single SQL expression in `dialect`.
+pub(crate) fn parse_predicate(sql: &str, dialect: Dialect) -> Result<sqlparser::ast::Expr, String> {
+    let pg = PostgreSqlDialect {};
+    let my = MySqlDialect {};
+    let d: &dyn sqlparser::dialect::Dialect = match dialect {
+        Dialect::Postgres => &pg,
+        Dialect::Mysql => &my,
+    };
+    let mut parser = Parser::new(d).try_with_sql(sql).map_err(|e| e.to_string())?;
+    let expr = parser.parse_expr().map_err(|e| e.to_string())?;
+    let next = parser.peek_token();
+    if next.token != Token::EOF {
+        return Err(format!("unexpected {} after the expression", next.token));
+    }
+    Ok(expr)
+}
+
+fn compile_predicate(h: &History, pred: PredId, dialect: Dialect) -> Result<CompiledPredicate, OracleError> {
+    let p = h.predicate(pred);
+    let sql = p.sql.to_string();
+    let expr = parse_predicate(&p.sql, dialect).map_err(|message| OracleError::Parse {
+        pred,
+        sql: sql.clone(),
+        message,
+    })?;
+    let table = h.table(p.table);
+    let compiler = Compiler { table, dialect };
+    let node = compiler.condition(&expr, "WHERE").map_err(|e| match e {
+        CompileError::Unsupported(construct) => {
+            OracleError::Unsupported { pred, sql: sql.clone(), construct }
+        }
+        CompileError::Invalid(message) => OracleError::Invalid { pred, sql: sql.clone(), message },
+    })?;
+    let node =
+        fold(node, dialect).map_err(|e| OracleError::Invalid { pred, sql: sql.clone(), message: e.0 })?;
+    let bounds = extract_bounds(&node, table, dialect);
+    Ok(CompiledPredicate { table: p.table, node: Ok(node), bounds })
+}

@@ -1,0 +1,4 @@
+//! Integration tests of the oracle crate, one module per topic.
+
+mod common;
+mod semantics;
