@@ -1,0 +1,54 @@
+//! The certificate as the simulation learns it, in generator ids, kept compact.
+
+use crate::record::{Outcome, Seen, SeenWriter, TxnRecord};
+
+/// Version order, version sets and commit timestamps of the committed transactions.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CertBuilder {
+    /// Per generator object, the committed writers oldest first.
+    pub(crate) version_order: Vec<Vec<u32>>,
+    /// Per predicate operation of a committed transaction: (txn id, op index, version set),
+    /// with [`SeenWriter::Own`] already resolved.
+    pub(crate) version_sets: Vec<(u32, u32, Vec<Seen>)>,
+    /// (commit timestamp, id) of every committed transaction, in commit (emission) order.
+    pub(crate) commits: Vec<(u64, u32)>,
+}
+
+impl CertBuilder {
+    /// Records a committed transaction whose installed objects are `installed`, in
+    /// installation order (each once).
+    pub(crate) fn record(&mut self, rec: &TxnRecord, installed: &[u32]) {
+        if rec.outcome != Outcome::Committed {
+            return;
+        }
+        for &obj in installed {
+            let i = obj as usize;
+            if i >= self.version_order.len() {
+                self.version_order.resize_with(i + 1, Vec::new);
+            }
+            self.version_order[i].push(rec.id);
+        }
+        for (i, op) in rec.ops.iter().enumerate() {
+            if let Some(seen) = op.seen() {
+                let resolved = seen
+                    .iter()
+                    .map(|s| match s.writer {
+                        SeenWriter::Own => Seen { obj: s.obj, writer: SeenWriter::Txn(rec.id) },
+                        _ => *s,
+                    })
+                    .collect();
+                self.version_sets.push((rec.id, i as u32, resolved));
+            }
+        }
+        self.commits.push((rec.commit_ts.unwrap_or(rec.start_ts), rec.id));
+    }
+
+    /// The committed transactions by commit timestamp (read-only ones sit at their start
+    /// timestamp; ties cannot happen because every event has its own timestamp, except
+    /// injected shapes, which keep emission order).
+    pub(crate) fn serialization_order(&self) -> Vec<u32> {
+        let mut order = self.commits.clone();
+        order.sort_by_key(|&(ts, id)| (ts, id));
+        order.into_iter().map(|(_, id)| id).collect()
+    }
+}

@@ -1,0 +1,261 @@
+//! The generator's knobs, checked before a run starts.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::{GenError, Injection};
+
+/// How operations pick the key (object) they touch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Distribution {
+    /// Every key equally likely.
+    #[default]
+    Uniform,
+    /// Zipfian with exponent 0.99 (YCSB's default): key 0 is the hottest, then key 1, ...
+    Zipfian,
+    /// 80% of the accesses go to the first 10% of the keys (at least one key), the rest
+    /// uniformly to the others.
+    Hotspot,
+}
+
+impl Distribution {
+    /// The command-line spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Distribution::Uniform => "uniform",
+            Distribution::Zipfian => "zipfian",
+            Distribution::Hotspot => "hotspot",
+        }
+    }
+}
+
+impl FromStr for Distribution {
+    type Err = GenError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "uniform" => Ok(Distribution::Uniform),
+            "zipfian" | "zipf" => Ok(Distribution::Zipfian),
+            "hotspot" => Ok(Distribution::Hotspot),
+            _ => Err(GenError::UnknownName { what: "distribution", name: s.into(), expected: "uniform, zipfian, hotspot" }),
+        }
+    }
+}
+
+impl fmt::Display for Distribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The concurrency control the simulated store runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Serializable: snapshot reads plus commit-time validation of every read and predicate
+    /// read (optimistic concurrency control); a transaction whose reads changed before it
+    /// commits aborts. Committed transactions serialize in commit-timestamp order, read-only
+    /// ones at their start timestamp (`commit_ts == start_ts`).
+    #[default]
+    Serializable,
+    /// Snapshot isolation: reads from the start snapshot, first-committer-wins on writes.
+    /// Write skew is allowed, so serializability checks may reject these histories.
+    SnapshotIsolation,
+}
+
+impl Isolation {
+    /// The long name (as the checker spells isolation levels).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "serializable",
+            Isolation::SnapshotIsolation => "snapshot-isolation",
+        }
+    }
+}
+
+impl FromStr for Isolation {
+    type Err = GenError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "serializable" | "ser" => Ok(Isolation::Serializable),
+            "snapshot-isolation" | "si" => Ok(Isolation::SnapshotIsolation),
+            _ => Err(GenError::UnknownName {
+                what: "isolation",
+                name: s.into(),
+                expected: "serializable (ser), snapshot-isolation (si)",
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the objects of the generated history are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DataModel {
+    /// [`DataModel::SqlTable`] when `predicate_ratio > 0`, else [`DataModel::KeyValue`].
+    #[default]
+    Auto,
+    /// Table `kv`: integer keys, unique integer values, keys start absent.
+    KeyValue,
+    /// Table `kv` as lists: writes are appends of unique integers, reads return the list.
+    ListAppend,
+    /// Table `t` with int columns `id` (the key), `c0` (what predicates range over), `c1`
+    /// (a unique stamp, so every written row is unique) and `c2`; every row exists initially.
+    SqlTable,
+}
+
+impl DataModel {
+    /// The command-line spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataModel::Auto => "auto",
+            DataModel::KeyValue => "kv",
+            DataModel::ListAppend => "list-append",
+            DataModel::SqlTable => "table",
+        }
+    }
+}
+
+impl FromStr for DataModel {
+    type Err = GenError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(DataModel::Auto),
+            "kv" | "key-value" => Ok(DataModel::KeyValue),
+            "list-append" | "list" => Ok(DataModel::ListAppend),
+            "table" | "sql" => Ok(DataModel::SqlTable),
+            _ => Err(GenError::UnknownName { what: "data model", name: s.into(), expected: "auto, kv, list-append, table" }),
+        }
+    }
+}
+
+/// Every knob of a generation run. [`GenConfig::default`] is a small key-value history;
+/// [`GenConfig::chronos`] is the Chronos benchmark's shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenConfig {
+    /// Number of transactions in the history (committed and aborted).
+    pub txns: usize,
+    /// Number of client sessions running transactions concurrently.
+    pub sessions: usize,
+    /// Operations per transaction.
+    pub ops_per_txn: usize,
+    /// Number of keys (objects, or rows of the SQL table).
+    pub keys: usize,
+    /// Fraction of item operations that are reads (the rest write or append).
+    pub read_ratio: f64,
+    /// Fraction of operations that are predicate operations (select, predicate update,
+    /// predicate delete over ranges of `c0`); needs the SQL table.
+    pub predicate_ratio: f64,
+    /// How keys are picked.
+    pub distribution: Distribution,
+    /// The seed: the same configuration and seed give the same bytes.
+    pub seed: u64,
+    /// The simulated store's concurrency control.
+    pub isolation: Isolation,
+    /// What the objects are.
+    pub model: DataModel,
+    /// An anomaly to inject into the otherwise valid history.
+    pub inject: Option<Injection>,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            txns: 100,
+            sessions: 4,
+            ops_per_txn: 5,
+            keys: 10,
+            read_ratio: 0.5,
+            predicate_ratio: 0.0,
+            distribution: Distribution::Uniform,
+            seed: 0,
+            isolation: Isolation::Serializable,
+            model: DataModel::Auto,
+            inject: None,
+        }
+    }
+}
+
+impl GenConfig {
+    /// The Chronos benchmark's shape: 50 sessions, 1,000 keys, zipfian, 50% reads,
+    /// 15 operations per transaction, key-value, snapshot isolation.
+    pub fn chronos(txns: usize, seed: u64) -> Self {
+        GenConfig {
+            txns,
+            sessions: 50,
+            ops_per_txn: 15,
+            keys: 1000,
+            read_ratio: 0.5,
+            predicate_ratio: 0.0,
+            distribution: Distribution::Zipfian,
+            seed,
+            isolation: Isolation::SnapshotIsolation,
+            model: DataModel::KeyValue,
+            inject: None,
+        }
+    }
+
+    /// The data model after resolving [`DataModel::Auto`].
+    pub fn data_model(&self) -> DataModel {
+        match self.model {
+            DataModel::Auto if self.predicate_ratio > 0.0 => DataModel::SqlTable,
+            DataModel::Auto => DataModel::KeyValue,
+            m => m,
+        }
+    }
+
+    /// Checks the knobs.
+    ///
+    /// # Errors
+    /// [`GenError::BadKnob`] naming the knob when a count is zero or too large, a ratio is
+    /// outside `[0, 1]`, predicates are asked of a model without a SQL table, or the
+    /// injection cannot be applied to this model.
+    pub fn validate(&self) -> Result<(), GenError> {
+        let bad = |knob: &'static str, message: String| Err(GenError::BadKnob { knob, message });
+        if self.sessions == 0 {
+            return bad("sessions", "needs at least one session".into());
+        }
+        if self.ops_per_txn == 0 {
+            return bad("ops-per-txn", "needs at least one operation per transaction".into());
+        }
+        if self.keys == 0 {
+            return bad("keys", "needs at least one key".into());
+        }
+        if self.keys > 1 << 30 || self.txns > u32::MAX as usize / 2 || self.sessions > 1 << 20 {
+            return bad("txns/keys/sessions", "too large for 32-bit ids".into());
+        }
+        for (knob, r) in [("read-ratio", self.read_ratio), ("predicate-ratio", self.predicate_ratio)] {
+            if !(0.0..=1.0).contains(&r) {
+                return bad(knob, format!("{r} is not between 0 and 1"));
+            }
+        }
+        let model = self.data_model();
+        if self.predicate_ratio > 0.0 && model != DataModel::SqlTable {
+            return bad(
+                "predicate-ratio",
+                format!("predicates range over the SQL table; the {} model has none", model.as_str()),
+            );
+        }
+        if let Some(kind) = self.inject {
+            if model == DataModel::ListAppend {
+                return bad("inject", "injection is supported on the kv and table models, not list-append".into());
+            }
+            if kind.needs_predicates() && self.predicate_ratio <= 0.0 {
+                return bad("inject", format!("{kind} needs predicate operations (set predicate-ratio > 0)"));
+            }
+            if self.keys < kind.keys_needed() {
+                return bad("inject", format!("{kind} needs at least {} keys", kind.keys_needed()));
+            }
+            if self.txns == 0 && kind.edits_in_place() {
+                return bad("inject", format!("{kind} edits a generated transaction; generate at least one"));
+            }
+        }
+        Ok(())
+    }
+}
