@@ -1,0 +1,272 @@
+//! What to run: workload kind, isolation level, size, key distribution, seed.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::WorkloadError;
+
+/// The workloads the client can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WorkloadKind {
+    /// Item reads, blind updates, upserts, read-modify-writes and deletes on table `kv`.
+    Kv,
+    /// The kv operations plus range reads, predicate updates and deletes, and min/max
+    /// aggregates on table `items`: predicate anomalies show at read committed.
+    Predicate,
+    /// Read two keys of a pair, write one of them: write skew, which repeatable read allows.
+    Skew,
+}
+
+impl WorkloadKind {
+    /// The table the workload runs on.
+    pub fn table(self) -> &'static str {
+        match self {
+            WorkloadKind::Kv | WorkloadKind::Skew => "kv",
+            WorkloadKind::Predicate => "items",
+        }
+    }
+
+    /// The CLI spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Kv => "kv",
+            WorkloadKind::Predicate => "predicate",
+            WorkloadKind::Skew => "skew",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for WorkloadKind {
+    type Err = WorkloadError;
+
+    fn from_str(s: &str) -> Result<Self, WorkloadError> {
+        Ok(match s {
+            "kv" => WorkloadKind::Kv,
+            "predicate" | "pred" => WorkloadKind::Predicate,
+            "skew" | "write-skew" => WorkloadKind::Skew,
+            _ => {
+                return Err(WorkloadError::config(
+                    "workload",
+                    format!("unknown workload {s:?}: use kv, predicate or skew"),
+                ))
+            }
+        })
+    }
+}
+
+/// The PostgreSQL isolation level the transactions run at (`BEGIN ISOLATION LEVEL ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// `SERIALIZABLE` (serializable snapshot isolation).
+    Serializable,
+    /// `REPEATABLE READ` (snapshot isolation in PostgreSQL).
+    RepeatableRead,
+    /// `READ COMMITTED` (a new snapshot per statement).
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The SQL spelling after `ISOLATION LEVEL`.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "SERIALIZABLE",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::ReadCommitted => "READ COMMITTED",
+        }
+    }
+
+    /// The long name, as in the history's `meta.isolation` and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "serializable",
+            Isolation::RepeatableRead => "repeatable-read",
+            Isolation::ReadCommitted => "read-committed",
+        }
+    }
+
+    /// Whether one snapshot serves the whole transaction (repeatable read, serializable).
+    pub fn has_transaction_snapshot(self) -> bool {
+        self != Isolation::ReadCommitted
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Isolation {
+    type Err = WorkloadError;
+
+    fn from_str(s: &str) -> Result<Self, WorkloadError> {
+        Ok(match s {
+            "serializable" | "ser" => Isolation::Serializable,
+            "repeatable-read" | "rr" => Isolation::RepeatableRead,
+            "read-committed" | "rc" => Isolation::ReadCommitted,
+            _ => {
+                return Err(WorkloadError::config(
+                    "isolation",
+                    format!(
+                        "unknown isolation level {s:?}: use serializable, repeatable-read or read-committed"
+                    ),
+                ))
+            }
+        })
+    }
+}
+
+/// How transactions pick the keys they touch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Distribution {
+    /// Every key equally likely.
+    Uniform,
+    /// Zipfian with exponent 0.99 over the keys (key 0 hottest).
+    Zipfian,
+    /// 80% of accesses go to the first 10% of the keys, the rest uniformly to all.
+    Hotspot,
+}
+
+impl Distribution {
+    /// The CLI spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Distribution::Uniform => "uniform",
+            Distribution::Zipfian => "zipfian",
+            Distribution::Hotspot => "hotspot",
+        }
+    }
+}
+
+impl fmt::Display for Distribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Distribution {
+    type Err = WorkloadError;
+
+    fn from_str(s: &str) -> Result<Self, WorkloadError> {
+        Ok(match s {
+            "uniform" => Distribution::Uniform,
+            "zipfian" | "zipf" => Distribution::Zipfian,
+            "hotspot" => Distribution::Hotspot,
+            _ => {
+                return Err(WorkloadError::config(
+                    "distribution",
+                    format!("unknown distribution {s:?}: use uniform, zipfian or hotspot"),
+                ))
+            }
+        })
+    }
+}
+
+/// Everything that decides a run (besides the database's own scheduling).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadConfig {
+    /// Which workload.
+    pub kind: WorkloadKind,
+    /// The isolation level every transaction runs at.
+    pub isolation: Isolation,
+    /// How many transaction plans to run to completion (aborted attempts are retried as new
+    /// transactions and do not count).
+    pub txns: u64,
+    /// Concurrent sessions, one connection each.
+    pub sessions: u32,
+    /// Number of keys (rows); the skew workload uses `keys / 2` pairs.
+    pub keys: u32,
+    /// Key access distribution.
+    pub distribution: Distribution,
+    /// Seed of the plan generator (plan `i` depends only on the seed and `i`).
+    pub seed: u64,
+    /// Give up a plan after this many aborted attempts in a row.
+    pub max_attempts: u32,
+    /// Fault injection: the probability that the client kills a transaction's own
+    /// connection right before `COMMIT` (the outcome is then recorded as `unknown`).
+    pub disconnect_rate: f64,
+}
+
+impl WorkloadConfig {
+    /// A configuration with the defaults: 1000 transactions, 8 sessions, 16 keys, uniform,
+    /// seed 0, 100 attempts per plan, no fault injection.
+    pub fn new(kind: WorkloadKind, isolation: Isolation) -> Self {
+        WorkloadConfig {
+            kind,
+            isolation,
+            txns: 1000,
+            sessions: 8,
+            keys: 16,
+            distribution: Distribution::Uniform,
+            seed: 0,
+            max_attempts: 100,
+            disconnect_rate: 0.0,
+        }
+    }
+
+    /// Checks that the numbers make sense.
+    ///
+    /// # Errors
+    /// [`WorkloadError::Config`] naming the field.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        if self.sessions == 0 {
+            return Err(WorkloadError::config("sessions", "need at least one session"));
+        }
+        let min_keys = if self.kind == WorkloadKind::Skew { 2 } else { 1 };
+        if self.keys < min_keys {
+            return Err(WorkloadError::config(
+                "keys",
+                format!("the {} workload needs at least {min_keys} keys", self.kind),
+            ));
+        }
+        if self.keys > 10_000_000 {
+            return Err(WorkloadError::config("keys", "at most 10,000,000 keys"));
+        }
+        if self.max_attempts == 0 {
+            return Err(WorkloadError::config("max_attempts", "need at least one attempt"));
+        }
+        if !(0.0..=1.0).contains(&self.disconnect_rate) {
+            return Err(WorkloadError::config("disconnect_rate", "must lie in 0..=1"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_bad_names_are_errors() {
+        for k in [WorkloadKind::Kv, WorkloadKind::Predicate, WorkloadKind::Skew] {
+            assert_eq!(k.as_str().parse::<WorkloadKind>().unwrap(), k);
+        }
+        for i in [Isolation::Serializable, Isolation::RepeatableRead, Isolation::ReadCommitted] {
+            assert_eq!(i.to_string().parse::<Isolation>().unwrap(), i);
+        }
+        assert_eq!("rc".parse::<Isolation>().unwrap(), Isolation::ReadCommitted);
+        for d in [Distribution::Uniform, Distribution::Zipfian, Distribution::Hotspot] {
+            assert_eq!(d.as_str().parse::<Distribution>().unwrap(), d);
+        }
+        let err = "snapshot".parse::<Isolation>().unwrap_err().to_string();
+        assert!(err.contains("isolation") && err.contains("snapshot"), "{err}");
+        assert!("bank".parse::<WorkloadKind>().is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Skew, Isolation::RepeatableRead);
+        cfg.validate().unwrap();
+        cfg.keys = 1;
+        assert!(cfg.validate().unwrap_err().to_string().contains("keys"));
+        cfg.keys = 4;
+        cfg.sessions = 0;
+        assert!(cfg.validate().unwrap_err().to_string().contains("sessions"));
+    }
+}

@@ -1,0 +1,39 @@
+//! The isocert test client: generated transactions run by concurrent sessions against
+//! PostgreSQL, recorded as a v1 [`History`](isocert_history::History) with the PostgreSQL
+//! facts certificate recovery needs (xids, snapshots, row writers; docs/POSTGRES.md).
+//!
+//! Workloads ([`WorkloadKind`]): `kv` (item reads, blind updates, upserts,
+//! read-modify-writes, deletes), `predicate` (plus range reads, predicate updates and
+//! deletes, min/max aggregates; predicate anomalies at read committed) and `skew` (write
+//! skew, which repeatable read allows). Call [`setup`], create the replication slot, then
+//! [`run`]:
+//!
+//! ```no_run
+//! use isocert_workload::{run, setup, Isolation, WorkloadConfig, WorkloadKind};
+//!
+//! # async fn demo(url: &str) -> Result<(), isocert_workload::WorkloadError> {
+//! let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::Serializable);
+//! cfg.txns = 2000;
+//! setup(url, &cfg).await?;
+//! let history = run(url, &cfg, |done| eprint!("\r{done}")).await?;
+//! assert!(history.txns.iter().filter(|t| t.is_committed()).count() >= 1);
+//! # Ok(()) }
+//! ```
+//!
+//! Serialization failures (40001) and deadlocks (40P01) are recorded as aborted
+//! transactions and the plan is retried as a new transaction; a connection lost while
+//! `COMMIT` is in flight is recorded as `unknown`.
+
+mod config;
+mod error;
+mod keys;
+mod plan;
+mod recorder;
+mod run;
+mod schema;
+mod session;
+mod statements;
+
+pub use config::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
+pub use error::WorkloadError;
+pub use run::{run, setup};

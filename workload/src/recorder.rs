@@ -1,0 +1,132 @@
+//! Turns what the sessions saw into the history, one finished transaction at a time.
+
+use isocert_history::{
+    ColId, History, ObjId, Op, ResultRow, Scalar, SessionId, Status, TableId, Transaction, Value, ValueId,
+};
+use serde_json::{Map, Value as Json};
+
+use crate::schema::Schema;
+use crate::statements::RawOp;
+
+/// A finished transaction as one session saw it, before interning.
+#[derive(Debug)]
+pub(crate) struct RawTxn {
+    /// The session (0-based).
+    pub(crate) session: u32,
+    /// How it ended.
+    pub(crate) status: Status,
+    /// Its operations with their adapter facts, in program order.
+    pub(crate) ops: Vec<(RawOp, Map<String, Json>)>,
+    /// Its transaction facts (xid, isolation, snapshot, sqlstate).
+    pub(crate) meta: Map<String, Json>,
+}
+
+/// The history under construction: interned table, columns and sessions, transactions in
+/// the order they finished (which keeps each session's order).
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    history: History,
+    schema: &'static Schema,
+    table: TableId,
+    columns: Vec<ColId>,
+    sessions: Vec<SessionId>,
+}
+
+impl Recorder {
+    /// A recorder for `schema`'s table with `sessions` sessions named 0..sessions.
+    pub(crate) fn new(schema: &'static Schema, sessions: u32) -> Self {
+        let mut history = History::new();
+        let table = history.intern_table(schema.table);
+        let columns = schema.columns.iter().map(|c| history.intern_column(table, c)).collect();
+        let sessions = (0..sessions).map(|s| history.intern_session(Scalar::Int(i64::from(s)))).collect();
+        Recorder { history, schema, table, columns, sessions }
+    }
+
+    fn object(&mut self, key: i64) -> ObjId {
+        self.history.intern_object(self.table, Scalar::Int(key))
+    }
+
+    fn value(&mut self, row: Option<&[i64]>) -> ValueId {
+        match row {
+            None => ValueId::ABSENT,
+            Some(r) if self.schema.is_kv() => self.history.intern_value(Value::Scalar(Scalar::Int(r[1]))),
+            Some(r) => {
+                let cols: Vec<(ColId, Scalar)> =
+                    self.columns.iter().zip(r).map(|(&c, &v)| (c, Scalar::Int(v))).collect();
+                self.history.intern_row(&cols)
+            }
+        }
+    }
+
+    fn column(&self, name: &str) -> ColId {
+        let i = self.schema.columns.iter().position(|c| *c == name).expect("column of the schema");
+        self.columns[i]
+    }
+
+    fn result_rows(&mut self, rows: &[Vec<i64>]) -> Vec<ResultRow> {
+        rows.iter().map(|r| ResultRow { obj: self.object(r[0]), value: self.value(Some(r)) }).collect()
+    }
+
+    /// Records the rows that exist before the first transaction (the header's `initial`).
+    pub(crate) fn set_initial(&mut self, rows: &[Vec<i64>]) {
+        self.history.initial = rows.iter().map(|r| (self.object(r[0]), self.value(Some(r)))).collect();
+    }
+
+    /// Appends a finished transaction with the next id.
+    pub(crate) fn push(&mut self, raw: RawTxn) {
+        let mut ops = Vec::with_capacity(raw.ops.len());
+        let mut op_meta = Vec::new();
+        for (i, (op, meta)) in raw.ops.into_iter().enumerate() {
+            ops.push(self.op(op));
+            if !meta.is_empty() {
+                op_meta.push((i as u32, Json::Object(meta)));
+            }
+        }
+        let id = Scalar::Int(self.history.txns.len() as i64);
+        let mut txn = Transaction::new(id, self.sessions[raw.session as usize], ops);
+        txn.status = raw.status;
+        txn.meta = Some(Box::new(Json::Object(raw.meta)));
+        txn.op_meta = op_meta;
+        // Ids are the position in the history, so they cannot collide.
+        let _ = self.history.push_txn(txn);
+    }
+
+    fn op(&mut self, op: RawOp) -> Op {
+        match op {
+            RawOp::Read { key, row } => Op::Read { obj: self.object(key), value: self.value(row.as_deref()) },
+            RawOp::Write { key, row } => {
+                Op::Write { obj: self.object(key), value: self.value(row.as_deref()) }
+            }
+            RawOp::Select { predicate, rows } => {
+                let predicate = self.history.intern_predicate(self.table, &predicate);
+                Op::Select { predicate, rows: self.result_rows(&rows) }
+            }
+            RawOp::Update { predicate, set, rows } => {
+                let predicate = self.history.intern_predicate(self.table, &predicate);
+                let set = set.iter().map(|(c, v)| (self.column(c), Scalar::Int(*v))).collect();
+                Op::Update { predicate, set, rows: self.result_rows(&rows) }
+            }
+            RawOp::Delete { predicate, keys } => {
+                let predicate = self.history.intern_predicate(self.table, &predicate);
+                let rows =
+                    keys.iter().map(|&k| ResultRow { obj: self.object(k), value: ValueId::ABSENT }).collect();
+                Op::Delete { predicate, rows }
+            }
+            RawOp::Aggregate { predicate, function, column, result } => {
+                let predicate = self.history.intern_predicate(self.table, &predicate);
+                let result = result.map_or(Scalar::Null, Scalar::Int);
+                Op::Aggregate { predicate, function, column: Some(self.column(column)), result }
+            }
+        }
+    }
+
+    /// Number of transactions recorded so far.
+    pub(crate) fn len(&self) -> usize {
+        self.history.txns.len()
+    }
+
+    /// The finished history.
+    pub(crate) fn finish(self) -> History {
+        self.history
+    }
+}

@@ -1,0 +1,113 @@
+//! The tables the workloads run on, their DDL and their initial rows.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::plan::items_c1_values;
+use crate::{WorkloadConfig, WorkloadKind};
+
+/// How many distinct `c2` values the items table uses.
+pub(crate) const ITEMS_C2_VALUES: i64 = 10;
+
+/// A table: its name, primary key and columns. Every column is an integer; the primary key
+/// comes first and the last column holds the unique value each write draws.
+#[derive(Debug)]
+pub(crate) struct Schema {
+    /// The table name, in SQL and in the history.
+    pub(crate) table: &'static str,
+    /// All columns, primary key first, unique value column last.
+    pub(crate) columns: &'static [&'static str],
+    /// `CREATE TABLE` column definitions.
+    definition: &'static str,
+}
+
+/// The key-value table of the kv and skew workloads (v1's table `kv`).
+pub(crate) const KV: Schema = Schema {
+    table: "kv",
+    columns: &["key", "value"],
+    definition: "key integer PRIMARY KEY, value bigint NOT NULL",
+};
+
+/// The table of the predicate workload.
+pub(crate) const ITEMS: Schema = Schema {
+    table: "items",
+    columns: &["id", "c1", "c2", "v"],
+    definition: "id integer PRIMARY KEY, c1 integer NOT NULL, c2 integer NOT NULL, v bigint NOT NULL",
+};
+
+impl Schema {
+    /// The schema of a workload.
+    pub(crate) fn of(kind: WorkloadKind) -> &'static Schema {
+        match kind {
+            WorkloadKind::Kv | WorkloadKind::Skew => &KV,
+            WorkloadKind::Predicate => &ITEMS,
+        }
+    }
+
+    /// The primary key column.
+    pub(crate) fn pk(&self) -> &'static str {
+        self.columns[0]
+    }
+
+    /// Whether this is v1's key-value table, whose values are plain scalars.
+    pub(crate) fn is_kv(&self) -> bool {
+        self.table == KV.table
+    }
+
+    /// `key, value` / `id, c1, c2, v`.
+    pub(crate) fn column_list(&self) -> String {
+        self.columns.join(", ")
+    }
+
+    /// The statements that (re)create the table.
+    pub(crate) fn create_sql(&self) -> String {
+        format!(
+            "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} ({d}); ALTER TABLE {t} REPLICA IDENTITY FULL;",
+            t = self.table,
+            d = self.definition
+        )
+    }
+
+    /// A full row from its key, the planned middle columns (missing ones are 0) and the
+    /// fresh unique value.
+    pub(crate) fn row(&self, key: i64, planned: &[i64], fresh: i64) -> Vec<i64> {
+        let mut row = Vec::with_capacity(self.columns.len());
+        row.push(key);
+        for i in 0..self.columns.len() - 2 {
+            row.push(planned.get(i).copied().unwrap_or(0));
+        }
+        row.push(fresh);
+        row
+    }
+
+    /// The rows `setup` inserts: every key, unique value column 0.
+    pub(crate) fn initial_rows(&self, cfg: &WorkloadConfig) -> Vec<Vec<i64>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed);
+        let c1_values = items_c1_values(cfg.keys);
+        (0..i64::from(cfg.keys))
+            .map(|key| {
+                let middle = [rng.random_range(0..c1_values), rng.random_range(0..ITEMS_C2_VALUES)];
+                self.row(key, &middle, 0)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Isolation;
+
+    #[test]
+    fn rows_have_key_first_and_fresh_value_last() {
+        assert_eq!(KV.row(3, &[], 9), vec![3, 9]);
+        assert_eq!(ITEMS.row(3, &[1, 2], 9), vec![3, 1, 2, 9]);
+        let cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::ReadCommitted);
+        let rows = ITEMS.initial_rows(&cfg);
+        assert_eq!(rows.len(), 16);
+        assert!(rows
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r[0] == i as i64 && r[3] == 0 && r[2] < ITEMS_C2_VALUES));
+    }
+}

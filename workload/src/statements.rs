@@ -1,0 +1,414 @@
+//! The SQL of each planned step, and what its answer means for the history.
+//!
+//! Every statement embeds `pg_current_snapshot()` so the snapshot recorded is the one the
+//! statement ran under (docs/POSTGRES.md). Statements use the simple query protocol with
+//! literal integers: one round trip, and the `where` text PostgreSQL evaluated is the text
+//! the history records.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use isocert_adapters::Snapshot;
+use isocert_history::AggregateFn;
+use serde_json::{json, Map, Value as Json};
+use tokio_postgres::{Client, SimpleQueryMessage, SimpleQueryRow};
+
+use crate::plan::{items_c1_values, Step};
+use crate::schema::{Schema, ITEMS_C2_VALUES};
+use crate::{Isolation, WorkloadError};
+
+/// One operation as the client saw it, before interning into the history.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RawOp {
+    /// Item read: the row, or `None` when absent.
+    Read { key: i64, row: Option<Vec<i64>> },
+    /// Item write: the row installed, or `None` for a delete.
+    Write { key: i64, row: Option<Vec<i64>> },
+    /// Predicate read: the rows returned.
+    Select { predicate: String, rows: Vec<Vec<i64>> },
+    /// Predicate update: the assignments and the new rows.
+    Update { predicate: String, set: Vec<(&'static str, i64)>, rows: Vec<Vec<i64>> },
+    /// Predicate delete: the deleted keys.
+    Delete { predicate: String, keys: Vec<i64> },
+    /// Aggregate over a predicate: its result (`None` = SQL NULL).
+    Aggregate { predicate: String, function: AggregateFn, column: &'static str, result: Option<i64> },
+}
+
+/// An operation with its adapter facts and the snapshot of the statement that ran it.
+#[derive(Clone, Debug)]
+pub(crate) struct Recorded {
+    pub(crate) op: RawOp,
+    pub(crate) meta: Map<String, Json>,
+    pub(crate) snapshot: Snapshot,
+}
+
+/// What a step needs besides the connection: the table, the level, fresh values.
+pub(crate) struct StepContext<'a> {
+    pub(crate) schema: &'static Schema,
+    pub(crate) isolation: Isolation,
+    pub(crate) keys: u32,
+    pub(crate) fresh: &'a AtomicI64,
+}
+
+impl StepContext<'_> {
+    /// A value no other write has used.
+    fn fresh(&self) -> i64 {
+        self.fresh.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// Runs one step; returns the operations it recorded (none for a no-op delete or update,
+/// two for a read-modify-write).
+pub(crate) async fn run_step(
+    client: &Client,
+    cx: &StepContext<'_>,
+    step: &Step,
+) -> Result<Vec<Recorded>, WorkloadError> {
+    let s = cx.schema;
+    Ok(match step {
+        Step::Read { key } => vec![read(client, s, *key).await?],
+        Step::ReadModifyWrite { key } => {
+            let r = read(client, s, *key).await?;
+            let RawOp::Read { row, .. } = &r.op else { unreachable!("read records a read") };
+            let middle = modified_columns(s, *key, row.as_deref(), cx.keys);
+            let w = upsert(client, s, s.row(*key, &middle, cx.fresh())).await?;
+            vec![r, w]
+        }
+        Step::Upsert { key, columns } => vec![upsert(client, s, s.row(*key, columns, cx.fresh())).await?],
+        Step::Update { key, columns } => {
+            update(client, s, s.row(*key, columns, cx.fresh())).await?.into_iter().collect()
+        }
+        Step::Delete { key } => delete(client, s, *key).await?.into_iter().collect(),
+        Step::Select { predicate } => vec![select(client, s, predicate).await?],
+        Step::Aggregate { predicate, function, column } => {
+            vec![aggregate(client, s, predicate, *function, column).await?]
+        }
+        Step::PredicateUpdate { predicate, column, constant } => {
+            let set = vec![(*column, *constant), (*s.columns.last().expect("columns"), cx.fresh())];
+            vec![predicate_update(client, cx, predicate, set).await?]
+        }
+        Step::PredicateDelete { predicate } => vec![predicate_delete(client, cx, predicate).await?],
+    })
+}
+
+/// The middle columns a read-modify-write installs: derived from the row read (`c2`
+/// advanced by one), or from the key when the row was absent.
+fn modified_columns(s: &Schema, key: i64, row: Option<&[i64]>, keys: u32) -> Vec<i64> {
+    if s.is_kv() {
+        return Vec::new();
+    }
+    match row {
+        Some(r) => vec![r[1], (r[2] + 1) % ITEMS_C2_VALUES],
+        None => vec![key % items_c1_values(keys), 0],
+    }
+}
+
+/// Runs `sql` and returns its data rows.
+pub(crate) async fn query(client: &Client, sql: &str) -> Result<Vec<SimpleQueryRow>, WorkloadError> {
+    let messages = client.simple_query(sql).await.map_err(|e| WorkloadError::statement(sql, e))?;
+    Ok(messages
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => Some(r),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Column `i` of `row` as text (`None` for NULL).
+fn text<'r>(sql: &str, row: &'r SimpleQueryRow, i: usize) -> Result<Option<&'r str>, WorkloadError> {
+    row.try_get(i).map_err(|e| WorkloadError::unexpected(sql, format!("column {i}: {e}")))
+}
+
+/// Column `i` of `row` as an integer (`None` for NULL).
+fn int(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Option<i64>, WorkloadError> {
+    match text(sql, row, i)? {
+        None => Ok(None),
+        Some(t) => t
+            .parse()
+            .map(Some)
+            .map_err(|_| WorkloadError::unexpected(sql, format!("column {i} is not an integer: {t:?}"))),
+    }
+}
+
+fn snapshot(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Snapshot, WorkloadError> {
+    let t = text(sql, row, i)?.ok_or_else(|| WorkloadError::unexpected(sql, "no snapshot"))?;
+    Ok(t.parse()?)
+}
+
+/// A 32-bit `xmin` column widened to the full xid next to `snap`.
+fn xmin(sql: &str, row: &SimpleQueryRow, i: usize, snap: &Snapshot) -> Result<Option<u64>, WorkloadError> {
+    match text(sql, row, i)? {
+        None => Ok(None),
+        Some(t) => {
+            let x: u32 = t
+                .parse()
+                .map_err(|_| WorkloadError::unexpected(sql, format!("xmin is not an xid: {t:?}")))?;
+            Ok(Some(snap.widen(x)))
+        }
+    }
+}
+
+/// Columns `from..from+n` of `row` as a full table row; `None` when the key column is NULL.
+fn table_row(
+    sql: &str,
+    row: &SimpleQueryRow,
+    from: usize,
+    n: usize,
+) -> Result<Option<Vec<i64>>, WorkloadError> {
+    if int(sql, row, from)?.is_none() {
+        return Ok(None);
+    }
+    (from..from + n)
+        .map(|i| {
+            int(sql, row, i)?.ok_or_else(|| WorkloadError::unexpected(sql, format!("column {i} is NULL")))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+fn one_row(sql: &str, rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, WorkloadError> {
+    let n = rows.len();
+    let mut it = rows.into_iter();
+    match (it.next(), n) {
+        (Some(r), 1) => Ok(r),
+        _ => Err(WorkloadError::unexpected(sql, format!("expected one row, got {n}"))),
+    }
+}
+
+fn literal_row(row: &[i64]) -> String {
+    row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+async fn read(client: &Client, s: &Schema, key: i64) -> Result<Recorded, WorkloadError> {
+    let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
+    let sql = format!(
+        "SELECT pg_current_snapshot()::text, t.xmin::text, {} FROM (SELECT 1) s LEFT JOIN {} t ON t.{} = {key}",
+        cols.join(", "),
+        s.table,
+        s.pk()
+    );
+    let r = one_row(&sql, query(client, &sql).await?)?;
+    let snap = snapshot(&sql, &r, 0)?;
+    let mut meta = Map::new();
+    if let Some(x) = xmin(&sql, &r, 1, &snap)? {
+        meta.insert("xmin".into(), x.into());
+    }
+    let row = table_row(&sql, &r, 2, s.columns.len())?;
+    Ok(Recorded { op: RawOp::Read { key, row }, meta, snapshot: snap })
+}
+
+/// Runs a statement of shape `SELECT snapshot, (SELECT xmin FROM w)` for a single-row write.
+async fn write_statement(client: &Client, sql: &str) -> Result<(Snapshot, Option<u64>), WorkloadError> {
+    let r = one_row(sql, query(client, sql).await?)?;
+    let snap = snapshot(sql, &r, 0)?;
+    let x = xmin(sql, &r, 1, &snap)?;
+    Ok((snap, x))
+}
+
+async fn upsert(client: &Client, s: &Schema, row: Vec<i64>) -> Result<Recorded, WorkloadError> {
+    let updates: Vec<String> = s.columns[1..].iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
+    let sql = format!(
+        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT ({pk}) DO UPDATE SET {set} RETURNING xmin) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
+        t = s.table,
+        cols = s.column_list(),
+        vals = literal_row(&row),
+        pk = s.pk(),
+        set = updates.join(", ")
+    );
+    let (snap, x) = write_statement(client, &sql).await?;
+    let x = x.ok_or_else(|| WorkloadError::unexpected(&sql, "an upsert installed no row"))?;
+    let meta = Map::from_iter([("xmin".to_string(), json!(x))]);
+    Ok(Recorded { op: RawOp::Write { key: row[0], row: Some(row) }, meta, snapshot: snap })
+}
+
+async fn update(client: &Client, s: &Schema, row: Vec<i64>) -> Result<Option<Recorded>, WorkloadError> {
+    let set: Vec<String> = s.columns[1..].iter().zip(&row[1..]).map(|(c, v)| format!("{c} = {v}")).collect();
+    let sql = format!(
+        "WITH w AS (UPDATE {t} SET {set} WHERE {pk} = {key} RETURNING xmin) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
+        t = s.table,
+        set = set.join(", "),
+        pk = s.pk(),
+        key = row[0]
+    );
+    let (snap, x) = write_statement(client, &sql).await?;
+    Ok(x.map(|x| Recorded {
+        op: RawOp::Write { key: row[0], row: Some(row) },
+        meta: Map::from_iter([("xmin".to_string(), json!(x))]),
+        snapshot: snap,
+    }))
+}
+
+async fn delete(client: &Client, s: &Schema, key: i64) -> Result<Option<Recorded>, WorkloadError> {
+    let sql = format!(
+        "WITH d AS (DELETE FROM {t} WHERE {pk} = {key} RETURNING xmin) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM d)",
+        t = s.table,
+        pk = s.pk()
+    );
+    let (snap, x) = write_statement(client, &sql).await?;
+    Ok(x.map(|x| Recorded {
+        op: RawOp::Write { key, row: None },
+        meta: Map::from_iter([("xmin".to_string(), json!(x))]),
+        snapshot: snap,
+    }))
+}
+
+async fn select(client: &Client, s: &Schema, predicate: &str) -> Result<Recorded, WorkloadError> {
+    let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
+    let sql = format!(
+        "SELECT s.snap, t.xmin::text, {} FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT JOIN {} t ON ({predicate})",
+        cols.join(", "),
+        s.table
+    );
+    let result = query(client, &sql).await?;
+    let first = result.first().ok_or_else(|| WorkloadError::unexpected(&sql, "no row"))?;
+    let snap = snapshot(&sql, first, 0)?;
+    let mut rows = Vec::new();
+    let mut xmins = Vec::new();
+    for r in &result {
+        if let Some(row) = table_row(&sql, r, 2, s.columns.len())? {
+            rows.push(row);
+            xmins.push(json!(xmin(&sql, r, 1, &snap)?));
+        }
+    }
+    let meta = Map::from_iter([("xmins".to_string(), Json::Array(xmins))]);
+    Ok(Recorded { op: RawOp::Select { predicate: predicate.to_string(), rows }, meta, snapshot: snap })
+}
+
+async fn aggregate(
+    client: &Client,
+    s: &Schema,
+    predicate: &str,
+    function: AggregateFn,
+    column: &'static str,
+) -> Result<Recorded, WorkloadError> {
+    let sql = format!(
+        "SELECT pg_current_snapshot()::text, (SELECT {f}({column}) FROM {t} WHERE {predicate})",
+        f = function.as_str(),
+        t = s.table
+    );
+    let r = one_row(&sql, query(client, &sql).await?)?;
+    let snap = snapshot(&sql, &r, 0)?;
+    let result = int(&sql, &r, 1)?;
+    Ok(Recorded {
+        op: RawOp::Aggregate { predicate: predicate.to_string(), function, column, result },
+        meta: Map::new(),
+        snapshot: snap,
+    })
+}
+
+/// The rows of a predicate write statement, by tag: `s` snapshot, `c` candidate, `w` written.
+struct Tagged {
+    snapshot: Snapshot,
+    candidates: Vec<Json>,
+    written: Vec<(Vec<i64>, u64)>,
+}
+
+/// Runs a predicate UPDATE or DELETE wrapped so that one statement returns its snapshot,
+/// at read committed the candidates (rows matching in the snapshot), and the written rows.
+async fn tagged_write(
+    client: &Client,
+    cx: &StepContext<'_>,
+    predicate: &str,
+    write_cte: String,
+    written_columns: usize,
+) -> Result<Tagged, WorkloadError> {
+    let s = cx.schema;
+    let nulls = |n: usize| ", NULL::bigint".repeat(n);
+    let record_candidates = !cx.isolation.has_transaction_snapshot();
+    let mut sql = String::from("WITH ");
+    if record_candidates {
+        sql.push_str(&format!(
+            "c AS (SELECT {pk}, xmin FROM {t} WHERE {predicate}), ",
+            pk = s.pk(),
+            t = s.table
+        ));
+    }
+    let written: Vec<String> = s.columns[..written_columns].iter().map(|c| format!("{c}::bigint")).collect();
+    sql.push_str(&format!(
+        "w AS ({write_cte}) SELECT 's', pg_current_snapshot()::text{n} UNION ALL SELECT 'w', xmin::text, {w} FROM w",
+        n = nulls(written_columns),
+        w = written.join(", ")
+    ));
+    if record_candidates {
+        sql.push_str(&format!(
+            " UNION ALL SELECT 'c', xmin::text, {pk}::bigint{n} FROM c",
+            pk = s.pk(),
+            n = nulls(written_columns - 1)
+        ));
+    }
+    let result = query(client, &sql).await?;
+    let snap_row = result
+        .iter()
+        .find(|r| r.get(0) == Some("s"))
+        .ok_or_else(|| WorkloadError::unexpected(&sql, "no snapshot row"))?;
+    let snap = snapshot(&sql, snap_row, 1)?;
+    let mut tagged = Tagged { snapshot: snap, candidates: Vec::new(), written: Vec::new() };
+    for r in &result {
+        let tag = r.get(0);
+        if tag == Some("s") {
+            continue;
+        }
+        let x = xmin(&sql, r, 1, &tagged.snapshot)?
+            .ok_or_else(|| WorkloadError::unexpected(&sql, "row without xmin"))?;
+        let row = table_row(&sql, r, 2, if tag == Some("c") { 1 } else { written_columns })?
+            .ok_or_else(|| WorkloadError::unexpected(&sql, "row without key"))?;
+        match tag {
+            Some("c") => tagged.candidates.push(json!([row[0], x])),
+            Some("w") => tagged.written.push((row, x)),
+            other => return Err(WorkloadError::unexpected(&sql, format!("unknown row tag {other:?}"))),
+        }
+    }
+    Ok(tagged)
+}
+
+async fn predicate_update(
+    client: &Client,
+    cx: &StepContext<'_>,
+    predicate: &str,
+    set: Vec<(&'static str, i64)>,
+) -> Result<Recorded, WorkloadError> {
+    let s = cx.schema;
+    let assignments: Vec<String> = set.iter().map(|(c, v)| format!("{c} = {v}")).collect();
+    let cte = format!(
+        "UPDATE {t} SET {a} WHERE {predicate} RETURNING xmin, {cols}",
+        t = s.table,
+        a = assignments.join(", "),
+        cols = s.column_list()
+    );
+    let tagged = tagged_write(client, cx, predicate, cte, s.columns.len()).await?;
+    let mut meta = Map::new();
+    meta.insert("xmins".into(), tagged.written.iter().map(|(_, x)| json!(x)).collect());
+    if !cx.isolation.has_transaction_snapshot() {
+        meta.insert("candidates".into(), Json::Array(tagged.candidates));
+    }
+    let rows = tagged.written.into_iter().map(|(r, _)| r).collect();
+    Ok(Recorded {
+        op: RawOp::Update { predicate: predicate.to_string(), set, rows },
+        meta,
+        snapshot: tagged.snapshot,
+    })
+}
+
+async fn predicate_delete(
+    client: &Client,
+    cx: &StepContext<'_>,
+    predicate: &str,
+) -> Result<Recorded, WorkloadError> {
+    let s = cx.schema;
+    let cte = format!("DELETE FROM {t} WHERE {predicate} RETURNING xmin, {pk}", t = s.table, pk = s.pk());
+    let tagged = tagged_write(client, cx, predicate, cte, 1).await?;
+    let mut meta = Map::new();
+    meta.insert("xmins".into(), tagged.written.iter().map(|(_, x)| json!(x)).collect());
+    if !cx.isolation.has_transaction_snapshot() {
+        meta.insert("candidates".into(), Json::Array(tagged.candidates));
+    }
+    let keys = tagged.written.into_iter().map(|(r, _)| r[0]).collect();
+    Ok(Recorded {
+        op: RawOp::Delete { predicate: predicate.to_string(), keys },
+        meta,
+        snapshot: tagged.snapshot,
+    })
+}
