@@ -1,3 +1,4 @@
 //! Integration tests of the adapters against a real PostgreSQL.
 
 mod embedded;
+mod replication;

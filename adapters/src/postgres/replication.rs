@@ -1,0 +1,346 @@
+//! Logical replication consumed while the workload runs: a pgoutput slot read through the
+//! SQL functions, turned into the raw version log that certificate recovery needs.
+//!
+//! A [`ReplicationSlot`] creates a publication for the workload's tables and a logical slot
+//! (create it after the tables are set up and before the first workload transaction). Its
+//! [`ReplicationSlot::start`] spawns a consumer that repeatedly *peeks* the slot's changes
+//! up to the current WAL position, records the completed transactions in a [`RawLog`], and
+//! only then advances the slot: a consumer whose connection is killed reconnects and
+//! receives again what it had not acknowledged, and the log drops the repeats by commit
+//! position, so nothing is lost or doubled. [`ReplicationConsumer::finish`] waits until
+//! everything committed so far is recorded, then drops the slot and the publication.
+
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use isocert_recovery::RawLog;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tokio_postgres::Client;
+
+use super::replication_decode::PgOutputDecoder;
+use super::session::connect;
+use crate::AdapterError;
+
+/// How long the consumer sleeps when the slot had nothing new.
+const IDLE_POLL: Duration = Duration::from_millis(20);
+/// How many consecutive failed reconnects end the consumer.
+const MAX_RECONNECTS: u32 = 50;
+/// Pause before a reconnect.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+/// A publication plus a logical replication slot for a set of tables.
+#[derive(Debug, Clone)]
+pub struct ReplicationSlot {
+    url: String,
+    slot: String,
+    publication: String,
+    primary_keys: Vec<(String, String)>,
+}
+
+impl ReplicationSlot {
+    /// Creates publication `{name}_pub` for `tables` and the pgoutput slot `name`
+    /// (replacing leftovers of an earlier run with the same name).
+    ///
+    /// # Errors
+    /// [`AdapterError::Db`] when the server refuses (e.g. `wal_level` is not `logical`),
+    /// [`AdapterError::Protocol`] when a table has no single-column primary key.
+    pub async fn create(url: &str, name: &str, tables: &[&str]) -> Result<Self, AdapterError> {
+        let client = connect(url).await?;
+        let publication = format!("{name}_pub");
+        let mut primary_keys = Vec::new();
+        for table in tables {
+            let rows = client
+                .query(
+                    "SELECT a.attname::text FROM pg_index i JOIN pg_attribute a \
+                     ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
+                     WHERE i.indrelid = $1::text::regclass AND i.indisprimary",
+                    &[table],
+                )
+                .await
+                .map_err(|e| AdapterError::db(format!("reading the primary key of {table}"), e))?;
+            if rows.len() != 1 {
+                return Err(AdapterError::Protocol {
+                    message: format!(
+                        "table {table} needs a single-column primary key, it has {}",
+                        rows.len()
+                    ),
+                });
+            }
+            primary_keys.push((table.to_string(), rows[0].get(0)));
+        }
+        drop_slot(&client, name, &publication).await?;
+        let list = tables.iter().map(|t| quote_ident(t)).collect::<Vec<_>>().join(", ");
+        client
+            .batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {list}", quote_ident(&publication)))
+            .await
+            .map_err(|e| AdapterError::db(format!("creating publication {publication}"), e))?;
+        client
+            .execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&name])
+            .await
+            .map_err(|e| AdapterError::db(format!("creating replication slot {name}"), e))?;
+        Ok(ReplicationSlot { url: url.to_string(), slot: name.to_string(), publication, primary_keys })
+    }
+
+    /// The slot's name.
+    pub fn name(&self) -> &str {
+        &self.slot
+    }
+
+    /// Starts consuming the slot on a tokio task.
+    pub fn start(self) -> ReplicationConsumer {
+        let shared = Arc::new(Shared::default());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(consume(self.clone(), shared.clone(), stop_rx));
+        ReplicationConsumer { slot: self, shared, stop: stop_tx, task }
+    }
+
+    /// Drops the slot and the publication.
+    ///
+    /// # Errors
+    /// [`AdapterError::Db`] when the server refuses.
+    pub async fn drop(&self) -> Result<(), AdapterError> {
+        let client = connect(&self.url).await?;
+        drop_slot(&client, &self.slot, &self.publication).await
+    }
+}
+
+async fn drop_slot(client: &Client, slot: &str, publication: &str) -> Result<(), AdapterError> {
+    let active: Option<i32> = client
+        .query_opt("SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
+        .await
+        .map_err(|e| AdapterError::db(format!("looking up replication slot {slot}"), e))?
+        .and_then(|row| row.get(0));
+    if let Some(pid) = active {
+        let _ = client.execute("SELECT pg_terminate_backend($1)", &[&pid]).await;
+    }
+    client
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .map_err(|e| AdapterError::db(format!("dropping replication slot {slot}"), e))?;
+    client
+        .batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_ident(publication)))
+        .await
+        .map_err(|e| AdapterError::db(format!("dropping publication {publication}"), e))
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// What the consumer task shares with its handle.
+#[derive(Debug, Default)]
+struct Shared {
+    log: Mutex<RawLog>,
+    /// Every transaction committing before this WAL position is in `log`.
+    covered: AtomicU64,
+    /// Backend pid of the consumer's current connection (0: none).
+    backend_pid: AtomicI32,
+    reconnects: AtomicU64,
+    progress: Notify,
+}
+
+/// A running consumer of a [`ReplicationSlot`].
+#[derive(Debug)]
+pub struct ReplicationConsumer {
+    slot: ReplicationSlot,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<(), AdapterError>>,
+}
+
+impl ReplicationConsumer {
+    /// How many committed transactions are recorded so far.
+    pub fn recorded(&self) -> usize {
+        self.shared.log.lock().expect("log lock").len()
+    }
+
+    /// The server pid of the consumer's current connection, if connected (for tests that
+    /// kill it with `pg_terminate_backend`).
+    pub fn backend_pid(&self) -> Option<i32> {
+        Some(self.shared.backend_pid.load(Ordering::SeqCst)).filter(|p| *p != 0)
+    }
+
+    /// How many times the consumer had to reconnect.
+    pub fn reconnects(&self) -> u64 {
+        self.shared.reconnects.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every transaction that committed before WAL position `lsn` is recorded.
+    ///
+    /// # Errors
+    /// The consumer's error if it stopped.
+    pub async fn wait_for(&mut self, lsn: u64) -> Result<(), AdapterError> {
+        loop {
+            let notified = self.shared.progress.notified();
+            if self.shared.covered.load(Ordering::SeqCst) >= lsn {
+                return Ok(());
+            }
+            if self.task.is_finished() {
+                return match (&mut self.task).await {
+                    Ok(Ok(())) => {
+                        Err(AdapterError::Protocol { message: "replication consumer stopped early".into() })
+                    }
+                    Ok(Err(e)) => Err(e),
+                    Err(e) => {
+                        Err(AdapterError::Protocol { message: format!("replication consumer panicked: {e}") })
+                    }
+                };
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+        }
+    }
+
+    /// Waits until everything committed so far is recorded, stops the consumer, drops the
+    /// slot and the publication, and returns the log.
+    ///
+    /// # Errors
+    /// The consumer's error, or the server's when reading the WAL position or dropping.
+    pub async fn finish(mut self) -> Result<RawLog, AdapterError> {
+        let client = connect(&self.slot.url).await?;
+        let lsn = flush_wal(&client).await?;
+        let waited = self.wait_for(lsn).await;
+        let _ = self.stop.send(true);
+        let stopped = (&mut self.task).await;
+        let dropped = drop_slot(&client, &self.slot.slot, &self.slot.publication).await;
+        waited?;
+        match stopped {
+            Ok(result) => result?,
+            Err(e) => {
+                return Err(AdapterError::Protocol { message: format!("replication consumer panicked: {e}") })
+            }
+        }
+        dropped?;
+        Ok(std::mem::take(&mut *self.shared.log.lock().expect("log lock")))
+    }
+}
+
+/// The WAL position up to which logical decoding can read (WAL flushed to disk).
+async fn flushed_wal_lsn(client: &Client) -> Result<u64, AdapterError> {
+    let row = client
+        .query_one("SELECT (pg_current_wal_flush_lsn() - '0/0')::bigint", &[])
+        .await
+        .map_err(|e| AdapterError::db("reading the WAL position", e))?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
+/// Forces every commit made so far to disk (a synchronous commit flushes all WAL before
+/// it, even when the workload commits asynchronously) and returns the flushed position:
+/// every transaction that committed before the call commits before it.
+pub async fn flush_wal(client: &Client) -> Result<u64, AdapterError> {
+    client
+        .batch_execute("BEGIN; SET LOCAL synchronous_commit = on; SELECT pg_current_xact_id(); COMMIT;")
+        .await
+        .map_err(|e| AdapterError::db("flushing the WAL", e))?;
+    flushed_wal_lsn(client).await
+}
+
+async fn consume(
+    slot: ReplicationSlot,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), AdapterError> {
+    let mut decoder = PgOutputDecoder::new(slot.primary_keys.iter().cloned());
+    let mut failures = 0u32;
+    while !*stop.borrow() {
+        let client = match connect(&slot.url).await {
+            Ok(c) => c,
+            Err(e) => {
+                failures += 1;
+                if failures > MAX_RECONNECTS {
+                    return Err(e);
+                }
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                continue;
+            }
+        };
+        if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]).await {
+            shared.backend_pid.store(row.get(0), Ordering::SeqCst);
+        }
+        decoder.reset();
+        match poll_until_stopped(&slot, &client, &mut decoder, &shared, &mut stop).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_connection_loss(&e) => {
+                shared.backend_pid.store(0, Ordering::SeqCst);
+                shared.reconnects.fetch_add(1, Ordering::SeqCst);
+                failures += 1;
+                if failures > MAX_RECONNECTS {
+                    return Err(e);
+                }
+                tracing::warn!("replication connection lost ({e}); reconnecting");
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn is_connection_loss(e: &AdapterError) -> bool {
+    let AdapterError::Db { source, .. } = e else { return false };
+    source.is_closed()
+        || source.code().is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
+        || source.as_db_error().is_none()
+}
+
+async fn poll_until_stopped(
+    slot: &ReplicationSlot,
+    client: &Client,
+    decoder: &mut PgOutputDecoder,
+    shared: &Shared,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), AdapterError> {
+    let peek = client
+        .prepare(
+            "SELECT data FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, \
+             'proto_version', '1', 'publication_names', $3)",
+        )
+        .await
+        .map_err(|e| AdapterError::db("preparing the slot peek", e))?;
+    loop {
+        let stopping = *stop.borrow();
+        let upto = flushed_wal_lsn(client).await?;
+        let upto_text = lsn_text(upto);
+        let rows = client
+            .query(&peek, &[&slot.slot, &upto_text, &slot.publication])
+            .await
+            .map_err(|e| AdapterError::db(format!("reading replication slot {}", slot.slot), e))?;
+        let mut txns = Vec::new();
+        for row in &rows {
+            // PostgreSQL 15 skips empty transactions; an older server may send them.
+            if let Some(txn) = decoder.feed(row.get::<_, &[u8]>(0))?.filter(|t| !t.changes.is_empty()) {
+                txns.push(txn);
+            }
+        }
+        if !txns.is_empty() {
+            let mut log = shared.log.lock().expect("log lock");
+            for txn in txns {
+                log.push(txn);
+            }
+        }
+        // Recorded: now the server may forget them.
+        client
+            .execute("SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)", &[&slot.slot, &upto_text])
+            .await
+            .map_err(|e| AdapterError::db(format!("advancing replication slot {}", slot.slot), e))?;
+        shared.covered.fetch_max(upto, Ordering::SeqCst);
+        shared.progress.notify_waiters();
+        if stopping {
+            return Ok(());
+        }
+        if rows.is_empty() {
+            tokio::select! {
+                _ = tokio::time::sleep(IDLE_POLL) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+}
+
+fn lsn_text(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}

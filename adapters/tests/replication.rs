@@ -1,0 +1,168 @@
+//! The replication consumer records every committed transaction in commit order, even when
+//! its connection is killed mid-run.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use isocert_adapters::postgres::{connect, ReplicationSlot};
+use isocert_adapters::EmbeddedPostgres;
+use isocert_history::Scalar;
+
+/// The server under test: `$ISOCERT_TEST_PG` when set, else a private embedded one.
+fn server() -> (String, Option<EmbeddedPostgres>) {
+    match std::env::var("ISOCERT_TEST_PG") {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => {
+            let pg = EmbeddedPostgres::start().expect("embedded PostgreSQL starts");
+            (pg.url(), Some(pg))
+        }
+    }
+}
+
+/// Runs `sessions` concurrent writers of `txns` transactions each against `table`;
+/// every fourth transaction rolls back. Returns the committed xids with their writes.
+async fn run_writers(
+    url: &str,
+    table: &str,
+    sessions: u32,
+    txns: u32,
+) -> BTreeMap<u64, Vec<(i64, Option<i64>)>> {
+    let mut tasks = Vec::new();
+    for s in 0..sessions {
+        let url = url.to_string();
+        let table = table.to_string();
+        tasks.push(tokio::spawn(async move {
+            let client = connect(&url).await.unwrap();
+            let mut committed = Vec::new();
+            for i in 0..txns {
+                let key = i64::from((i * 7 + s * 3) % 10);
+                let value = i64::from(s * 100_000 + i);
+                client.batch_execute("BEGIN").await.unwrap();
+                let mut writes = Vec::new();
+                let deleted = client
+                    .execute(&format!("DELETE FROM {table} WHERE id = {} RETURNING id", key + 100), &[])
+                    .await;
+                if deleted.as_ref().is_ok_and(|n| *n > 0) {
+                    writes.push((key + 100, None));
+                }
+                let upsert = format!(
+                    "INSERT INTO {table} (id, v) VALUES ({key}, {value}) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v"
+                );
+                let ok = deleted.is_ok() && client.batch_execute(&upsert).await.is_ok();
+                writes.push((key, Some(value)));
+                if ok && i % 5 == 2 {
+                    let insert = format!("INSERT INTO {table} (id, v) VALUES ({}, {value}) ON CONFLICT DO NOTHING RETURNING id", key + 100);
+                    if client.query(&insert, &[]).await.is_ok_and(|r| !r.is_empty()) {
+                        writes.push((key + 100, Some(value)));
+                    }
+                }
+                let xid: i64 = client.query_one("SELECT pg_current_xact_id()::text::bigint", &[]).await.unwrap().get(0);
+                if !ok || i % 4 == 3 {
+                    client.batch_execute("ROLLBACK").await.unwrap();
+                } else if client.batch_execute("COMMIT").await.is_ok() {
+                    committed.push((xid as u64, writes));
+                }
+            }
+            committed
+        }));
+    }
+    let mut all = BTreeMap::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+#[test]
+fn killing_the_replication_connection_loses_no_version() {
+    let (url, _pg) = server();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let table = format!("repl_{}", std::process::id());
+        let admin = connect(&url).await.unwrap();
+        admin
+            .batch_execute(&format!(
+                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id integer PRIMARY KEY, v bigint NOT NULL); \
+                 ALTER TABLE {table} REPLICA IDENTITY FULL"
+            ))
+            .await
+            .unwrap();
+        let slot = ReplicationSlot::create(&url, &format!("isocert_{table}"), &[&table]).await.unwrap();
+        let consumer = slot.start();
+
+        // Kill the consumer's connection a few times while the writers run.
+        let done = Arc::new(AtomicBool::new(false));
+        let killer = {
+            let done = done.clone();
+            let url = url.clone();
+            let pid = Arc::new(std::sync::Mutex::new(None::<i32>));
+            let pid_source = pid.clone();
+            (
+                tokio::spawn(async move {
+                    let admin = connect(&url).await.unwrap();
+                    let mut kills = 0;
+                    while !done.load(Ordering::SeqCst) && kills < 4 {
+                        tokio::time::sleep(Duration::from_millis(150)).await;
+                        let current = *pid.lock().unwrap();
+                        if let Some(p) = current {
+                            let killed: bool =
+                                admin.query_one("SELECT pg_terminate_backend($1)", &[&p]).await.unwrap().get(0);
+                            kills += usize::from(killed);
+                        }
+                    }
+                    kills
+                }),
+                pid_source,
+            )
+        };
+        let writers = tokio::spawn({
+            let url = url.clone();
+            let table = table.clone();
+            async move { run_writers(&url, &table, 4, 150).await }
+        });
+        while !writers.is_finished() {
+            *killer.1.lock().unwrap() = consumer.backend_pid();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let committed = writers.await.unwrap();
+        done.store(true, Ordering::SeqCst);
+        let kills = killer.0.await.unwrap();
+        assert!(kills >= 1, "the consumer's connection was never killed");
+        assert!(consumer.reconnects() >= 1, "the consumer never had to reconnect");
+        let log = consumer.finish().await.unwrap();
+
+        let logged: BTreeMap<u64, Vec<(i64, Option<i64>)>> = log
+            .txns()
+            .iter()
+            .map(|t| {
+                let writes = t
+                    .changes
+                    .iter()
+                    .map(|c| {
+                        let Scalar::Int(k) = c.key else { panic!("key {:?}", c.key) };
+                        let v = c.row.as_ref().map(|r| match r[1].1 {
+                            Scalar::Int(v) => v,
+                            ref other => panic!("value {other:?}"),
+                        });
+                        (k, v)
+                    })
+                    .collect();
+                (t.xid, writes)
+            })
+            .collect();
+        assert!(committed.len() > 300, "only {} committed", committed.len());
+        assert_eq!(logged.len(), log.len(), "a transaction was recorded twice");
+        assert_eq!(logged, committed, "the log differs from what the writers committed");
+        assert!(log.txns().windows(2).all(|w| w[0].commit_lsn < w[1].commit_lsn));
+
+        let left: i64 = admin
+            .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", &[&format!("isocert_{table}")])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(left, 0, "the slot was not dropped");
+        admin.batch_execute(&format!("DROP TABLE {table}")).await.unwrap();
+    });
+}
