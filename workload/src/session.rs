@@ -21,6 +21,9 @@ use crate::{WorkloadConfig, WorkloadError};
 /// How often a session tries to reconnect before giving up.
 const RECONNECT_ATTEMPTS: u32 = 20;
 
+/// Sent when a session connects.
+const DEADLOCK_TIMEOUT: &str = "SET deadlock_timeout = '20ms'";
+
 /// What all sessions of a run share.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -51,6 +54,11 @@ async fn connect(url: &str) -> Result<Connection, WorkloadError> {
             tracing::debug!("workload connection ended: {e}");
         }
     });
+    // Deadlocks are expected (predicate updates lock rows in scan order); detect them fast
+    // instead of after the default second. Only superusers may set it: ignore a refusal.
+    if let Err(e) = client.simple_query(DEADLOCK_TIMEOUT).await {
+        tracing::debug!("cannot lower deadlock_timeout: {e}");
+    }
     let rows = query(&client, "SELECT pg_backend_pid()").await?;
     let pid = rows
         .first()

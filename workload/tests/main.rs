@@ -3,4 +3,5 @@
 
 mod support;
 
+mod facts;
 mod shapes;

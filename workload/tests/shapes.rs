@@ -18,3 +18,17 @@ fn kv_smoke() {
     assert!(h.txns.iter().filter(|t| t.status == Status::Committed).count() >= 200);
     assert!(h.txns.iter().any(|t| t.ops.iter().any(|o| matches!(o, Op::Write { .. }))));
 }
+
+#[test]
+fn predicate_smoke() {
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::ReadCommitted);
+    cfg.txns = 300;
+    cfg.sessions = 6;
+    let h = run_workload("wl_pred_smoke", &cfg);
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    eprintln!("{}", text.lines().take(25).collect::<Vec<_>>().join("\n"));
+    let aborted = h.txns.iter().filter(|t| t.status == Status::Aborted).count();
+    eprintln!("txns {} aborted {aborted}", h.txns.len());
+}
