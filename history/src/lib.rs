@@ -19,6 +19,7 @@
 
 mod certificate;
 mod error;
+pub mod formats;
 mod ids;
 mod model;
 mod timestamp;

@@ -1,5 +1,6 @@
 //! Integration tests of the history model and the v1 format.
 
 mod certificate;
+mod formats;
 mod v1_errors;
 mod v1_roundtrip;

@@ -1,0 +1,343 @@
+//! Jepsen/Elle histories: EDN (`history.edn`) and elle-cli's JSON rendering.
+//!
+//! A history is a sequence of operation maps, one per line or inside one vector/array:
+//! `{:type :invoke, :f :txn, :value [[:append 5 1] [:r 5 nil]], :process 0, :index 0}`
+//! followed by its completion (`:ok`, `:fail`, `:info`). Micro-ops: `[:r k v]`, `[:w k v]`,
+//! `[:append k v]`, and Elle's closed-predicate `[:insert k v]`, `[:delete k]`,
+//! `[:rp pred {k v}]` with `:true`, `[:= v]` or `[:mod m r]` predicates.
+//!
+//! For list-append histories the reader also derives the version order by traceability
+//! ([`list_append_certificate`](super::list_append_certificate)), so Emme can check a Jepsen
+//! history with no database help; reads that disagree on a prefix are listed in the notes.
+//!
+//! Written histories carry isocert's transaction ids and text session names in the extra
+//! keys `:isocert/txn` and `:isocert/session` (Elle ignores keys it does not know).
+
+use std::io::{BufRead, Read, Write};
+
+use serde_json::Value as Json;
+
+use super::edn::{Edn, EdnReader};
+use super::elle_ops::{sql_to_predicate, ElleBuilder, SESSION_KEY, TXN_KEY};
+use super::kvutil::{at_op, unsupported};
+use super::traceability::list_append_certificate;
+use super::Imported;
+use crate::model::KV_TABLE;
+use crate::{FormatError, History, Op, Scalar, Status, Value, ValueId};
+
+/// Reads a Jepsen EDN history (one operation per line, or one vector of operations).
+///
+/// # Errors
+/// A [`FormatError`] naming the line and the field (`type`, `process`, `value[2]`, ...).
+pub fn read_elle_edn<R: Read>(mut input: R) -> Result<Imported, FormatError> {
+    let mut text = String::new();
+    input.read_to_string(&mut text).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => {
+            FormatError::Syntax { line: 0, message: "the file is not UTF-8".into() }
+        }
+        _ => FormatError::Io(e),
+    })?;
+    let mut reader = EdnReader::new(&text);
+    let mut builder = ElleBuilder::new();
+    while let Some((line, form)) = reader.next_form()? {
+        match form {
+            Edn::Vector(ops) => {
+                for op in &ops {
+                    builder.push(line, op)?;
+                }
+            }
+            op => builder.push(line, &op)?,
+        }
+    }
+    finish(builder)
+}
+
+/// Reads elle-cli's JSON rendering: one array of operation objects, or one object per line.
+///
+/// # Errors
+/// A [`FormatError`] naming the line (or, for a multi-line array, the element) and the field.
+pub fn read_elle_json<R: BufRead>(input: R) -> Result<Imported, FormatError> {
+    let mut lines = Vec::new();
+    for line in input.lines() {
+        lines.push(line?);
+    }
+    let mut builder = ElleBuilder::new();
+    let per_line: Option<Vec<(usize, Json)>> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let t =
+                l.trim().trim_start_matches('[').trim_end_matches(']').trim().trim_end_matches(',').trim();
+            (!t.is_empty()).then_some((i + 1, t))
+        })
+        .map(|(i, t)| serde_json::from_str::<Json>(t).ok().filter(Json::is_object).map(|j| (i, j)))
+        .collect();
+    match per_line {
+        Some(ops) => {
+            for (line, op) in ops {
+                builder.push(line, &json_to_edn(&op))?;
+            }
+        }
+        None => {
+            let text = lines.join("\n");
+            let doc: Json = serde_json::from_str(&text)
+                .map_err(|e| FormatError::Syntax { line: e.line(), message: e.to_string() })?;
+            let Json::Array(ops) = doc else {
+                return Err(FormatError::invalid(1, "history", "expected an array of operations"));
+            };
+            for (i, op) in ops.iter().enumerate() {
+                builder.push(0, &json_to_edn(op)).map_err(|e| match e {
+                    FormatError::Invalid { field, message, .. } => {
+                        FormatError::invalid(0, format!("[{i}].{field}"), message)
+                    }
+                    other => other,
+                })?;
+            }
+        }
+    }
+    finish(builder)
+}
+
+fn finish(builder: ElleBuilder) -> Result<Imported, FormatError> {
+    let (history, unobserved) = builder.finish()?;
+    let mut imported = Imported::plain(history);
+    if unobserved > 0 {
+        imported.notes.push(format!(
+            "{unobserved} reads of failed or indeterminate transactions were not observed and are left out"
+        ));
+    }
+    let has_lists =
+        imported.history.txns.iter().flat_map(|t| &t.ops).any(|op| matches!(op, Op::Append { .. }));
+    if has_lists {
+        let trace = list_append_certificate(&imported.history);
+        for c in &trace.conflicts {
+            imported.notes.push(format!("incompatible order: {}", c.explain(&imported.history)));
+        }
+        if !trace.unordered.is_empty() {
+            imported.notes.push(format!(
+                "{} list objects have committed appends no read shows; they are ordered last, in file order",
+                trace.unordered.len()
+            ));
+        }
+        imported.certificate = Some(trace.certificate);
+    }
+    Ok(imported)
+}
+
+fn json_to_edn(j: &Json) -> Edn {
+    match j {
+        Json::Null => Edn::Nil,
+        Json::Bool(b) => Edn::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Edn::Int(i),
+            None => Edn::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Edn::Str(s.clone()),
+        Json::Array(items) => Edn::Vector(items.iter().map(json_to_edn).collect()),
+        Json::Object(map) => {
+            Edn::Map(map.iter().map(|(k, v)| (Edn::Keyword(k.clone()), json_to_edn(v))).collect())
+        }
+    }
+}
+
+fn edn_to_json(e: &Edn) -> Json {
+    match e {
+        Edn::Nil => Json::Null,
+        Edn::Bool(b) => Json::Bool(*b),
+        Edn::Int(i) => (*i).into(),
+        Edn::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).unwrap_or(Json::Null),
+        Edn::Str(s) | Edn::Keyword(s) | Edn::Symbol(s) => Json::String(s.clone()),
+        Edn::Vector(items) | Edn::Set(items) => Json::Array(items.iter().map(edn_to_json).collect()),
+        Edn::Map(entries) => {
+            if entries.iter().all(|(k, _)| matches!(k, Edn::Keyword(_))) {
+                Json::Object(entries.iter().map(|(k, v)| (keyword_name(k), edn_to_json(v))).collect())
+            } else {
+                Json::Array(
+                    entries.iter().map(|(k, v)| Json::Array(vec![edn_to_json(k), edn_to_json(v)])).collect(),
+                )
+            }
+        }
+        Edn::Tagged(_, form) => edn_to_json(form),
+    }
+}
+
+fn keyword_name(k: &Edn) -> String {
+    match k {
+        Edn::Keyword(s) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+/// Writes a history as Jepsen EDN, one operation per line (an invocation and a completion per
+/// transaction).
+///
+/// # Errors
+/// [`FormatError::Unsupported`] for SQL tables, rows, predicate updates/deletes, aggregates
+/// and predicates other than `true`, `value = N`, `value % M = R`.
+pub fn write_elle_edn<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError> {
+    let mut line = String::new();
+    for op in to_ops(h, "elle")? {
+        line.clear();
+        op.write_to(&mut line);
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Writes a history as elle-cli JSON: an array with one operation object per line.
+///
+/// # Errors
+/// As [`write_elle_edn`].
+pub fn write_elle_json<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError> {
+    let ops = to_ops(h, "elle-json")?;
+    out.write_all(b"[")?;
+    for (i, op) in ops.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",\n ")?;
+        }
+        serde_json::to_writer(&mut *out, &edn_to_json(op)).map_err(std::io::Error::from)?;
+    }
+    out.write_all(b"]\n")?;
+    Ok(())
+}
+
+fn kw(s: &str) -> Edn {
+    Edn::Keyword(s.into())
+}
+
+fn scalar_edn(s: &Scalar) -> Edn {
+    match s {
+        Scalar::Null => Edn::Nil,
+        Scalar::Bool(b) => Edn::Bool(*b),
+        Scalar::Int(i) => Edn::Int(*i),
+        Scalar::Float(f) => Edn::Float(*f),
+        Scalar::Text(t) => Edn::Str(t.to_string()),
+    }
+}
+
+fn value_edn(h: &History, v: ValueId) -> Result<Edn, String> {
+    Ok(match h.value(v) {
+        Value::Absent => Edn::Nil,
+        Value::Scalar(s) => scalar_edn(s),
+        Value::List(items) => Edn::Vector(items.iter().map(scalar_edn).collect()),
+        Value::Row(_) => return Err("SQL rows".into()),
+    })
+}
+
+/// The micro-ops of a transaction: (as invoked, as completed).
+fn micro_ops(
+    h: &History,
+    id: crate::TxnId,
+    format: &'static str,
+) -> Result<(Vec<Edn>, Vec<Edn>), FormatError> {
+    let t = h.txn(id);
+    let mut invoked = Vec::with_capacity(t.ops.len());
+    let mut completed = Vec::with_capacity(t.ops.len());
+    for (i, op) in t.ops.iter().enumerate() {
+        let at = at_op(h, id, i);
+        let fail = |m: String| unsupported(format, format!("{at}: {m}"));
+        let key = |obj: crate::ObjId| -> Result<Edn, FormatError> {
+            let o = h.object(obj);
+            if &*h.table(o.table).name != KV_TABLE {
+                return Err(fail(format!("table {} (Elle histories are key-value)", h.table(o.table).name)));
+            }
+            Ok(scalar_edn(&o.key))
+        };
+        let (inv, done) = match op {
+            Op::Read { obj, value } => {
+                let k = key(*obj)?;
+                let v = value_edn(h, *value).map_err(fail)?;
+                (Edn::Vector(vec![kw("r"), k.clone(), Edn::Nil]), Edn::Vector(vec![kw("r"), k, v]))
+            }
+            Op::Write { obj, value } if *value == ValueId::ABSENT => {
+                let m = Edn::Vector(vec![kw("delete"), key(*obj)?]);
+                (m.clone(), m)
+            }
+            Op::Write { obj, value } => {
+                let k = key(*obj)?;
+                let v = value_edn(h, *value).map_err(fail)?;
+                let m = Edn::Vector(vec![kw("w"), k, v]);
+                (m.clone(), m)
+            }
+            Op::Append { obj, element } => {
+                let m = Edn::Vector(vec![kw("append"), key(*obj)?, scalar_edn(element)]);
+                (m.clone(), m)
+            }
+            Op::Select { predicate, rows } => {
+                let p = h.predicate(*predicate);
+                if &*h.table(p.table).name != KV_TABLE {
+                    return Err(fail("predicate reads of SQL tables".into()));
+                }
+                let pred = sql_to_predicate(&p.sql).ok_or_else(|| {
+                    fail(format!(
+                        "predicate {:?} is not a closed predicate (true, value = N, value % M = R)",
+                        p.sql
+                    ))
+                })?;
+                let mut result = Vec::with_capacity(rows.len());
+                for r in rows {
+                    result.push((key(r.obj)?, value_edn(h, r.value).map_err(fail)?));
+                }
+                (
+                    Edn::Vector(vec![kw("rp"), pred.clone(), Edn::Nil]),
+                    Edn::Vector(vec![kw("rp"), pred, Edn::Map(result)]),
+                )
+            }
+            _ => return Err(fail("predicate updates, deletes and aggregates".into())),
+        };
+        invoked.push(inv);
+        completed.push(done);
+    }
+    Ok((invoked, completed))
+}
+
+fn to_ops(h: &History, format: &'static str) -> Result<Vec<Edn>, FormatError> {
+    let mut ops = Vec::with_capacity(2 * h.txns.len() + 2);
+    let mut index = 0i64;
+    let mut op = |kind: &str, process: i64, f: &str, value: Edn, extra: Vec<(Edn, Edn)>| {
+        let mut m = vec![
+            (kw("index"), Edn::Int(index)),
+            (kw("type"), kw(kind)),
+            (kw("process"), Edn::Int(process)),
+            (kw("f"), kw(f)),
+            (kw("value"), value),
+        ];
+        m.extend(extra);
+        index += 1;
+        Edn::Map(m)
+    };
+    if !h.initial.is_empty() {
+        let mut init = Vec::with_capacity(h.initial.len());
+        for &(obj, value) in &h.initial {
+            let o = h.object(obj);
+            if &*h.table(o.table).name != KV_TABLE {
+                return Err(unsupported(format, "initial rows of SQL tables"));
+            }
+            init.push((scalar_edn(&o.key), value_edn(h, value).map_err(|m| unsupported(format, m))?));
+        }
+        ops.push(op("invoke", 0, "init", Edn::Map(init.clone()), Vec::new()));
+        ops.push(op("ok", 0, "init", Edn::Map(init), Vec::new()));
+    }
+    for id in h.txn_ids() {
+        let t = h.txn(id);
+        let (process, session_extra) = match h.session_name(t.session) {
+            Scalar::Int(p) => (*p, None),
+            other => (t.session.index() as i64, Some(scalar_edn(other))),
+        };
+        let mut extra = vec![(kw(TXN_KEY), scalar_edn(&t.name))];
+        if let Some(s) = session_extra {
+            extra.push((kw(SESSION_KEY), s));
+        }
+        let (invoked, completed) = micro_ops(h, id, format)?;
+        let kind = match t.status {
+            Status::Committed => "ok",
+            Status::Aborted => "fail",
+            Status::Unknown => "info",
+        };
+        let done = if t.status == Status::Committed { completed } else { invoked.clone() };
+        ops.push(op("invoke", process, "txn", Edn::Vector(invoked), extra.clone()));
+        ops.push(op(kind, process, "txn", Edn::Vector(done), extra));
+    }
+    Ok(ops)
+}

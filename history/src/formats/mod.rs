@@ -1,0 +1,261 @@
+//! Other tools' history formats, read into and written from the one [`History`] model.
+//!
+//! [`Format`] names every format isocert speaks; the CLI parses `--format NAME` into it and
+//! calls [`Format::read_path`] / [`Format::write_path`]. Each format lives in its own module;
+//! what each can and cannot carry is in `docs/FORMATS.md`.
+//!
+//! | name | tool | shape |
+//! |---|---|---|
+//! | `v1` | isocert | JSON Lines, one transaction per line |
+//! | `elle` | Jepsen / Elle | EDN operation maps (invoke/complete pairs) |
+//! | `elle-json` | elle-cli | the same operations as JSON |
+//! | `dbcop` | dbcop | JSON sessions of transactions of events |
+//! | `dbcop-hist` | dbcop | the `.hist` text DSL |
+//! | `dbcop-bincode` | dbcop (legacy), PolySI | little-endian `history.bincode` |
+//! | `plume` | PolySI, Plume, IsoVista, AWDIT | text, `r(key,value,session,txn)` per line |
+//! | `cobra` | Cobra | a directory of big-endian binary client logs `*.log` |
+//! | `viper` | Viper | a directory of `J*.log` JSON-lines session logs |
+//!
+//! Importers of formats that carry certificate facts return them in [`Imported::certificate`]
+//! (Elle list-append: the version order from traceability, see [`list_append_certificate`]).
+
+mod cobra;
+mod dbcop;
+mod dbcop_bincode;
+mod dbcop_text;
+mod edn;
+mod elle;
+mod elle_ops;
+mod kvutil;
+mod plume;
+mod traceability;
+mod viper;
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::Path;
+use std::str::FromStr;
+
+pub use cobra::{read_cobra_dir, write_cobra_dir, COBRA_INIT_ID, COBRA_NULL_ID};
+pub use dbcop::{read_dbcop_json, write_dbcop_json};
+pub use dbcop_bincode::{read_dbcop_bincode, write_dbcop_bincode};
+pub use dbcop_text::{read_dbcop_text, write_dbcop_text};
+pub use edn::{Edn, EdnReader};
+pub use elle::{read_elle_edn, read_elle_json, write_elle_edn, write_elle_json};
+pub use plume::{read_plume, write_plume};
+pub use traceability::{list_append_certificate, PrefixConflict, Traceability};
+pub use viper::{read_viper_dir, write_viper_dir};
+
+use crate::{v1, Certificate, FormatError, History};
+
+/// A history format isocert reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// isocert's own JSON Lines (`shared/spec/history-format-v1.md`).
+    V1,
+    /// Jepsen/Elle EDN: one operation map per line (or one vector of them).
+    Elle,
+    /// elle-cli's JSON rendering of Jepsen operations (an array, or one object per line).
+    ElleJson,
+    /// dbcop's JSON: sessions of `{"events":[...],"committed":bool}` (bare or wrapped in `data`).
+    DbcopJson,
+    /// dbcop's `.hist` text DSL (`[x:=1 y==?]`, sessions separated by `---`).
+    DbcopText,
+    /// The legacy dbcop `history.bincode` (little-endian), as PolySI publishes its histories.
+    DbcopBincode,
+    /// PolySI / Plume / IsoVista / AWDIT text: `r(key,value,session,txn)` per line.
+    Plume,
+    /// A directory of Cobra binary client logs (`*.log`, big-endian S/W/R/C records).
+    Cobra,
+    /// A directory of Viper session logs (`J*.log`, one JSON transaction per line).
+    Viper,
+}
+
+/// Every format, in the order `--help` lists them.
+pub const ALL_FORMATS: [Format; 9] = [
+    Format::V1,
+    Format::Elle,
+    Format::ElleJson,
+    Format::DbcopJson,
+    Format::DbcopText,
+    Format::DbcopBincode,
+    Format::Plume,
+    Format::Cobra,
+    Format::Viper,
+];
+
+/// What an importer produced: the history, and the certificate facts the format carries.
+#[derive(Debug)]
+pub struct Imported {
+    /// The history, in the one model.
+    pub history: History,
+    /// Certificate facts the format itself carries or implies (Elle list-append traceability).
+    pub certificate: Option<Certificate>,
+    /// Things the reader noticed and the user should know (reads that disagree on a prefix,
+    /// operations a format marks as failed and the model has no place for).
+    pub notes: Vec<String>,
+}
+
+impl Imported {
+    /// A history with no certificate facts and nothing to note.
+    pub fn plain(history: History) -> Self {
+        Imported { history, certificate: None, notes: Vec::new() }
+    }
+}
+
+impl Format {
+    /// The name `--format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::V1 => "v1",
+            Format::Elle => "elle",
+            Format::ElleJson => "elle-json",
+            Format::DbcopJson => "dbcop",
+            Format::DbcopText => "dbcop-hist",
+            Format::DbcopBincode => "dbcop-bincode",
+            Format::Plume => "plume",
+            Format::Cobra => "cobra",
+            Format::Viper => "viper",
+        }
+    }
+
+    /// Whether the format is a directory of files rather than one file.
+    pub fn is_directory(self) -> bool {
+        matches!(self, Format::Cobra | Format::Viper)
+    }
+
+    /// Guesses the format from a path: a directory of `J*.log` is Viper, of `*.log` Cobra;
+    /// `.edn` Elle, `.hist` dbcop text, `.bincode` dbcop bincode, `.txt` Plume, `.jsonl` v1.
+    pub fn guess(path: &Path) -> Option<Format> {
+        if path.is_dir() {
+            let names: Vec<String> = std::fs::read_dir(path)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".log"))
+                .collect();
+            if !names.is_empty() && names.iter().all(|n| n.starts_with('J')) {
+                return Some(Format::Viper);
+            }
+            if !names.is_empty() {
+                return Some(Format::Cobra);
+            }
+            return path.join("history.bincode").is_file().then_some(Format::DbcopBincode);
+        }
+        match path.extension()?.to_str()? {
+            "edn" => Some(Format::Elle),
+            "hist" => Some(Format::DbcopText),
+            "bincode" => Some(Format::DbcopBincode),
+            "txt" => Some(Format::Plume),
+            "jsonl" => Some(Format::V1),
+            _ => None,
+        }
+    }
+
+    /// Reads a history in this format from `path` (a directory for Cobra and Viper; for
+    /// dbcop bincode either the file or the directory holding `history.bincode`).
+    ///
+    /// # Errors
+    /// A [`FormatError`] naming the file, the line (or byte offset) and the field.
+    pub fn read_path(self, path: &Path) -> Result<Imported, FormatError> {
+        let open = |p: &Path| File::open(p).map(BufReader::new).map_err(|e| FormatError::Io(e).in_file(p));
+        let in_file = |e: FormatError| e.in_file(path);
+        match self {
+            Format::V1 => Ok(Imported::plain(v1::read_history(open(path)?).map_err(in_file)?)),
+            Format::Elle => read_elle_edn(open(path)?).map_err(in_file),
+            Format::ElleJson => read_elle_json(open(path)?).map_err(in_file),
+            Format::DbcopJson => read_dbcop_json(open(path)?).map_err(in_file),
+            Format::DbcopText => read_dbcop_text(open(path)?).map_err(in_file),
+            Format::DbcopBincode => {
+                let file = if path.is_dir() { path.join("history.bincode") } else { path.to_path_buf() };
+                read_dbcop_bincode(open(&file)?).map_err(|e| e.in_file(&file))
+            }
+            Format::Plume => read_plume(open(path)?).map_err(in_file),
+            Format::Cobra => read_cobra_dir(path),
+            Format::Viper => read_viper_dir(path),
+        }
+    }
+
+    /// Writes `h` in this format to `path` (a directory, created if needed, for Cobra, Viper
+    /// and dbcop bincode when `path` has no `.bincode` extension).
+    ///
+    /// # Errors
+    /// [`FormatError::Unsupported`] when the history holds something the format cannot carry
+    /// (it names the transaction and operation); I/O errors naming the file.
+    pub fn write_path(self, h: &History, path: &Path) -> Result<(), FormatError> {
+        if self.is_directory() {
+            return match self {
+                Format::Cobra => write_cobra_dir(h, path),
+                _ => write_viper_dir(h, path),
+            };
+        }
+        let file = if self == Format::DbcopBincode && path.extension().is_none_or(|e| e != "bincode") {
+            std::fs::create_dir_all(path).map_err(|e| FormatError::Io(e).in_file(path))?;
+            path.join("history.bincode")
+        } else {
+            path.to_path_buf()
+        };
+        let out = File::create(&file).map_err(|e| FormatError::Io(e).in_file(&file))?;
+        let mut out = BufWriter::new(out);
+        self.write(h, &mut out).map_err(|e| e.in_file(&file))?;
+        out.flush().map_err(|e| FormatError::Io(e).in_file(&file))
+    }
+
+    /// Writes `h` in this single-file format to `out`.
+    ///
+    /// # Errors
+    /// [`FormatError::Unsupported`] for what the format cannot carry, or for a directory
+    /// format (use [`Format::write_path`]); I/O errors of `out`.
+    pub fn write<W: Write>(self, h: &History, out: &mut W) -> Result<(), FormatError> {
+        match self {
+            Format::V1 => v1::write_history(h, out),
+            Format::Elle => write_elle_edn(h, out),
+            Format::ElleJson => write_elle_json(h, out),
+            Format::DbcopJson => write_dbcop_json(h, out),
+            Format::DbcopText => write_dbcop_text(h, out),
+            Format::DbcopBincode => write_dbcop_bincode(h, out),
+            Format::Plume => write_plume(h, out),
+            Format::Cobra | Format::Viper => Err(FormatError::Unsupported {
+                format: self.name(),
+                message: "this format is a directory of files; write it with write_path".into(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown `--format` name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format {name:?} (expected one of: v1, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode, plume, cobra, viper)")]
+pub struct UnknownFormat {
+    /// The name given.
+    pub name: String,
+}
+
+impl FromStr for Format {
+    type Err = UnknownFormat;
+
+    /// Parses a format name; aliases: `isocert`, `edn`, `jepsen`, `dbcop-json`, `hist`,
+    /// `bincode`, `polysi`, `awdit`, `isovista`, `text`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "v1" | "isocert" | "jsonl" => Format::V1,
+            "elle" | "edn" | "jepsen" | "elle-edn" => Format::Elle,
+            "elle-json" | "elle-cli" => Format::ElleJson,
+            "dbcop" | "dbcop-json" => Format::DbcopJson,
+            "dbcop-hist" | "hist" | "dbcop-text" => Format::DbcopText,
+            "dbcop-bincode" | "bincode" => Format::DbcopBincode,
+            "plume" | "polysi" | "awdit" | "isovista" | "text" => Format::Plume,
+            "cobra" => Format::Cobra,
+            "viper" => Format::Viper,
+            _ => return Err(UnknownFormat { name: s.to_string() }),
+        })
+    }
+}

@@ -1,0 +1,166 @@
+//! PolySI / Plume / IsoVista / AWDIT text: one operation per line, `r(key,value,session,txn)`
+//! or `w(key,value,session,txn)`.
+//!
+//! Keys and values are non-negative integers; every key starts at 0 (the tools' implicit
+//! initial transaction writes 0 everywhere). AWDIT marks writes of aborted transactions with
+//! transaction id `-1`; they become one aborted transaction named `-1`.
+
+use std::io::{BufRead, Write};
+
+use rustc_hash::FxHashMap;
+
+use super::kvutil::{self, IntOp};
+use super::Imported;
+use crate::{FormatError, History, Scalar, Status, Transaction, TxnId};
+
+const FORMAT: &str = "plume";
+
+/// Reads a Plume/PolySI text history.
+///
+/// # Errors
+/// A [`FormatError`] naming the line and the field (`key`, `value`, `session`, `txn`).
+pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
+    let mut h = History::new();
+    let mut txns: Vec<(i64, i64, Vec<IntOp>)> = Vec::new();
+    let mut index: FxHashMap<i64, usize> = FxHashMap::default();
+    for (i, line) in input.lines().enumerate() {
+        let line_no = i + 1;
+        let line = line?;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let (op, fields) = parse_line(text).map_err(|(field, m)| FormatError::invalid(line_no, field, m))?;
+        let [key, value, session, txn] = fields;
+        if key < 0 || value < 0 || session < 0 {
+            let field = if key < 0 {
+                "key"
+            } else if value < 0 {
+                "value"
+            } else {
+                "session"
+            };
+            return Err(FormatError::invalid(line_no, field, "must be a non-negative integer"));
+        }
+        if txn < -1 {
+            return Err(FormatError::invalid(
+                line_no,
+                "txn",
+                "must be a non-negative integer (or -1: aborted)",
+            ));
+        }
+        if txn == -1 && op == 'r' {
+            return Err(FormatError::invalid(
+                line_no,
+                "txn",
+                "-1 marks aborted writes; a read cannot have it",
+            ));
+        }
+        let slot = *index.entry(txn).or_insert_with(|| {
+            txns.push((txn, session, Vec::new()));
+            txns.len() - 1
+        });
+        if txns[slot].1 != session && txn != -1 {
+            return Err(FormatError::invalid(
+                line_no,
+                "session",
+                format!("transaction {txn} was in session {} before, now {session}", txns[slot].1),
+            ));
+        }
+        txns[slot].2.push(if op == 'r' { IntOp::Read { key, value } } else { IntOp::Write { key, value } });
+    }
+    for (txn, session, events) in txns {
+        let session = h.intern_session(Scalar::Int(session));
+        let mut ops = Vec::with_capacity(events.len());
+        for e in events {
+            kvutil::push_int_op(&mut h, &mut ops, e);
+        }
+        let mut t = Transaction::new(Scalar::Int(txn), session, ops);
+        if txn == -1 {
+            t.status = Status::Aborted;
+        }
+        h.push_txn(t)
+            .map_err(|t| FormatError::invalid(0, "txn", format!("duplicate transaction {}", t.name)))?;
+    }
+    kvutil::initial_zero_everywhere(&mut h);
+    Ok(Imported::plain(h))
+}
+
+type LineError = (&'static str, String);
+
+fn parse_line(text: &str) -> Result<(char, [i64; 4]), LineError> {
+    let op = match text.as_bytes()[0] {
+        b'r' => 'r',
+        b'w' => 'w',
+        _ => return Err(("op", format!("expected r(...) or w(...), found {text:?}"))),
+    };
+    let inner = text[1..]
+        .strip_prefix('(')
+        .and_then(|t| t.strip_suffix(')'))
+        .ok_or(("op", format!("expected {op}(key,value,session,txn), found {text:?}")))?;
+    const NAMES: [&str; 4] = ["key", "value", "session", "txn"];
+    let mut out = [0i64; 4];
+    let mut parts = inner.split(',');
+    for (slot, name) in out.iter_mut().zip(NAMES) {
+        let part = parts.next().ok_or((name, "missing".to_string()))?.trim();
+        *slot = part.parse().map_err(|_| (name, format!("{part:?} is not an integer")))?;
+    }
+    if parts.next().is_some() {
+        return Err(("op", "more than four fields".into()));
+    }
+    Ok((op, out))
+}
+
+/// Writes a history as Plume/PolySI text.
+///
+/// # Errors
+/// [`FormatError::Unsupported`] for anything but integer item reads and writes of the kv
+/// table, unknown-status transactions, negative or non-integer ids, and initial values other
+/// than 0.
+pub fn write_plume<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError> {
+    kvutil::check_initial_zero(h, FORMAT)?;
+    for id in h.txn_ids() {
+        let t = h.txn(id);
+        let name = match (t.status, &t.name) {
+            (Status::Aborted, _) => -1,
+            (Status::Unknown, _) => {
+                return Err(kvutil::unsupported(FORMAT, format!("{}: status unknown", h.txn_label(id))))
+            }
+            (Status::Committed, Scalar::Int(n)) if *n >= 0 => *n,
+            _ => {
+                return Err(kvutil::unsupported(
+                    FORMAT,
+                    format!("{}: id is not a non-negative integer", h.txn_label(id)),
+                ))
+            }
+        };
+        let session = session_number(h, id)?;
+        for op in kvutil::int_ops(h, id, FORMAT)? {
+            let (c, key, value) = match op {
+                IntOp::Read { key, value } => ('r', key, value),
+                IntOp::Write { key, value } => ('w', key, value),
+            };
+            if t.status == Status::Aborted && c == 'r' {
+                continue;
+            }
+            if key < 0 || value < 0 {
+                return Err(kvutil::unsupported(
+                    FORMAT,
+                    format!("{}: negative key or value", h.txn_label(id)),
+                ));
+            }
+            writeln!(out, "{c}({key},{value},{session},{name})")?;
+        }
+    }
+    Ok(())
+}
+
+fn session_number(h: &History, id: TxnId) -> Result<i64, FormatError> {
+    match h.session_name(h.txn(id).session) {
+        Scalar::Int(s) if *s >= 0 => Ok(*s),
+        other => Err(kvutil::unsupported(
+            FORMAT,
+            format!("{}: session {other} is not a non-negative integer", h.txn_label(id)),
+        )),
+    }
+}

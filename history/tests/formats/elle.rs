@@ -1,0 +1,140 @@
+//! Jepsen/Elle EDN, elle-cli JSON, closed predicates and list-append traceability.
+
+use isocert_history::formats::{list_append_certificate, Format};
+use isocert_history::{FormatError, Op, Scalar, Status, TxnId, Value, ValueId};
+
+use super::{assert_round_trip, error_of, read_fixture, v1_history};
+
+fn name(h: &isocert_history::History, id: TxnId) -> Scalar {
+    h.txn(id).name.clone()
+}
+
+#[test]
+fn list_append_fixture_pairs_invocations_and_derives_the_version_order() {
+    let imported = read_fixture(Format::Elle, "elle-list-append.edn");
+    let h = &imported.history;
+    let names: Vec<_> = h.txns.iter().map(|t| (t.name.clone(), t.status)).collect();
+    assert_eq!(
+        names,
+        [
+            (Scalar::Int(1), Status::Committed),
+            (Scalar::Int(3), Status::Committed),
+            (Scalar::Int(5), Status::Aborted),
+            (Scalar::Int(7), Status::Committed),
+            (Scalar::Int(9), Status::Unknown),
+        ],
+        "named by completion index; the nemesis is skipped"
+    );
+    assert_eq!(h.txns[2].ops.len(), 1, "the failed transaction's unobserved read is left out");
+    assert!(imported.notes.iter().any(|n| n.contains("1 reads")), "{:?}", imported.notes);
+    let Op::Read { value, .. } = h.txns[3].ops[0] else { panic!("expected a read") };
+    assert_eq!(h.value(value), &Value::List(vec![Scalar::Int(1), Scalar::Int(2)].into()));
+    let cert = imported.certificate.expect("list-append histories get a certificate");
+    let order = cert.version_order.unwrap();
+    let kv = h.table_by_name("kv").unwrap();
+    let x = h.object_by_key(kv, &Scalar::Text("x".into())).unwrap();
+    let y = h.object_by_key(kv, &Scalar::Text("y".into())).unwrap();
+    let names_of = |obj| order[&obj].iter().map(|&t| name(h, t)).collect::<Vec<_>>();
+    assert_eq!(names_of(x), [Scalar::Int(1), Scalar::Int(3)], "T9's unknown append is not in any read");
+    assert_eq!(names_of(y), [Scalar::Int(1)]);
+}
+
+#[test]
+fn reads_that_disagree_on_a_prefix_are_reported() {
+    let imported = read_fixture(Format::Elle, "elle-incompatible-order.edn");
+    let h = &imported.history;
+    let trace = list_append_certificate(h);
+    assert_eq!(trace.conflicts.len(), 1);
+    let c = &trace.conflicts[0];
+    assert_eq!(
+        (name(h, c.longest.txn), name(h, c.other.txn), c.position),
+        (Scalar::Int(5), Scalar::Int(7), 0)
+    );
+    assert!(
+        imported.notes.iter().any(|n| n.contains("incompatible order") && n.contains("T7")),
+        "{:?}",
+        imported.notes
+    );
+}
+
+#[test]
+fn consistent_reads_give_no_conflict_and_unread_appends_come_last() {
+    let h = v1_history(
+        r#"{"id":1,"session":0,"ops":[{"f":"append","key":1,"value":1}]}
+{"id":2,"session":1,"ops":[{"f":"append","key":1,"value":2}]}
+{"id":3,"session":1,"ops":[{"f":"append","key":1,"value":3}]}
+{"id":4,"session":0,"ops":[{"f":"r","key":1,"value":[2]},{"f":"r","key":1,"value":null}]}
+{"id":5,"session":2,"ops":[{"f":"r","key":1,"value":[2,1]}]}
+"#,
+    );
+    let trace = list_append_certificate(&h);
+    assert!(trace.conflicts.is_empty(), "{:?}", trace.conflicts);
+    let order = trace.certificate.version_order.unwrap();
+    let obj = h.object_by_key(h.table_by_name("kv").unwrap(), &Scalar::Int(1)).unwrap();
+    assert_eq!(order[&obj], [TxnId(1), TxnId(0), TxnId(2)]);
+    assert_eq!(trace.unordered, [obj]);
+}
+
+#[test]
+fn closed_predicate_fixture_becomes_initial_versions_and_predicate_reads() {
+    let h = read_fixture(Format::Elle, "elle-closed-predicate.edn").history;
+    assert_eq!(h.initial.len(), 2);
+    assert_eq!(h.txns.len(), 2);
+    let t = &h.txns[0];
+    assert!(matches!(t.ops[1], Op::Write { value: ValueId::ABSENT, .. }), "[:delete :x]");
+    let preds: Vec<&str> =
+        h.txns[1].ops.iter().filter_map(|op| op.predicate()).map(|p| &*h.predicate(p).sql).collect();
+    assert_eq!(preds, ["true", "value % 2 = 0", "value = 3"]);
+    let Op::Select { rows, .. } = &h.txns[1].ops[0] else { panic!("expected a select") };
+    assert_eq!(rows.len(), 2);
+}
+
+#[test]
+fn elle_cli_json_fixtures() {
+    let h = read_fixture(Format::ElleJson, "elle-cli-aborted-read.json").history;
+    assert_eq!(h.txns[0].status, Status::Aborted);
+    let Op::Read { value, .. } = h.txns[1].ops[0] else { panic!("expected a read") };
+    assert_eq!(h.value(value), &Value::List(vec![Scalar::Int(1)].into()));
+    let h = read_fixture(Format::ElleJson, "elle-cli-rw-register.json").history;
+    assert_eq!(h.txns.len(), 2);
+    assert_eq!(h.txns[1].name, Scalar::Int(4));
+}
+
+const ELLE_SHAPED: &str = r#"{"format":"isocert-history","version":1,"initial":[{"key":"a","value":1}]}
+{"id":10,"session":0,"ops":[{"f":"append","key":5,"value":1},{"f":"r","key":5,"value":[1]},{"f":"w","key":"a","value":"text"}]}
+{"id":"t2","session":"client-b","status":"aborted","ops":[{"f":"append","key":5,"value":2}]}
+{"id":12,"session":3,"status":"unknown","ops":[{"f":"w","key":"a","value":null}]}
+{"id":13,"session":0,"ops":[{"f":"r","key":5,"value":null},{"f":"select","table":"kv","where":"value % 2 = 0","rows":[{"key":"b","value":4}]},{"f":"select","table":"kv","where":"true","rows":[]}]}
+"#;
+
+#[test]
+fn edn_and_json_round_trip() {
+    assert_round_trip(ELLE_SHAPED, Format::Elle);
+    assert_round_trip(ELLE_SHAPED, Format::ElleJson);
+}
+
+#[test]
+fn malformed_histories_name_line_and_field() {
+    let cases: [(&[u8], &str); 6] = [
+        (b"{:type :invoke, :value [[:r 1 nil]], :process 0}\n{:type :ok :value [[:r 1 nil]] :process 0", "line 2"),
+        (b"{:type :invoke, :value [[:r 1 nil]], :process 0}\n{:type :done, :value [], :process 0}", "line 2: type"),
+        (b"{:type :ok, :value [], :process 4}", "process 4"),
+        (b"{:type :invoke, :value [[:r 1 nil] [:x 1 2]], :process 0}\n{:type :ok, :value [[:r 1 nil] [:x 1 2]], :process 0}", "line 2: value[1]"),
+        (b"{:type :invoke, :value [[:r 1 nil]], :process 0}\n{:type :invoke, :value [], :process 0}", "invokes again"),
+        (b"{:type :invoke, :f :read, :process 0}\n{:type :ok, :f :read, :value 3, :process 0}", "unsupported operation :read"),
+    ];
+    for (text, expected) in cases {
+        let (err, message) = error_of(Format::Elle, "h.edn", text);
+        assert!(matches!(err, FormatError::InFile { .. }), "{message}");
+        assert!(message.contains(expected), "expected {expected:?} in: {message}");
+    }
+    let (_, m) = error_of(Format::ElleJson, "h.json", b"[{\"type\":\"invoke\",\"process\":0,\n \"value\":[[\"r\",1]]},\n{\"type\":\"ok\",\"process\":0,\"value\":[[\"r\",1]]}]");
+    assert!(m.contains("[:r ...] has 2 elements"), "{m}");
+}
+
+#[test]
+fn sql_tables_are_refused_by_name() {
+    let h = v1_history(r#"{"id":1,"session":0,"ops":[{"f":"r","table":"t","key":1,"value":{"id":1}}]}"#);
+    let err = Format::Elle.write(&h, &mut Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("T1, ops[0]") && err.to_string().contains("table t"), "{err}");
+}

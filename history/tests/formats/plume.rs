@@ -1,0 +1,65 @@
+//! PolySI / Plume / AWDIT text.
+
+use isocert_history::formats::Format;
+use isocert_history::{FormatError, Op, Scalar, Status, Value};
+
+use super::{assert_round_trip, error_of, read_fixture};
+
+#[test]
+fn long_fork_fixture_reads_sessions_transactions_and_initial_zero() {
+    let h = read_fixture(Format::Plume, "plume-long-fork.txt").history;
+    assert_eq!(h.txns.len(), 5);
+    assert_eq!(h.session_count(), 5, "sessions 1..4 and the aborted writes' session 5");
+    let t3 = &h.txns[2];
+    assert_eq!(t3.name, Scalar::Int(3));
+    assert_eq!(h.session_name(t3.session), &Scalar::Int(3));
+    let Op::Read { obj, value } = t3.ops[1] else { panic!("expected a read") };
+    assert_eq!(h.object(obj).key, Scalar::Int(1));
+    assert_eq!(h.value(value), &Value::Scalar(Scalar::Int(0)));
+    assert!(h.initial.iter().any(|(o, v)| *o == obj && h.value(*v) == &Value::Scalar(Scalar::Int(0))));
+    let aborted = &h.txns[4];
+    assert_eq!((aborted.name.clone(), aborted.status), (Scalar::Int(-1), Status::Aborted));
+    assert_eq!(h.initial.len(), 2, "every key starts at 0");
+}
+
+#[test]
+fn round_trip_is_identity() {
+    assert_round_trip(
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":0,"value":0},{"key":1,"value":0}]}
+{"id":1,"session":1,"ops":[{"f":"w","key":0,"value":1},{"f":"r","key":1,"value":0}]}
+{"id":2,"session":2,"ops":[{"f":"r","key":0,"value":1},{"f":"w","key":1,"value":5}]}
+{"id":3,"session":1,"ops":[{"f":"r","key":1,"value":5}]}
+{"id":-1,"session":2,"status":"aborted","ops":[{"f":"w","key":0,"value":9}]}
+"#,
+        Format::Plume,
+    );
+}
+
+#[test]
+fn malformed_lines_name_line_and_field() {
+    for (text, line, field) in [
+        ("w(1,2,3,4)\nr(1,x,3,4)\n", 2, "value"),
+        ("w(1,2,3)\n", 1, "txn"),
+        ("q(1,2,3,4)\n", 1, "op"),
+        ("w(1,2,3,4)\nr(1,2,5,4)\n", 2, "session"),
+        ("r(1,2,3,-1)\n", 1, "txn"),
+        ("w(-1,2,3,4)\n", 1, "key"),
+    ] {
+        let (err, message) = error_of(Format::Plume, "bad.txt", text.as_bytes());
+        let FormatError::InFile { error, .. } = err else { panic!("{message}") };
+        assert!(
+            matches!(*error, FormatError::Invalid { line: l, field: ref f, .. } if l == line && f == field),
+            "{text:?}: {message}"
+        );
+    }
+}
+
+#[test]
+fn what_plume_cannot_carry_is_refused_by_name() {
+    let h = super::v1_history(r#"{"id":1,"session":0,"ops":[{"f":"append","key":1,"value":2}]}"#);
+    let err = Format::Plume.write(&h, &mut Vec::new()).unwrap_err();
+    assert!(
+        matches!(err, FormatError::Unsupported { .. }) && err.to_string().contains("T1, ops[0]"),
+        "{err}"
+    );
+}
