@@ -18,9 +18,11 @@
 //! ```
 
 mod certificate;
+pub mod chronos;
 mod error;
 pub mod formats;
 mod ids;
+mod kv;
 mod model;
 mod timestamp;
 pub mod v1;
@@ -29,6 +31,7 @@ mod value;
 pub use certificate::{Certificate, OpRef, SeenVersion, Writer};
 pub use error::FormatError;
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};
+pub use kv::{read_kv_v1, read_kv_v1_bytes, KvHistory, KvOp, KvOpKind, KvTxnFields, KvV1Reader, KvValue};
 pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, ResultRow, Status, Table, Transaction, KV_TABLE,
 };

@@ -290,6 +290,27 @@ impl History {
         h
     }
 
+    /// A copy of the interning tables (tables, objects, values, predicates, sessions),
+    /// the initial versions and the dialect, without the transactions: the dictionary a
+    /// compact history ([`crate::KvHistory`]) shares with this one.
+    pub fn without_txns(&self) -> History {
+        History {
+            dialect: self.dialect,
+            initial: self.initial.clone(),
+            txns: Vec::new(),
+            tables: self.tables.clone(),
+            objects: self.objects.clone(),
+            object_index: self.object_index.clone(),
+            values: self.values.clone(),
+            value_index: self.value_index.clone(),
+            predicates: self.predicates.clone(),
+            predicate_index: self.predicate_index.clone(),
+            sessions: self.sessions.clone(),
+            session_index: self.session_index.clone(),
+            txn_index: FxHashMap::default(),
+        }
+    }
+
     /// Interns a table by name; table `kv` gets the columns `key` and `value`.
     pub fn intern_table(&mut self, name: &str) -> TableId {
         if let Some(i) = self.tables.iter().position(|t| &*t.name == name) {

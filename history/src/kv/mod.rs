@@ -1,0 +1,529 @@
+//! A compact, columnar history of key-value and list operations, for the timestamp checkers.
+//!
+//! [`History`] keeps one [`Op`] enum (up to 64 bytes) per operation, in one `Vec` per
+//! transaction: fine for predicate histories, too heavy for a million transactions of
+//! fifteen item operations. [`KvHistory`] stores an item operation in 16 bytes
+//! ([`KvOp`]: object, kind and an inline integer value or an interned value id), keeps the
+//! transactions' fields in columns, and groups operations in blocks of
+//! [`KvHistory::BLOCK`] transactions that a checker may drop once it is done with them,
+//! so memory falls as a check proceeds. The fast readers ([`read_kv_v1`],
+//! [`crate::chronos`]) fill it straight from the bytes without building a JSON tree.
+
+mod build;
+pub(crate) mod scan;
+pub(crate) mod v1_fast;
+
+use rustc_hash::FxHashMap;
+
+use crate::{FormatError, History, ObjId, Op, Scalar, SessionId, Status, Timestamp, TxnId, Value, ValueId};
+
+pub(crate) use build::{RecordError, RecordReader};
+pub use v1_fast::{read_kv_v1, read_kv_v1_bytes, KvV1Reader};
+
+/// A value as the kv checkers compare it: absent, an inline integer, or an interned value.
+///
+/// Integers are never interned, so two `KvValue`s are equal exactly when the values are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum KvValue {
+    /// No value (unborn or deleted object, or a read that found nothing).
+    #[default]
+    Absent,
+    /// An integer scalar, stored inline.
+    Int(i64),
+    /// Any other value (text, float, boolean, null scalar, list), interned in the history.
+    Interned(ValueId),
+}
+
+/// What an item operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvOpKind {
+    /// Read of the object; the value is what the read returned.
+    Read,
+    /// Write of the value (absent deletes).
+    Write,
+    /// Append of the value (a scalar) to the list at the object.
+    Append,
+}
+
+/// One item operation in 16 bytes: object, kind and value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvOp {
+    bits: i64,
+    obj: ObjId,
+    code: u8,
+}
+
+impl KvOp {
+    /// Packs an operation.
+    #[inline]
+    pub fn new(kind: KvOpKind, obj: ObjId, value: KvValue) -> Self {
+        let (tag, bits) = match value {
+            KvValue::Absent => (0u8, 0i64),
+            KvValue::Int(i) => (1, i),
+            KvValue::Interned(id) => (2, i64::from(id.0)),
+        };
+        let k = match kind {
+            KvOpKind::Read => 0u8,
+            KvOpKind::Write => 1,
+            KvOpKind::Append => 2,
+        };
+        KvOp { bits, obj, code: k * 4 + tag }
+    }
+
+    /// The object.
+    #[inline]
+    pub fn obj(self) -> ObjId {
+        self.obj
+    }
+
+    /// The kind of operation.
+    #[inline]
+    pub fn kind(self) -> KvOpKind {
+        match self.code >> 2 {
+            0 => KvOpKind::Read,
+            1 => KvOpKind::Write,
+            _ => KvOpKind::Append,
+        }
+    }
+
+    /// The value read, written or appended.
+    #[inline]
+    pub fn value(self) -> KvValue {
+        match self.code & 3 {
+            0 => KvValue::Absent,
+            1 => KvValue::Int(self.bits),
+            _ => KvValue::Interned(ValueId(self.bits as u32)),
+        }
+    }
+}
+
+/// The operations of [`KvHistory::BLOCK`] consecutive transactions.
+#[derive(Clone, Debug, Default)]
+struct OpBlock {
+    ops: Vec<KvOp>,
+    /// End offset in `ops` of each transaction of the block.
+    ends: Vec<u32>,
+}
+
+/// A compact history of item reads, writes and appends, with columnar transaction fields.
+///
+/// The interning tables (objects, values, sessions, initial versions) live in an inner
+/// [`History`] without transactions ([`KvHistory::dict`]), so labels and values render
+/// exactly as for a full history.
+#[derive(Clone, Debug, Default)]
+pub struct KvHistory {
+    dict: History,
+    default_initial: Option<KvValue>,
+    initial: FxHashMap<ObjId, KvValue>,
+    names: Vec<Scalar>,
+    name_index: FxHashMap<Scalar, TxnId>,
+    sessions: Vec<SessionId>,
+    status: Vec<Status>,
+    start: Vec<Option<Timestamp>>,
+    commit: Vec<Option<Timestamp>>,
+    blocks: Vec<Option<OpBlock>>,
+    int_keys: Vec<u32>,
+}
+
+/// The fields of one transaction, handed to [`KvHistory::push_txn`].
+#[derive(Clone, Debug)]
+pub struct KvTxnFields {
+    /// Its id in the file.
+    pub name: Scalar,
+    /// Its session.
+    pub session: SessionId,
+    /// How it ended.
+    pub status: Status,
+    /// Start timestamp, if reported.
+    pub start: Option<Timestamp>,
+    /// Commit timestamp, if reported.
+    pub commit: Option<Timestamp>,
+}
+
+impl KvHistory {
+    /// Transactions per operation block (the unit a checker frees).
+    pub const BLOCK: usize = 1 << 14;
+
+    /// Largest integer key of table `kv` resolved through a direct table instead of hashing.
+    const DIRECT_KEYS: i64 = 1 << 20;
+
+    /// An empty history.
+    pub fn new() -> Self {
+        KvHistory { dict: History::new(), ..KvHistory::default() }
+    }
+
+    /// The interning tables: objects, values, sessions, tables, initial versions (no transactions).
+    pub fn dict(&self) -> &History {
+        &self.dict
+    }
+
+    /// Mutable interning tables, for readers that intern sessions and objects.
+    pub fn dict_mut(&mut self) -> &mut History {
+        &mut self.dict
+    }
+
+    /// Number of transactions.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether there are no transactions.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Sets the initial value of every object that has no explicit initial version
+    /// (the Chronos tools' `--initial-value`): the paper's initial transaction writes it.
+    pub fn set_default_initial(&mut self, value: Option<&Scalar>) {
+        self.default_initial = value.map(|s| self.intern_scalar(s));
+    }
+
+    /// The default initial value, if any.
+    pub fn default_initial(&self) -> Option<KvValue> {
+        self.default_initial
+    }
+
+    /// The value `obj` holds before the first transaction.
+    pub fn initial_value(&self, obj: ObjId) -> KvValue {
+        match self.initial.get(&obj) {
+            Some(v) => *v,
+            None => self.default_initial.unwrap_or(KvValue::Absent),
+        }
+    }
+
+    /// Records an explicit initial version of `obj`.
+    pub fn set_initial(&mut self, obj: ObjId, value: KvValue) {
+        let id = self.value_id(value);
+        self.dict.initial.retain(|(o, _)| *o != obj);
+        self.dict.initial.push((obj, id));
+        self.initial.insert(obj, value);
+    }
+
+    /// Interns object `key` of table `kv`, with a direct table for small integer keys.
+    #[inline]
+    pub fn kv_object(&mut self, key: i64) -> ObjId {
+        if (0..Self::DIRECT_KEYS).contains(&key) {
+            let k = key as usize;
+            if let Some(&id) = self.int_keys.get(k) {
+                if id != u32::MAX {
+                    return ObjId(id);
+                }
+            }
+            let table = self.dict.intern_table(crate::KV_TABLE);
+            let id = self.dict.intern_object(table, Scalar::Int(key));
+            if self.int_keys.len() <= k {
+                self.int_keys.resize((k + 1).max(1024).next_power_of_two(), u32::MAX);
+            }
+            self.int_keys[k] = id.0;
+            return id;
+        }
+        let table = self.dict.intern_table(crate::KV_TABLE);
+        self.dict.intern_object(table, Scalar::Int(key))
+    }
+
+    /// Interns a scalar as a [`KvValue`] (integers inline).
+    #[inline]
+    pub fn intern_scalar(&mut self, s: &Scalar) -> KvValue {
+        match s {
+            Scalar::Int(i) => KvValue::Int(*i),
+            other => KvValue::Interned(self.dict.intern_value(Value::Scalar(other.clone()))),
+        }
+    }
+
+    /// Interns any value as a [`KvValue`].
+    pub fn intern_value(&mut self, v: Value) -> KvValue {
+        match v {
+            Value::Absent => KvValue::Absent,
+            Value::Scalar(Scalar::Int(i)) => KvValue::Int(i),
+            other => KvValue::Interned(self.dict.intern_value(other)),
+        }
+    }
+
+    /// The [`KvValue`] of an interned [`ValueId`].
+    pub fn kv_value(&self, id: ValueId) -> KvValue {
+        match self.dict.value(id) {
+            Value::Absent => KvValue::Absent,
+            Value::Scalar(Scalar::Int(i)) => KvValue::Int(*i),
+            _ => KvValue::Interned(id),
+        }
+    }
+
+    /// The value a [`KvValue`] stands for.
+    pub fn value(&self, v: KvValue) -> Value {
+        match v {
+            KvValue::Absent => Value::Absent,
+            KvValue::Int(i) => Value::Scalar(Scalar::Int(i)),
+            KvValue::Interned(id) => self.dict.value(id).clone(),
+        }
+    }
+
+    /// The value as a scalar, if it is one (list elements, appended values).
+    pub fn scalar(&self, v: KvValue) -> Option<Scalar> {
+        match self.value(v) {
+            Value::Scalar(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The interned [`ValueId`] of a [`KvValue`] (interning integers on demand).
+    pub fn value_id(&mut self, v: KvValue) -> ValueId {
+        match v {
+            KvValue::Absent => ValueId::ABSENT,
+            KvValue::Int(i) => self.dict.intern_value(Value::Scalar(Scalar::Int(i))),
+            KvValue::Interned(id) => id,
+        }
+    }
+
+    /// A human rendering of a value (`absent`, `5`, `"x"`, `[1, 2]`).
+    pub fn value_label(&self, v: KvValue) -> String {
+        match v {
+            KvValue::Absent => "absent".to_string(),
+            KvValue::Int(i) => i.to_string(),
+            KvValue::Interned(id) => match self.dict.value(id) {
+                Value::Scalar(s) => s.to_string(),
+                Value::List(items) => {
+                    let parts: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+                    format!("[{}]", parts.join(", "))
+                }
+                Value::Row(_) => format!("row #{}", id.0),
+                Value::Absent => "absent".to_string(),
+            },
+        }
+    }
+
+    /// Appends a transaction and its operations.
+    ///
+    /// # Errors
+    /// Returns the name back when a transaction already has it.
+    pub fn push_txn(&mut self, fields: KvTxnFields, ops: &[KvOp]) -> Result<TxnId, Scalar> {
+        let id = TxnId::from_index(self.names.len());
+        match self.name_index.entry(fields.name) {
+            std::collections::hash_map::Entry::Occupied(e) => return Err(e.key().clone()),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                self.names.push(e.key().clone());
+                e.insert(id);
+            }
+        }
+        self.sessions.push(fields.session);
+        self.status.push(fields.status);
+        self.start.push(fields.start);
+        self.commit.push(fields.commit);
+        let b = id.index() / Self::BLOCK;
+        if b == self.blocks.len() {
+            self.blocks.push(Some(OpBlock {
+                ops: Vec::with_capacity(ops.len() * Self::BLOCK),
+                ends: Vec::with_capacity(Self::BLOCK),
+            }));
+        }
+        let block = self.blocks[b].as_mut().expect("blocks are only freed by checkers, after loading");
+        block.ops.extend_from_slice(ops);
+        block.ends.push(u32::try_from(block.ops.len()).expect("fewer than 4 billion operations per block"));
+        Ok(id)
+    }
+
+    /// The id of transaction `t` in the file.
+    pub fn name(&self, t: TxnId) -> &Scalar {
+        &self.names[t.index()]
+    }
+
+    /// The transaction named `name`.
+    pub fn txn_by_name(&self, name: &Scalar) -> Option<TxnId> {
+        self.name_index.get(name).copied()
+    }
+
+    /// A label such as `T17`, the same as [`History::txn_label`].
+    pub fn txn_label(&self, t: TxnId) -> String {
+        format!("T{}", self.names[t.index()])
+    }
+
+    /// The session of `t`.
+    #[inline]
+    pub fn session(&self, t: TxnId) -> SessionId {
+        self.sessions[t.index()]
+    }
+
+    /// How `t` ended.
+    #[inline]
+    pub fn status(&self, t: TxnId) -> Status {
+        self.status[t.index()]
+    }
+
+    /// The start timestamp of `t`.
+    #[inline]
+    pub fn start_ts(&self, t: TxnId) -> Option<Timestamp> {
+        self.start[t.index()]
+    }
+
+    /// The commit timestamp of `t`.
+    #[inline]
+    pub fn commit_ts(&self, t: TxnId) -> Option<Timestamp> {
+        self.commit[t.index()]
+    }
+
+    /// The operations of `t`, in program order.
+    ///
+    /// # Panics
+    /// If a checker freed `t`'s block with [`KvHistory::free_block`].
+    #[inline]
+    pub fn ops(&self, t: TxnId) -> &[KvOp] {
+        let i = t.index();
+        let block = self.blocks[i / Self::BLOCK].as_ref().expect("operations of a freed block");
+        let j = i % Self::BLOCK;
+        let start = if j == 0 { 0 } else { block.ends[j - 1] as usize };
+        &block.ops[start..block.ends[j] as usize]
+    }
+
+    /// Total number of operations (of blocks not freed).
+    pub fn op_count(&self) -> usize {
+        self.blocks.iter().flatten().map(|b| b.ops.len()).sum()
+    }
+
+    /// Frees the operations of block `b` (transactions `b * BLOCK ..`): a checker that is
+    /// done with them calls this so memory falls as it proceeds.
+    pub fn free_block(&mut self, b: usize) {
+        if let Some(slot) = self.blocks.get_mut(b) {
+            *slot = None;
+        }
+    }
+
+    /// Transaction ids in file order.
+    pub fn txn_ids(&self) -> impl Iterator<Item = TxnId> {
+        (0..self.names.len()).map(TxnId::from_index)
+    }
+
+    /// Converts a general history: every operation must be an item read, write or append.
+    ///
+    /// # Errors
+    /// [`FormatError::Unsupported`] naming the first predicate or aggregate operation.
+    pub fn from_history(h: &History) -> Result<KvHistory, FormatError> {
+        let mut kv = KvHistory { dict: h.without_txns(), ..KvHistory::default() };
+        for &(obj, value) in &h.initial {
+            let v = kv.kv_value(value);
+            kv.initial.insert(obj, v);
+        }
+        let mut ops = Vec::new();
+        for t in h.txn_ids() {
+            let txn = h.txn(t);
+            ops.clear();
+            for (i, op) in txn.ops.iter().enumerate() {
+                ops.push(match op {
+                    Op::Read { obj, value } => KvOp::new(KvOpKind::Read, *obj, kv.kv_value(*value)),
+                    Op::Write { obj, value } => KvOp::new(KvOpKind::Write, *obj, kv.kv_value(*value)),
+                    Op::Append { obj, element } => {
+                        let v = kv.intern_scalar(element);
+                        KvOp::new(KvOpKind::Append, *obj, v)
+                    }
+                    _ => {
+                        return Err(FormatError::Unsupported {
+                            format: "a key-value history",
+                            message: format!(
+                                "{} ops[{i}] is a predicate operation; timestamp checkers handle item \
+                                 reads, writes and list appends (use --checker emme or enne)",
+                                h.txn_label(t)
+                            ),
+                        })
+                    }
+                });
+            }
+            let fields = KvTxnFields {
+                name: txn.name.clone(),
+                session: txn.session,
+                status: txn.status,
+                start: txn.start_ts,
+                commit: txn.commit_ts,
+            };
+            kv.push_txn(fields, &ops).expect("a History has unique transaction names");
+        }
+        Ok(kv)
+    }
+
+    /// Converts into a general [`History`] (for other checkers, renderers and writers);
+    /// a default initial value becomes an explicit initial version of every object.
+    ///
+    /// # Panics
+    /// If a checker freed a block of operations.
+    pub fn into_history(mut self) -> History {
+        let mut txns = Vec::with_capacity(self.len());
+        for t in self.txn_ids() {
+            let ops: Vec<KvOp> = self.ops(t).to_vec();
+            let ops = ops
+                .into_iter()
+                .map(|op| match op.kind() {
+                    KvOpKind::Read => Op::Read { obj: op.obj(), value: self.value_id(op.value()) },
+                    KvOpKind::Write => Op::Write { obj: op.obj(), value: self.value_id(op.value()) },
+                    KvOpKind::Append => {
+                        Op::Append { obj: op.obj(), element: self.scalar(op.value()).unwrap_or(Scalar::Null) }
+                    }
+                })
+                .collect();
+            let mut txn =
+                crate::Transaction::new(self.names[t.index()].clone(), self.sessions[t.index()], ops);
+            txn.status = self.status[t.index()];
+            txn.start_ts = self.start[t.index()];
+            txn.commit_ts = self.commit[t.index()];
+            txns.push(txn);
+        }
+        let mut h = std::mem::take(&mut self.dict);
+        if let Some(default) = self.default_initial {
+            let listed: rustc_hash::FxHashSet<ObjId> = h.initial.iter().map(|(o, _)| *o).collect();
+            let value = match default {
+                KvValue::Absent => ValueId::ABSENT,
+                KvValue::Int(i) => h.intern_value(Value::Scalar(Scalar::Int(i))),
+                KvValue::Interned(id) => id,
+            };
+            for o in 0..h.object_count() {
+                let obj = ObjId::from_index(o);
+                if !listed.contains(&obj) && value != ValueId::ABSENT {
+                    h.initial.push((obj, value));
+                }
+            }
+        }
+        for txn in txns {
+            h.push_txn(txn).expect("a KvHistory has unique transaction names");
+        }
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_pack_into_sixteen_bytes_and_round_trip() {
+        assert_eq!(std::mem::size_of::<KvOp>(), 16);
+        for v in [KvValue::Absent, KvValue::Int(-7), KvValue::Int(i64::MIN), KvValue::Interned(ValueId(9))] {
+            for k in [KvOpKind::Read, KvOpKind::Write, KvOpKind::Append] {
+                let op = KvOp::new(k, ObjId(3), v);
+                assert_eq!((op.kind(), op.obj(), op.value()), (k, ObjId(3), v));
+            }
+        }
+    }
+
+    #[test]
+    fn converts_both_ways_and_frees_blocks() {
+        let text = r#"{"id":1,"session":"a","start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":"x","value":"v"},{"f":"append","key":3,"value":4}]}
+{"id":"2","session":"b","status":"aborted","ops":[{"f":"r","key":"x","value":null},{"f":"r","key":3,"value":[4]}]}"#;
+        let h = crate::v1::read_history(text.as_bytes()).unwrap();
+        let mut kv = KvHistory::from_history(&h).unwrap();
+        assert_eq!(kv.len(), 2);
+        assert_eq!(kv.ops(TxnId(0))[1].kind(), KvOpKind::Append);
+        assert_eq!(kv.txn_label(TxnId(1)), "T\"2\"");
+        let back = kv.clone().into_history();
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        crate::v1::write_history(&h, &mut a).unwrap();
+        crate::v1::write_history(&back, &mut b).unwrap();
+        assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+        kv.free_block(0);
+        assert_eq!(kv.op_count(), 0);
+    }
+
+    #[test]
+    fn predicate_operations_are_refused_by_name() {
+        let text = r#"{"id":1,"session":1,"ops":[{"f":"select","table":"t","where":"c > 1","rows":[]}]}"#;
+        let h = crate::v1::read_history(text.as_bytes()).unwrap();
+        let err = KvHistory::from_history(&h).unwrap_err().to_string();
+        assert!(err.contains("T1 ops[0]"), "{err}");
+    }
+}

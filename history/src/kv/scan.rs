@@ -1,0 +1,413 @@
+//! A hand-rolled JSON scanner over a byte window, for the fast kv/list readers.
+//!
+//! The window may end in the middle of a record: every read past its end fails with
+//! [`Fail::Incomplete`] (unless the window is the end of the input), and the caller
+//! refills and retries the record. Nothing is allocated except for strings with escapes
+//! and for error messages.
+
+use std::borrow::Cow;
+
+/// Why a scan stopped.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// The window ended before the record did: refill and retry.
+    Incomplete,
+    /// The input is wrong: `field` (innermost first, joined by the caller) and a message.
+    Bad { path: Vec<Cow<'static, str>>, message: String },
+    /// The record uses a construct the fast reader does not handle (the general reader does).
+    Unsupported(String),
+}
+
+impl Fail {
+    /// A bad-input failure with no field yet.
+    pub(crate) fn bad(message: impl Into<String>) -> Fail {
+        Fail::Bad { path: Vec::new(), message: message.into() }
+    }
+
+    /// Adds an enclosing field name to a bad-input failure.
+    pub(crate) fn at(self, field: impl Into<Cow<'static, str>>) -> Fail {
+        match self {
+            Fail::Bad { mut path, message } => {
+                path.push(field.into());
+                Fail::Bad { path, message }
+            }
+            other => other,
+        }
+    }
+
+    /// The dotted field path of a bad-input failure, outermost first.
+    pub(crate) fn field_path(path: &[Cow<'static, str>]) -> String {
+        let mut out = String::new();
+        for part in path.iter().rev() {
+            if !out.is_empty() && !part.starts_with('[') {
+                out.push('.');
+            }
+            out.push_str(part);
+        }
+        out
+    }
+}
+
+/// Result of a scan step.
+pub(crate) type Scanned<T> = Result<T, Fail>;
+
+/// A JSON number as the scanner saw it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Number {
+    /// An integer that fits `i64`.
+    Int(i64),
+    /// A non-negative integer above `i64::MAX`.
+    BigUnsigned(u64),
+    /// Anything with a fraction or exponent.
+    Float(f64),
+}
+
+/// A cursor over a window of input bytes.
+#[derive(Debug)]
+pub(crate) struct Scan<'a> {
+    bytes: &'a [u8],
+    /// Current position in `bytes`.
+    pub(crate) pos: usize,
+    /// Newlines skipped so far (whitespace is the only place JSON allows them).
+    pub(crate) newlines: usize,
+    at_eof: bool,
+}
+
+impl<'a> Scan<'a> {
+    /// A scanner over `bytes`; `at_eof` says the window is the end of the input.
+    pub(crate) fn new(bytes: &'a [u8], at_eof: bool) -> Self {
+        Scan { bytes, pos: 0, newlines: 0, at_eof }
+    }
+
+    fn end(&self) -> Fail {
+        if self.at_eof {
+            Fail::bad("unexpected end of input")
+        } else {
+            Fail::Incomplete
+        }
+    }
+
+    /// Skips whitespace, counting newlines; returns the next byte without consuming it.
+    #[inline]
+    pub(crate) fn peek(&mut self) -> Scanned<u8> {
+        while let Some(&b) = self.bytes.get(self.pos) {
+            match b {
+                b' ' | b'\t' | b'\r' => self.pos += 1,
+                b'\n' => {
+                    self.newlines += 1;
+                    self.pos += 1;
+                }
+                _ => return Ok(b),
+            }
+        }
+        Err(self.end())
+    }
+
+    /// Skips whitespace; `None` at the end of the window (whether or not it is the input's end).
+    pub(crate) fn peek_or_end(&mut self) -> Option<u8> {
+        self.peek().ok()
+    }
+
+    /// Consumes `byte` (after whitespace) or fails naming what was expected.
+    #[inline]
+    pub(crate) fn expect(&mut self, byte: u8) -> Scanned<()> {
+        let b = self.peek()?;
+        if b == byte {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(Fail::bad(format!("expected '{}', found {}", byte as char, describe(b))))
+        }
+    }
+
+    /// After a value inside `{}` or `[]`: consumes `,` (true) or the closing byte (false).
+    #[inline]
+    pub(crate) fn next_or_close(&mut self, close: u8) -> Scanned<bool> {
+        let b = self.peek()?;
+        self.pos += 1;
+        if b == b',' {
+            Ok(true)
+        } else if b == close {
+            Ok(false)
+        } else {
+            Err(Fail::bad(format!("expected ',' or '{}', found {}", close as char, describe(b))))
+        }
+    }
+
+    /// Opens an object; false if it is empty (`{}` consumed whole).
+    #[inline]
+    pub(crate) fn open_object(&mut self) -> Scanned<bool> {
+        self.expect(b'{')?;
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Opens an array; false if it is empty.
+    #[inline]
+    pub(crate) fn open_array(&mut self) -> Scanned<bool> {
+        self.expect(b'[')?;
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Reads an object key and the `:` after it.
+    #[inline]
+    pub(crate) fn key(&mut self) -> Scanned<Cow<'a, str>> {
+        let k = self.string()?;
+        self.expect(b':')?;
+        Ok(k)
+    }
+
+    /// Reads a string (borrowed when it has no escapes).
+    pub(crate) fn string(&mut self) -> Scanned<Cow<'a, str>> {
+        self.expect(b'"')?;
+        let start = self.pos;
+        let bytes = self.bytes;
+        let mut i = start;
+        loop {
+            match bytes.get(i) {
+                None => return Err(self.end()),
+                Some(b'"') => {
+                    self.pos = i + 1;
+                    return std::str::from_utf8(&bytes[start..i])
+                        .map(Cow::Borrowed)
+                        .map_err(|_| Fail::bad("string is not valid UTF-8"));
+                }
+                Some(b'\\') => break,
+                Some(&b) if b < 0x20 => return Err(Fail::bad("control character in a string")),
+                Some(_) => i += 1,
+            }
+        }
+        let mut out: Vec<u8> = bytes[start..i].to_vec();
+        loop {
+            let Some(&b) = bytes.get(i) else { return Err(self.end()) };
+            i += 1;
+            match b {
+                b'"' => break,
+                b'\\' => {
+                    let Some(&e) = bytes.get(i) else { return Err(self.end()) };
+                    i += 1;
+                    match e {
+                        b'"' => out.push(b'"'),
+                        b'\\' => out.push(b'\\'),
+                        b'/' => out.push(b'/'),
+                        b'b' => out.push(8),
+                        b'f' => out.push(12),
+                        b'n' => out.push(b'\n'),
+                        b'r' => out.push(b'\r'),
+                        b't' => out.push(b'\t'),
+                        b'u' => {
+                            let (c, used) = self.unicode_escape(i)?;
+                            i += used;
+                            let mut buf = [0u8; 4];
+                            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                        }
+                        other => return Err(Fail::bad(format!("invalid escape \\{}", other as char))),
+                    }
+                }
+                b if b < 0x20 => return Err(Fail::bad("control character in a string")),
+                b => out.push(b),
+            }
+        }
+        self.pos = i;
+        String::from_utf8(out).map(Cow::Owned).map_err(|_| Fail::bad("string is not valid UTF-8"))
+    }
+
+    /// Decodes the hex digits of a `\u` escape starting at `i` (a surrogate pair included);
+    /// returns the character and the bytes used.
+    fn unicode_escape(&self, i: usize) -> Scanned<(char, usize)> {
+        let hex = |at: usize| -> Scanned<u32> {
+            let Some(digits) = self.bytes.get(at..at + 4) else { return Err(self.end()) };
+            let text = std::str::from_utf8(digits).map_err(|_| Fail::bad("invalid \\u escape"))?;
+            u32::from_str_radix(text, 16).map_err(|_| Fail::bad("invalid \\u escape"))
+        };
+        let first = hex(i)?;
+        if (0xD800..0xDC00).contains(&first) {
+            if self.bytes.get(i + 4..i + 6).is_none() {
+                return Err(self.end());
+            }
+            if &self.bytes[i + 4..i + 6] != b"\\u" {
+                return Err(Fail::bad("unpaired surrogate in \\u escape"));
+            }
+            let second = hex(i + 6)?;
+            if !(0xDC00..0xE000).contains(&second) {
+                return Err(Fail::bad("unpaired surrogate in \\u escape"));
+            }
+            let c = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+            return char::from_u32(c).map(|c| (c, 10)).ok_or_else(|| Fail::bad("invalid \\u escape"));
+        }
+        char::from_u32(first).map(|c| (c, 4)).ok_or_else(|| Fail::bad("unpaired surrogate in \\u escape"))
+    }
+
+    /// Reads a number.
+    pub(crate) fn number(&mut self) -> Scanned<Number> {
+        self.peek()?;
+        let bytes = self.bytes;
+        let start = self.pos;
+        let mut i = start;
+        let negative = bytes[i] == b'-';
+        if negative {
+            i += 1;
+        }
+        let digits_start = i;
+        let mut acc: u64 = 0;
+        let mut overflow = false;
+        while let Some(&b) = bytes.get(i) {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            match acc.checked_mul(10).and_then(|a| a.checked_add(u64::from(b - b'0'))) {
+                Some(a) => acc = a,
+                None => overflow = true,
+            }
+            i += 1;
+        }
+        if i == digits_start {
+            return match bytes.get(i) {
+                None => Err(self.end()),
+                Some(&b) => Err(Fail::bad(format!("expected a value, found {}", describe(b)))),
+            };
+        }
+        if i == bytes.len() && !self.at_eof {
+            return Err(Fail::Incomplete);
+        }
+        if bytes[digits_start] == b'0' && i - digits_start > 1 {
+            return Err(Fail::bad("number with a leading zero"));
+        }
+        let is_float = matches!(bytes.get(i), Some(b'.' | b'e' | b'E'));
+        if !is_float && !overflow {
+            self.pos = i;
+            return Ok(if negative {
+                if acc <= i64::MAX as u64 + 1 {
+                    Number::Int((acc as i128).wrapping_neg() as i64)
+                } else {
+                    Number::Float(-(acc as f64))
+                }
+            } else if acc <= i64::MAX as u64 {
+                Number::Int(acc as i64)
+            } else {
+                Number::BigUnsigned(acc)
+            });
+        }
+        while let Some(&b) = bytes.get(i) {
+            if b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-') {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if i == bytes.len() && !self.at_eof {
+            return Err(Fail::Incomplete);
+        }
+        let text = std::str::from_utf8(&bytes[start..i]).map_err(|_| Fail::bad("invalid number"))?;
+        let value: f64 = text.parse().map_err(|_| Fail::bad(format!("invalid number {text:?}")))?;
+        self.pos = i;
+        Ok(Number::Float(value))
+    }
+
+    /// Consumes the literal `word` (`true`, `false`, `null`).
+    pub(crate) fn literal(&mut self, word: &'static [u8]) -> Scanned<()> {
+        self.peek()?;
+        match self.bytes.get(self.pos..self.pos + word.len()) {
+            Some(w) if w == word => {
+                self.pos += word.len();
+                Ok(())
+            }
+            Some(_) => {
+                Err(Fail::bad(format!("invalid literal (expected {})", String::from_utf8_lossy(word))))
+            }
+            None => {
+                let rest = &self.bytes[self.pos..];
+                if word.starts_with(rest) {
+                    Err(self.end())
+                } else {
+                    Err(Fail::bad("invalid literal"))
+                }
+            }
+        }
+    }
+
+    /// Skips one value of any kind (validating it).
+    pub(crate) fn skip_value(&mut self) -> Scanned<()> {
+        match self.peek()? {
+            b'{' => {
+                if self.open_object()? {
+                    loop {
+                        self.key()?;
+                        self.skip_value()?;
+                        if !self.next_or_close(b'}')? {
+                            break;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            b'[' => {
+                if self.open_array()? {
+                    loop {
+                        self.skip_value()?;
+                        if !self.next_or_close(b']')? {
+                            break;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            b'"' => self.string().map(drop),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number().map(drop),
+        }
+    }
+}
+
+/// A byte, for messages.
+pub(crate) fn describe(b: u8) -> String {
+    if b.is_ascii_graphic() {
+        format!("'{}'", b as char)
+    } else {
+        format!("byte 0x{b:02x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_strings_and_incomplete_windows() {
+        let mut s = Scan::new(br#" -12 "a\"\u00e9\ud83d\ude00" 1.5e3 18446744073709551615 "#, true);
+        assert_eq!(s.number().unwrap(), Number::Int(-12));
+        assert_eq!(s.string().unwrap(), "a\"é😀");
+        assert_eq!(s.number().unwrap(), Number::Float(1500.0));
+        assert_eq!(s.number().unwrap(), Number::BigUnsigned(u64::MAX));
+        assert!(matches!(Scan::new(b"123", false).number(), Err(Fail::Incomplete)));
+        assert!(matches!(Scan::new(b"\"abc", false).string(), Err(Fail::Incomplete)));
+        assert!(matches!(Scan::new(b"\"abc", true).string(), Err(Fail::Bad { .. })));
+        assert!(matches!(Scan::new(b"nul", false).literal(b"null"), Err(Fail::Incomplete)));
+        assert!(matches!(Scan::new(b"nux", false).literal(b"null"), Err(Fail::Bad { .. })));
+        assert!(matches!(Scan::new(b"012", true).number(), Err(Fail::Bad { .. })));
+    }
+
+    #[test]
+    fn skips_nested_values_and_counts_newlines() {
+        let mut s = Scan::new(b"{\"a\":[1,{\"b\":null}],\n\"c\":true}\n x", true);
+        s.skip_value().unwrap();
+        assert_eq!(s.peek().unwrap(), b'x');
+        assert_eq!(s.newlines, 2);
+    }
+
+    #[test]
+    fn field_paths_join_outermost_first() {
+        let f = Fail::bad("boom").at("v").at("[3]").at("ops");
+        let Fail::Bad { path, .. } = f else { panic!() };
+        assert_eq!(Fail::field_path(&path), "ops[3].v");
+    }
+}
