@@ -65,20 +65,20 @@ pub(crate) async fn run_step(
 ) -> Result<Vec<Recorded>, WorkloadError> {
     let s = cx.schema;
     Ok(match step {
-        Step::Read { key } => vec![read(client, s, *key).await?],
+        Step::Read { key } => read(client, s, *key).await?,
         Step::ReadModifyWrite { key } => {
-            let r = read(client, s, *key).await?;
-            let RawOp::Read { row, .. } = &r.op else { unreachable!("read records a read") };
+            let mut ops = read(client, s, *key).await?;
+            let RawOp::Read { row, .. } = &ops[0].op else { unreachable!("read records reads") };
             let middle = modified_columns(s, *key, row.as_deref(), cx.keys);
-            let w = upsert(client, s, s.row(*key, &middle, cx.fresh())).await?;
-            vec![r, w]
+            ops.push(upsert(client, s, s.row(*key, &middle, cx.fresh())).await?);
+            ops
         }
         Step::Upsert { key, columns } => vec![upsert(client, s, s.row(*key, columns, cx.fresh())).await?],
         Step::Update { key, columns } => {
             update(client, s, s.row(*key, columns, cx.fresh())).await?.into_iter().collect()
         }
         Step::Delete { key } => delete(client, s, *key).await?.into_iter().collect(),
-        Step::Select { predicate } => vec![select(client, s, predicate).await?],
+        Step::Select { predicate } => select(client, s, predicate).await?,
         Step::Aggregate { predicate, function, column } => {
             vec![aggregate(client, s, predicate, *function, column).await?]
         }
@@ -166,12 +166,16 @@ fn table_row(
         .map(Some)
 }
 
-fn one_row(sql: &str, rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, WorkloadError> {
-    let n = rows.len();
-    let mut it = rows.into_iter();
-    match (it.next(), n) {
-        (Some(r), 1) => Ok(r),
-        _ => Err(WorkloadError::unexpected(sql, format!("expected one row, got {n}"))),
+fn one_row(sql: &str, mut rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, WorkloadError> {
+    match rows.len() {
+        1 => Ok(rows.pop().expect("one row")),
+        n => {
+            let shown: Vec<String> = rows
+                .iter()
+                .map(|r| (0..r.len()).map(|i| r.get(i).unwrap_or("NULL")).collect::<Vec<_>>().join("|"))
+                .collect();
+            Err(WorkloadError::unexpected(sql, format!("expected one row, got {n}: {}", shown.join("; "))))
+        }
     }
 }
 
@@ -179,7 +183,7 @@ fn literal_row(row: &[i64]) -> String {
     row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 
-async fn read(client: &Client, s: &Schema, key: i64) -> Result<Recorded, WorkloadError> {
+async fn read(client: &Client, s: &Schema, key: i64) -> Result<Vec<Recorded>, WorkloadError> {
     let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
     let sql = format!(
         "SELECT pg_current_snapshot()::text, t.xmin::text, {} FROM (SELECT 1) s LEFT JOIN {} t ON t.{} = {key}",
@@ -187,14 +191,35 @@ async fn read(client: &Client, s: &Schema, key: i64) -> Result<Recorded, Workloa
         s.table,
         s.pk()
     );
-    let r = one_row(&sql, query(client, &sql).await?)?;
-    let snap = snapshot(&sql, &r, 0)?;
-    let mut meta = Map::new();
-    if let Some(x) = xmin(&sql, &r, 1, &snap)? {
-        meta.insert("xmin".into(), x.into());
+    let result = query(client, &sql).await?;
+    let first = result.first().ok_or_else(|| WorkloadError::unexpected(&sql, "no row"))?;
+    let snap = snapshot(&sql, first, 0)?;
+    let mut versions = Vec::with_capacity(1);
+    for r in &result {
+        if let Some(row) = table_row(&sql, r, 2, s.columns.len())? {
+            let x = xmin(&sql, r, 1, &snap)?
+                .ok_or_else(|| WorkloadError::unexpected(&sql, "row without xmin"))?;
+            versions.push((row, x));
+        }
     }
-    let row = table_row(&sql, &r, 2, s.columns.len())?;
-    Ok(Recorded { op: RawOp::Read { key, row }, meta, snapshot: snap })
+    if versions.is_empty() {
+        return Ok(vec![Recorded { op: RawOp::Read { key, row: None }, meta: Map::new(), snapshot: snap }]);
+    }
+    // Normally one version. More than one is PostgreSQL at REPEATABLE READ returning both
+    // its own insert and the snapshot's version of a row a concurrent transaction deleted:
+    // record each as a read, own (newest) first (docs/POSTGRES.md).
+    versions.sort_by_key(|(_, x)| std::cmp::Reverse(*x));
+    let n = versions.len();
+    Ok(versions
+        .into_iter()
+        .map(|(row, x)| {
+            let mut meta = Map::from_iter([("xmin".to_string(), json!(x))]);
+            if n > 1 {
+                meta.insert("versions_returned".into(), json!(n));
+            }
+            Recorded { op: RawOp::Read { key, row: Some(row) }, meta, snapshot: snap.clone() }
+        })
+        .collect())
 }
 
 /// Runs a statement of shape `SELECT snapshot, (SELECT xmin FROM w)` for a single-row write.
@@ -255,7 +280,7 @@ async fn delete(client: &Client, s: &Schema, key: i64) -> Result<Option<Recorded
     }))
 }
 
-async fn select(client: &Client, s: &Schema, predicate: &str) -> Result<Recorded, WorkloadError> {
+async fn select(client: &Client, s: &Schema, predicate: &str) -> Result<Vec<Recorded>, WorkloadError> {
     let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
     let sql = format!(
         "SELECT s.snap, t.xmin::text, {} FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT JOIN {} t ON ({predicate})",
@@ -265,16 +290,53 @@ async fn select(client: &Client, s: &Schema, predicate: &str) -> Result<Recorded
     let result = query(client, &sql).await?;
     let first = result.first().ok_or_else(|| WorkloadError::unexpected(&sql, "no row"))?;
     let snap = snapshot(&sql, first, 0)?;
-    let mut rows = Vec::new();
-    let mut xmins = Vec::new();
+    let mut versions = Vec::with_capacity(result.len());
     for r in &result {
         if let Some(row) = table_row(&sql, r, 2, s.columns.len())? {
-            rows.push(row);
-            xmins.push(json!(xmin(&sql, r, 1, &snap)?));
+            let x = xmin(&sql, r, 1, &snap)?
+                .ok_or_else(|| WorkloadError::unexpected(&sql, "row without xmin"))?;
+            versions.push((row, x));
         }
     }
-    let meta = Map::from_iter([("xmins".to_string(), Json::Array(xmins))]);
-    Ok(Recorded { op: RawOp::Select { predicate: predicate.to_string(), rows }, meta, snapshot: snap })
+    // A result set has one row per key; should PostgreSQL return two versions of one row
+    // (see `read`), the select keeps the newest and the others become item reads after it.
+    let mut extra = Vec::new();
+    let mut rows: Vec<Vec<i64>> = Vec::with_capacity(versions.len());
+    let mut xmins: Vec<u64> = Vec::with_capacity(versions.len());
+    for (row, x) in versions {
+        match rows.iter().position(|r| r[0] == row[0]) {
+            None => {
+                rows.push(row);
+                xmins.push(x);
+            }
+            Some(i) => {
+                let stale = if x > xmins[i] {
+                    (std::mem::replace(&mut rows[i], row), std::mem::replace(&mut xmins[i], x))
+                } else {
+                    (row, x)
+                };
+                extra.push(stale);
+            }
+        }
+    }
+    let meta = Map::from_iter([("xmins".to_string(), json!(xmins))]);
+    let mut recorded = vec![Recorded {
+        op: RawOp::Select { predicate: predicate.to_string(), rows },
+        meta,
+        snapshot: snap.clone(),
+    }];
+    for (row, x) in extra {
+        let meta = Map::from_iter([
+            ("xmin".to_string(), json!(x)),
+            ("extra_version_of_select".to_string(), json!(true)),
+        ]);
+        recorded.push(Recorded {
+            op: RawOp::Read { key: row[0], row: Some(row) },
+            meta,
+            snapshot: snap.clone(),
+        });
+    }
+    Ok(recorded)
 }
 
 async fn aggregate(

@@ -3,5 +3,7 @@
 
 mod support;
 
+mod anomalies;
 mod facts;
+mod postgres_behaviour;
 mod shapes;
