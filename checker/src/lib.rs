@@ -17,13 +17,17 @@
 //! Reports render as text ([`render_text`]), JSON ([`render_json`]) and Graphviz
 //! ([`render_dot`]).
 
+mod aggregate;
 mod check;
+mod colindex;
 mod emme;
 mod enne;
 mod error;
 mod level;
 mod render;
 mod report;
+mod values;
+mod versions;
 
 pub use check::{check, resolve};
 pub use error::CheckError;

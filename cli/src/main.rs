@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod check;
 mod exit;
 
 /// Prove or refute a database's isolation level with version certificates.
@@ -21,7 +22,9 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    Check(check::CheckArgs),
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -32,7 +35,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
-    let result: anyhow::Result<ExitCode> = match cli.command {};
+    let result: anyhow::Result<ExitCode> = match cli.command {
+        Command::Check(args) => check::run(args),
+    };
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -22,6 +22,9 @@ pub struct CommittedTxn {
     pub xid: u64,
     /// Position of the commit record (PostgreSQL: the commit LSN); strictly increasing.
     pub commit_lsn: u64,
+    /// Position just past the commit record: acknowledging it to the database
+    /// acknowledges this transaction and every earlier one.
+    pub end_lsn: u64,
     /// The commit time the database reported (PostgreSQL: microseconds since 2000-01-01).
     pub commit_time: i64,
     /// The row changes in the order the transaction made them (a row may change twice).
@@ -82,7 +85,7 @@ mod tests {
     use super::*;
 
     fn txn(lsn: u64) -> CommittedTxn {
-        CommittedTxn { xid: lsn, commit_lsn: lsn, commit_time: 0, changes: Vec::new() }
+        CommittedTxn { xid: lsn, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, changes: Vec::new() }
     }
 
     #[test]

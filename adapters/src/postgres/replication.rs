@@ -310,10 +310,14 @@ async fn poll_until_stopped(
             .await
             .map_err(|e| AdapterError::db(format!("reading replication slot {}", slot.slot), e))?;
         let mut txns = Vec::new();
+        let mut acknowledge = None;
         for row in &rows {
-            // PostgreSQL 15 skips empty transactions; an older server may send them.
-            if let Some(txn) = decoder.feed(row.get::<_, &[u8]>(0))?.filter(|t| !t.changes.is_empty()) {
-                txns.push(txn);
+            if let Some(txn) = decoder.feed(row.get::<_, &[u8]>(0))? {
+                acknowledge = Some(txn.end_lsn);
+                // PostgreSQL 15 skips empty transactions; an older server may send them.
+                if !txn.changes.is_empty() {
+                    txns.push(txn);
+                }
             }
         }
         if !txns.is_empty() {
@@ -322,11 +326,19 @@ async fn poll_until_stopped(
                 log.push(txn);
             }
         }
-        // Recorded: now the server may forget them.
-        client
-            .execute("SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)", &[&slot.slot, &upto_text])
-            .await
-            .map_err(|e| AdapterError::db(format!("advancing replication slot {}", slot.slot), e))?;
+        // Recorded: now the server may forget them. Acknowledge the end of the last
+        // commit, not `upto`: a commit record that straddles the flushed position was not
+        // decoded yet, and acknowledging past its start would make the slot skip it.
+        if let Some(end) = acknowledge {
+            client
+                .execute(
+                    "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)",
+                    &[&slot.slot, &lsn_text(end)],
+                )
+                .await
+                .map_err(|e| AdapterError::db(format!("advancing replication slot {}", slot.slot), e))?;
+        }
+        // Every commit record that ends at or before `upto` has been decoded and recorded.
         shared.covered.fetch_max(upto, Ordering::SeqCst);
         shared.progress.notify_waiters();
         if stopping {

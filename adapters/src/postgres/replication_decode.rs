@@ -60,16 +60,18 @@ impl PgOutputDecoder {
                 let _final_lsn = r.u64()?;
                 let commit_time = r.u64()? as i64;
                 let xid = u64::from(r.u32()?);
-                self.current = Some(CommittedTxn { xid, commit_lsn: 0, commit_time, changes: Vec::new() });
+                self.current =
+                    Some(CommittedTxn { xid, commit_lsn: 0, end_lsn: 0, commit_time, changes: Vec::new() });
                 Ok(None)
             }
             b'C' => {
                 let _flags = r.u8()?;
                 let commit_lsn = r.u64()?;
-                let _end_lsn = r.u64()?;
+                let end_lsn = r.u64()?;
                 let commit_time = r.u64()? as i64;
                 let mut txn = self.current.take().ok_or_else(|| protocol("Commit without Begin"))?;
                 txn.commit_lsn = commit_lsn;
+                txn.end_lsn = end_lsn;
                 txn.commit_time = commit_time;
                 Ok(Some(txn))
             }
@@ -367,7 +369,7 @@ mod tests {
         d.feed(&update.0).unwrap();
         d.feed(&Msg::new(b'D').u32(16384).u8(b'O').tuple(&[Some("2"), Some("6"), Some("hi")]).0).unwrap();
         let txn = d.feed(&Msg::new(b'C').u8(0).u64(0x180).u64(0x1a0).u64(9).0).unwrap().unwrap();
-        assert_eq!((txn.xid, txn.commit_lsn, txn.commit_time), (742, 0x180, 9));
+        assert_eq!((txn.xid, txn.commit_lsn, txn.end_lsn, txn.commit_time), (742, 0x180, 0x1a0, 9));
         let keys: Vec<(i64, bool)> = txn
             .changes
             .iter()

@@ -18,7 +18,7 @@ fn logged(xid: u64, lsn: u64, writes: &[(i64, Option<i64>)]) -> CommittedTxn {
             row: v.map(|v| vec![("key".into(), Scalar::Int(k)), ("value".into(), Scalar::Int(v))]),
         })
         .collect();
-    CommittedTxn { xid, commit_lsn: lsn, commit_time: 0, changes }
+    CommittedTxn { xid, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, changes }
 }
 
 fn log(txns: Vec<CommittedTxn>) -> RawLog {
@@ -255,9 +255,39 @@ fn sql_rows_compare_by_column_name() {
             ("a".into(), Scalar::Int(3)),
         ]),
     };
-    let ok = log(vec![CommittedTxn { xid: 100, commit_lsn: 1, commit_time: 0, changes: vec![row("x")] }]);
+    let ok = log(vec![CommittedTxn {
+        xid: 100,
+        commit_lsn: 1,
+        end_lsn: 2,
+        commit_time: 0,
+        changes: vec![row("x")],
+    }]);
     assert!(recover(&mut h.clone(), &ok).is_ok());
-    let bad = log(vec![CommittedTxn { xid: 100, commit_lsn: 1, commit_time: 0, changes: vec![row("y")] }]);
+    let bad = log(vec![CommittedTxn {
+        xid: 100,
+        commit_lsn: 1,
+        end_lsn: 2,
+        commit_time: 0,
+        changes: vec![row("y")],
+    }]);
     let err = recover(&mut h, &bad).unwrap_err();
     assert!(err.to_string().contains("b: \"y\""), "{err}");
+}
+
+#[test]
+fn a_snapshot_does_not_see_its_own_transaction_commit() {
+    // PostgreSQL leaves the running transaction's own xid out of its snapshots' `xip`:
+    // T1's second statement snapshot "100:101:" lists no running id, yet T1 (xid 100) is
+    // not committed for it. Its select comes before its own write of key 2.
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":2,"value":1}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10,"meta":{"snapshot":"100:100:"}},{"f":"select","table":"kv","where":"value > 0","rows":[{"key":1,"value":10},{"key":2,"value":1}],"meta":{"snapshot":"100:101:"}},{"f":"w","key":2,"value":20,"meta":{"snapshot":"100:101:"}}],"meta":{"xid":100,"isolation":"read-committed"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":1,"value":10}],"meta":{"snapshot":"101:101:","isolation":"repeatable-read"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(1, Some(10)), (2, Some(20))])])).unwrap();
+    assert_eq!(seen(&r, &h, 1, 1, 1), Some(Writer::Txn(t(&h, 1))), "its own earlier write");
+    assert_eq!(seen(&r, &h, 1, 1, 2), Some(Writer::Initial), "not its own later write");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert!(h.txn(t(&h, 1)).commit_ts < h.txn(t(&h, 2)).start_ts);
+    assert!(h.txn(t(&h, 1)).start_ts < h.txn(t(&h, 1)).commit_ts);
 }

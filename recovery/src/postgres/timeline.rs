@@ -43,18 +43,22 @@ pub(crate) fn build(h: &History, facts: &[TxnFacts], m: &Matched) -> Timeline {
     let is_committed = |x: u64| committed.binary_search_by_key(&x, |(c, _)| *c).is_ok();
 
     // Every snapshot with the number of committed writers it sees.
-    let mut snaps: Vec<(usize, TxnId, &PgSnapshot)> = Vec::new();
+    let mut snaps: Vec<(usize, TxnId, &PgSnapshot, Option<u64>)> = Vec::new();
     for t in h.txn_ids() {
         if !h.txn(t).is_committed() {
             continue;
         }
+        // PostgreSQL leaves a transaction's own xid out of its snapshots' running list:
+        // its commit is not visible to them even though the xid is below xmax.
+        let own = m.xid[t.index()].filter(|x| *x < u64::MAX && m.stream_pos[t.index()].is_some());
         for s in facts[t.index()].snapshots() {
             let below = committed.partition_point(|(x, _)| *x < s.xmax);
             let hidden = s.xip.iter().filter(|x| is_committed(**x)).count();
-            snaps.push((below - hidden, t, s));
+            let own_hidden = own.is_some_and(|x| s.sees(x));
+            snaps.push((below - hidden - usize::from(own_hidden), t, s, own));
         }
     }
-    snaps.sort_by_key(|(size, t, _)| (*size, *t));
+    snaps.sort_by_key(|(size, t, _, _)| (*size, *t));
 
     let mut tl = Timeline { start: vec![None; n], commit: vec![None; n], conflicts: Vec::new() };
     let mut unassigned: BTreeMap<u64, TxnId> = committed.iter().copied().collect();
@@ -63,9 +67,10 @@ pub(crate) fn build(h: &History, facts: &[TxnFacts], m: &Matched) -> Timeline {
     let mut last_snapshot_tick: Option<u64> = None;
     let mut next: u64 = 1;
     let mut fresh: Vec<(u32, u64, TxnId)> = Vec::new();
-    for (_, t, s) in &snaps {
+    for (_, t, s, own) in &snaps {
+        let sees = |x: u64| s.sees(x) && Some(x) != *own;
         if tl.conflicts.len() < MAX_CONFLICTS {
-            let hidden_old = s.xip.iter().find(|x| assigned.contains(x)).copied();
+            let hidden_old = s.xip.iter().chain(own.iter()).find(|x| assigned.contains(x)).copied();
             let beyond = max_assigned.filter(|x| *x >= s.xmax);
             if let Some(x) = hidden_old.or(beyond) {
                 tl.conflicts.push(format!(
@@ -78,7 +83,7 @@ pub(crate) fn build(h: &History, facts: &[TxnFacts], m: &Matched) -> Timeline {
         fresh.extend(
             unassigned
                 .range(..s.xmax)
-                .filter(|(x, _)| s.sees(**x))
+                .filter(|(x, _)| sees(**x))
                 .map(|(x, w)| (m.stream_pos[w.index()].unwrap_or(u32::MAX), *x, *w)),
         );
         fresh.sort_unstable();

@@ -58,10 +58,12 @@ impl<'a> Context<'a> {
         self.m.xid[t.index()].unwrap_or(u64::MAX)
     }
 
-    /// Index in the object's version order of the newest version `snap` sees.
-    fn latest_visible(&self, obj: ObjId, snap: &PgSnapshot) -> Option<usize> {
+    /// Index in the object's version order of the newest version that `reader`'s
+    /// snapshot `snap` sees. PostgreSQL leaves the reader's own xid out of `xip`, so its
+    /// own (later) version is excluded here; its earlier writes are handled by the caller.
+    fn latest_visible(&self, obj: ObjId, snap: &PgSnapshot, reader: TxnId) -> Option<usize> {
         let order = self.m.version_order.get(&obj)?;
-        order.partition_point(|w| snap.sees(self.xid(*w))).checked_sub(1)
+        order.partition_point(|w| *w != reader && snap.sees(self.xid(*w))).checked_sub(1)
     }
 
     /// The version of `obj` at index `k` of its version order (`None`: before the first).
@@ -147,7 +149,7 @@ fn snapshot_set(
         let writer = if own.contains_key(&obj) {
             Some(Writer::Txn(t))
         } else {
-            cx.writer_at(obj, cx.latest_visible(obj, snap))
+            cx.writer_at(obj, cx.latest_visible(obj, snap, t))
         };
         if let Some(writer) = writer {
             set.push(SeenVersion { obj, writer });

@@ -1,0 +1,257 @@
+//! Item dependencies (Algorithm 2): wr and rw edges from item reads, and the non-cyclic
+//! anomalies a read can show (aborted, intermediate, garbage, internally inconsistent).
+
+use isocert_history::{History, ObjId, Op, OpRef, Scalar, Status, TxnId, Value, ValueId};
+use rustc_hash::FxHashMap;
+
+use super::RawEdge;
+use crate::values::ValueStore;
+use crate::versions::{write_sites, VersionTable, WriteSite, INITIAL};
+use crate::{Anomaly, AnomalyKind, EdgeKind};
+
+/// What the current transaction itself did to one object so far.
+#[derive(Debug, Clone)]
+pub(crate) struct Own {
+    /// Its current value, when known (a write, or a read followed by appends).
+    pub(crate) value: Option<ValueId>,
+    /// Elements appended on top of a value the transaction has not seen.
+    pub(crate) appended: Vec<Scalar>,
+}
+
+/// Walks committed transactions' item operations, adding edges and anomalies.
+pub(crate) struct ItemPass<'a, 'h> {
+    pub(crate) h: &'h History,
+    pub(crate) vt: &'a VersionTable,
+    pub(crate) values: &'a mut ValueStore<'h>,
+    pub(crate) edges: &'a mut Vec<RawEdge>,
+    pub(crate) anomalies: &'a mut Vec<Anomaly>,
+    /// The current transaction's own writes.
+    pub(crate) own: FxHashMap<ObjId, Own>,
+    sites: Option<FxHashMap<(ObjId, ValueId), WriteSite>>,
+    /// Reads of "no row" that several absent versions could explain.
+    pub(crate) ambiguous_absent_reads: usize,
+}
+
+impl<'a, 'h> ItemPass<'a, 'h> {
+    pub(crate) fn new(
+        h: &'h History,
+        vt: &'a VersionTable,
+        values: &'a mut ValueStore<'h>,
+        edges: &'a mut Vec<RawEdge>,
+        anomalies: &'a mut Vec<Anomaly>,
+    ) -> Self {
+        ItemPass {
+            h,
+            vt,
+            values,
+            edges,
+            anomalies,
+            own: FxHashMap::default(),
+            sites: None,
+            ambiguous_absent_reads: 0,
+        }
+    }
+
+    /// Forgets the previous transaction's writes.
+    pub(crate) fn start_txn(&mut self, _t: TxnId) {
+        self.own.clear();
+    }
+
+    /// Processes one operation of committed transaction `t` (predicate ops only update
+    /// the transaction's own writes here; [`super::predicate`] handles their reads).
+    pub(crate) fn op(&mut self, t: TxnId, i: u32, op: &Op) {
+        match op {
+            Op::Read { obj, value } => self.read(t, i, *obj, *value),
+            Op::Write { obj, value } => self.set_own(*obj, *value),
+            Op::Update { rows, .. } => rows.iter().for_each(|r| self.set_own(r.obj, r.value)),
+            Op::Delete { rows, .. } => rows.iter().for_each(|r| self.set_own(r.obj, ValueId::ABSENT)),
+            Op::Append { obj, element } => {
+                let own = self.own.entry(*obj).or_insert(Own { value: None, appended: Vec::new() });
+                match own.value {
+                    Some(v) => own.value = Some(self.values.append(v, element)),
+                    None => own.appended.push(element.clone()),
+                }
+            }
+            Op::Select { .. } | Op::Aggregate { .. } => {}
+        }
+    }
+
+    fn set_own(&mut self, obj: ObjId, value: ValueId) {
+        self.own.insert(obj, Own { value: Some(value), appended: Vec::new() });
+    }
+
+    fn read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId) {
+        let h = self.h;
+        if let Some(own) = self.own.get(&obj).cloned() {
+            if let Some(expected) = own.value {
+                if expected != value {
+                    self.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::InternalInconsistency,
+                            vec![t],
+                            format!(
+                                "{} read {}={} after writing {}={}",
+                                h.txn_label(t),
+                                h.object_label(obj),
+                                self.values.label(obj, value),
+                                h.object_label(obj),
+                                self.values.label(obj, expected)
+                            ),
+                        )
+                        .with_ops(vec![OpRef { txn: t, op: i }])
+                        .with_objects(vec![obj]),
+                    );
+                }
+                return;
+            }
+            // Appends on an unseen base: the read must end with them; its prefix is the
+            // version the transaction read.
+            let items = match self.values.get(value) {
+                Value::List(items) => items.to_vec(),
+                _ => Vec::new(),
+            };
+            let n = own.appended.len();
+            if items.len() < n || items[items.len() - n..] != own.appended[..] {
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::InternalInconsistency,
+                        vec![t],
+                        format!(
+                            "{} read {}={}, which does not end with the {} element(s) it appended",
+                            h.txn_label(t),
+                            h.object_label(obj),
+                            self.values.label(obj, value),
+                            n
+                        ),
+                    )
+                    .with_ops(vec![OpRef { txn: t, op: i }])
+                    .with_objects(vec![obj]),
+                );
+            } else {
+                let prefix = items[..items.len() - n].to_vec();
+                let base = if prefix.is_empty() {
+                    Some(ValueId::ABSENT)
+                } else {
+                    self.values.lookup(&Value::List(prefix.into_boxed_slice()))
+                };
+                match base {
+                    Some(base) => self.external_read(t, i, obj, base, value),
+                    None => self.unexplained_read(t, i, obj, value),
+                }
+            }
+            self.set_own(obj, value);
+            return;
+        }
+        self.external_read(t, i, obj, value, value);
+    }
+
+    /// A read of `obj` whose external part is version `value` (`shown` is what the read
+    /// returned, for messages).
+    fn external_read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId, shown: ValueId) {
+        match self.vt.by_value(obj, value) {
+            Ok(Some(gid)) => {
+                let writer = self.vt.versions[gid as usize].writer;
+                if writer == t.0 {
+                    self.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::InternalInconsistency,
+                            vec![t],
+                            format!(
+                                "{} read {}={} before writing that value itself",
+                                self.h.txn_label(t),
+                                self.h.object_label(obj),
+                                self.values.label(obj, shown)
+                            ),
+                        )
+                        .with_ops(vec![OpRef { txn: t, op: i }])
+                        .with_objects(vec![obj]),
+                    );
+                    return;
+                }
+                if writer != INITIAL {
+                    self.edges.push(RawEdge {
+                        from: writer,
+                        to: t.0,
+                        kind: EdgeKind::Wr,
+                        op: i,
+                        ver: gid,
+                        aux: u32::MAX,
+                    });
+                }
+                if let Some(next) = self.vt.next(gid) {
+                    let nw = self.vt.versions[next as usize].writer;
+                    if nw != t.0 {
+                        self.edges.push(RawEdge {
+                            from: t.0,
+                            to: nw,
+                            kind: EdgeKind::Rw,
+                            op: i,
+                            ver: gid,
+                            aux: next,
+                        });
+                    }
+                }
+            }
+            Ok(None) => self.unexplained_read(t, i, obj, shown),
+            Err(_) => self.ambiguous_absent_reads += 1,
+        }
+    }
+
+    /// A read of a value that is no committed version: classify it.
+    fn unexplained_read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId) {
+        let h = self.h;
+        let sites = self.sites.get_or_insert_with(|| write_sites(h));
+        let what =
+            format!("{} read {}={}", h.txn_label(t), h.object_label(obj), self.values.label(obj, value));
+        let op = OpRef { txn: t, op: i };
+        let anomaly = match sites.get(&(obj, value)).copied() {
+            None => Anomaly::new(
+                AnomalyKind::GarbageRead,
+                vec![t],
+                format!("{what}, a value no transaction wrote"),
+            ),
+            Some(site) if site.txn == t => Anomaly::new(
+                AnomalyKind::InternalInconsistency,
+                vec![t],
+                format!("{what}, a value it writes only later (op {})", site.op),
+            ),
+            Some(site) => {
+                let w = h.txn(site.txn);
+                let writer = h.txn_label(site.txn);
+                let in_graph = self.vt.in_graph[site.txn.index()];
+                let (kind, why) = if w.status == Status::Aborted {
+                    (AnomalyKind::G1a, format!("{what} written by {writer}, which aborted"))
+                } else if !in_graph {
+                    (
+                        AnomalyKind::G1a,
+                        format!(
+                            "{what} written by {writer}, whose outcome is unknown and which the certificate shows \
+                             did not commit"
+                        ),
+                    )
+                } else if !site.is_final {
+                    (
+                        AnomalyKind::G1b,
+                        format!(
+                            "{what}, an intermediate version: {writer} wrote it at op {} and overwrote it later",
+                            site.op
+                        ),
+                    )
+                } else {
+                    (
+                        AnomalyKind::CertificateContradiction,
+                        format!("{what} written by {writer}, but the version order lists no such version"),
+                    )
+                };
+                let mut txns = vec![t, site.txn];
+                txns.dedup();
+                Anomaly::new(kind, txns, why).with_ops(vec![op, OpRef { txn: site.txn, op: site.op }])
+            }
+        };
+        if anomaly.ops.is_empty() {
+            self.anomalies.push(anomaly.with_ops(vec![op]).with_objects(vec![obj]));
+        } else {
+            self.anomalies.push(anomaly.with_objects(vec![obj]));
+        }
+    }
+}

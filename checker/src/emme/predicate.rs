@@ -1,0 +1,377 @@
+//! Predicate dependencies (Algorithm 3): result-set checks against version sets, and
+//! predicate-wr/rw edges for the versions that change a predicate's matches.
+//!
+//! Per distinct predicate, the versions that can match are found once through a sorted
+//! index of the constrained column ([`crate::colindex`]); only those and their
+//! neighbours in the version order are evaluated. Each operation then only walks the
+//! predicate's matching versions and match-changing transitions, plus its version set.
+
+use isocert_history::{
+    Certificate, ColId, History, ObjId, Op, OpRef, PredId, SeenVersion, TableId, TxnId, ValueId, Writer,
+};
+use isocert_oracle::MatchesOracle;
+use rustc_hash::FxHashMap;
+
+use super::item::ItemPass;
+use super::RawEdge;
+use crate::aggregate::{aggregate, same_result};
+use crate::colindex::{key_of, usable_constraints, ColumnIndex};
+use crate::values::column_value;
+use crate::versions::{VersionTable, INITIAL};
+use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, EdgeKind, IsolationLevel};
+
+/// The versions one predicate matches, and those whose installation changed its matches.
+#[derive(Debug, Default)]
+struct PredInfo {
+    matching: Vec<u32>,
+    changing: Vec<u32>,
+}
+
+/// What a predicate operation's version set says about one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    Version(u32),
+    Own,
+    Unborn,
+    Missing(u32),
+}
+
+/// State of the predicate pass over one history.
+pub(crate) struct PredicatePass<'a, 'h> {
+    h: &'h History,
+    sets: Option<&'a FxHashMap<OpRef, Vec<SeenVersion>>>,
+    level: IsolationLevel,
+    oracle: &'a dyn MatchesOracle,
+    vt: &'a VersionTable,
+    infos: Vec<Option<PredInfo>>,
+    table_versions: Vec<Vec<u32>>,
+    indexes: FxHashMap<(TableId, ColId), ColumnIndex<'h>>,
+    stamp: Vec<u32>,
+    seen: Vec<u32>,
+    opno: u32,
+    eval_stamp: Vec<u32>,
+    eval_value: Vec<bool>,
+    eval_gen: u32,
+}
+
+impl<'a, 'h> PredicatePass<'a, 'h> {
+    pub(crate) fn new(
+        h: &'h History,
+        cert: &'a Certificate,
+        level: IsolationLevel,
+        oracle: &'a dyn MatchesOracle,
+        vt: &'a VersionTable,
+    ) -> Result<Self, CheckError> {
+        let mut table_versions = vec![Vec::new(); h.tables().len()];
+        for (g, v) in vt.versions.iter().enumerate() {
+            table_versions[h.object(v.obj).table.index()].push(g as u32);
+        }
+        Ok(PredicatePass {
+            h,
+            sets: cert.version_sets.as_ref(),
+            level,
+            oracle,
+            vt,
+            infos: (0..h.predicates().len()).map(|_| None).collect(),
+            table_versions,
+            indexes: FxHashMap::default(),
+            stamp: vec![0; h.object_count()],
+            seen: vec![0; h.object_count()],
+            opno: 0,
+            eval_stamp: vec![0; vt.versions.len()],
+            eval_value: vec![false; vt.versions.len()],
+            eval_gen: 0,
+        })
+    }
+
+    fn matches(&mut self, pred: PredId, gid: u32) -> Result<bool, CheckError> {
+        let g = gid as usize;
+        if self.eval_stamp[g] == self.eval_gen {
+            return Ok(self.eval_value[g]);
+        }
+        let v = self.vt.versions[g];
+        let m = v.value != ValueId::ABSENT
+            && v.value.index() < self.h.value_count()
+            && self.oracle.matches(self.h, pred, v.obj, v.value)?;
+        self.eval_stamp[g] = self.eval_gen;
+        self.eval_value[g] = m;
+        Ok(m)
+    }
+
+    fn info(&mut self, pred: PredId) -> Result<PredInfo, CheckError> {
+        if let Some(info) = self.infos[pred.index()].take() {
+            return Ok(info);
+        }
+        let h = self.h;
+        let table = h.predicate(pred).table;
+        let bounds = self.oracle.bounds(pred);
+        let usable = usable_constraints(&bounds, h.dialect);
+        let mut best: Option<(usize, ColId, usize)> = None;
+        for (i, (col, ranges)) in usable.iter().enumerate() {
+            let vt = self.vt;
+            let versions = &self.table_versions[table.index()];
+            let index = self.indexes.entry((table, *col)).or_insert_with(|| {
+                ColumnIndex::build(versions.iter().filter_map(|&g| {
+                    let v = vt.versions[g as usize];
+                    column_value(h, v.obj, v.value, *col).and_then(|s| key_of(s, h.dialect)).map(|k| (k, g))
+                }))
+            });
+            let n = index.count(ranges);
+            if best.is_none_or(|b| n < b.2) {
+                best = Some((i, *col, n));
+            }
+        }
+        let mut candidates = Vec::new();
+        match best {
+            Some((i, col, _)) => self.indexes[&(table, col)].for_each(&usable[i].1, |g| candidates.push(g)),
+            None => candidates.extend_from_slice(&self.table_versions[table.index()]),
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        self.eval_gen += 1;
+        let mut info = PredInfo::default();
+        let mut transitions = Vec::with_capacity(candidates.len() * 2);
+        for &g in &candidates {
+            if self.matches(pred, g)? {
+                info.matching.push(g);
+            }
+            if self.vt.position(g) > 0 {
+                transitions.push(g);
+            }
+            if let Some(next) = self.vt.next(g) {
+                transitions.push(next);
+            }
+        }
+        transitions.sort_unstable();
+        transitions.dedup();
+        for g in transitions {
+            if self.matches(pred, g)? != self.matches(pred, g - 1)? {
+                info.changing.push(g);
+            }
+        }
+        Ok(info)
+    }
+
+    fn resolve(&self, t: TxnId, obj: ObjId) -> Seen {
+        if self.stamp[obj.index()] != self.opno {
+            return Seen::Unborn;
+        }
+        match self.seen[obj.index()] {
+            INITIAL => Seen::Version(self.vt.initial(obj)),
+            w if w == t.0 => Seen::Own,
+            w => self.vt.by_writer(obj, TxnId(w)).map_or(Seen::Missing(w), Seen::Version),
+        }
+    }
+
+    /// Checks predicate operation `i` of `t` against its version set and adds its edges.
+    pub(crate) fn op(
+        &mut self,
+        t: TxnId,
+        i: u32,
+        op: &Op,
+        items: &mut ItemPass<'_, 'h>,
+    ) -> Result<(), CheckError> {
+        let h = self.h;
+        let Some(pred) = op.predicate() else { return Ok(()) };
+        let opref = OpRef { txn: t, op: i };
+        let Some(set) = self.sets.and_then(|s| s.get(&opref)) else {
+            if self.level == IsolationLevel::ReadUncommitted {
+                // Only G0 matters at read-uncommitted; without a version set there is
+                // nothing to compare the result with.
+                return Ok(());
+            }
+            return Err(CheckError::MissingCertificateData {
+                what: format!("version set for {} op {} (a predicate operation)", h.txn_label(t), i),
+                level: self.level,
+                checker: CheckerKind::Emme,
+            });
+        };
+        self.opno += 1;
+        for sv in set {
+            self.stamp[sv.obj.index()] = self.opno;
+            self.seen[sv.obj.index()] = match sv.writer {
+                Writer::Initial => INITIAL,
+                Writer::Txn(w) => w.0,
+            };
+        }
+        let info = self.info(pred)?;
+        let table = h.predicate(pred).table;
+        let mut expected: Vec<(ObjId, ValueId)> = Vec::new();
+        let mut problems: Vec<String> = Vec::new();
+        for &g in &info.matching {
+            let v = self.vt.versions[g as usize];
+            if !items.own.contains_key(&v.obj) && self.resolve(t, v.obj) == Seen::Version(g) {
+                expected.push((v.obj, v.value));
+            }
+        }
+        let mut own: Vec<(ObjId, Option<ValueId>)> = items
+            .own
+            .iter()
+            .filter(|(o, _)| h.object(**o).table == table)
+            .map(|(o, s)| (*o, s.value))
+            .collect();
+        own.sort_unstable();
+        for (obj, value) in own {
+            let seen = self.resolve(t, obj);
+            let value = match (seen, value) {
+                (Seen::Own, Some(v)) => v,
+                (Seen::Own, None) => continue,
+                (Seen::Version(g), _) => {
+                    problems.push(format!(
+                        "its version set names {}'s version of {} although {} had written it",
+                        crate::versions::writer_label(h, self.vt.versions[g as usize].writer),
+                        h.object_label(obj),
+                        h.txn_label(t)
+                    ));
+                    self.vt.versions[g as usize].value
+                }
+                _ => continue,
+            };
+            if value != ValueId::ABSENT
+                && value.index() < h.value_count()
+                && self.oracle.matches(h, pred, obj, value)?
+            {
+                expected.push((obj, value));
+            }
+        }
+        if !problems.is_empty() {
+            items.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::InternalInconsistency,
+                    vec![t],
+                    format!(
+                        "{} op {} ({}): {}",
+                        h.txn_label(t),
+                        i,
+                        h.predicate(pred).sql,
+                        problems.join("; ")
+                    ),
+                )
+                .with_ops(vec![opref]),
+            );
+        }
+        expected.sort_unstable();
+        self.compare_results(t, i, op, &expected, items);
+        let mut missing: Vec<(ObjId, u32)> = Vec::new();
+        for &g in &info.changing {
+            let v = self.vt.versions[g as usize];
+            if v.writer == t.0 {
+                continue;
+            }
+            let s = match self.resolve(t, v.obj) {
+                Seen::Version(s) => s,
+                Seen::Own => match self.vt.by_writer(v.obj, t) {
+                    Some(s) => s,
+                    None => continue,
+                },
+                Seen::Unborn => self.vt.initial(v.obj),
+                Seen::Missing(w) => {
+                    missing.push((v.obj, w));
+                    continue;
+                }
+            };
+            let edge = if g > s {
+                RawEdge { from: t.0, to: v.writer, kind: EdgeKind::PredicateRw, op: i, ver: s, aux: g }
+            } else {
+                RawEdge { from: v.writer, to: t.0, kind: EdgeKind::PredicateWr, op: i, ver: g, aux: s }
+            };
+            items.edges.push(edge);
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        for (obj, w) in missing {
+            items.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::CertificateContradiction,
+                    vec![t],
+                    format!(
+                        "the version set of {} op {} names {}'s version of {}, which the version order does not have",
+                        h.txn_label(t),
+                        i,
+                        h.txn_label(TxnId(w)),
+                        h.object_label(obj)
+                    ),
+                )
+                .with_ops(vec![opref])
+                .with_objects(vec![obj]),
+            );
+        }
+        self.infos[pred.index()] = Some(info);
+        Ok(())
+    }
+
+    fn compare_results(
+        &self,
+        t: TxnId,
+        i: u32,
+        op: &Op,
+        expected: &[(ObjId, ValueId)],
+        items: &mut ItemPass<'_, 'h>,
+    ) {
+        let h = self.h;
+        let pred = op.predicate().expect("predicate op");
+        let what = format!(
+            "{} op {} ({} where {})",
+            h.txn_label(t),
+            i,
+            h.table(h.predicate(pred).table).name,
+            h.predicate(pred).sql
+        );
+        let message = match op {
+            Op::Aggregate { function, column, result, .. } => {
+                let want = aggregate(h, *function, *column, expected);
+                (!same_result(result, &want)).then(|| {
+                    format!(
+                        "{what} returned {}({}) = {result}, but over its version set it is {want}",
+                        function.as_str(),
+                        column
+                            .map_or("*".to_string(), |c| h.table(h.predicate(pred).table).columns[c.index()]
+                                .to_string())
+                    )
+                })
+            }
+            Op::Select { rows, .. } | Op::Update { rows, .. } | Op::Delete { rows, .. } => {
+                let compare_values = matches!(op, Op::Select { .. });
+                let mut got: Vec<(ObjId, ValueId)> = rows.iter().map(|r| (r.obj, r.value)).collect();
+                got.sort_unstable();
+                let same = if compare_values {
+                    got == expected
+                } else {
+                    got.len() == expected.len() && got.iter().zip(expected).all(|(a, b)| a.0 == b.0)
+                };
+                (!same).then(|| {
+                    let describe = |list: &[(ObjId, ValueId)], other: &[(ObjId, ValueId)]| -> Vec<String> {
+                        list.iter()
+                            .filter(|(o, v)| {
+                                !other.iter().any(|(p, w)| p == o && (!compare_values || v == w))
+                            })
+                            .take(5)
+                            .map(|&(o, v)| {
+                                if compare_values {
+                                    format!("{}={}", h.object_label(o), items.values.label(o, v))
+                                } else {
+                                    h.object_label(o)
+                                }
+                            })
+                            .collect()
+                    };
+                    let extra = describe(&got, expected);
+                    let absent = describe(expected, &got);
+                    format!(
+                        "{what}: rows differ from what its version set matches; returned but not matched: [{}]; \
+                         matched but not returned: [{}]",
+                        extra.join(", "),
+                        absent.join(", ")
+                    )
+                })
+            }
+            _ => None,
+        };
+        if let Some(message) = message {
+            items.anomalies.push(
+                Anomaly::new(AnomalyKind::ResultSetMismatch, vec![t], message)
+                    .with_ops(vec![OpRef { txn: t, op: i }]),
+            );
+        }
+    }
+}

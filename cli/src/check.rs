@@ -1,0 +1,116 @@
+//! `isocert check`: certify a history against an isolation level with a version certificate.
+
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use isocert_checker::{check, render_dot, render_json, render_text, CheckerKind, IsolationLevel};
+use isocert_history::formats::Format;
+use isocert_history::{v1, Certificate, History};
+use isocert_oracle::Interpreter;
+
+use crate::exit;
+
+/// Check a recorded history against an isolation level.
+///
+/// Exit code 0: the history satisfies the level under the certificate; 1: anomalies were
+/// found (each is printed with its explained counterexample); 2: the input could not be
+/// used (bad file, bad flag, or the certificate lacks what the level needs).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CheckArgs {
+    /// The history (JSON Lines, v1 format).
+    pub(crate) history: PathBuf,
+    /// The version certificate (version order, version sets, serialization order).
+    #[arg(short, long, value_name = "CERT")]
+    pub(crate) certificate: Option<PathBuf>,
+    /// The isolation level: serializable (ser), snapshot-isolation (si), repeatable-read
+    /// (rr), read-committed (rc) or read-uncommitted (ru).
+    #[arg(short, long, value_name = "LEVEL")]
+    pub(crate) isolation: IsolationLevel,
+    /// Which checker: emme (dependency graph, every level), enne (replay of the
+    /// serialization order, serializable), or auto (emme when the certificate has a
+    /// version order, else enne).
+    #[arg(long, default_value = "auto", value_name = "CHECKER")]
+    pub(crate) checker: CheckerKind,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also write the counterexamples as a Graphviz DOT graph to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dot: Option<PathBuf>,
+    /// The format of HISTORY: v1, chronos, elle, elle-json, dbcop, dbcop-hist,
+    /// dbcop-bincode, plume (PolySI/IsoVista/AWDIT text), cobra (a log directory) or viper
+    /// (a log directory); see docs/FORMATS.md. CERT is always a v1 certificate; without
+    /// one, an Elle list-append history is checked under the version order its reads show.
+    #[arg(long, default_value = "v1", value_name = "FORMAT")]
+    pub(crate) format: Format,
+}
+
+/// Reads a history in `format` and an optional v1 certificate, naming the file in errors.
+/// Without a certificate file, the certificate facts the format carries are used.
+pub(crate) fn load(
+    history: &PathBuf,
+    certificate: Option<&PathBuf>,
+    format: Format,
+) -> anyhow::Result<(History, Certificate)> {
+    let (mut h, carried) = if format == Format::V1 {
+        let file =
+            File::open(history).with_context(|| format!("cannot open history {}", history.display()))?;
+        (
+            v1::read_history(BufReader::new(file))
+                .with_context(|| format!("history {}", history.display()))?,
+            None,
+        )
+    } else {
+        let imported = format.read_path(history).with_context(|| format!("reading a {format} history"))?;
+        for note in &imported.notes {
+            tracing::warn!("{}: {note}", history.display());
+        }
+        (imported.history, imported.certificate)
+    };
+    let cert = match certificate {
+        Some(path) => {
+            let file =
+                File::open(path).with_context(|| format!("cannot open certificate {}", path.display()))?;
+            v1::read_certificate(BufReader::new(file), &mut h)
+                .with_context(|| format!("certificate {}", path.display()))?
+        }
+        None => carried.unwrap_or_default(),
+    };
+    Ok((h, cert))
+}
+
+/// Runs `isocert check`.
+pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format)?;
+    let oracle = Interpreter::new(&h).with_context(|| format!("history {}", args.history.display()))?;
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    spinner.set_message(format!("checking {} transactions for {}", h.txns.len(), args.isolation));
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let started = std::time::Instant::now();
+    let result = check(&h, &cert, args.isolation, args.checker, &oracle);
+    spinner.finish_and_clear();
+    let report = result?;
+    tracing::info!(
+        checker = %report.checker,
+        txns = report.stats.txns,
+        edges = report.stats.edges,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "check finished"
+    );
+    if let Some(path) = &args.dot {
+        std::fs::write(path, render_dot(&report, &h))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&render_json(&report, &h))?)?;
+    } else {
+        write!(out, "{}", render_text(&report, &h))?;
+    }
+    Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
+}
