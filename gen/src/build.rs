@@ -1,13 +1,15 @@
 //! The in-memory sink: records become an interned [`History`] and a [`Certificate`].
 
 use isocert_history::{
-    Certificate, ColId, History, ObjId, Op, OpRef, ResultRow, Scalar, SeenVersion, SessionId, Status, TableId,
-    Timestamp, Transaction, TxnId, Value, ValueId, Writer, KV_TABLE,
+    Certificate, ColId, History, ObjId, Op, OpRef, ResultRow, Scalar, SeenVersion, SessionId, Status,
+    TableId, Timestamp, Transaction, TxnId, Value, ValueId, Writer, KV_TABLE,
 };
 use rustc_hash::FxHashMap;
 
 use crate::cert::CertBuilder;
-use crate::record::{OpRec, Outcome, PredSpec, RowVal, Seen, SeenWriter, Sink, TxnRecord, Val, SQL_COLUMNS, SQL_TABLE};
+use crate::record::{
+    OpRec, Outcome, PredSpec, RowVal, Seen, SeenWriter, Sink, TxnRecord, Val, SQL_COLUMNS, SQL_TABLE,
+};
 use crate::sim::{GenStats, Sim};
 use crate::{DataModel, GenConfig, GenError};
 
@@ -113,7 +115,9 @@ impl HistoryBuilder {
             }
             &OpRec::Write { obj, val } => Op::Write { obj: self.obj(obj), value: self.value(obj, val) },
             &OpRec::Append { obj, elem } => Op::Append { obj: self.obj(obj), element: Scalar::Int(elem) },
-            OpRec::Select { pred, rows, .. } => Op::Select { predicate: self.predicate(*pred), rows: self.rows(rows) },
+            OpRec::Select { pred, rows, .. } => {
+                Op::Select { predicate: self.predicate(*pred), rows: self.rows(rows) }
+            }
             OpRec::Update { pred, set_c1, rows, .. } => Op::Update {
                 predicate: self.predicate(*pred),
                 set: vec![(self.columns[2], Scalar::Int(*set_c1))],

@@ -37,7 +37,11 @@ impl FromStr for Distribution {
             "uniform" => Ok(Distribution::Uniform),
             "zipfian" | "zipf" => Ok(Distribution::Zipfian),
             "hotspot" => Ok(Distribution::Hotspot),
-            _ => Err(GenError::UnknownName { what: "distribution", name: s.into(), expected: "uniform, zipfian, hotspot" }),
+            _ => Err(GenError::UnknownName {
+                what: "distribution",
+                name: s.into(),
+                expected: "uniform, zipfian, hotspot",
+            }),
         }
     }
 }
@@ -130,7 +134,11 @@ impl FromStr for DataModel {
             "kv" | "key-value" => Ok(DataModel::KeyValue),
             "list-append" | "list" => Ok(DataModel::ListAppend),
             "table" | "sql" => Ok(DataModel::SqlTable),
-            _ => Err(GenError::UnknownName { what: "data model", name: s.into(), expected: "auto, kv, list-append, table" }),
+            _ => Err(GenError::UnknownName {
+                what: "data model",
+                name: s.into(),
+                expected: "auto, kv, list-append, table",
+            }),
         }
     }
 }
@@ -244,7 +252,10 @@ impl GenConfig {
         }
         if let Some(kind) = self.inject {
             if model == DataModel::ListAppend {
-                return bad("inject", "injection is supported on the kv and table models, not list-append".into());
+                return bad(
+                    "inject",
+                    "injection is supported on the kv and table models, not list-append".into(),
+                );
             }
             if kind.needs_predicates() && self.predicate_ratio <= 0.0 {
                 return bad("inject", format!("{kind} needs predicate operations (set predicate-ratio > 0)"));

@@ -113,7 +113,9 @@ impl OpRec {
     /// The version set of a predicate operation.
     pub(crate) fn seen(&self) -> Option<&[Seen]> {
         match self {
-            OpRec::Select { seen, .. } | OpRec::Update { seen, .. } | OpRec::Delete { seen, .. } => Some(seen),
+            OpRec::Select { seen, .. } | OpRec::Update { seen, .. } | OpRec::Delete { seen, .. } => {
+                Some(seen)
+            }
             _ => None,
         }
     }

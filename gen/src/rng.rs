@@ -24,7 +24,7 @@ impl Rng {
 
     /// A uniform integer in `0..n` (`n > 0`), by multiply-shift (bias below 2^-32 for our sizes).
     pub(crate) fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 
     /// A uniform float in `[0, 1)`.
@@ -86,7 +86,8 @@ impl Zipfian {
         let zeta = |k: usize| (1..=k).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
         let zetan = zeta(n);
         let zeta2 = zeta(2.min(n));
-        let eta = if n <= 1 { 0.0 } else { (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan) };
+        let eta =
+            if n <= 1 { 0.0 } else { (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan) };
         Zipfian { n, theta, alpha: 1.0 / (1.0 - theta), zetan, eta }
     }
 

@@ -200,10 +200,11 @@ impl<'c> Sim<'c> {
                     _ => &[],
                 };
                 let mut elems = committed.to_vec();
-                match txn.appends.get(&obj) {
-                    Some(own) => elems.extend_from_slice(own),
-                    None => txn.item_reads.push(obj),
+                if let Some(own) = txn.appends.get(&obj) {
+                    elems.extend_from_slice(own);
                 }
+                // A list read depends on the committed prefix even after own appends.
+                txn.item_reads.push(obj);
                 OpRec::ReadList { obj, elems }
             }
             (DataModel::ListAppend, false) => {
@@ -257,7 +258,8 @@ impl<'c> Sim<'c> {
         }
         if roll < 9 {
             let set_c1 = self.next_stamp();
-            let rows: Vec<(u32, RowVal)> = matched.into_iter().map(|(o, r)| (o, RowVal { c1: set_c1, ..r })).collect();
+            let rows: Vec<(u32, RowVal)> =
+                matched.into_iter().map(|(o, r)| (o, RowVal { c1: set_c1, ..r })).collect();
             for &(o, r) in &rows {
                 txn.buffer_write(o, Val::Row(r));
             }
@@ -360,7 +362,12 @@ impl<'c> Sim<'c> {
     }
 
     /// Sends a finished transaction to the sink and the certificate.
-    pub(crate) fn emit(&mut self, rec: &TxnRecord, installed: &[u32], sink: &mut dyn Sink) -> Result<(), GenError> {
+    pub(crate) fn emit(
+        &mut self,
+        rec: &TxnRecord,
+        installed: &[u32],
+        sink: &mut dyn Sink,
+    ) -> Result<(), GenError> {
         match rec.outcome {
             Outcome::Committed => self.stats.committed += 1,
             Outcome::Aborted => self.stats.aborted += 1,

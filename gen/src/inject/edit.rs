@@ -25,7 +25,8 @@ pub(crate) fn maybe_edit(sim: &mut Sim<'_>, rec: &mut TxnRecord) {
             );
         }
         Some(Injection::ResultSetMismatch) => {
-            let site = rec.ops.iter().position(|op| matches!(op, OpRec::Select { rows, .. } if !rows.is_empty()));
+            let site =
+                rec.ops.iter().position(|op| matches!(op, OpRec::Select { rows, .. } if !rows.is_empty()));
             let Some(i) = site else { return };
             let OpRec::Select { rows, .. } = &mut rec.ops[i] else { return };
             let (dropped, _) = rows.pop().expect("non-empty select");
@@ -58,14 +59,21 @@ pub(crate) fn writes(op: &OpRec, obj: u32) -> bool {
     }
 }
 
-/// A value of the same shape as `like` that nobody wrote (its stamp is fresh and unused).
-pub(crate) fn garbage_for(sim: &mut Sim<'_>, like: Val) -> Val {
+/// A value of the same shape as `like` that nobody wrote: generated values and row stamps
+/// are positive, so a negative one is garbage (and taking it does not shift the stamps of
+/// the transactions generated after the edit).
+pub(crate) fn garbage_for(sim: &Sim<'_>, like: Val) -> Val {
     match like {
-        Val::Row(r) => Val::Row(RowVal { c1: sim.next_stamp(), ..r }),
-        Val::Absent if sim.model == crate::DataModel::SqlTable => Val::Row(sim.random_row()),
-        _ => Val::Int(sim.next_stamp()),
+        Val::Row(r) => Val::Row(RowVal { c1: GARBAGE, ..r }),
+        Val::Absent if sim.model == crate::DataModel::SqlTable => {
+            Val::Row(RowVal { c0: 0, c1: GARBAGE, c2: 0 })
+        }
+        _ => Val::Int(GARBAGE),
     }
 }
+
+/// The value (or row stamp) of a garbage read.
+const GARBAGE: i64 = -1;
 
 /// A short rendering of a value for the injection's description.
 pub(crate) fn describe(val: Val) -> String {
@@ -80,8 +88,10 @@ pub(crate) fn describe(val: Val) -> String {
 /// Adds to the version order of the most-written object a committed transaction that
 /// never wrote it, at the end (as if it had installed the newest version).
 pub(crate) fn certificate_contradiction(sim: &mut Sim<'_>) -> Result<(), GenError> {
-    let no_site = |reason: &str| GenError::NoInjectionSite { kind: "certificate-contradiction", reason: reason.into() };
-    let cert = sim.cert.as_mut().ok_or_else(|| no_site("the run keeps no certificate (give --certificate)"))?;
+    let no_site =
+        |reason: &str| GenError::NoInjectionSite { kind: "certificate-contradiction", reason: reason.into() };
+    let cert =
+        sim.cert.as_mut().ok_or_else(|| no_site("the run keeps no certificate (give --certificate)"))?;
     let (obj, writers) = cert
         .version_order
         .iter()

@@ -155,7 +155,11 @@ pub(crate) fn append(sim: &mut Sim<'_>, sink: &mut dyn Sink, kind: Injection) ->
             let a = fresh(sim);
             let (s1, c1) = (sim.tick(), sim.tick());
             let ta = emit(sim, sink, 0, s1, Some(c1), vec![write(X, a), read(X, v)])?;
-            format!("T{ta} wrote key {X} = {} then read {} instead of its own write", describe(a), describe(v))
+            format!(
+                "T{ta} wrote key {X} = {} then read {} instead of its own write",
+                describe(a),
+                describe(v)
+            )
         }
         Injection::Ext => {
             let old = latest(sim, X);
@@ -164,7 +168,11 @@ pub(crate) fn append(sim: &mut Sim<'_>, sink: &mut dyn Sink, kind: Injection) ->
             let t0 = emit(sim, sink, 0, s0, Some(c0), vec![write(X, p)])?;
             let s1 = sim.tick();
             let ta = emit(sim, sink, 1, s1, Some(s1), vec![read(X, old)])?;
-            format!("T{ta} started after T{t0} committed key {X} = {} but read the older {}", describe(p), describe(old))
+            format!(
+                "T{ta} started after T{t0} committed key {X} = {} but read the older {}",
+                describe(p),
+                describe(old)
+            )
         }
         Injection::DuplicateWrite => {
             let p = fresh(sim);
@@ -285,7 +293,10 @@ pub(crate) fn result_set_mismatch(sim: &mut Sim<'_>, sink: &mut dyn Sink) -> Res
         _ => None,
     });
     let Some((obj, row)) = live else {
-        return Err(GenError::NoInjectionSite { kind: "result-set-mismatch", reason: "every row is deleted".into() });
+        return Err(GenError::NoInjectionSite {
+            kind: "result-set-mismatch",
+            reason: "every row is deleted".into(),
+        });
     };
     let pred = PredSpec::Between { lo: row.c0, hi: row.c0 };
     let s = sim.tick();

@@ -1,0 +1,6 @@
+//! Integration tests of isocert-gen, one module per topic.
+
+mod injections;
+mod reference;
+mod stream;
+mod validity;
