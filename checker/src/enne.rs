@@ -65,9 +65,40 @@ struct Replay<'a, 'h> {
     table_objects: Vec<Vec<ObjId>>,
     indexes: FxHashMap<(TableId, ColId), BTreeSet<(IndexKey, u32)>>,
     anomalies: Vec<Anomaly>,
+    /// Who first installed each (object, value): a second installer is a duplicate write.
+    installers: FxHashMap<(ObjId, ValueId), u32>,
 }
 
 impl Replay<'_, '_> {
+    fn installed(&mut self, obj: ObjId, value: ValueId, t: TxnId, i: u32) {
+        if value == ValueId::ABSENT {
+            return;
+        }
+        let first = *self.installers.entry((obj, value)).or_insert(t.0);
+        if first != t.0 {
+            let h = self.h;
+            let mut txns = vec![t];
+            if first != INITIAL {
+                txns.insert(0, TxnId(first));
+            }
+            self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::DuplicateWrite,
+                    txns,
+                    format!(
+                        "{} and {} both installed {}={}, so reads of that value are ambiguous",
+                        writer_label(h, first),
+                        h.txn_label(t),
+                        h.object_label(obj),
+                        self.values.label(obj, value)
+                    ),
+                )
+                .with_ops(vec![OpRef { txn: t, op: i }])
+                .with_objects(vec![obj]),
+            );
+        }
+    }
+
     fn set(&mut self, obj: ObjId, value: ValueId, t: TxnId) {
         let h = self.h;
         let table = h.object(obj).table;
@@ -234,9 +265,11 @@ pub(crate) fn check(
         table_objects,
         indexes: FxHashMap::default(),
         anomalies: Vec::new(),
+        installers: FxHashMap::default(),
     };
     for &(obj, v) in &h.initial {
         replay.state[obj.index()] = v;
+        replay.installers.insert((obj, v), INITIAL);
     }
     let mut listed = vec![false; h.txns.len()];
     let mut replayed = 0usize;
@@ -264,7 +297,7 @@ pub(crate) fn check(
             let i = i as u32;
             match op {
                 Op::Read { obj, value } => {
-                    if replay.state[obj.index()] != *value {
+                    if replay.state[obj.index()] != replay.values.as_version(*value) {
                         let message = format!(
                             "{} read {}={}, but replaying the serialization order gives {}",
                             h.txn_label(t),
@@ -279,7 +312,10 @@ pub(crate) fn check(
                         );
                     }
                 }
-                Op::Write { obj, value } => replay.set(*obj, *value, t),
+                Op::Write { obj, value } => {
+                    replay.installed(*obj, *value, t, i);
+                    replay.set(*obj, *value, t);
+                }
                 Op::Append { obj, element } => {
                     let v = replay.values.append(replay.state[obj.index()], element);
                     replay.set(*obj, v, t);
@@ -287,7 +323,10 @@ pub(crate) fn check(
                 Op::Select { .. } | Op::Aggregate { .. } => replay.predicate_op(t, i, op)?,
                 Op::Update { rows, .. } => {
                     replay.predicate_op(t, i, op)?;
-                    rows.iter().for_each(|r| replay.set(r.obj, r.value, t));
+                    for r in rows {
+                        replay.installed(r.obj, r.value, t, i);
+                        replay.set(r.obj, r.value, t);
+                    }
                 }
                 Op::Delete { rows, .. } => {
                     replay.predicate_op(t, i, op)?;

@@ -58,6 +58,14 @@ impl<'h> ValueStore<'h> {
         self.h.value_id(value).or_else(|| self.extra_index.get(value).copied())
     }
 
+    /// `value` as a version: an empty list read from a list object is the unborn object.
+    pub(crate) fn as_version(&self, value: ValueId) -> ValueId {
+        match self.get(value) {
+            Value::List(items) if items.is_empty() => ValueId::ABSENT,
+            _ => value,
+        }
+    }
+
     /// A person's rendering of version `value` of `obj`.
     pub(crate) fn label(&self, obj: ObjId, value: ValueId) -> String {
         if self.is_history_value(value) {

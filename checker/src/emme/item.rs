@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use super::RawEdge;
 use crate::values::ValueStore;
 use crate::versions::{write_sites, VersionTable, WriteSite, INITIAL};
-use crate::{Anomaly, AnomalyKind, EdgeKind};
+use crate::{Anomaly, AnomalyKind, EdgeKind, IsolationLevel};
 
 /// What the current transaction itself did to one object so far.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub(crate) struct ItemPass<'a, 'h> {
     pub(crate) anomalies: &'a mut Vec<Anomaly>,
     /// The current transaction's own writes.
     pub(crate) own: FxHashMap<ObjId, Own>,
+    /// The current transaction's external item reads, when the level forbids
+    /// non-repeatable reads (repeatable read and stronger).
+    reads: Option<FxHashMap<ObjId, (u32, ValueId)>>,
     sites: Option<FxHashMap<(ObjId, ValueId), WriteSite>>,
     /// Reads of "no row" that several absent versions could explain.
     pub(crate) ambiguous_absent_reads: usize,
@@ -39,7 +42,9 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         values: &'a mut ValueStore<'h>,
         edges: &'a mut Vec<RawEdge>,
         anomalies: &'a mut Vec<Anomaly>,
+        level: IsolationLevel,
     ) -> Self {
+        let repeatable = !matches!(level, IsolationLevel::ReadUncommitted | IsolationLevel::ReadCommitted);
         ItemPass {
             h,
             vt,
@@ -47,6 +52,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
             edges,
             anomalies,
             own: FxHashMap::default(),
+            reads: repeatable.then(FxHashMap::default),
             sites: None,
             ambiguous_absent_reads: 0,
         }
@@ -55,6 +61,34 @@ impl<'a, 'h> ItemPass<'a, 'h> {
     /// Forgets the previous transaction's writes.
     pub(crate) fn start_txn(&mut self, _t: TxnId) {
         self.own.clear();
+        if let Some(reads) = self.reads.as_mut() {
+            reads.clear();
+        }
+    }
+
+    /// At repeatable read and above, a second read of an object the transaction has not
+    /// written must return what the first returned (Elle's internal consistency).
+    fn repeated_read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId) {
+        let Some(reads) = self.reads.as_mut() else { return };
+        let (first_op, first) = *reads.entry(obj).or_insert((i, value));
+        if first != value {
+            let h = self.h;
+            self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::InternalInconsistency,
+                    vec![t],
+                    format!(
+                        "{} read {}={} at op {first_op} and {} at op {i} without writing it in between",
+                        h.txn_label(t),
+                        h.object_label(obj),
+                        self.values.label(obj, first),
+                        self.values.label(obj, value)
+                    ),
+                )
+                .with_ops(vec![OpRef { txn: t, op: first_op }, OpRef { txn: t, op: i }])
+                .with_objects(vec![obj]),
+            );
+        }
     }
 
     /// Processes one operation of committed transaction `t` (predicate ops only update
@@ -77,11 +111,15 @@ impl<'a, 'h> ItemPass<'a, 'h> {
     }
 
     fn set_own(&mut self, obj: ObjId, value: ValueId) {
+        if let Some(reads) = self.reads.as_mut() {
+            reads.remove(&obj);
+        }
         self.own.insert(obj, Own { value: Some(value), appended: Vec::new() });
     }
 
     fn read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId) {
         let h = self.h;
+        let value = self.values.as_version(value);
         if let Some(own) = self.own.get(&obj).cloned() {
             if let Some(expected) = own.value {
                 if expected != value {
@@ -142,6 +180,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
             self.set_own(obj, value);
             return;
         }
+        self.repeated_read(t, i, obj, value);
         self.external_read(t, i, obj, value, value);
     }
 

@@ -69,7 +69,7 @@ pub(crate) fn check(
         }
     }
     let needs_predicates = level != IsolationLevel::ReadUncommitted || cert.version_sets.is_some();
-    let mut items = item::ItemPass::new(h, &vt, &mut values, &mut edges, &mut anomalies);
+    let mut items = item::ItemPass::new(h, &vt, &mut values, &mut edges, &mut anomalies, level);
     let mut preds = if needs_predicates {
         Some(predicate::PredicatePass::new(h, cert, level, oracle, &vt)?)
     } else {

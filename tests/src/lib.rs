@@ -1,0 +1,126 @@
+//! Helpers shared by isocert's end-to-end tests: where the anomaly corpus lives, what a
+//! case expects, and the `isocert` binary to run.
+//!
+//! The corpus is `tests/corpus/<kind>/<case>/` with `history.jsonl`, an optional
+//! `certificate.json` and `expect.json`:
+//!
+//! ```json
+//! {"checker": "emme", "kind": "g1a", "reject": ["rc", "rr", "si", "ser"], "accept": ["ru"],
+//!  "error": [], "stderr": "...", "about": "why"}
+//! ```
+//!
+//! `kind` (a string, or an object from level to kind) must be among the anomalies reported
+//! at each rejecting level; `error` levels must exit 2 with `stderr` in the message.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The corpus root, `tests/corpus`.
+pub fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus")
+}
+
+/// One corpus case.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// `<kind>/<case>`, for messages.
+    pub name: String,
+    /// The history file.
+    pub history: PathBuf,
+    /// The certificate file, if the case has one.
+    pub certificate: Option<PathBuf>,
+    /// The checker to run (`emme`, `enne`, `auto`, ...).
+    pub checker: String,
+    /// Levels that must report anomalies, with the kind that must be among them.
+    pub reject: Vec<(String, Option<String>)>,
+    /// Levels that must accept.
+    pub accept: Vec<String>,
+    /// Levels that must fail with exit code 2.
+    pub error: Vec<String>,
+    /// Text the error message must contain.
+    pub stderr: Option<String>,
+}
+
+fn strings(v: &Value, field: &str) -> Vec<String> {
+    v[field]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// Every case of the corpus, sorted by name.
+///
+/// # Panics
+/// When the corpus is unreadable or an `expect.json` is malformed (a broken fixture).
+pub fn corpus() -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut kinds: Vec<_> =
+        std::fs::read_dir(corpus_dir()).expect("tests/corpus").map(|e| e.unwrap().path()).collect();
+    kinds.sort();
+    for kind in kinds {
+        let mut dirs: Vec<_> = std::fs::read_dir(&kind).unwrap().map(|e| e.unwrap().path()).collect();
+        dirs.sort();
+        for dir in dirs {
+            let name = format!(
+                "{}/{}",
+                kind.file_name().unwrap().to_string_lossy(),
+                dir.file_name().unwrap().to_string_lossy()
+            );
+            let text =
+                std::fs::read_to_string(dir.join("expect.json")).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let e: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}/expect.json: {e}"));
+            let reject = strings(&e, "reject")
+                .into_iter()
+                .map(|level| {
+                    let kind = match &e["kind"] {
+                        Value::String(k) => Some(k.clone()),
+                        Value::Object(m) => m.get(&level).and_then(|k| k.as_str()).map(String::from),
+                        _ => None,
+                    };
+                    (level, kind)
+                })
+                .collect();
+            let certificate = dir.join("certificate.json");
+            cases.push(Case {
+                name,
+                history: dir.join("history.jsonl"),
+                certificate: certificate.exists().then_some(certificate),
+                checker: e["checker"].as_str().unwrap_or("emme").to_string(),
+                reject,
+                accept: strings(&e, "accept"),
+                error: strings(&e, "error"),
+                stderr: e["stderr"].as_str().map(String::from),
+            });
+        }
+    }
+    cases
+}
+
+/// The `isocert` binary of this build, built on first use (`cargo build -p isocert`) so
+/// that `cargo test -p isocert-tests` works on its own.
+///
+/// # Panics
+/// When the binary cannot be built.
+pub fn isocert_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+        let bin = dir.join(format!("isocert{}", std::env::consts::EXE_SUFFIX));
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "--quiet", "-p", "isocert", "--bin", "isocert"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("running cargo build -p isocert");
+        assert!(
+            status.success() && bin.exists(),
+            "cargo build -p isocert failed or {} is missing",
+            bin.display()
+        );
+        bin
+    })
+}

@@ -1,0 +1,5 @@
+//! End-to-end tests: one integration binary, one module per topic.
+
+mod corpus;
+mod generated;
+mod postgres;
