@@ -70,41 +70,36 @@ impl KeyChooser {
     }
 }
 
-/// The zipfian generator of Gray et al. ("Quickly generating billion-record synthetic
-/// databases"), as YCSB uses it: O(n) set-up, O(1) per pick.
+/// Zipfian with exponent `theta`: key `k` has probability proportional to `1/(k+1)^theta`.
+/// Picks by binary search in the cumulative distribution: O(n) set-up and memory, O(log n)
+/// per pick, exact (no approximation).
 #[derive(Clone, Debug)]
 pub(crate) struct Zipfian {
-    n: usize,
-    theta: f64,
-    alpha: f64,
-    zetan: f64,
-    eta: f64,
+    /// `cdf[k]`: the probability of a key `<= k`, scaled to `u64`.
+    cdf: Vec<u64>,
 }
 
 impl Zipfian {
     fn new(n: usize, theta: f64) -> Self {
-        let zeta = |k: usize| (1..=k).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
-        let zetan = zeta(n);
-        let zeta2 = zeta(2.min(n));
-        let eta =
-            if n <= 1 { 0.0 } else { (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan) };
-        Zipfian { n, theta, alpha: 1.0 / (1.0 - theta), zetan, eta }
+        let weights: Vec<f64> = (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).collect();
+        let total: f64 = weights.iter().sum();
+        let mut acc = 0.0;
+        let mut cdf: Vec<u64> = weights
+            .iter()
+            .map(|w| {
+                acc += w;
+                ((acc / total) * u64::MAX as f64) as u64
+            })
+            .collect();
+        if let Some(last) = cdf.last_mut() {
+            *last = u64::MAX;
+        }
+        Zipfian { cdf }
     }
 
     fn pick(&self, rng: &mut Rng) -> usize {
-        if self.n == 1 {
-            return 0;
-        }
-        let u = rng.unit();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
-            return 1;
-        }
-        let k = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as usize;
-        k.min(self.n - 1)
+        let u = rng.next_u64();
+        self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
     }
 }
 

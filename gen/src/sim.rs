@@ -30,6 +30,9 @@ pub struct GenStats {
     pub injected: String,
 }
 
+/// How many keys a write draws before settling for a claimed one.
+const AVOIDANCE_TRIES: usize = 8;
+
 /// A running transaction's private state (reused across a session's transactions).
 #[derive(Debug, Default)]
 struct Active {
@@ -86,6 +89,8 @@ pub(crate) struct Sim<'c> {
     active: Vec<u32>,
     spare: Vec<Active>,
     started: usize,
+    /// Objects written by running transactions, and by which session (conflict avoidance).
+    claims: FxHashMap<u32, u32>,
     pub(crate) planted: Planted,
 }
 
@@ -107,6 +112,7 @@ impl<'c> Sim<'c> {
             active: Vec::new(),
             spare: Vec::new(),
             started: 0,
+            claims: FxHashMap::default(),
             planted: Planted::new(cfg.inject, cfg.txns),
         }
     }
@@ -118,8 +124,10 @@ impl<'c> Sim<'c> {
             self.store.set_initial(obj, val);
         }
         sink.initial(self.model, &initial)?;
+        let in_flight = self.cfg.max_in_flight();
         while self.started < self.cfg.txns || !self.active.is_empty() {
-            let session = if self.started < self.cfg.txns {
+            let may_start = self.started < self.cfg.txns && self.active.len() < in_flight;
+            let session = if may_start {
                 self.rng.below(self.cfg.sessions) as u32
             } else {
                 self.active[self.rng.below(self.active.len())]
@@ -175,7 +183,7 @@ impl<'c> Sim<'c> {
         };
         if txn.ops_left > 0 {
             txn.ops_left -= 1;
-            let op = self.next_op(&mut txn);
+            let op = self.next_op(session, &mut txn);
             txn.ops.push(op);
             self.sessions[session as usize] = Some(txn);
             return Ok(());
@@ -187,12 +195,16 @@ impl<'c> Sim<'c> {
         Ok(())
     }
 
-    fn next_op(&mut self, txn: &mut Active) -> OpRec {
+    fn next_op(&mut self, session: u32, txn: &mut Active) -> OpRec {
         if self.model == DataModel::SqlTable && self.rng.chance(self.cfg.predicate_ratio) {
             return self.predicate_op(txn);
         }
-        let obj = self.chooser.pick(&mut self.rng) as u32;
         let read = self.rng.chance(self.cfg.read_ratio);
+        let obj = if read || !self.cfg.avoid_conflicts {
+            self.chooser.pick(&mut self.rng) as u32
+        } else {
+            self.pick_unclaimed(session, txn.start_ts)
+        };
         match (self.model, read) {
             (DataModel::ListAppend, true) => {
                 let committed = match self.store.visible(obj, txn.start_ts).val {
@@ -235,6 +247,22 @@ impl<'c> Sim<'c> {
                 OpRec::Write { obj, val }
             }
         }
+    }
+
+    /// A key to write that no other running transaction has written and nobody committed
+    /// since `start_ts`, if one turns up in a few tries (conflict avoidance); else the last
+    /// key drawn.
+    fn pick_unclaimed(&mut self, session: u32, start_ts: u64) -> u32 {
+        let mut obj = 0;
+        for _ in 0..AVOIDANCE_TRIES {
+            obj = self.chooser.pick(&mut self.rng) as u32;
+            let unclaimed = self.claims.get(&obj).is_none_or(|&s| s == session);
+            if unclaimed && self.store.latest(obj).ts <= start_ts {
+                break;
+            }
+        }
+        self.claims.entry(obj).or_insert(session);
+        obj
     }
 
     pub(crate) fn random_predicate(&mut self) -> PredSpec {
@@ -333,6 +361,13 @@ impl<'c> Sim<'c> {
     }
 
     fn finish(&mut self, session: u32, txn: &mut Active, sink: &mut dyn Sink) -> Result<(), GenError> {
+        if self.cfg.avoid_conflicts {
+            for obj in &txn.write_log {
+                if self.claims.get(obj) == Some(&session) {
+                    self.claims.remove(obj);
+                }
+            }
+        }
         let read_only = txn.write_log.is_empty();
         let commits = read_only || self.validates(txn);
         let id = self.next_id;

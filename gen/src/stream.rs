@@ -308,17 +308,30 @@ fn push_row(buf: &mut Vec<u8>, key: u32, r: RowVal) {
     buf.push(b'}');
 }
 
-/// Appends the decimal digits of `v` (no allocation, no formatting machinery).
+/// Two-digit decimal pairs "00".."99", for [`push_uint`].
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends the decimal digits of `v`, two at a time (no allocation, no formatting machinery).
 fn push_uint(buf: &mut Vec<u8>, mut v: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    loop {
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        digits[i] = b'0' + v as u8;
     }
     buf.extend_from_slice(&digits[i..]);
 }
@@ -336,7 +349,7 @@ mod tests {
 
     #[test]
     fn integers_print_like_std() {
-        for v in [0i64, 7, -7, 10, 99, 100, 1_234_567, i64::MAX, i64::MIN, -1] {
+        for v in [0i64, 7, -7, 10, 99, 100, 101, 1_234_567, 12_345_678, i64::MAX, i64::MIN, -1] {
             let mut buf = Vec::new();
             push_int(&mut buf, v);
             assert_eq!(String::from_utf8(buf).unwrap(), v.to_string());

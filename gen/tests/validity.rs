@@ -34,6 +34,8 @@ fn configs() -> Vec<GenConfig> {
                     seed: 11,
                     isolation,
                     model,
+                    concurrency: 0,
+                    avoid_conflicts: false,
                     inject: None,
                 });
             }
@@ -152,6 +154,13 @@ fn chronos_shape_is_snapshot_isolation_valid() {
     assert!(g.history.txns.iter().all(|t| t.ops.len() == 15));
     assert_eq!(g.history.session_count(), 50);
     assert!(violations(&g.history, &g.certificate, Rule::Snapshot).is_empty());
+    assert!(
+        g.stats.aborted * 50 < g.stats.committed,
+        "conflict avoidance keeps SI aborts rare: {:?}",
+        g.stats
+    );
+    let without = generate(&GenConfig { avoid_conflicts: false, ..cfg.clone() }).unwrap();
+    assert!(without.stats.aborted > g.stats.aborted * 10, "{:?}", without.stats);
     let lists =
         g.history.txns.iter().flat_map(|t| &t.ops).any(
             |op| matches!(op, Op::Read { value, .. } if matches!(g.history.value(*value), Value::List(_))),
@@ -175,4 +184,15 @@ fn bad_knobs_are_errors_naming_the_knob() {
         let e = generate(&cfg).unwrap_err().to_string();
         assert!(e.starts_with(knob), "{e}");
     }
+}
+
+#[test]
+fn one_transaction_in_flight_runs_serially_without_aborts() {
+    let cfg = GenConfig { txns: 300, sessions: 6, keys: 3, concurrency: 1, ..GenConfig::default() };
+    let g = generate(&cfg).unwrap();
+    assert_eq!(g.stats.aborted, 0);
+    let mut spans: Vec<_> =
+        g.history.txns.iter().map(|t| (t.start_ts.unwrap(), t.commit_ts.unwrap())).collect();
+    spans.sort();
+    assert!(spans.windows(2).all(|w| w[0].1 < w[1].0));
 }
