@@ -81,6 +81,15 @@ impl Isolation {
         }
     }
 
+    /// The statement that starts a transaction at this level.
+    pub fn begin_sql(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
+            Isolation::RepeatableRead => "BEGIN ISOLATION LEVEL REPEATABLE READ",
+            Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        }
+    }
+
     /// The long name, as in the history's `meta.isolation` and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {

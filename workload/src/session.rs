@@ -15,7 +15,7 @@ use tokio_postgres::{Client, NoTls};
 use crate::plan::{Planner, Step};
 use crate::recorder::{RawTxn, Recorder};
 use crate::schema::Schema;
-use crate::statements::{query, run_step, StepContext};
+use crate::statements::{query, run_step, RawOp, StepContext};
 use crate::{WorkloadConfig, WorkloadError};
 
 /// How often a session tries to reconnect before giving up.
@@ -158,11 +158,16 @@ async fn attempt_plan(
             ("isolation".to_string(), json!(isolation.as_str())),
         ]),
     };
-    let cx = StepContext { schema: shared.schema, isolation, keys: shared.cfg.keys, fresh: &shared.fresh };
+    let cx = StepContext {
+        schema: shared.schema,
+        isolation,
+        keys: shared.cfg.keys,
+        fresh: &shared.fresh,
+        pending_begin: AtomicBool::new(true),
+    };
     let client = &conn.client;
     let mut txn_snapshot = None;
     let body = async {
-        query(client, &format!("BEGIN ISOLATION LEVEL {}", isolation.sql())).await?;
         for step in plan {
             for mut r in run_step(client, &cx, step).await? {
                 if isolation.has_transaction_snapshot() {
@@ -173,12 +178,8 @@ async fn attempt_plan(
                 raw.ops.push((r.op, r.meta));
             }
         }
-        let sql = "SELECT pg_current_xact_id_if_assigned()::text";
-        let xid = query(client, sql).await?.first().and_then(|r| r.get(0).map(str::to_string));
-        if let Some(x) = xid {
-            let x: u64 =
-                x.parse().map_err(|_| WorkloadError::unexpected(sql, format!("not an xid: {x:?}")))?;
-            raw.meta.insert("xid".into(), json!(x));
+        if cx.pending_begin.load(Ordering::SeqCst) {
+            query(client, isolation.begin_sql()).await?;
         }
         Ok::<(), WorkloadError>(())
     }
@@ -194,10 +195,22 @@ async fn attempt_plan(
             query(admin, &format!("SELECT pg_terminate_backend({}, 5000)", conn.pid)).await?;
         }
     }
-    match client.simple_query("COMMIT").await {
-        Ok(_) => Ok((raw, Next::Done, false)),
-        Err(source) => {
-            let e = WorkloadError::statement("COMMIT", source);
+    // The xid and the COMMIT travel in one simple query: one round trip, and COMMIT is
+    // skipped by the server if the SELECT fails.
+    let sql = "SELECT pg_current_xact_id_if_assigned()::text; COMMIT";
+    match query(client, sql).await {
+        Ok(rows) => {
+            if let Some(x) = rows.first().and_then(|r| r.get(0)) {
+                let x: u64 =
+                    x.parse().map_err(|_| WorkloadError::unexpected(sql, format!("not an xid: {x:?}")))?;
+                raw.meta.insert("xid".into(), json!(x));
+            }
+            Ok((raw, Next::Done, false))
+        }
+        Err(e) => {
+            if let Some(x) = own_xid_from_writes(&raw) {
+                raw.meta.insert("xid".into(), json!(x));
+            }
             if e.is_connection_lost() {
                 raw.status = Status::Unknown;
                 raw.meta.insert("sqlstate".into(), json!(e.sqlstate().unwrap_or("connection")));
@@ -208,6 +221,16 @@ async fn attempt_plan(
             }
         }
     }
+}
+
+/// The transaction's xid as its own writes recorded it (the `xmin` of a version it
+/// installed), for when the answer to the xid query was lost.
+fn own_xid_from_writes(raw: &RawTxn) -> Option<u64> {
+    raw.ops.iter().find_map(|(op, meta)| match op {
+        RawOp::Write { row: Some(_), .. } => meta.get("xmin")?.as_u64(),
+        RawOp::Update { rows, .. } if !rows.is_empty() => meta.get("xmins")?.get(0)?.as_u64(),
+        _ => None,
+    })
 }
 
 /// Records a failed attempt as aborted and decides whether to retry.

@@ -5,7 +5,7 @@
 //! literal integers: one round trip, and the `where` text PostgreSQL evaluated is the text
 //! the history records.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use isocert_adapters::Snapshot;
 use isocert_history::AggregateFn;
@@ -47,12 +47,28 @@ pub(crate) struct StepContext<'a> {
     pub(crate) isolation: Isolation,
     pub(crate) keys: u32,
     pub(crate) fresh: &'a AtomicI64,
+    /// `BEGIN ...` not yet sent: it goes in front of the transaction's first statement
+    /// (one simple query, so nothing runs outside the transaction if BEGIN fails).
+    pub(crate) pending_begin: AtomicBool,
 }
 
 impl StepContext<'_> {
     /// A value no other write has used.
     fn fresh(&self) -> i64 {
         self.fresh.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Runs `sql`, preceded by the transaction's `BEGIN` when that is still pending.
+    pub(crate) async fn query(
+        &self,
+        client: &Client,
+        sql: &str,
+    ) -> Result<Vec<SimpleQueryRow>, WorkloadError> {
+        if self.pending_begin.swap(false, Ordering::SeqCst) {
+            query(client, &format!("{}; {sql}", self.isolation.begin_sql())).await
+        } else {
+            query(client, sql).await
+        }
     }
 }
 
@@ -65,22 +81,22 @@ pub(crate) async fn run_step(
 ) -> Result<Vec<Recorded>, WorkloadError> {
     let s = cx.schema;
     Ok(match step {
-        Step::Read { key } => read(client, s, *key).await?,
+        Step::Read { key } => read(client, cx, *key).await?,
         Step::ReadModifyWrite { key } => {
-            let mut ops = read(client, s, *key).await?;
+            let mut ops = read(client, cx, *key).await?;
             let RawOp::Read { row, .. } = &ops[0].op else { unreachable!("read records reads") };
             let middle = modified_columns(s, *key, row.as_deref(), cx.keys);
-            ops.push(upsert(client, s, s.row(*key, &middle, cx.fresh())).await?);
+            ops.push(upsert(client, cx, s.row(*key, &middle, cx.fresh())).await?);
             ops
         }
-        Step::Upsert { key, columns } => vec![upsert(client, s, s.row(*key, columns, cx.fresh())).await?],
+        Step::Upsert { key, columns } => vec![upsert(client, cx, s.row(*key, columns, cx.fresh())).await?],
         Step::Update { key, columns } => {
-            update(client, s, s.row(*key, columns, cx.fresh())).await?.into_iter().collect()
+            update(client, cx, s.row(*key, columns, cx.fresh())).await?.into_iter().collect()
         }
-        Step::Delete { key } => delete(client, s, *key).await?.into_iter().collect(),
-        Step::Select { predicate } => select(client, s, predicate).await?,
+        Step::Delete { key } => delete(client, cx, *key).await?.into_iter().collect(),
+        Step::Select { predicate } => select(client, cx, predicate).await?,
         Step::Aggregate { predicate, function, column } => {
-            vec![aggregate(client, s, predicate, *function, column).await?]
+            vec![aggregate(client, cx, predicate, *function, column).await?]
         }
         Step::PredicateUpdate { predicate, column, constant } => {
             let set = vec![(*column, *constant), (*s.columns.last().expect("columns"), cx.fresh())];
@@ -183,7 +199,8 @@ fn literal_row(row: &[i64]) -> String {
     row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 
-async fn read(client: &Client, s: &Schema, key: i64) -> Result<Vec<Recorded>, WorkloadError> {
+async fn read(client: &Client, cx: &StepContext<'_>, key: i64) -> Result<Vec<Recorded>, WorkloadError> {
+    let s = cx.schema;
     let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
     let sql = format!(
         "SELECT pg_current_snapshot()::text, t.xmin::text, {} FROM (SELECT 1) s LEFT JOIN {} t ON t.{} = {key}",
@@ -191,7 +208,7 @@ async fn read(client: &Client, s: &Schema, key: i64) -> Result<Vec<Recorded>, Wo
         s.table,
         s.pk()
     );
-    let result = query(client, &sql).await?;
+    let result = cx.query(client, &sql).await?;
     let first = result.first().ok_or_else(|| WorkloadError::unexpected(&sql, "no row"))?;
     let snap = snapshot(&sql, first, 0)?;
     let mut versions = Vec::with_capacity(1);
@@ -223,14 +240,19 @@ async fn read(client: &Client, s: &Schema, key: i64) -> Result<Vec<Recorded>, Wo
 }
 
 /// Runs a statement of shape `SELECT snapshot, (SELECT xmin FROM w)` for a single-row write.
-async fn write_statement(client: &Client, sql: &str) -> Result<(Snapshot, Option<u64>), WorkloadError> {
-    let r = one_row(sql, query(client, sql).await?)?;
+async fn write_statement(
+    client: &Client,
+    cx: &StepContext<'_>,
+    sql: &str,
+) -> Result<(Snapshot, Option<u64>), WorkloadError> {
+    let r = one_row(sql, cx.query(client, sql).await?)?;
     let snap = snapshot(sql, &r, 0)?;
     let x = xmin(sql, &r, 1, &snap)?;
     Ok((snap, x))
 }
 
-async fn upsert(client: &Client, s: &Schema, row: Vec<i64>) -> Result<Recorded, WorkloadError> {
+async fn upsert(client: &Client, cx: &StepContext<'_>, row: Vec<i64>) -> Result<Recorded, WorkloadError> {
+    let s = cx.schema;
     let updates: Vec<String> = s.columns[1..].iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
     let sql = format!(
         "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT ({pk}) DO UPDATE SET {set} RETURNING xmin) \
@@ -241,13 +263,18 @@ async fn upsert(client: &Client, s: &Schema, row: Vec<i64>) -> Result<Recorded, 
         pk = s.pk(),
         set = updates.join(", ")
     );
-    let (snap, x) = write_statement(client, &sql).await?;
+    let (snap, x) = write_statement(client, cx, &sql).await?;
     let x = x.ok_or_else(|| WorkloadError::unexpected(&sql, "an upsert installed no row"))?;
     let meta = Map::from_iter([("xmin".to_string(), json!(x))]);
     Ok(Recorded { op: RawOp::Write { key: row[0], row: Some(row) }, meta, snapshot: snap })
 }
 
-async fn update(client: &Client, s: &Schema, row: Vec<i64>) -> Result<Option<Recorded>, WorkloadError> {
+async fn update(
+    client: &Client,
+    cx: &StepContext<'_>,
+    row: Vec<i64>,
+) -> Result<Option<Recorded>, WorkloadError> {
+    let s = cx.schema;
     let set: Vec<String> = s.columns[1..].iter().zip(&row[1..]).map(|(c, v)| format!("{c} = {v}")).collect();
     let sql = format!(
         "WITH w AS (UPDATE {t} SET {set} WHERE {pk} = {key} RETURNING xmin) \
@@ -257,7 +284,7 @@ async fn update(client: &Client, s: &Schema, row: Vec<i64>) -> Result<Option<Rec
         pk = s.pk(),
         key = row[0]
     );
-    let (snap, x) = write_statement(client, &sql).await?;
+    let (snap, x) = write_statement(client, cx, &sql).await?;
     Ok(x.map(|x| Recorded {
         op: RawOp::Write { key: row[0], row: Some(row) },
         meta: Map::from_iter([("xmin".to_string(), json!(x))]),
@@ -265,14 +292,15 @@ async fn update(client: &Client, s: &Schema, row: Vec<i64>) -> Result<Option<Rec
     }))
 }
 
-async fn delete(client: &Client, s: &Schema, key: i64) -> Result<Option<Recorded>, WorkloadError> {
+async fn delete(client: &Client, cx: &StepContext<'_>, key: i64) -> Result<Option<Recorded>, WorkloadError> {
+    let s = cx.schema;
     let sql = format!(
         "WITH d AS (DELETE FROM {t} WHERE {pk} = {key} RETURNING xmin) \
          SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM d)",
         t = s.table,
         pk = s.pk()
     );
-    let (snap, x) = write_statement(client, &sql).await?;
+    let (snap, x) = write_statement(client, cx, &sql).await?;
     Ok(x.map(|x| Recorded {
         op: RawOp::Write { key, row: None },
         meta: Map::from_iter([("xmin".to_string(), json!(x))]),
@@ -280,14 +308,19 @@ async fn delete(client: &Client, s: &Schema, key: i64) -> Result<Option<Recorded
     }))
 }
 
-async fn select(client: &Client, s: &Schema, predicate: &str) -> Result<Vec<Recorded>, WorkloadError> {
+async fn select(
+    client: &Client,
+    cx: &StepContext<'_>,
+    predicate: &str,
+) -> Result<Vec<Recorded>, WorkloadError> {
+    let s = cx.schema;
     let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
     let sql = format!(
         "SELECT s.snap, t.xmin::text, {} FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT JOIN {} t ON ({predicate})",
         cols.join(", "),
         s.table
     );
-    let result = query(client, &sql).await?;
+    let result = cx.query(client, &sql).await?;
     let first = result.first().ok_or_else(|| WorkloadError::unexpected(&sql, "no row"))?;
     let snap = snapshot(&sql, first, 0)?;
     let mut versions = Vec::with_capacity(result.len());
@@ -341,17 +374,18 @@ async fn select(client: &Client, s: &Schema, predicate: &str) -> Result<Vec<Reco
 
 async fn aggregate(
     client: &Client,
-    s: &Schema,
+    cx: &StepContext<'_>,
     predicate: &str,
     function: AggregateFn,
     column: &'static str,
 ) -> Result<Recorded, WorkloadError> {
+    let s = cx.schema;
     let sql = format!(
         "SELECT pg_current_snapshot()::text, (SELECT {f}({column}) FROM {t} WHERE {predicate})",
         f = function.as_str(),
         t = s.table
     );
-    let r = one_row(&sql, query(client, &sql).await?)?;
+    let r = one_row(&sql, cx.query(client, &sql).await?)?;
     let snap = snapshot(&sql, &r, 0)?;
     let result = int(&sql, &r, 1)?;
     Ok(Recorded {
@@ -401,7 +435,7 @@ async fn tagged_write(
             n = nulls(written_columns - 1)
         ));
     }
-    let result = query(client, &sql).await?;
+    let result = cx.query(client, &sql).await?;
     let snap_row = result
         .iter()
         .find(|r| r.get(0) == Some("s"))
