@@ -25,10 +25,8 @@ pub fn check(
 ) -> Result<Report, CheckError> {
     match resolve(cert, level, checker)? {
         CheckerKind::Enne => enne::check(h, cert, level, oracle),
-        CheckerKind::Chronos | CheckerKind::Aion => Err(CheckError::UnsupportedHistory {
-            checker,
-            what: "the timestamp checkers are not part of this build".to_string(),
-        }),
+        CheckerKind::Chronos => crate::chronos::check_chronos(h, level),
+        CheckerKind::Aion => crate::aion::check_aion(h, level),
         _ => emme::check(h, cert, level, oracle),
     }
 }

@@ -18,7 +18,9 @@
 //! ([`render_dot`]).
 
 mod aggregate;
+mod aion;
 mod check;
+mod chronos;
 mod colindex;
 mod emme;
 mod enne;
@@ -29,7 +31,9 @@ mod report;
 mod values;
 mod versions;
 
+pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions};
 pub use check::{check, resolve};
+pub use chronos::{check_chronos, check_chronos_kv};
 pub use error::CheckError;
 pub use level::{CheckerKind, IsolationLevel, ParseNameError};
 pub use render::{render_dot, render_json, render_text};

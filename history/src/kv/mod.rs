@@ -391,6 +391,22 @@ impl KvHistory {
         (0..self.names.len()).map(TxnId::from_index)
     }
 
+    /// A [`History`] with this one's interning tables and transactions (names, sessions,
+    /// statuses, timestamps) but no operations: what reports and renderers need, built
+    /// after a checker freed the operations.
+    pub fn label_history(&self) -> History {
+        let mut h = self.dict.without_txns();
+        for t in self.txn_ids() {
+            let i = t.index();
+            let mut txn = crate::Transaction::new(self.names[i].clone(), self.sessions[i], Vec::new());
+            txn.status = self.status[i];
+            txn.start_ts = self.start[i];
+            txn.commit_ts = self.commit[i];
+            h.push_txn(txn).expect("a KvHistory has unique transaction names");
+        }
+        h
+    }
+
     /// Converts a general history: every operation must be an item read, write or append.
     ///
     /// # Errors
@@ -517,6 +533,8 @@ mod tests {
         assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
         kv.free_block(0);
         assert_eq!(kv.op_count(), 0);
+        let labels = kv.label_history();
+        assert_eq!((labels.txn_label(TxnId(1)), labels.txns[0].ops.len()), ("T\"2\"".to_string(), 0));
     }
 
     #[test]

@@ -1,0 +1,437 @@
+//! Aion: online timestamp-based checking (Algorithm 3 of the Chronos/Aion paper).
+//!
+//! Transactions arrive one at a time in any timestamp order (each session's in session
+//! order). On arrival, a transaction is checked for Session (against the previous arrival
+//! of its session), Int, and Ext (each external read against the object's state just
+//! before the transaction's start, from the versions received so far); each object it
+//! writes gets a new version, which re-checks NoConflict against the writers whose spans
+//! overlap and re-checks Ext for the pending readers that now see the new version. An Ext
+//! verdict is tentative until a configurable delay has passed ([`AionDelay`]): a late
+//! writer may still justify a read. Session, Int and NoConflict verdicts are final at once.
+//!
+//! Garbage collection: every [`AionOptions::gc_every`] arrivals, the versions of each
+//! object older than the watermark (the earliest start among transactions whose Ext
+//! verdict is still pending) fold into one, and readers leave the index when their verdict
+//! is final. A transaction that arrives after the watermark passed its start is checked
+//! against the folded state and counted in the report's notes. Once every transaction has
+//! arrived, the verdicts are Chronos's.
+
+mod versions;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use isocert_history::{History, KvHistory, KvOpKind, KvValue, ObjId, TxnId};
+use rustc_hash::FxHashMap;
+
+use crate::chronos::timeline::{self, EventKey, Span};
+use crate::chronos::{sort_anomalies, ObjState, Source};
+use crate::{Anomaly, CheckError, CheckStats, CheckerKind, IsolationLevel, Report};
+use versions::{Effect, ObjVersions, ReaderRef, Version};
+
+const NONE: u32 = u32::MAX;
+
+/// When a tentative Ext verdict becomes final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AionDelay {
+    /// After this many further transactions have arrived (deterministic; for files).
+    Arrivals(usize),
+    /// After this much wall-clock time since the transaction arrived (for live streams).
+    Time(Duration),
+}
+
+/// Aion's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AionOptions {
+    /// Snapshot isolation or serializable.
+    pub level: IsolationLevel,
+    /// When an Ext verdict becomes final.
+    pub delay: AionDelay,
+    /// Garbage-collect versions every this many arrivals.
+    pub gc_every: usize,
+}
+
+impl AionOptions {
+    /// Defaults: verdicts final after 10,000 further arrivals, GC every 4,096 arrivals.
+    pub fn new(level: IsolationLevel) -> Self {
+        AionOptions { level, delay: AionDelay::Arrivals(10_000), gc_every: 4096 }
+    }
+}
+
+/// One external read awaiting its final verdict.
+#[derive(Clone, Copy, Debug)]
+struct ExtRead {
+    op: u32,
+    obj: ObjId,
+    seen: KvValue,
+    ok: bool,
+}
+
+/// A transaction with pending external reads.
+#[derive(Debug)]
+struct Pending {
+    txn: u32,
+    due_arrival: u64,
+    due_time: Option<Instant>,
+}
+
+/// The online checker. Feed it with [`Aion::receive`]; collect final anomalies with
+/// [`Aion::take_final`]; end with [`Aion::finish`].
+#[derive(Debug)]
+pub struct Aion {
+    options: AionOptions,
+    spans: Vec<Option<Span>>,
+    session_last: Vec<u32>,
+    objects: Vec<ObjVersions>,
+    reads: FxHashMap<u32, Vec<ExtRead>>,
+    pending: VecDeque<Pending>,
+    dirty: Vec<u32>,
+    dirty_mark: Vec<bool>,
+    watermark: Option<EventKey>,
+    arrivals: u64,
+    since_gc: usize,
+    checked: usize,
+    ops: usize,
+    late: usize,
+    collected: usize,
+    final_anomalies: Vec<Anomaly>,
+    taken: usize,
+}
+
+impl Aion {
+    /// A checker with `options`.
+    ///
+    /// # Errors
+    /// [`CheckError::UnsupportedLevel`] below snapshot isolation.
+    pub fn new(options: AionOptions) -> Result<Aion, CheckError> {
+        timeline::supported(options.level, CheckerKind::Aion)?;
+        Ok(Aion {
+            options,
+            spans: Vec::new(),
+            session_last: Vec::new(),
+            objects: Vec::new(),
+            reads: FxHashMap::default(),
+            pending: VecDeque::new(),
+            dirty: Vec::new(),
+            dirty_mark: Vec::new(),
+            watermark: None,
+            arrivals: 0,
+            since_gc: 0,
+            checked: 0,
+            ops: 0,
+            late: 0,
+            collected: 0,
+            final_anomalies: Vec::new(),
+            taken: 0,
+        })
+    }
+
+    /// Checks the newly arrived transaction `t` of `kv` (its operations must still be there;
+    /// Aion does not look at them again, so the caller may free them afterwards).
+    ///
+    /// # Errors
+    /// [`CheckError::MissingCertificateData`] for a committed transaction without
+    /// timestamps, [`CheckError::UnsupportedHistory`] for one that starts after it commits.
+    pub fn receive(&mut self, kv: &KvHistory, t: TxnId) -> Result<(), CheckError> {
+        self.arrivals += 1;
+        let span = timeline::span_of(kv, t, self.options.level, CheckerKind::Aion)?;
+        if self.spans.len() <= t.index() {
+            self.spans.resize(t.index() + 1, None);
+        }
+        self.spans[t.index()] = span;
+        if self.objects.len() < kv.dict().object_count() {
+            self.objects.resize_with(kv.dict().object_count(), ObjVersions::default);
+            self.dirty_mark.resize(kv.dict().object_count(), false);
+        }
+        if let Some(span) = span {
+            self.checked += 1;
+            self.ops += kv.ops(t).len();
+            if self.watermark.is_some_and(|w| span.start < w) {
+                self.late += 1;
+            }
+            self.check_session(kv, t, span);
+            let writes = self.check_reads(kv, t, span);
+            for (obj, effect) in writes {
+                self.install(kv, t, span, obj, effect);
+            }
+        }
+        self.finalize_due(kv);
+        self.since_gc += 1;
+        if self.since_gc >= self.options.gc_every {
+            self.since_gc = 0;
+            self.collect(kv);
+        }
+        Ok(())
+    }
+
+    fn check_session(&mut self, kv: &KvHistory, t: TxnId, span: Span) {
+        let s = kv.session(t).index();
+        if self.session_last.len() <= s {
+            self.session_last.resize(s + 1, NONE);
+        }
+        let prev = self.session_last[s];
+        if prev != NONE {
+            let prev_span = self.spans[prev as usize].expect("session predecessors are checked");
+            if prev_span.commit > span.start {
+                let serializable = self.options.level == IsolationLevel::Serializable;
+                self.final_anomalies.push(crate::chronos::explain_session(kv, TxnId(prev), t, serializable));
+            }
+        }
+        self.session_last[s] = t.0;
+    }
+
+    /// Int at once, Ext tentatively; returns each written object's effect.
+    fn check_reads(&mut self, kv: &KvHistory, t: TxnId, span: Span) -> Vec<(ObjId, Effect)> {
+        let mut local: Vec<(ObjId, ObjState)> = Vec::new();
+        let mut writes: Vec<(ObjId, Effect)> = Vec::new();
+        let mut reads = Vec::new();
+        for (i, op) in kv.ops(t).iter().enumerate() {
+            let obj = op.obj();
+            let v = op.value();
+            let slot = local.iter().position(|(o, _)| *o == obj);
+            match op.kind() {
+                KvOpKind::Read => {
+                    let seen = crate::chronos::read_state_of(kv, v);
+                    match slot {
+                        None => {
+                            let (state, _) =
+                                self.objects[obj.index()].state_before(kv, kv.initial_value(obj), span.start);
+                            let ok = state.explains(kv, v);
+                            let read = reads.len() as u32;
+                            reads.push(ExtRead { op: i as u32, obj, seen: v, ok });
+                            self.objects[obj.index()]
+                                .readers
+                                .entry(span.start)
+                                .or_default()
+                                .push(ReaderRef { txn: t.0, read });
+                            local.push((obj, seen));
+                        }
+                        Some(j) => {
+                            if !local[j].1.explains(kv, v) {
+                                self.final_anomalies.push(crate::chronos::explain_int(
+                                    kv,
+                                    t,
+                                    i as u32,
+                                    obj,
+                                    &local[j].1,
+                                    &seen,
+                                ));
+                            }
+                            local[j].1 = seen;
+                        }
+                    }
+                }
+                kind => {
+                    let j = match slot {
+                        Some(j) => j,
+                        None => {
+                            let (state, _) =
+                                self.objects[obj.index()].state_before(kv, kv.initial_value(obj), span.start);
+                            local.push((obj, state));
+                            local.len() - 1
+                        }
+                    };
+                    let w = match writes.iter().position(|(o, _)| *o == obj) {
+                        Some(w) => w,
+                        None => {
+                            writes.push((obj, Effect { base: None, appends: Vec::new() }));
+                            writes.len() - 1
+                        }
+                    };
+                    if kind == KvOpKind::Write {
+                        local[j].1.write(v);
+                        writes[w].1 = Effect { base: Some(ObjState::Plain(v)), appends: Vec::new() };
+                    } else {
+                        local[j].1.append(v);
+                        writes[w].1.appends.push(v);
+                    }
+                }
+            }
+        }
+        if !reads.is_empty() {
+            self.reads.insert(t.0, reads);
+            let due_time = match self.options.delay {
+                AionDelay::Time(d) => Some(Instant::now() + d),
+                AionDelay::Arrivals(_) => None,
+            };
+            let due_arrival = match self.options.delay {
+                AionDelay::Arrivals(n) => self.arrivals + n as u64,
+                AionDelay::Time(_) => u64::MAX,
+            };
+            self.pending.push_back(Pending { txn: t.0, due_arrival, due_time });
+        }
+        writes
+    }
+
+    /// Installs `t`'s version of `obj`: NoConflict against overlapping writers, then Ext
+    /// re-checks for the pending readers that now see it.
+    fn install(&mut self, kv: &KvHistory, t: TxnId, span: Span, obj: ObjId, effect: Effect) {
+        let o = &mut self.objects[obj.index()];
+        for other in o.possibly_concurrent(span) {
+            if other.writer != t.0 && span.concurrent(other.span) {
+                let (first, second) = if other.span.commit < span.commit {
+                    ((TxnId(other.writer), other.span), (t, span))
+                } else {
+                    ((t, span), (TxnId(other.writer), other.span))
+                };
+                self.final_anomalies.push(crate::chronos::explain_no_conflict(
+                    kv,
+                    first.0,
+                    second.0,
+                    obj,
+                    (first.1, second.1),
+                ));
+            }
+        }
+        o.note_span(span);
+        let sets_base = effect.base.is_some();
+        o.versions.insert(span.commit, Version { writer: t.0, span, effect });
+        let until = if sets_base { o.next_base_after(span.commit) } else { None };
+        let affected: Vec<(EventKey, ReaderRef)> = {
+            use std::ops::Bound::{Excluded, Included, Unbounded};
+            let hi = match until {
+                Some(k) => Included(k),
+                None => Unbounded,
+            };
+            o.readers
+                .range((Excluded(span.commit), hi))
+                .flat_map(|(k, rs)| rs.iter().map(|r| (*k, *r)))
+                .collect()
+        };
+        let initial = kv.initial_value(obj);
+        for (at, r) in affected {
+            let (state, _) = self.objects[obj.index()].state_before(kv, initial, at);
+            if let Some(read) = self.reads.get_mut(&r.txn).and_then(|rs| rs.get_mut(r.read as usize)) {
+                read.ok = state.explains(kv, read.seen);
+            }
+        }
+        if !self.dirty_mark[obj.index()] {
+            self.dirty_mark[obj.index()] = true;
+            self.dirty.push(obj.0);
+        }
+    }
+
+    fn finalize_due(&mut self, kv: &KvHistory) {
+        let now = match self.options.delay {
+            AionDelay::Time(_) => Some(Instant::now()),
+            AionDelay::Arrivals(_) => None,
+        };
+        while let Some(p) = self.pending.front() {
+            let due =
+                p.due_arrival <= self.arrivals || matches!((p.due_time, now), (Some(d), Some(n)) if d <= n);
+            if !due {
+                break;
+            }
+            let p = self.pending.pop_front().expect("front exists");
+            self.finalize(kv, p.txn);
+        }
+    }
+
+    /// Makes `t`'s Ext verdicts final: reports the reads still unexplained.
+    fn finalize(&mut self, kv: &KvHistory, t: u32) {
+        let Some(reads) = self.reads.remove(&t) else { return };
+        let span = self.spans[t as usize].expect("pending transactions are checked");
+        let serializable = self.options.level == IsolationLevel::Serializable;
+        for (i, read) in reads.iter().enumerate() {
+            let o = &mut self.objects[read.obj.index()];
+            if let Some(list) = o.readers.get_mut(&span.start) {
+                list.retain(|r| !(r.txn == t && r.read == i as u32));
+                if list.is_empty() {
+                    o.readers.remove(&span.start);
+                }
+            }
+            if !read.ok {
+                let (state, writer) = o.state_before(kv, kv.initial_value(read.obj), span.start);
+                let source = writer.map_or(Source::Initial, |w| Source::Txn(TxnId(w)));
+                let seen = crate::chronos::read_state_of(kv, read.seen);
+                self.final_anomalies.push(crate::chronos::explain_ext(
+                    kv,
+                    crate::chronos::ReadAt { txn: TxnId(t), op: read.op, obj: read.obj },
+                    &state,
+                    source,
+                    &seen,
+                    serializable,
+                ));
+            }
+        }
+    }
+
+    /// Folds versions below the watermark (the earliest start still pending).
+    fn collect(&mut self, kv: &KvHistory) {
+        let watermark = self.pending.iter().filter_map(|p| self.spans[p.txn as usize]).map(|s| s.start).min();
+        let Some(watermark) = watermark else { return };
+        self.watermark = Some(self.watermark.map_or(watermark, |w| w.max(watermark)));
+        for obj in std::mem::take(&mut self.dirty) {
+            self.dirty_mark[obj as usize] = false;
+            let initial = kv.initial_value(ObjId(obj));
+            let o = &mut self.objects[obj as usize];
+            self.collected += o.collect_below(kv, initial, watermark);
+            if o.versions.range(watermark..).next().is_some() {
+                self.dirty_mark[obj as usize] = true;
+                self.dirty.push(obj);
+            }
+        }
+    }
+
+    /// Anomalies that became final since the last call (for live output).
+    pub fn take_final(&mut self) -> &[Anomaly] {
+        let from = self.taken;
+        self.taken = self.final_anomalies.len();
+        &self.final_anomalies[from..]
+    }
+
+    /// Number of transactions with an Ext verdict still pending.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Ends the stream: every pending verdict becomes final; returns the report.
+    pub fn finish(mut self, kv: &KvHistory) -> Report {
+        while let Some(p) = self.pending.pop_front() {
+            self.finalize(kv, p.txn);
+        }
+        let mut report = Report::new(self.options.level, CheckerKind::Aion);
+        report.stats =
+            CheckStats { txns: self.arrivals as usize, committed: self.checked, ops: self.ops, edges: 0 };
+        if self.late > 0 {
+            report.notes.push(format!(
+                "{} transactions arrived after the garbage-collection watermark passed their start; \
+                 they were checked against collected state (raise --aion-delay)",
+                self.late
+            ));
+        }
+        let mut anomalies = self.final_anomalies;
+        sort_anomalies(&mut anomalies);
+        report.anomalies = anomalies;
+        report
+    }
+}
+
+/// Runs Aion over `kv` with transactions arriving in `order` (every transaction once).
+///
+/// # Errors
+/// As [`Aion::new`] and [`Aion::receive`].
+pub fn check_aion_kv(
+    kv: &KvHistory,
+    order: impl IntoIterator<Item = TxnId>,
+    options: AionOptions,
+) -> Result<Report, CheckError> {
+    let mut aion = Aion::new(options)?;
+    for t in order {
+        aion.receive(kv, t)?;
+    }
+    Ok(aion.finish(kv))
+}
+
+/// Runs Aion over a general history, transactions arriving in file order.
+///
+/// # Errors
+/// As [`check_aion_kv`], plus [`CheckError::UnsupportedHistory`] for predicate operations.
+pub fn check_aion(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
+    let kv = KvHistory::from_history(h)
+        .map_err(|e| CheckError::UnsupportedHistory { checker: CheckerKind::Aion, what: e.to_string() })?;
+    check_aion_kv(&kv, kv.txn_ids(), AionOptions::new(level))
+}
+
+#[cfg(test)]
+mod tests;

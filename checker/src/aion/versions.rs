@@ -1,0 +1,135 @@
+//! Per-object versions ordered by commit event, and the pending external reads of each
+//! object ordered by start event: Aion's `frontier_ts` and `ongoing_ts`, kept per object.
+//!
+//! The state an object shows at a point is found by walking back from that point to the
+//! nearest version that sets the whole value (for plain values, the one just before), then
+//! folding the appends after it (lists). Writers keep their spans, so NoConflict with a
+//! late transaction is a range query around its span.
+
+use std::collections::BTreeMap;
+
+use isocert_history::{KvHistory, KvValue};
+
+use crate::chronos::timeline::{EventKey, Span};
+use crate::chronos::ObjState;
+
+/// What one committed transaction did to one object.
+#[derive(Clone, Debug)]
+pub(crate) struct Effect {
+    /// The whole state it installed (its last write, or a collected prefix), if any.
+    pub(crate) base: Option<ObjState>,
+    /// Elements it appended after `base` (or after the state before it).
+    pub(crate) appends: Vec<KvValue>,
+}
+
+/// One version: its writer, the writer's span and the effect.
+#[derive(Clone, Debug)]
+pub(crate) struct Version {
+    pub(crate) writer: u32,
+    pub(crate) span: Span,
+    pub(crate) effect: Effect,
+}
+
+/// A pending external read of an object: the reader and the index of the read in its list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReaderRef {
+    pub(crate) txn: u32,
+    pub(crate) read: u32,
+}
+
+/// Versions and pending readers of one object.
+#[derive(Debug, Default)]
+pub(crate) struct ObjVersions {
+    /// Versions by commit event.
+    pub(crate) versions: BTreeMap<EventKey, Version>,
+    /// Pending external reads by the reader's start event.
+    pub(crate) readers: BTreeMap<EventKey, Vec<ReaderRef>>,
+    /// The longest writer span seen (commit minus start, as 128-bit timestamps).
+    pub(crate) max_span: u128,
+}
+
+/// A timestamp as one 128-bit number (wall then logical), for span arithmetic.
+pub(crate) fn ts128(ts: isocert_history::Timestamp) -> u128 {
+    (u128::from(ts.wall) << 64) | u128::from(ts.logical)
+}
+
+fn from128(x: u128) -> isocert_history::Timestamp {
+    isocert_history::Timestamp::hlc((x >> 64) as u64, x as u64)
+}
+
+impl ObjVersions {
+    /// The state visible just before `at`, and who installed it (`None`: the initial value).
+    pub(crate) fn state_before(
+        &self,
+        kv: &KvHistory,
+        initial: KvValue,
+        at: EventKey,
+    ) -> (ObjState, Option<u32>) {
+        let mut appends: Vec<&[KvValue]> = Vec::new();
+        let mut writer = None;
+        let mut base = None;
+        for (_, v) in self.versions.range(..at).rev() {
+            if writer.is_none() {
+                writer = Some(v.writer);
+            }
+            if !v.effect.appends.is_empty() {
+                appends.push(&v.effect.appends);
+            }
+            if let Some(b) = &v.effect.base {
+                base = Some(b.clone());
+                break;
+            }
+        }
+        let mut state = base.unwrap_or_else(|| ObjState::initial(kv, initial));
+        for list in appends.into_iter().rev() {
+            for &e in list {
+                state.append(e);
+            }
+        }
+        (state, writer)
+    }
+
+    /// Writers whose spans may overlap `span`: commit events from the timestamp of its
+    /// start up to its commit plus the longest span seen.
+    pub(crate) fn possibly_concurrent(&self, span: Span) -> impl Iterator<Item = &Version> {
+        let lo = EventKey::floor(span.start.ts);
+        let hi = EventKey::ceil(from128(ts128(span.commit.ts).saturating_add(self.max_span)));
+        self.versions.range(lo..=hi).map(|(_, v)| v)
+    }
+
+    /// Records a writer's span length.
+    pub(crate) fn note_span(&mut self, span: Span) {
+        let len = ts128(span.commit.ts) - ts128(span.start.ts);
+        self.max_span = self.max_span.max(len);
+    }
+
+    /// The first version after `after` that sets the whole state (appends do not), if any:
+    /// readers from `after` up to it see the new version's effect.
+    pub(crate) fn next_base_after(&self, after: EventKey) -> Option<EventKey> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.versions
+            .range((Excluded(after), Unbounded))
+            .find(|(_, v)| v.effect.base.is_some())
+            .map(|(k, _)| *k)
+    }
+
+    /// Replaces the versions before `watermark` by one that holds their folded state, so
+    /// memory stays bounded. Returns the number of versions dropped.
+    pub(crate) fn collect_below(&mut self, kv: &KvHistory, initial: KvValue, watermark: EventKey) -> usize {
+        let below = self.versions.range(..watermark).count();
+        if below < 2 {
+            return 0;
+        }
+        let (state, _) = self.state_before(kv, initial, watermark);
+        let (&last_key, last) = self.versions.range(..watermark).next_back().expect("two versions below");
+        let keep = Version {
+            writer: last.writer,
+            span: last.span,
+            effect: Effect { base: Some(state), appends: Vec::new() },
+        };
+        let above = self.versions.split_off(&watermark);
+        self.versions = above;
+        self.versions.insert(last_key, keep);
+        below - 1
+    }
+}
