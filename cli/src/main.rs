@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod check;
 mod exit;
+mod gen;
 
 /// Prove or refute a database's isolation level with version certificates.
 #[derive(Debug, Parser)]
@@ -24,6 +25,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Check(check::CheckArgs),
+    Gen(gen::GenArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
     init_logging(cli.verbose);
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Gen(args) => gen::run(args),
     };
     match result {
         Ok(code) => code,

@@ -56,10 +56,12 @@ impl fmt::Display for Distribution {
 /// The concurrency control the simulated store runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Isolation {
-    /// Serializable: snapshot reads plus commit-time validation of every read and predicate
-    /// read (optimistic concurrency control); a transaction whose reads changed before it
-    /// commits aborts. Committed transactions serialize in commit-timestamp order, read-only
-    /// ones at their start timestamp (`commit_ts == start_ts`).
+    /// Serializable: snapshot isolation (snapshot reads, first-committer-wins) plus
+    /// commit-time validation of every read and predicate read; a transaction whose reads
+    /// changed before it commits aborts. Committed transactions serialize in
+    /// commit-timestamp order, read-only ones at their start timestamp
+    /// (`commit_ts == start_ts`). These histories satisfy snapshot isolation as well, so an
+    /// injected anomaly is the only reason any level rejects them.
     #[default]
     Serializable,
     /// Snapshot isolation: reads from the start snapshot, first-committer-wins on writes.

@@ -1,9 +1,9 @@
 //! Synthetic histories with version certificates, valid by construction.
 //!
 //! A seeded simulation runs client sessions' interleaved transactions against a
-//! multi-version store under serializability (snapshot reads plus commit-time validation;
-//! failed validations are recorded as aborted transactions) or snapshot isolation
-//! (first-committer-wins). Every committed transaction carries `start_ts`/`commit_ts`; the
+//! multi-version store under snapshot isolation (snapshot reads, first-committer-wins) or
+//! serializability (the same plus commit-time validation of reads and predicate reads, so
+//! these histories satisfy both levels); aborted transactions are recorded as aborted. Every committed transaction carries `start_ts`/`commit_ts`; the
 //! [`Certificate`](isocert_history::Certificate) carries the version order (commit order),
 //! the version set of every committed predicate operation and the serialization order
 //! (commit-timestamp order; read-only transactions commit at their start timestamp).

@@ -4,9 +4,10 @@
 //! one when the session is idle). Reads see the transaction's start snapshot and its own
 //! writes; writes are buffered and installed at commit. Under snapshot isolation a commit
 //! aborts when another transaction committed a version of an object it writes since it
-//! started (first-committer-wins); under serializability it aborts when any object it read,
-//! or any row that could change one of its predicate reads, got a new version since it
-//! started. Read-only transactions commit at their start timestamp.
+//! started (first-committer-wins); under serializability it also aborts when any object it
+//! read, or any row that could change one of its predicate reads, got a new version since it
+//! started (serializable snapshot isolation), so serializable histories satisfy snapshot
+//! isolation too. Read-only transactions commit at their start timestamp.
 
 use rustc_hash::FxHashMap;
 
@@ -340,10 +341,11 @@ impl<'c> Sim<'c> {
     /// Whether the transaction may commit under the configured isolation.
     fn validates(&self, txn: &Active) -> bool {
         let start = txn.start_ts;
+        let first_committer = txn.write_log.iter().all(|&o| self.store.latest(o).ts <= start);
         match self.cfg.isolation {
-            Isolation::SnapshotIsolation => txn.write_log.iter().all(|&o| self.store.latest(o).ts <= start),
+            Isolation::SnapshotIsolation => first_committer,
             Isolation::Serializable => {
-                if txn.item_reads.iter().any(|&o| self.store.latest(o).ts > start) {
+                if !first_committer || txn.item_reads.iter().any(|&o| self.store.latest(o).ts > start) {
                     return false;
                 }
                 txn.pred_reads.iter().all(|&(pred, own_before)| {

@@ -46,7 +46,7 @@ fn appended(kind: Injection) -> usize {
     match kind {
         Injection::G0 | Injection::G2Item => 3,
         Injection::GarbageRead | Injection::ResultSetMismatch | Injection::CertificateContradiction => 0,
-        Injection::Int => 1,
+        Injection::Int | Injection::InternalInconsistency => 1,
         _ => 2,
     }
 }

@@ -49,8 +49,7 @@ pub enum Injection {
     Phantom,
     /// Garbage read: a read returns a value that nobody wrote.
     GarbageRead,
-    /// Internal inconsistency: a transaction reads x twice, without writing it, and gets
-    /// two committed values.
+    /// Internal inconsistency: a transaction writes x twice and reads back its first write.
     InternalInconsistency,
     /// Duplicate write: two transactions install the same value of x.
     DuplicateWrite,

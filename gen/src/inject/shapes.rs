@@ -138,16 +138,14 @@ pub(crate) fn append(sim: &mut Sim<'_>, sink: &mut dyn Sink, kind: Injection) ->
         }
         Injection::Phantom => phantom(sim, sink)?,
         Injection::InternalInconsistency => {
-            let old = latest(sim, X);
-            let p = fresh(sim);
-            let (s0, c0) = (sim.tick(), sim.tick());
-            let t0 = emit(sim, sink, 0, s0, Some(c0), vec![write(X, p)])?;
-            let s1 = sim.tick();
-            let ta = emit(sim, sink, 1, s1, Some(s1), vec![read(X, p), read(X, old)])?;
+            let (a1, a2) = (fresh(sim), fresh(sim));
+            let (s1, c1) = (sim.tick(), sim.tick());
+            let ta = emit(sim, sink, 0, s1, Some(c1), vec![write(X, a1), write(X, a2), read(X, a1)])?;
             format!(
-                "T{ta} read key {X} twice without writing it: {} (T{t0}'s) then {}",
-                describe(p),
-                describe(old)
+                "T{ta} wrote key {X} = {} then {}, then read back {} instead of its latest write",
+                describe(a1),
+                describe(a2),
+                describe(a1)
             )
         }
         Injection::Int => {
