@@ -55,6 +55,16 @@ pub fn read_cobra_dir(dir: &Path) -> Result<Imported, FormatError> {
     Ok(reader.finish())
 }
 
+/// Reads one Cobra client log from memory as session `session` (the fuzz target's entry).
+///
+/// # Errors
+/// [`FormatError::Binary`] naming the byte offset and the record field.
+pub fn read_cobra_log(session: Scalar, bytes: &[u8]) -> Result<Imported, FormatError> {
+    let mut reader = CobraReader::new();
+    reader.read_log(session, bytes)?;
+    Ok(reader.finish())
+}
+
 fn session_name(path: &Path) -> Scalar {
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     match stem.strip_prefix('T').and_then(|d| d.parse::<i64>().ok()) {
@@ -234,8 +244,15 @@ pub fn write_cobra_dir(h: &History, dir: &Path) -> Result<(), FormatError> {
             other => return Err(kvutil::unsupported(FORMAT, format!("session {other} is not an integer"))),
         };
         let mut buf = Vec::new();
+        let last = session.last().copied();
         for id in session {
             let t = h.txn(id);
+            if t.status == Status::Unknown && Some(id) != last {
+                return Err(kvutil::unsupported(
+                    FORMAT,
+                    format!("{}: status unknown but not the last of its session (only a log's end can lack a commit)", h.txn_label(id)),
+                ));
+            }
             if t.status == Status::Aborted {
                 return Err(kvutil::unsupported(
                     FORMAT,

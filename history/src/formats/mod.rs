@@ -7,6 +7,7 @@
 //! | name | tool | shape |
 //! |---|---|---|
 //! | `v1` | isocert | JSON Lines, one transaction per line |
+//! | `chronos` | Chronos / TimeKiller | a JSON array of transactions with `sts`/`cts` timestamps |
 //! | `elle` | Jepsen / Elle | EDN operation maps (invoke/complete pairs) |
 //! | `elle-json` | elle-cli | the same operations as JSON |
 //! | `dbcop` | dbcop | JSON sessions of transactions of events |
@@ -37,7 +38,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 use std::str::FromStr;
 
-pub use cobra::{read_cobra_dir, write_cobra_dir, COBRA_INIT_ID, COBRA_NULL_ID};
+pub use cobra::{read_cobra_dir, read_cobra_log, write_cobra_dir, COBRA_INIT_ID, COBRA_NULL_ID};
 pub use dbcop::{read_dbcop_json, write_dbcop_json};
 pub use dbcop_bincode::{read_dbcop_bincode, write_dbcop_bincode};
 pub use dbcop_text::{read_dbcop_text, write_dbcop_text};
@@ -55,6 +56,8 @@ use crate::{v1, Certificate, FormatError, History};
 pub enum Format {
     /// isocert's own JSON Lines (`shared/spec/history-format-v1.md`).
     V1,
+    /// The Chronos/TimeKiller JSON array (`tid`, `sid`, `sts`, `cts`, `ops`); keys start absent.
+    Chronos,
     /// Jepsen/Elle EDN: one operation map per line (or one vector of them).
     Elle,
     /// elle-cli's JSON rendering of Jepsen operations (an array, or one object per line).
@@ -74,8 +77,9 @@ pub enum Format {
 }
 
 /// Every format, in the order `--help` lists them.
-pub const ALL_FORMATS: [Format; 9] = [
+pub const ALL_FORMATS: [Format; 10] = [
     Format::V1,
+    Format::Chronos,
     Format::Elle,
     Format::ElleJson,
     Format::DbcopJson,
@@ -110,6 +114,7 @@ impl Format {
     pub fn name(self) -> &'static str {
         match self {
             Format::V1 => "v1",
+            Format::Chronos => "chronos",
             Format::Elle => "elle",
             Format::ElleJson => "elle-json",
             Format::DbcopJson => "dbcop",
@@ -164,6 +169,9 @@ impl Format {
         let in_file = |e: FormatError| e.in_file(path);
         match self {
             Format::V1 => Ok(Imported::plain(v1::read_history(open(path)?).map_err(in_file)?)),
+            Format::Chronos => Ok(Imported::plain(
+                crate::chronos::read_chronos(open(path)?, None).map_err(in_file)?.into_history(),
+            )),
             Format::Elle => read_elle_edn(open(path)?).map_err(in_file),
             Format::ElleJson => read_elle_json(open(path)?).map_err(in_file),
             Format::DbcopJson => read_dbcop_json(open(path)?).map_err(in_file),
@@ -179,17 +187,19 @@ impl Format {
     }
 
     /// Writes `h` in this format to `path` (a directory, created if needed, for Cobra, Viper
-    /// and dbcop bincode when `path` has no `.bincode` extension).
+    /// and dbcop bincode when `path` has no `.bincode` extension). Returns notes on what the
+    /// format left out by its nature (e.g. the reads of aborted transactions in Plume text).
     ///
     /// # Errors
     /// [`FormatError::Unsupported`] when the history holds something the format cannot carry
     /// (it names the transaction and operation); I/O errors naming the file.
-    pub fn write_path(self, h: &History, path: &Path) -> Result<(), FormatError> {
+    pub fn write_path(self, h: &History, path: &Path) -> Result<Vec<String>, FormatError> {
         if self.is_directory() {
-            return match self {
-                Format::Cobra => write_cobra_dir(h, path),
-                _ => write_viper_dir(h, path),
+            match self {
+                Format::Cobra => write_cobra_dir(h, path)?,
+                _ => write_viper_dir(h, path)?,
             };
+            return Ok(Vec::new());
         }
         let file = if self == Format::DbcopBincode && path.extension().is_none_or(|e| e != "bincode") {
             std::fs::create_dir_all(path).map_err(|e| FormatError::Io(e).in_file(path))?;
@@ -199,29 +209,42 @@ impl Format {
         };
         let out = File::create(&file).map_err(|e| FormatError::Io(e).in_file(&file))?;
         let mut out = BufWriter::new(out);
-        self.write(h, &mut out).map_err(|e| e.in_file(&file))?;
-        out.flush().map_err(|e| FormatError::Io(e).in_file(&file))
+        let notes = self.write(h, &mut out).map_err(|e| e.in_file(&file))?;
+        out.flush().map_err(|e| FormatError::Io(e).in_file(&file))?;
+        Ok(notes)
     }
 
-    /// Writes `h` in this single-file format to `out`.
+    /// Writes `h` in this single-file format to `out`; returns notes on what it left out.
     ///
     /// # Errors
     /// [`FormatError::Unsupported`] for what the format cannot carry, or for a directory
     /// format (use [`Format::write_path`]); I/O errors of `out`.
-    pub fn write<W: Write>(self, h: &History, out: &mut W) -> Result<(), FormatError> {
+    pub fn write<W: Write>(self, h: &History, out: &mut W) -> Result<Vec<String>, FormatError> {
         match self {
-            Format::V1 => v1::write_history(h, out),
-            Format::Elle => write_elle_edn(h, out),
-            Format::ElleJson => write_elle_json(h, out),
-            Format::DbcopJson => write_dbcop_json(h, out),
-            Format::DbcopText => write_dbcop_text(h, out),
-            Format::DbcopBincode => write_dbcop_bincode(h, out),
-            Format::Plume => write_plume(h, out),
-            Format::Cobra | Format::Viper => Err(FormatError::Unsupported {
-                format: self.name(),
-                message: "this format is a directory of files; write it with write_path".into(),
-            }),
+            Format::V1 => v1::write_history(h, out)?,
+            Format::Chronos => {
+                let report = crate::chronos::write_chronos(h, out)?;
+                if report.skipped_uncommitted > 0 {
+                    return Ok(vec![format!(
+                        "{} aborted or unknown transactions were left out (the format holds committed ones)",
+                        report.skipped_uncommitted
+                    )]);
+                }
+            }
+            Format::Elle => write_elle_edn(h, out)?,
+            Format::ElleJson => write_elle_json(h, out)?,
+            Format::DbcopJson => write_dbcop_json(h, out)?,
+            Format::DbcopText => write_dbcop_text(h, out)?,
+            Format::DbcopBincode => write_dbcop_bincode(h, out)?,
+            Format::Plume => return write_plume(h, out),
+            Format::Cobra | Format::Viper => {
+                return Err(FormatError::Unsupported {
+                    format: self.name(),
+                    message: "this format is a directory of files; write it with write_path".into(),
+                })
+            }
         }
+        Ok(Vec::new())
     }
 }
 
@@ -233,7 +256,7 @@ impl fmt::Display for Format {
 
 /// An unknown `--format` name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format {name:?} (expected one of: v1, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode, plume, cobra, viper)")]
+#[error("unknown format {name:?} (expected one of: v1, chronos, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode, plume, cobra, viper)")]
 pub struct UnknownFormat {
     /// The name given.
     pub name: String,
@@ -247,6 +270,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "v1" | "isocert" | "jsonl" => Format::V1,
+            "chronos" | "timekiller" => Format::Chronos,
             "elle" | "edn" | "jepsen" | "elle-edn" => Format::Elle,
             "elle-json" | "elle-cli" => Format::ElleJson,
             "dbcop" | "dbcop-json" => Format::DbcopJson,

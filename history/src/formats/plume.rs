@@ -111,14 +111,16 @@ fn parse_line(text: &str) -> Result<(char, [i64; 4]), LineError> {
     Ok((op, out))
 }
 
-/// Writes a history as Plume/PolySI text.
+/// Writes a history as Plume/PolySI text; returns a note when reads of aborted transactions
+/// were left out (the format keeps only the writes of aborted transactions, under id -1).
 ///
 /// # Errors
 /// [`FormatError::Unsupported`] for anything but integer item reads and writes of the kv
 /// table, unknown-status transactions, negative or non-integer ids, and initial values other
 /// than 0.
-pub fn write_plume<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError> {
+pub fn write_plume<W: Write>(h: &History, out: &mut W) -> Result<Vec<String>, FormatError> {
     kvutil::check_initial_zero(h, FORMAT)?;
+    let mut dropped = 0usize;
     for id in h.txn_ids() {
         let t = h.txn(id);
         let name = match (t.status, &t.name) {
@@ -141,6 +143,7 @@ pub fn write_plume<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError
                 IntOp::Write { key, value } => ('w', key, value),
             };
             if t.status == Status::Aborted && c == 'r' {
+                dropped += 1;
                 continue;
             }
             if key < 0 || value < 0 {
@@ -152,7 +155,11 @@ pub fn write_plume<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError
             writeln!(out, "{c}({key},{value},{session},{name})")?;
         }
     }
-    Ok(())
+    Ok(if dropped > 0 {
+        vec![format!("{dropped} reads of aborted transactions were left out")]
+    } else {
+        Vec::new()
+    })
 }
 
 fn session_number(h: &History, id: TxnId) -> Result<i64, FormatError> {
