@@ -14,15 +14,32 @@ use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::{recover_postgres, PostgresRecovery};
 use isocert_workload::{Isolation, WorkloadConfig, WorkloadKind};
 
-/// A PostgreSQL to run against, or `None` (skip) when none can be had outside CI.
-fn server() -> Option<(String, Option<EmbeddedPostgres>)> {
-    if let Ok(url) = std::env::var("ISOCERT_TEST_PG") {
-        if !url.is_empty() {
-            return Some((url, None));
+/// A database of its own for test `name` (tests run in parallel and every workload
+/// recreates its table), on `$ISOCERT_TEST_PG`'s server or a throwaway embedded one;
+/// `None` (skip) when there is no PostgreSQL outside CI.
+fn server(name: &str) -> Option<(String, Option<EmbeddedPostgres>)> {
+    let (url, pg) = match std::env::var("ISOCERT_TEST_PG") {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => match start_embedded() {
+            Some(pg) => (pg.url(), Some(pg)),
+            None => return None,
+        },
+    };
+    let db = format!("isocert_e2e_{name}_{}", std::process::id());
+    let rt = tokio::runtime::Runtime::new().expect("tokio");
+    rt.block_on(async {
+        let admin = isocert_adapters::postgres::connect(&url).await.expect("connect");
+        for sql in [format!("DROP DATABASE IF EXISTS {db}"), format!("CREATE DATABASE {db}")] {
+            admin.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
         }
-    }
+    });
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
+    Some((format!("{base}/{db}"), pg))
+}
+
+fn start_embedded() -> Option<EmbeddedPostgres> {
     match EmbeddedPostgres::start() {
-        Ok(pg) => Some((pg.url(), Some(pg))),
+        Ok(pg) => Some(pg),
         Err(e) if std::env::var("CI").is_err() => {
             eprintln!("skipping: no PostgreSQL ({e}); set ISOCERT_TEST_PG or install the server");
             None
@@ -69,7 +86,8 @@ fn run(url: &str, cfg: &WorkloadConfig, kills: u32) -> Run {
     let rt = tokio::runtime::Runtime::new().expect("tokio");
     let (mut history, log, reconnects) = rt.block_on(async {
         isocert_workload::setup(url, cfg).await.expect("workload setup");
-        let name = format!("isocert_e2e_{}_{}", std::process::id(), cfg.kind);
+        let level = cfg.isolation.as_str().replace('-', "_");
+        let name = format!("isocert_e2e_{}_{}_{level}", std::process::id(), cfg.kind);
         let slot = ReplicationSlot::create(url, &name, &[cfg.kind.table()]).await.expect("replication slot");
         let consumer = slot.start();
         let workload = isocert_workload::run(url, cfg, |_| {});
@@ -79,7 +97,8 @@ fn run(url: &str, cfg: &WorkloadConfig, kills: u32) -> Run {
             while killed < kills {
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 if let Some(pid) = consumer.backend_pid() {
-                    let row = admin.query_one("SELECT pg_terminate_backend($1)", &[&pid]).await.expect("terminate");
+                    let row =
+                        admin.query_one("SELECT pg_terminate_backend($1)", &[&pid]).await.expect("terminate");
                     killed += u32::from(row.get::<_, bool>(0));
                 }
             }
@@ -145,7 +164,7 @@ fn committed(h: &History) -> usize {
 
 #[test]
 fn serializable_predicate_workload_is_certified_with_every_write() {
-    let Some((url, _pg)) = server() else { return };
+    let Some((url, _pg)) = server("ser") else { return };
     let r = run(&url, &config(WorkloadKind::Predicate, Isolation::Serializable, 2000, 16, 1), 0);
     assert!(committed(&r.history) >= 2000);
     assert_every_committed_write_recovered(&r);
@@ -165,7 +184,7 @@ fn serializable_predicate_workload_is_certified_with_every_write() {
 
 #[test]
 fn read_committed_predicate_workload_is_read_committed_but_not_serializable() {
-    let Some((url, _pg)) = server() else { return };
+    let Some((url, _pg)) = server("rc") else { return };
     let r = run(&url, &config(WorkloadKind::Predicate, Isolation::ReadCommitted, 2000, 16, 2), 0);
     assert_every_committed_write_recovered(&r);
     assert!(r.recovered.stats.rechecked_rows > 0, "no UPDATE/DELETE re-checked a row: EvalPlanQual untested");
@@ -177,7 +196,7 @@ fn read_committed_predicate_workload_is_read_committed_but_not_serializable() {
 
 #[test]
 fn repeatable_read_is_snapshot_isolation_and_write_skew_is_not_serializable() {
-    let Some((url, _pg)) = server() else { return };
+    let Some((url, _pg)) = server("rr") else { return };
     let r = run(&url, &config(WorkloadKind::Skew, Isolation::RepeatableRead, 1500, 16, 3), 0);
     assert_every_committed_write_recovered(&r);
     let si = r.check(IsolationLevel::SnapshotIsolation);
@@ -189,20 +208,11 @@ fn repeatable_read_is_snapshot_isolation_and_write_skew_is_not_serializable() {
 
 #[test]
 fn killing_the_replication_connection_mid_run_loses_no_version() {
-    let Some((url, _pg)) = server() else { return };
+    let Some((url, _pg)) = server("kill") else { return };
     let r = run(&url, &config(WorkloadKind::Kv, Isolation::Serializable, 1500, 16, 4), 3);
     assert!(r.reconnects >= 1, "the replication connection was never lost");
     // Recovery itself fails on any committed write missing from the log; check anyway.
     assert_every_committed_write_recovered(&r);
     let report = r.check(IsolationLevel::Serializable);
     assert!(report.is_valid(), "{}", r.explain("kill", &report));
-}
-
-#[test]
-fn kv_repeatable_read_is_snapshot_isolation() {
-    let Some((url, _pg)) = server() else { return };
-    let r = run(&url, &config(WorkloadKind::Kv, Isolation::RepeatableRead, 1000, 16, 5), 0);
-    assert_every_committed_write_recovered(&r);
-    let si = r.check(IsolationLevel::SnapshotIsolation);
-    assert!(si.is_valid(), "{}", r.explain("kv-rr", &si));
 }

@@ -203,6 +203,7 @@ impl ReplicationConsumer {
     pub async fn finish(mut self) -> Result<RawLog, AdapterError> {
         let client = connect(&self.slot.url).await?;
         let lsn = flush_wal(&client).await?;
+        tracing::debug!(lsn = %lsn_text(lsn), "waiting for the replication stream to reach the flushed WAL");
         let waited = self.wait_for(lsn).await;
         let _ = self.stop.send(true);
         let stopped = (&mut self.task).await;
@@ -231,9 +232,16 @@ async fn flushed_wal_lsn(client: &Client) -> Result<u64, AdapterError> {
 /// Forces every commit made so far to disk (a synchronous commit flushes all WAL before
 /// it, even when the workload commits asynchronously) and returns the flushed position:
 /// every transaction that committed before the call commits before it.
+///
+/// The transaction must write WAL besides its commit record (here a transactional logical
+/// message, which pgoutput does not forward): PostgreSQL commits a transaction that only
+/// took an xid asynchronously whatever `synchronous_commit` says.
 pub async fn flush_wal(client: &Client) -> Result<u64, AdapterError> {
     client
-        .batch_execute("BEGIN; SET LOCAL synchronous_commit = on; SELECT pg_current_xact_id(); COMMIT;")
+        .batch_execute(
+            "BEGIN; SET LOCAL synchronous_commit = on; \
+             SELECT pg_logical_emit_message(true, 'isocert', 'flush'); COMMIT;",
+        )
         .await
         .map_err(|e| AdapterError::db("flushing the WAL", e))?;
     flushed_wal_lsn(client).await
@@ -340,6 +348,7 @@ async fn poll_until_stopped(
         }
         // Every commit record that ends at or before `upto` has been decoded and recorded.
         shared.covered.fetch_max(upto, Ordering::SeqCst);
+        tracing::debug!(upto = %upto_text, rows = rows.len(), acknowledged = ?acknowledge.map(lsn_text), "polled the slot");
         shared.progress.notify_waiters();
         if stopping {
             return Ok(());

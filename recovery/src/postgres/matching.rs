@@ -1,7 +1,7 @@
 //! Matching the replication stream's transactions to the history's, and the version order.
 
 use isocert_history::{History, ObjId, Op, Scalar, Status, TableId, TxnId, Value, ValueId};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::facts::TxnFacts;
 use crate::{RawLog, RecoveryError, RowChange};
@@ -17,6 +17,9 @@ pub(crate) struct Matched {
     pub(crate) xid: Vec<Option<u64>>,
     /// The value each committed writer left on each object it wrote.
     pub(crate) final_value: FxHashMap<(TxnId, ObjId), ValueId>,
+    /// Rows a transaction deleted and then inserted again: PostgreSQL's insert makes a new
+    /// row version chain, so a statement following the old chain finds the row deleted.
+    pub(crate) reinserted: FxHashSet<(TxnId, ObjId)>,
     /// Unknown-status transactions the stream showed committed.
     pub(crate) resolved_committed: usize,
     /// Unknown-status transactions the stream showed never committed.
@@ -120,8 +123,12 @@ pub(crate) fn match_log(h: &mut History, facts: &[TxnFacts], log: &RawLog) -> Re
     }
 
     let mut writes: Vec<(ObjId, &RowChange)> = Vec::new();
+    let mut deleted: Vec<ObjId> = Vec::new();
+    let mut reinserted: Vec<ObjId> = Vec::new();
     for (pos, ct) in log.txns().iter().enumerate() {
         writes.clear();
+        deleted.clear();
+        reinserted.clear();
         for change in &ct.changes {
             let obj = h
                 .table_by_name(&change.table)
@@ -134,6 +141,11 @@ pub(crate) fn match_log(h: &mut History, facts: &[TxnFacts], log: &RawLog) -> Re
             match writes.iter_mut().find(|(o, _)| *o == obj) {
                 Some(slot) => slot.1 = change,
                 None => writes.push((obj, change)),
+            }
+            if change.row.is_none() {
+                deleted.push(obj);
+            } else if deleted.contains(&obj) {
+                reinserted.push(obj);
             }
         }
         let by_value = || {
@@ -170,6 +182,7 @@ pub(crate) fn match_log(h: &mut History, facts: &[TxnFacts], log: &RawLog) -> Re
             Status::Committed => {}
         }
         m.stream_pos[t.index()] = Some(pos as u32);
+        m.reinserted.extend(reinserted.iter().map(|obj| (t, *obj)));
         m.xid[t.index()].get_or_insert(ct.xid);
         let recorded = final_writes(h, t)?;
         for (obj, change) in &writes {

@@ -73,7 +73,7 @@ pub fn recover_postgres(
     let h: &History = h;
     let cx = version_sets::Context::new(h, &facts, &matched, &tl, matcher);
     let (sets, set_stats) = version_sets::compute(&cx)?;
-    let (serial, cyclic) = serial::order(h, &matched, &tl, &sets);
+    let (serial, cyclic) = serial::order(&cx, &sets)?;
     let mut warnings = tl.conflicts.clone();
     if cyclic {
         warnings.push(

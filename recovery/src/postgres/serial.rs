@@ -10,20 +10,19 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use isocert_history::{History, ObjId, Op, OpRef, SeenVersion, TxnId, ValueId, Writer};
+use isocert_history::{ObjId, Op, OpRef, PredId, SeenVersion, TxnId, ValueId, Writer};
 use rustc_hash::FxHashMap;
 
-use super::matching::Matched;
-use super::timeline::Timeline;
+use super::version_sets::Context;
+use crate::RecoveryError;
 
 /// The committed transactions in a dependency-respecting order, and whether the
 /// dependencies had a cycle (then the order is only the timeline's).
 pub(crate) fn order(
-    h: &History,
-    m: &Matched,
-    tl: &Timeline,
+    cx: &Context<'_>,
     sets: &FxHashMap<OpRef, Vec<SeenVersion>>,
-) -> (Vec<TxnId>, bool) {
+) -> Result<(Vec<TxnId>, bool), RecoveryError> {
+    let (h, m, tl) = (cx.h, cx.m, cx.tl);
     let n = h.txns.len();
     let mut edges: Vec<(TxnId, TxnId)> = Vec::new();
     let position: FxHashMap<(TxnId, ObjId), usize> = m
@@ -43,7 +42,7 @@ pub(crate) fn order(
         }
     }
     // Reader `t` saw version `w` of `obj`: w before t, t before w's successor.
-    let mut saw = |t: TxnId, obj: ObjId, w: Writer| {
+    let saw = |edges: &mut Vec<(TxnId, TxnId)>, t: TxnId, obj: ObjId, w: Writer| {
         let next = match w {
             Writer::Txn(w) if w == t => return,
             Writer::Txn(w) => {
@@ -67,23 +66,17 @@ pub(crate) fn order(
             match op {
                 Op::Read { obj, value } if *value != ValueId::ABSENT => {
                     match writer_of_value.get(&(*obj, *value)) {
-                        Some(w) => saw(t, *obj, Writer::Txn(*w)),
+                        Some(w) => saw(&mut edges, t, *obj, Writer::Txn(*w)),
                         None if h.initial.iter().any(|(o, v)| o == obj && v == value) => {
-                            saw(t, *obj, Writer::Initial)
+                            saw(&mut edges, t, *obj, Writer::Initial)
                         }
                         None => {}
                     }
                 }
-                Op::Select { rows, .. } | Op::Update { rows, .. } | Op::Delete { rows, .. } => {
-                    if let Some(set) = sets.get(&r) {
-                        for row in rows {
-                            if let Some(v) = set.iter().find(|v| v.obj == row.obj) {
-                                saw(t, v.obj, v.writer);
-                            }
-                        }
-                    }
-                }
                 _ => {}
+            }
+            if let (Some(pred), Some(set)) = (op.predicate(), sets.get(&r)) {
+                predicate_edges(cx, r, pred, set, &saw, &mut edges)?;
             }
         }
     }
@@ -120,5 +113,57 @@ pub(crate) fn order(
         rest.sort_by_key(|t| priority(*t));
         result.extend(rest);
     }
-    (result, cyclic)
+    Ok((result, cyclic))
+}
+
+/// Orders a predicate read against the writers of every row of its table: after the
+/// writer of each version it evaluated that matches (its exact value counts), before that
+/// version's successor; for a version that does not match, after its writer when it
+/// stopped matching there, and before the first successor that matches again.
+fn predicate_edges(
+    cx: &Context<'_>,
+    r: OpRef,
+    pred: PredId,
+    set: &[SeenVersion],
+    saw: &impl Fn(&mut Vec<(TxnId, TxnId)>, TxnId, ObjId, Writer),
+    edges: &mut Vec<(TxnId, TxnId)>,
+) -> Result<(), RecoveryError> {
+    let t = r.txn;
+    let table = cx.h.predicate(pred).table;
+    let objects = cx.objects_of.get(table.index()).map(Vec::as_slice).unwrap_or(&[]);
+    for &obj in objects {
+        // An object missing from the set was unborn for the read: nothing matched.
+        let found = set.iter().find(|v| v.obj == obj).copied();
+        let unborn = found.is_none();
+        let v = found.unwrap_or(SeenVersion { obj, writer: Writer::Initial });
+        if !unborn && cx.matches(r, pred, v.obj, cx.value_of(v.obj, v.writer))? {
+            saw(edges, t, v.obj, v.writer);
+            continue;
+        }
+        let Some(order) = cx.m.version_order.get(&v.obj) else { continue };
+        let from = match v.writer {
+            Writer::Initial => 0,
+            Writer::Txn(w) if w == t => continue,
+            Writer::Txn(w) => {
+                let k = order.iter().position(|x| *x == w).unwrap_or(order.len());
+                let before = cx.writer_at(v.obj, k.checked_sub(1));
+                if let Some(prev) = before {
+                    if cx.matches(r, pred, v.obj, cx.value_of(v.obj, prev))? {
+                        edges.push((w, t));
+                    }
+                }
+                k + 1
+            }
+        };
+        for &s in order.iter().skip(from) {
+            if s == t {
+                break;
+            }
+            if cx.matches(r, pred, v.obj, cx.value_of(v.obj, Writer::Txn(s)))? {
+                edges.push((t, s));
+                break;
+            }
+        }
+    }
+    Ok(())
 }

@@ -25,7 +25,11 @@ pub(crate) struct Context<'a> {
     pub(crate) tl: &'a Timeline,
     pub(crate) matcher: RowMatcher<'a>,
     initial: FxHashMap<ObjId, ValueId>,
-    objects_of: Vec<Vec<ObjId>>,
+    /// Per table, its objects that have a version (initial or written), sorted.
+    pub(crate) objects_of: Vec<Vec<ObjId>>,
+    /// Per transaction, the first snapshot of the next transaction of its session: it
+    /// sees every commit that happened before the transaction ended.
+    session_next: Vec<Option<&'a PgSnapshot>>,
 }
 
 /// How many rows the EvalPlanQual recovery re-assigned.
@@ -51,7 +55,16 @@ impl<'a> Context<'a> {
             }
         }
         objects_of.iter_mut().for_each(|v| v.sort_unstable());
-        Context { h, facts, m, tl, matcher, initial, objects_of }
+        let mut session_next = vec![None; h.txns.len()];
+        let mut following: Vec<Option<&PgSnapshot>> = vec![None; h.session_count()];
+        for t in (0..h.txns.len()).rev().map(TxnId::from_index) {
+            let session = h.txn(t).session.index();
+            session_next[t.index()] = following[session];
+            if let Some(first) = facts[t.index()].snapshots().next() {
+                following[session] = Some(first);
+            }
+        }
+        Context { h, facts, m, tl, matcher, initial, objects_of, session_next }
     }
 
     fn xid(&self, t: TxnId) -> u64 {
@@ -67,21 +80,27 @@ impl<'a> Context<'a> {
     }
 
     /// The version of `obj` at index `k` of its version order (`None`: before the first).
-    fn writer_at(&self, obj: ObjId, k: Option<usize>) -> Option<Writer> {
+    pub(crate) fn writer_at(&self, obj: ObjId, k: Option<usize>) -> Option<Writer> {
         match k {
             Some(k) => Some(Writer::Txn(self.m.version_order[&obj][k])),
             None => self.initial.contains_key(&obj).then_some(Writer::Initial),
         }
     }
 
-    fn value_of(&self, obj: ObjId, w: Writer) -> ValueId {
+    pub(crate) fn value_of(&self, obj: ObjId, w: Writer) -> ValueId {
         match w {
             Writer::Initial => self.initial.get(&obj).copied().unwrap_or(ValueId::ABSENT),
             Writer::Txn(t) => self.m.final_value.get(&(t, obj)).copied().unwrap_or(ValueId::ABSENT),
         }
     }
 
-    fn matches(&self, r: OpRef, pred: PredId, obj: ObjId, value: ValueId) -> Result<bool, RecoveryError> {
+    pub(crate) fn matches(
+        &self,
+        r: OpRef,
+        pred: PredId,
+        obj: ObjId,
+        value: ValueId,
+    ) -> Result<bool, RecoveryError> {
         (self.matcher)(self.h, pred, obj, value).map_err(|message| RecoveryError::Oracle {
             txn: self.h.txn_label(r.txn),
             op: r.op as usize,
@@ -173,8 +192,11 @@ fn adjust_for_recheck(
     let t = r.txn;
     let changed: FxHashSet<ObjId> = rows.iter().map(|row| row.obj).collect();
     let facts = &cx.facts[t.index()];
-    let later = facts.snapshot_after(r.op);
-    let own_commit = cx.tl.commit[t.index()];
+    // A version the re-check saw committed before the statement ended, so the next
+    // snapshot of the transaction, or else of its session, sees it; else it committed
+    // before the transaction did; with none of these known, any newer version may have.
+    let later = facts.snapshot_after(r.op).or(cx.session_next[t.index()]);
+    let own_commit = cx.m.stream_pos[t.index()].and(cx.tl.commit[t.index()]);
     let committed_in_time = |w: TxnId| match later {
         Some(s) => s.sees(cx.xid(w)),
         None => match (own_commit, cx.tl.commit[w.index()]) {
@@ -202,6 +224,7 @@ fn adjust_for_recheck(
             }
         }
     }
+    let mut found_deleted: Vec<ObjId> = Vec::new();
     for v in set.iter_mut() {
         if changed.contains(&v.obj) || own.contains_key(&v.obj) {
             continue;
@@ -220,6 +243,13 @@ fn adjust_for_recheck(
             if w == t || !committed_in_time(w) {
                 break;
             }
+            if cx.m.reinserted.contains(&(w, v.obj)) {
+                // `w` deleted the row and inserted it anew: the re-check followed the old
+                // row's chain to its deletion and found no live row.
+                found_deleted.push(v.obj);
+                adjusted += 1;
+                break;
+            }
             if !cx.matches(r, pred, v.obj, cx.value_of(v.obj, Writer::Txn(w)))? {
                 v.writer = Writer::Txn(w);
                 adjusted += 1;
@@ -227,6 +257,7 @@ fn adjust_for_recheck(
             }
         }
     }
+    set.retain(|v| !found_deleted.contains(&v.obj));
     set.sort_unstable_by_key(|v| v.obj);
     Ok(adjusted)
 }
