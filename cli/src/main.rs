@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod check;
 mod exit;
 mod gen;
+mod run;
 
 /// Prove or refute a database's isolation level with version certificates.
 #[derive(Debug, Parser)]
@@ -25,6 +26,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Check(check::CheckArgs),
+    Run(run::RunArgs),
     Gen(gen::GenArgs),
 }
 
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     init_logging(cli.verbose);
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Run(args) => run::run(args),
         Command::Gen(args) => gen::run(args),
     };
     match result {
