@@ -154,7 +154,8 @@ pub(crate) fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
     let stats = if to_stdout {
         write_stream(&cfg, Counting { inner: io::stdout().lock(), bar: bar.clone() }, cert_out)
     } else {
-        let file = File::create(&out_path).with_context(|| format!("creating the history {}", out_path.display()))?;
+        let file = File::create(&out_path)
+            .with_context(|| format!("creating the history {}", out_path.display()))?;
         write_stream(&cfg, Counting { inner: file, bar: bar.clone() }, cert_out)
     }
     .with_context(|| format!("generating {}", out_path.display()))?;
@@ -197,10 +198,86 @@ fn summary(args: &GenArgs, cfg: &GenConfig, stats: &GenStats, json: bool) -> Str
         cfg.isolation,
     );
     if let Some(kind) = cfg.inject {
-        text.push_str(&format!("\ninjected {}\nmust be rejected at: {}", stats.injected, rejected.join(", ")));
+        text.push_str(&format!(
+            "\ninjected {}\nmust be rejected at: {}",
+            stats.injected,
+            rejected.join(", ")
+        ));
         if kind.timestamp_only() {
             text.push_str(" (by timestamp checkers: chronos, aion)");
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: GenArgs,
+    }
+
+    fn config(flags: &[&str]) -> GenConfig {
+        let argv = std::iter::once("gen").chain(flags.iter().copied());
+        Wrapper::try_parse_from(argv).unwrap().args.config()
+    }
+
+    #[test]
+    fn defaults_and_the_chronos_preset_with_overrides() {
+        let plain = config(&["--out", "h.jsonl"]);
+        assert_eq!((plain.txns, plain.keys, plain.sessions), (1000, 100, 4));
+        assert_eq!(plain.isolation, Isolation::Serializable);
+        let chronos =
+            config(&["--out", "h.jsonl", "--chronos", "--txns", "7", "--keys", "50", "--seed", "3"]);
+        assert_eq!(chronos, GenConfig { keys: 50, ..GenConfig::chronos(7, 3) });
+        let named =
+            config(&["--out", "-", "--isolation", "si", "--distribution", "hotspot", "--inject", "g1c"]);
+        assert_eq!(named.isolation, Isolation::SnapshotIsolation);
+        assert_eq!(named.distribution, Distribution::Hotspot);
+        assert_eq!(named.inject, Some(Injection::G1c));
+    }
+
+    #[test]
+    fn bad_names_and_missing_output_are_refused_by_the_parser() {
+        let argv =
+            |flags: &[&'static str]| std::iter::once("gen").chain(flags.iter().copied()).collect::<Vec<_>>();
+        assert!(Wrapper::try_parse_from(argv(&["--txns", "5"])).is_err());
+        assert!(Wrapper::try_parse_from(argv(&["--out", "h", "--inject", "g9"])).is_err());
+        assert!(Wrapper::try_parse_from(argv(&["--out", "h", "--distribution", "gauss"])).is_err());
+        assert!(Wrapper::try_parse_from(argv(&["--list-injections"])).is_ok());
+    }
+
+    #[test]
+    fn writes_a_history_the_v1_reader_accepts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (h, c) = (dir.path().join("h.jsonl"), dir.path().join("c.json"));
+        let (hs, cs) = (h.to_str().unwrap(), c.to_str().unwrap());
+        let args = Wrapper::try_parse_from([
+            "gen",
+            "--txns",
+            "40",
+            "--inject",
+            "write-skew",
+            "--out",
+            hs,
+            "--certificate",
+            cs,
+        ])
+        .unwrap()
+        .args;
+        assert_eq!(run(args).unwrap(), exit::valid());
+        let mut history =
+            isocert_history::v1::read_history(io::BufReader::new(File::open(&h).unwrap())).unwrap();
+        assert_eq!(history.txns.len(), 42);
+        let cert = isocert_history::v1::read_certificate(File::open(&c).unwrap(), &mut history).unwrap();
+        assert_eq!(
+            cert.serialization_order.unwrap().len(),
+            history.txns.iter().filter(|t| t.is_committed()).count()
+        );
+    }
 }

@@ -77,7 +77,7 @@ pub(crate) fn violations(h: &History, cert: &Certificate, rule: Rule) -> Vec<Str
                 let mut cur = cur;
                 if !cur.list.is_empty() || matches!(h.value(cur.value), Value::List(_)) {
                     let mut list = prev;
-                    list.extend(cur.list.drain(..));
+                    list.append(&mut cur.list);
                     cur.list = list;
                 }
                 state.insert(obj, cur);
