@@ -216,3 +216,43 @@ fn killing_the_replication_connection_mid_run_loses_no_version() {
     let report = r.check(IsolationLevel::Serializable);
     assert!(report.is_valid(), "{}", r.explain("kill", &report));
 }
+
+/// `isocert run` exits like `check`, and its saved files re-check to the same verdict.
+#[test]
+fn isocert_run_files_recheck_to_the_same_verdict() {
+    let Some((url, _pg)) = server("cli") else { return };
+    let bin = isocert_tests::isocert_bin();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (workload, isolation, level, expected) in
+        [("skew", "repeatable-read", "serializable", 1), ("predicate", "read-committed", "read-committed", 0)]
+    {
+        let out = dir.path().join(format!("{workload}-{isolation}"));
+        let run = std::process::Command::new(bin)
+            .args(["run", "--db", &url, "--workload", workload, "--isolation", isolation, "--check", level])
+            .args(["--txns", "400", "--sessions", "6", "--json", "--out"])
+            .arg(&out)
+            .output()
+            .expect("isocert run");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(expected), "isocert run {workload} {isolation}: {stderr}");
+        let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("run --json prints JSON");
+        assert_eq!(report["valid"], expected == 0);
+        assert!(report["run"]["recovered"]["logged_txns"].as_u64().unwrap() > 0);
+        for file in ["history.jsonl", "certificate.json", "report.json", "report.txt", "run.json"] {
+            assert!(out.join(file).is_file(), "{file} missing");
+        }
+        let check = std::process::Command::new(bin)
+            .arg("check")
+            .arg(out.join("history.jsonl"))
+            .arg("--certificate")
+            .arg(out.join("certificate.json"))
+            .args(["--isolation", level, "--json"])
+            .output()
+            .expect("isocert check");
+        assert_eq!(check.status.code(), Some(expected), "{}", String::from_utf8_lossy(&check.stderr));
+        let recheck: serde_json::Value =
+            serde_json::from_slice(&check.stdout).expect("check --json prints JSON");
+        assert_eq!(recheck["valid"], report["valid"]);
+        assert_eq!(recheck["anomalies"], report["anomalies"], "the saved files re-check to other anomalies");
+    }
+}
