@@ -88,8 +88,9 @@ pub fn read_dbcop_json<R: Read>(mut input: R) -> Result<Imported, FormatError> {
         for (t, txn) in session.into_iter().enumerate() {
             let mut events = Vec::with_capacity(txn.events.len());
             for (e, event) in txn.events.into_iter().enumerate() {
-                let field = format!("data[{s}][{t}].events[{e}]");
-                events.push(resolve(event).map_err(|m| FormatError::invalid(0, field, m))?);
+                let event = resolve(event)
+                    .map_err(|m| FormatError::invalid(0, format!("data[{s}][{t}].events[{e}]"), m))?;
+                events.push(event);
             }
             txns.push((events, txn.committed));
         }
@@ -117,14 +118,18 @@ fn resolve(event: RawEvent) -> Result<DbcopEvent, String> {
         },
     };
     let variable = match variable {
-        Json::Number(n) => Scalar::Int(n.as_i64().ok_or(format!("variable {n} is not a 64-bit integer"))?),
+        Json::Number(n) => {
+            Scalar::Int(n.as_i64().ok_or_else(|| format!("variable {n} is not a 64-bit integer"))?)
+        }
         Json::String(s) => Scalar::Text(s.into()),
         other => return Err(format!("variable: expected an integer or a string, found {other}")),
     };
     let version = match version {
         None | Some(Json::Null) if !write => None,
         None | Some(Json::Null) => return Err("version: a write needs a version".into()),
-        Some(Json::Number(n)) => Some(n.as_i64().ok_or(format!("version {n} is not a 64-bit integer"))?),
+        Some(Json::Number(n)) => {
+            Some(n.as_i64().ok_or_else(|| format!("version {n} is not a 64-bit integer"))?)
+        }
         Some(other) => return Err(format!("version: expected an integer, found {other}")),
     };
     Ok(DbcopEvent { write, variable, version })

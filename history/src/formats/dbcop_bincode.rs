@@ -91,6 +91,16 @@ impl Cursor<'_> {
     }
 }
 
+/// Prefixes the field of a [`FormatError::Binary`] with where it is (built only on error).
+fn within(e: FormatError, place: impl FnOnce() -> String) -> FormatError {
+    match e {
+        FormatError::Binary { offset, field, message } => {
+            FormatError::Binary { offset, field: format!("{}.{field}", place()), message }
+        }
+        other => other,
+    }
+}
+
 /// Reads a legacy dbcop `history.bincode`.
 ///
 /// # Errors
@@ -110,23 +120,24 @@ pub fn read_dbcop_bincode<R: Read>(mut input: R) -> Result<Imported, FormatError
     let n_sessions = c.count("data.len", 8)?;
     let mut sessions = Vec::with_capacity(n_sessions);
     for s in 0..n_sessions {
-        let n_txns = c.count(&format!("data[{s}].len"), 9)?;
+        let n_txns = c.count("len", 9).map_err(|e| within(e, || format!("data[{s}]")))?;
         let mut txns = Vec::with_capacity(n_txns);
         for t in 0..n_txns {
-            let n_events = c.count(&format!("data[{s}][{t}].events.len"), 18)?;
+            let txn = || format!("data[{s}][{t}]");
+            let n_events = c.count("events.len", 18).map_err(|e| within(e, txn))?;
             let mut events = Vec::with_capacity(n_events);
             for e in 0..n_events {
-                let f = |name: &str| format!("data[{s}][{t}].events[{e}].{name}");
-                let write = c.bool(&f("write"))?;
-                let variable = c.int(&f("variable"))?;
-                let value = c.int(&f("value"))?;
-                if c.bool(&f("success"))? {
+                let event = || format!("data[{s}][{t}].events[{e}]");
+                let write = c.bool("write").map_err(|e| within(e, event))?;
+                let variable = c.int("variable").map_err(|e| within(e, event))?;
+                let value = c.int("value").map_err(|e| within(e, event))?;
+                if c.bool("success").map_err(|e| within(e, event))? {
                     events.push(DbcopEvent { write, variable: Scalar::Int(variable), version: Some(value) });
                 } else {
                     failed += 1;
                 }
             }
-            let committed = c.bool(&format!("data[{s}][{t}].success"))?;
+            let committed = c.bool("success").map_err(|e| within(e, txn))?;
             txns.push((events, committed));
         }
         sessions.push(txns);

@@ -66,7 +66,8 @@ fn parse_line(text: &str) -> Result<Vec<(Vec<DbcopEvent>, bool)>, ParseError> {
                 format!("expected '[' to start a transaction, found {:?}", char::from(bytes[i])),
             ));
         }
-        let close = text[i..].find(']').ok_or((i + 1, "transaction has no closing ']'".to_string()))? + i;
+        let close =
+            text[i..].find(']').ok_or_else(|| (i + 1, "transaction has no closing ']'".to_string()))? + i;
         let mut events = Vec::new();
         let mut col = i + 2;
         for word in text[i + 1..close].split(' ') {
@@ -110,7 +111,7 @@ fn parse_event(word: &str) -> Result<DbcopEvent, String> {
             rest.parse::<i64>()
                 .ok()
                 .filter(|v| *v >= 0)
-                .ok_or(format!("event {word:?}: version {rest:?} is not a non-negative integer"))?,
+                .ok_or_else(|| format!("event {word:?}: version {rest:?} is not a non-negative integer"))?,
         )
     };
     let variable = match variable.strip_prefix('_').and_then(|d| d.parse::<i64>().ok()) {

@@ -182,8 +182,7 @@ impl<'a> EdnReader<'a> {
                 }
                 b'#' if self.text.get(self.pos + 1) == Some(&b'_') => {
                     self.pos += 2;
-                    self.skip_space()?;
-                    self.form()?;
+                    self.nested(|r| r.form())?;
                 }
                 _ => break,
             }
@@ -433,6 +432,14 @@ mod tests {
                 }
             };
             assert!(matches!(err, FormatError::Syntax { line: l, .. } if l == line), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        for text in ["[".repeat(100_000), "#_".repeat(100_000), "#t ".repeat(100_000)] {
+            let err = EdnReader::new(&text).next_form().unwrap_err();
+            assert!(err.to_string().contains("nesting deeper"), "{err}");
         }
     }
 

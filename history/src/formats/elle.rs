@@ -54,46 +54,65 @@ pub fn read_elle_edn<R: Read>(mut input: R) -> Result<Imported, FormatError> {
 
 /// Reads elle-cli's JSON rendering: one array of operation objects, or one object per line.
 ///
+/// Files with one operation per line (with or without the enclosing `[`, `]` and commas) are
+/// read line by line; anything else is parsed as one document.
+///
 /// # Errors
 /// A [`FormatError`] naming the line (or, for a multi-line array, the element) and the field.
-pub fn read_elle_json<R: BufRead>(input: R) -> Result<Imported, FormatError> {
-    let mut lines = Vec::new();
-    for line in input.lines() {
-        lines.push(line?);
-    }
+pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError> {
     let mut builder = ElleBuilder::new();
-    let per_line: Option<Vec<(usize, Json)>> = lines
-        .iter()
-        .enumerate()
-        .filter_map(|(i, l)| {
-            let t =
-                l.trim().trim_start_matches('[').trim_end_matches(']').trim().trim_end_matches(',').trim();
-            (!t.is_empty()).then_some((i + 1, t))
-        })
-        .map(|(i, t)| serde_json::from_str::<Json>(t).ok().filter(Json::is_object).map(|j| (i, j)))
-        .collect();
-    match per_line {
-        Some(ops) => {
-            for (line, op) in ops {
-                builder.push(line, &json_to_edn(&op))?;
+    let mut line = String::new();
+    let mut before = String::new();
+    let mut line_no = 0;
+    let mut pushed = false;
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            break;
+        }
+        line_no += 1;
+        let t = line.trim().trim_start_matches('[').trim_end_matches(']').trim().trim_end_matches(',').trim();
+        if t.is_empty() {
+            if !pushed {
+                before.push_str(&line);
+            }
+            continue;
+        }
+        match serde_json::from_str::<Json>(t) {
+            Ok(op @ Json::Object(_)) => {
+                builder.push(line_no, &json_to_edn(&op))?;
+                pushed = true;
+            }
+            _ if !pushed => {
+                before.push_str(&line);
+                input.read_to_string(&mut before)?;
+                return read_json_document(builder, &before);
+            }
+            Err(e) => return Err(FormatError::Syntax { line: line_no, message: e.to_string() }),
+            Ok(other) => {
+                return Err(FormatError::Syntax {
+                    line: line_no,
+                    message: format!("expected an operation object, found {other}"),
+                })
             }
         }
-        None => {
-            let text = lines.join("\n");
-            let doc: Json = serde_json::from_str(&text)
-                .map_err(|e| FormatError::Syntax { line: e.line(), message: e.to_string() })?;
-            let Json::Array(ops) = doc else {
-                return Err(FormatError::invalid(1, "history", "expected an array of operations"));
-            };
-            for (i, op) in ops.iter().enumerate() {
-                builder.push(0, &json_to_edn(op)).map_err(|e| match e {
-                    FormatError::Invalid { field, message, .. } => {
-                        FormatError::invalid(0, format!("[{i}].{field}"), message)
-                    }
-                    other => other,
-                })?;
+    }
+    finish(builder)
+}
+
+fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, FormatError> {
+    let doc: Json = serde_json::from_str(text)
+        .map_err(|e| FormatError::Syntax { line: e.line(), message: e.to_string() })?;
+    let Json::Array(ops) = doc else {
+        return Err(FormatError::invalid(1, "history", "expected an array of operations"));
+    };
+    for (i, op) in ops.iter().enumerate() {
+        builder.push(0, &json_to_edn(op)).map_err(|e| match e {
+            FormatError::Invalid { field, message, .. } => {
+                FormatError::invalid(0, format!("[{i}].{field}"), message)
             }
-        }
+            other => other,
+        })?;
     }
     finish(builder)
 }

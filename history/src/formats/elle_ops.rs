@@ -205,7 +205,7 @@ impl ElleBuilder {
             Some(Edn::Keyword(f) | Edn::Str(f)) => f.as_str(),
             _ => return Err("a micro-op starts with its function (:r, :w, :append, ...)".into()),
         };
-        let arg = |i: usize| parts.get(i).ok_or(format!("[:{f} ...] needs {} arguments", i));
+        let arg = |i: usize| parts.get(i).ok_or_else(|| format!("[:{f} ...] needs {} arguments", i));
         if !matches!((f, parts.len()), ("delete", 2) | ("r" | "w" | "append" | "insert" | "rp", 3)) {
             return Err(format!("[:{f} ...] has {} elements", parts.len()));
         }

@@ -23,9 +23,15 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
     let mut h = History::new();
     let mut txns: Vec<(i64, i64, Vec<IntOp>)> = Vec::new();
     let mut index: FxHashMap<i64, usize> = FxHashMap::default();
-    for (i, line) in input.lines().enumerate() {
-        let line_no = i + 1;
-        let line = line?;
+    let mut input = input;
+    let mut line = String::new();
+    let mut line_no = 0;
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            break;
+        }
+        line_no += 1;
         let text = line.trim();
         if text.is_empty() {
             continue;
@@ -97,12 +103,12 @@ fn parse_line(text: &str) -> Result<(char, [i64; 4]), LineError> {
     let inner = text[1..]
         .strip_prefix('(')
         .and_then(|t| t.strip_suffix(')'))
-        .ok_or(("op", format!("expected {op}(key,value,session,txn), found {text:?}")))?;
+        .ok_or_else(|| ("op", format!("expected {op}(key,value,session,txn), found {text:?}")))?;
     const NAMES: [&str; 4] = ["key", "value", "session", "txn"];
     let mut out = [0i64; 4];
     let mut parts = inner.split(',');
     for (slot, name) in out.iter_mut().zip(NAMES) {
-        let part = parts.next().ok_or((name, "missing".to_string()))?.trim();
+        let part = parts.next().ok_or_else(|| (name, "missing".to_string()))?.trim();
         *slot = part.parse().map_err(|_| (name, format!("{part:?} is not an integer")))?;
     }
     if parts.next().is_some() {

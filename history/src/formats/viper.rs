@@ -149,7 +149,9 @@ impl ViperReader {
         let val = match val {
             Json::Null => return Ok(ValueId::ABSENT),
             Json::String(s) if s == "nil" => return Ok(ValueId::ABSENT),
-            Json::Number(n) => Scalar::Int(n.as_i64().ok_or(format!("value {n} is not a 64-bit integer"))?),
+            Json::Number(n) => {
+                Scalar::Int(n.as_i64().ok_or_else(|| format!("value {n} is not a 64-bit integer"))?)
+            }
             other => return Err(format!("value: expected an integer or null, found {other}")),
         };
         let cols =
@@ -165,7 +167,7 @@ impl ViperReader {
         let f = parts
             .first()
             .and_then(Json::as_str)
-            .ok_or(err("[0]", "expected the op name (r, w, i, d, range)".into()))?;
+            .ok_or_else(|| err("[0]", "expected the op name (r, w, i, d, range)".into()))?;
         let need = match f {
             "r" | "w" => 4,
             "i" | "d" => 6,
@@ -175,13 +177,14 @@ impl ViperReader {
         if parts.len() < need {
             return Err(err("", format!("{f:?} needs {need} elements, found {}", parts.len())));
         }
-        let flag = |i: usize| parts[i].as_bool().ok_or(err(&format!("[{i}]"), "expected a boolean".into()));
+        let flag =
+            |i: usize| parts[i].as_bool().ok_or_else(|| err(&format!("[{i}]"), "expected a boolean".into()));
         if f == "range" {
             let bound = |i: usize| match &parts[i] {
                 Json::Null => Ok(None),
                 Json::String(s) if s == "nil" => Ok(None),
                 Json::Number(n) => {
-                    n.as_i64().map(Some).ok_or(err(&format!("[{i}]"), "not a 64-bit integer".into()))
+                    n.as_i64().map(Some).ok_or_else(|| err(&format!("[{i}]"), "not a 64-bit integer".into()))
                 }
                 other => {
                     Err(err(&format!("[{i}]"), format!("expected a key bound or \"nil\", found {other}")))
@@ -201,9 +204,9 @@ impl ViperReader {
                 };
                 for (r, rec) in records.iter().enumerate() {
                     let field = format!("[{slot}][{r}]");
-                    let id = rec.get("id").ok_or(err(&field, "missing id".into()))?;
+                    let id = rec.get("id").ok_or_else(|| err(&field, "missing id".into()))?;
                     let key = key(id).map_err(|m| err(&field, m))?;
-                    let val = rec.get("val").ok_or(err(&field, "missing val".into()))?;
+                    let val = rec.get("val").ok_or_else(|| err(&field, "missing val".into()))?;
                     let obj = self.h.intern_object(self.table, key.clone());
                     let value = self.row(&key, val, dead).map_err(|m| err(&field, m))?;
                     rows.push(ResultRow { obj, value });
@@ -242,7 +245,9 @@ impl ViperReader {
 
 fn key(j: &Json) -> Result<Scalar, String> {
     match j {
-        Json::Number(n) => n.as_i64().map(Scalar::Int).ok_or(format!("key {n} is not a 64-bit integer")),
+        Json::Number(n) => {
+            n.as_i64().map(Scalar::Int).ok_or_else(|| format!("key {n} is not a 64-bit integer"))
+        }
         Json::String(s) => Ok(Scalar::Text(s.as_str().into())),
         other => Err(format!("key: expected an integer or a string, found {other}")),
     }

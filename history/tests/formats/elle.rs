@@ -138,3 +138,11 @@ fn sql_tables_are_refused_by_name() {
     let err = Format::Elle.write(&h, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("T1, ops[0]") && err.to_string().contains("table t"), "{err}");
 }
+
+#[test]
+fn pretty_printed_json_documents_are_read_whole() {
+    let text = "[\n  {\n    \"type\": \"invoke\", \"process\": 0,\n    \"value\": [[\"append\", 1, 1]]\n  },\n  {\"type\": \"ok\", \"process\": 0, \"index\": 9, \"value\": [[\"append\", 1, 1]]}\n]\n";
+    let h = isocert_history::formats::read_elle_json(text.as_bytes()).unwrap().history;
+    assert_eq!(h.txns.len(), 1);
+    assert_eq!(h.txns[0].name, Scalar::Int(9));
+}
