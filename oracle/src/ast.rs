@@ -118,6 +118,40 @@ impl Ty {
     }
 }
 
+impl Node {
+    /// Whether the expression reads a column.
+    pub(crate) fn reads_columns(&self) -> bool {
+        match self {
+            Node::Column(_) => true,
+            Node::Const(_) | Node::Unknown(_) => false,
+            Node::Not(e)
+            | Node::IsNull { expr: e, .. }
+            | Node::IsTruth { expr: e, .. }
+            | Node::Like { expr: e, .. }
+            | Node::Neg { expr: e, .. }
+            | Node::Func { arg: e, .. }
+            | Node::Cast { expr: e, .. } => e.reads_columns(),
+            Node::And(args) | Node::Or(args) | Node::Coalesce { args, .. } => {
+                args.iter().any(Node::reads_columns)
+            }
+            Node::Cmp(_, a, b) | Node::NullIf { left: a, right: b, .. } => {
+                a.reads_columns() || b.reads_columns()
+            }
+            Node::Distinct { left: a, right: b, .. }
+            | Node::Arith { left: a, right: b, .. }
+            | Node::LikeDynamic { expr: a, pattern: b, .. } => a.reads_columns() || b.reads_columns(),
+            Node::In { expr, array, chain, .. } => {
+                expr.reads_columns() || array.iter().chain(chain.iter()).any(Node::reads_columns)
+            }
+            Node::Case { operand, arms, otherwise, .. } => {
+                operand.as_ref().is_some_and(|o| o.reads_columns())
+                    || arms.iter().any(|(w, t)| w.reads_columns() || t.reads_columns())
+                    || otherwise.reads_columns()
+            }
+        }
+    }
+}
+
 /// A compiled expression.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Node {
@@ -137,10 +171,11 @@ pub(crate) enum Node {
     Cmp(CmpOp, Box<Node>, Box<Node>),
     /// `IS [NOT] DISTINCT FROM`.
     Distinct { left: Box<Node>, right: Box<Node>, negated: bool },
-    /// `[NOT] BETWEEN [SYMMETRIC]`.
-    Between { expr: Box<Node>, low: Box<Node>, high: Box<Node>, negated: bool },
-    /// `[NOT] IN (list)`.
-    In { expr: Box<Node>, list: Box<[Node]>, negated: bool },
+    /// `[NOT] IN (list)`, split the way PostgreSQL plans it: the items without column
+    /// references (when there are two or more) form one array test (`= ANY`), evaluated
+    /// first and whole; the other items follow as a short-circuiting chain of `=`
+    /// (`<>` for NOT IN) comparisons, in list order.
+    In { expr: Box<Node>, array: Box<[Node]>, chain: Box<[Node]>, negated: bool },
     /// `IS [NOT] NULL`.
     IsNull { expr: Box<Node>, negated: bool },
     /// `IS [NOT] TRUE | FALSE | UNKNOWN` (`truth` None is UNKNOWN).
@@ -165,7 +200,8 @@ pub(crate) enum Node {
     /// `COALESCE(...)`, with the common numeric type of its arguments.
     Coalesce { args: Box<[Node]>, promote: Option<Ty> },
     /// `NULLIF(a, b)`.
-    NullIf(Box<Node>, Box<Node>),
+    /// The result is the first argument promoted to the comparison's common numeric type.
+    NullIf { left: Box<Node>, right: Box<Node>, promote: Option<Ty> },
     /// A one-argument function; `int4` for ABS of a 32-bit integer.
     Func { func: Func, arg: Box<Node>, int4: bool },
     /// A cast; `from_int4` when the operand is statically a 32-bit integer.

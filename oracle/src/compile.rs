@@ -6,9 +6,13 @@ use sqlparser::ast::{
     FunctionArguments, Ident, ObjectNamePart, UnaryOperator, Value,
 };
 
+use isocert_history::ColId;
+
 use crate::ast::{ArithOp, CastTy, CmpOp, Column, Func, Node, Ty};
 use crate::like::{Fold, LikePattern};
 use crate::numeric::Decimal;
+use crate::schema;
+use crate::text::{parse_bool, parse_float, parse_int, parse_numeric};
 use crate::value::V;
 
 /// Why compilation failed, before the interpreter names the predicate.
@@ -20,7 +24,10 @@ pub(crate) enum CompileError {
     Invalid(String),
 }
 
-type Compiled = Result<(Node, Ty), CompileError>;
+/// A compiled node and its static type.
+type Typed = (Node, Ty);
+
+type Compiled = Result<Typed, CompileError>;
 
 fn unsupported<T>(what: impl Into<String>) -> Result<T, CompileError> {
     Err(CompileError::Unsupported(what.into()))
@@ -48,6 +55,8 @@ fn ty_name(t: Ty) -> &'static str {
 pub(crate) struct Compiler<'h> {
     pub(crate) table: &'h Table,
     pub(crate) dialect: Dialect,
+    /// The kinds of scalar each column held ([`crate::schema`] bits), by column index.
+    pub(crate) kinds: &'h [u8],
 }
 
 impl Compiler<'_> {
@@ -55,34 +64,71 @@ impl Compiler<'_> {
         self.dialect == Dialect::Postgres
     }
 
-    fn column(&self, ident: &Ident) -> Node {
+    fn column(&self, ident: &Ident) -> (Node, Ty) {
         let name = if ident.quote_style.is_none() && self.pg() {
             ident.value.to_lowercase()
         } else {
             ident.value.clone()
         };
-        let find = |n: &str| {
-            if self.pg() {
-                self.table.column(n)
-            } else {
-                self.table
-                    .columns
-                    .iter()
-                    .position(|c| c.eq_ignore_ascii_case(n))
-                    .map(isocert_history::ColId::from_index)
-            }
+        let found = if self.pg() {
+            self.table.column(&name)
+        } else {
+            self.table.columns.iter().position(|c| c.eq_ignore_ascii_case(&name)).map(ColId::from_index)
         };
-        if self.table.is_kv() {
-            return match find(&name).map(|c| c.index()) {
-                Some(0) => Node::Column(Column::KvKey),
-                Some(_) => Node::Column(Column::KvValue),
-                None => Node::Column(Column::Unresolved(name.into())),
-            };
+        let Some(id) = found else {
+            return (Node::Column(Column::Unresolved(name.into())), Ty::Any);
+        };
+        let column = match (self.table.is_kv(), id.index()) {
+            (true, 0) => Column::KvKey,
+            (true, _) => Column::KvValue,
+            (false, _) => Column::Row(id),
+        };
+        let node = Node::Column(column);
+        if !self.pg() {
+            return (node, Ty::Any);
         }
-        match find(&name) {
-            Some(c) => Node::Column(Column::Row(c)),
-            None => Node::Column(Column::Unresolved(name.into())),
+        match self.kinds.get(id.index()).copied().unwrap_or(0) {
+            schema::INT => (node, Ty::Int8),
+            schema::FLOAT => (node, Ty::Float),
+            // A column holding both integers and floats is double precision: read it as such.
+            k if k == schema::INT | schema::FLOAT => {
+                (Node::Cast { expr: Box::new(node), to: CastTy::Float, from_int4: false }, Ty::Float)
+            }
+            schema::TEXT => (node, Ty::Text),
+            schema::BOOL => (node, Ty::Bool),
+            _ => (node, Ty::Any),
         }
+    }
+
+    /// PostgreSQL resolves a string literal to the type of the other operand when it parses
+    /// the query, so `int_col = 'abc'` fails on every row: do the same, at compile time.
+    fn coerce(&self, (n, t): (Node, Ty), target: Ty) -> Compiled {
+        let Node::Unknown(text) = &n else { return Ok((n, t)) };
+        if !self.pg() {
+            return Ok((n, t));
+        }
+        let bad = |e: crate::value::EvalError| CompileError::Invalid(e.0);
+        Ok(match target {
+            Ty::Int4 => (Node::Const(V::Int(parse_int(text, "integer").map_err(bad)?)), Ty::Int4),
+            Ty::Int8 => (Node::Const(V::Int(parse_int(text, "bigint").map_err(bad)?)), Ty::Int8),
+            Ty::Float => (Node::Const(V::Float(parse_float(text).map_err(bad)?)), Ty::Float),
+            Ty::Num => (Node::Const(V::Num(parse_numeric(text).map_err(bad)?)), Ty::Num),
+            Ty::Bool => (Node::Const(V::Bool(parse_bool(text).map_err(bad)?)), Ty::Bool),
+            Ty::Text => (Node::Const(V::Text(String::from(text.as_ref()).into())), Ty::Text),
+            _ => (n, t),
+        })
+    }
+
+    /// Compiles two operands of a comparison-like operator, each string literal taking the
+    /// type of the other side.
+    fn operand_pair(&self, a: &Expr, b: &Expr, op: &str) -> Result<(Typed, Typed), CompileError> {
+        let l = self.expr(a)?;
+        let r = self.expr(b)?;
+        let (tl, tr) = (l.1, r.1);
+        let l = self.coerce(l, tr)?;
+        let r = self.coerce(r, tl)?;
+        self.check_comparable(l.1, r.1, op)?;
+        Ok((l, r))
     }
 
     /// Compiles a condition (the whole predicate, or an argument of AND/OR/NOT).
@@ -97,18 +143,16 @@ impl Compiler<'_> {
     /// Compiles an expression and infers its static type.
     pub(crate) fn expr(&self, e: &Expr) -> Compiled {
         match e {
-            Expr::Identifier(ident) => Ok((self.column(ident), Ty::Any)),
+            Expr::Identifier(ident) => Ok(self.column(ident)),
             Expr::CompoundIdentifier(parts) => match parts.as_slice() {
-                [table, col] if table.value.eq_ignore_ascii_case(&self.table.name) => {
-                    Ok((self.column(col), Ty::Any))
-                }
+                [table, col] if table.value.eq_ignore_ascii_case(&self.table.name) => Ok(self.column(col)),
                 _ => unsupported(format!("column reference {e}")),
             },
             Expr::Nested(inner) => self.expr(inner),
             Expr::Value(v) => self.literal(&v.value, false),
-            Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match expr.as_ref() {
-                Expr::Value(v) if matches!(v.value, Value::Number(..)) => self.literal(&v.value, true),
-                _ => {
+            Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match negated_literal(expr, true) {
+                Some((v, negative)) => self.literal(v, negative),
+                None => {
                     let (n, t) = self.expr(expr)?;
                     if self.pg() && matches!(t, Ty::Text | Ty::Bool | Ty::Unknown) {
                         return invalid(format!("operator does not exist: - {}", ty_name(t)));
@@ -129,31 +173,65 @@ impl Compiler<'_> {
             Expr::IsNotFalse(x) => self.is_truth(x, Some(false), true),
             Expr::IsUnknown(x) => self.is_truth(x, None, false),
             Expr::IsNotUnknown(x) => self.is_truth(x, None, true),
-            Expr::IsDistinctFrom(a, b) => self.distinct(a, b, false),
-            Expr::IsNotDistinctFrom(a, b) => self.distinct(a, b, true),
+            Expr::IsDistinctFrom(a, b) => match reassociate_distinct(a, b, false) {
+                Some(fixed) => self.expr(&fixed),
+                None => self.distinct(a, b, false),
+            },
+            Expr::IsNotDistinctFrom(a, b) => match reassociate_distinct(a, b, true) {
+                Some(fixed) => self.expr(&fixed),
+                None => self.distinct(a, b, true),
+            },
             Expr::Between { expr, negated, low, high } => {
                 let (x, tx) = self.expr(expr)?;
-                let (l, tl) = self.expr(low)?;
-                let (h, th) = self.expr(high)?;
+                let (l, tl) = self.coerce(self.expr(low)?, tx)?;
+                let (h, th) = self.coerce(self.expr(high)?, tx)?;
                 self.check_comparable(tx, tl, "BETWEEN")?;
                 self.check_comparable(tx, th, "BETWEEN")?;
-                let node = Node::Between {
-                    expr: Box::new(x),
-                    low: Box::new(l),
-                    high: Box::new(h),
-                    negated: *negated,
-                };
+                // PostgreSQL rewrites BETWEEN when parsing: x >= low AND x <= high
+                // (NOT BETWEEN: x < low OR x > high); the planner then folds each half.
+                let (lo, hi) = if *negated { (CmpOp::Lt, CmpOp::Gt) } else { (CmpOp::Ge, CmpOp::Le) };
+                let halves = [
+                    Node::Cmp(lo, Box::new(x.clone()), Box::new(l)),
+                    Node::Cmp(hi, Box::new(x), Box::new(h)),
+                ];
+                let node = if *negated { Node::Or(halves.into()) } else { Node::And(halves.into()) };
                 Ok((node, Ty::Bool))
             }
             Expr::InList { expr, list, negated } => {
                 let (x, tx) = self.expr(expr)?;
+                let compiled = list.iter().map(|item| self.expr(item)).collect::<Result<Vec<_>, _>>()?;
+                // String literals take the type of the tested expression, or of the list.
+                let target = if tx == Ty::Any || tx == Ty::Unknown || tx == Ty::Null {
+                    compiled.iter().map(|(_, t)| *t).find(|t| !matches!(t, Ty::Any | Ty::Null | Ty::Unknown))
+                } else {
+                    Some(tx)
+                };
+                let (x, tx) = match target {
+                    Some(t) => self.coerce((x, tx), t)?,
+                    None => (x, tx),
+                };
                 let mut items = Vec::with_capacity(list.len());
-                for item in list {
-                    let (n, t) = self.expr(item)?;
+                for c in compiled {
+                    let (n, t) = match target {
+                        Some(target) => self.coerce(c, target)?,
+                        None => c,
+                    };
                     self.check_comparable(tx, t, "IN")?;
                     items.push(n);
                 }
-                Ok((Node::In { expr: Box::new(x), list: items.into(), negated: *negated }, Ty::Bool))
+                let constant = items.iter().filter(|n| !n.reads_columns()).count();
+                let (array, chain): (Vec<Node>, Vec<Node>) = if constant > 1 {
+                    items.into_iter().partition(|n| !n.reads_columns())
+                } else {
+                    (Vec::new(), items)
+                };
+                let node = Node::In {
+                    expr: Box::new(x),
+                    array: array.into(),
+                    chain: chain.into(),
+                    negated: *negated,
+                };
+                Ok((node, Ty::Bool))
             }
             Expr::Like { negated, any: false, expr, pattern, escape_char } => {
                 self.like(expr, pattern, escape_char.as_ref(), false, *negated)
@@ -163,14 +241,18 @@ impl Compiler<'_> {
             }
             Expr::Case { operand, conditions, else_result, .. } => {
                 let operand = match operand {
-                    Some(o) => Some(Box::new(self.expr(o)?.0)),
+                    Some(o) => Some(self.expr(o)?),
                     None => None,
                 };
                 let mut arms = Vec::with_capacity(conditions.len());
                 let mut results = Vec::with_capacity(conditions.len() + 1);
                 for cw in conditions {
-                    let when = match operand {
-                        Some(_) => self.expr(&cw.condition)?.0,
+                    let when = match &operand {
+                        Some((_, t)) => {
+                            let (w, tw) = self.coerce(self.expr(&cw.condition)?, *t)?;
+                            self.check_comparable(*t, tw, "=")?;
+                            w
+                        }
                         None => self.condition(&cw.condition, "CASE/WHEN")?,
                     };
                     arms.push(when);
@@ -184,11 +266,26 @@ impl Compiler<'_> {
                 let mut results = results.into_iter();
                 let arms: Vec<(Node, Node)> = arms.into_iter().zip(results.by_ref()).collect();
                 let otherwise = Box::new(results.next().unwrap_or(Node::Const(V::Null)));
+                let operand = operand.map(|(n, _)| Box::new(n));
                 Ok((Node::Case { operand, arms: arms.into(), otherwise, promote }, ty))
             }
             Expr::Cast { kind: CastKind::Cast | CastKind::DoubleColon, expr, data_type, format: None } => {
                 let to = self.cast_type(data_type)?;
                 let (n, t) = self.expr(expr)?;
+                // A cast string literal is converted when the query is parsed, wherever it is.
+                if let Node::Unknown(_) = n {
+                    if self.pg() {
+                        let target = match to {
+                            CastTy::Int4 => Ty::Int4,
+                            CastTy::Int8 => Ty::Int8,
+                            CastTy::Float => Ty::Float,
+                            CastTy::Numeric => Ty::Num,
+                            CastTy::Text => Ty::Text,
+                            CastTy::Bool => Ty::Bool,
+                        };
+                        return self.coerce((n, t), target);
+                    }
+                }
                 let ty = match to {
                     CastTy::Int4 => Ty::Int4,
                     CastTy::Int8 => Ty::Int8,
@@ -210,9 +307,10 @@ impl Compiler<'_> {
 
     fn literal(&self, v: &Value, negative: bool) -> Compiled {
         Ok(match v {
-            Value::Number(text, _) => {
-                let text = if negative { format!("-{text}") } else { text.clone() };
-                let integral = text.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+            Value::Number(digits, _) => {
+                let text = if negative { format!("-{digits}") } else { digits.clone() };
+                let integral = digits.bytes().all(|b| b.is_ascii_digit());
+                // PostgreSQL folds a minus sign into the literal, then types it by its value.
                 match text.parse::<i64>() {
                     Ok(i) if integral => {
                         let ty = if i32::try_from(i).is_ok() { Ty::Int4 } else { Ty::Int8 };
@@ -241,9 +339,7 @@ impl Compiler<'_> {
     }
 
     fn distinct(&self, a: &Expr, b: &Expr, negated: bool) -> Compiled {
-        let (l, tl) = self.expr(a)?;
-        let (r, tr) = self.expr(b)?;
-        self.check_comparable(tl, tr, "IS DISTINCT FROM")?;
+        let ((l, _), (r, _)) = self.operand_pair(a, b, "IS DISTINCT FROM")?;
         Ok((Node::Distinct { left: Box::new(l), right: Box::new(r), negated }, Ty::Bool))
     }
 
@@ -271,9 +367,7 @@ impl Compiler<'_> {
             _ => None,
         };
         if let Some(c) = cmp {
-            let (l, tl) = self.expr(left)?;
-            let (r, tr) = self.expr(right)?;
-            self.check_comparable(tl, tr, &op.to_string())?;
+            let ((l, _), (r, _)) = self.operand_pair(left, right, &op.to_string())?;
             return Ok((Node::Cmp(c, Box::new(l), Box::new(r)), Ty::Bool));
         }
         let logic = match op {
@@ -299,8 +393,11 @@ impl Compiler<'_> {
             BinaryOperator::MyIntegerDivide if !self.pg() => ArithOp::IntDiv,
             _ => return unsupported(format!("operator {op} in {whole}")),
         };
-        let (l, tl) = self.expr(left)?;
-        let (r, tr) = self.expr(right)?;
+        let l = self.expr(left)?;
+        let r = self.expr(right)?;
+        let (tl0, tr0) = (l.1, r.1);
+        let (l, tl) = if tr0.is_numeric() { self.coerce(l, tr0)? } else { l };
+        let (r, tr) = if tl0.is_numeric() { self.coerce(r, tl0)? } else { r };
         let ty = self.arith_type(arith, tl, tr)?;
         let int4 = tl == Ty::Int4 && tr == Ty::Int4;
         Ok((Node::Arith { op: arith, left: Box::new(l), right: Box::new(r), int4 }, ty))
@@ -389,13 +486,11 @@ impl Compiler<'_> {
         }
         let promote = matches!(ty, Ty::Num | Ty::Float).then_some(ty);
         let text_literals = self.pg() && !any && (ty == Ty::Null || ty == Ty::Text);
+        let target = if text_literals { Ty::Text } else { ty };
         let nodes = items
             .into_iter()
-            .map(|(n, _)| match n {
-                Node::Unknown(s) if text_literals => Node::Const(V::Text(String::from(s).into())),
-                n => n,
-            })
-            .collect();
+            .map(|item| self.coerce(item, target).map(|(n, _)| n))
+            .collect::<Result<Vec<_>, _>>()?;
         let result = if any {
             Ty::Any
         } else if ty == Ty::Null && text_literals && known.is_empty() {
@@ -539,13 +634,55 @@ impl Compiler<'_> {
                 if args.len() != 2 {
                     return invalid(format!("function nullif takes two arguments, got {}", args.len()));
                 }
-                let (b, tb) = args.pop().unwrap_or((Node::Const(V::Null), Ty::Null));
-                let (a, ta) = args.pop().unwrap_or((Node::Const(V::Null), Ty::Null));
+                let b = args.pop().unwrap_or((Node::Const(V::Null), Ty::Null));
+                let a = args.pop().unwrap_or((Node::Const(V::Null), Ty::Null));
+                let (ta0, tb0) = (a.1, b.1);
+                let (a, ta) = self.coerce(a, tb0)?;
+                let (b, tb) = self.coerce(b, ta0)?;
                 self.check_comparable(ta, tb, "=")?;
-                Ok((Node::NullIf(Box::new(a), Box::new(b)), ta))
+                // PostgreSQL returns the first argument of the implied `=`, promoted to the
+                // common type: NULLIF(1, 2.2) is numeric.
+                // Integers compare across widths without promotion (int4 = int8 exists).
+                let integer = |t: Ty| matches!(t, Ty::Int4 | Ty::Int8);
+                let common = match (ta.numeric_rank(), tb.numeric_rank()) {
+                    (Some(x), Some(y)) if y > x && !(integer(ta) && integer(tb)) => tb,
+                    _ => ta,
+                };
+                let promote = matches!(common, Ty::Num | Ty::Float).then_some(common);
+                Ok((Node::NullIf { left: Box::new(a), right: Box::new(b), promote }, common))
             }
             _ => unsupported(format!("function {}", f.name)),
         }
+    }
+}
+
+/// A numeric literal under minus signs and parentheses, with the sign they amount to:
+/// PostgreSQL's parser folds `-(-5)` into the constant 5 before typing it.
+fn negated_literal(e: &Expr, negative: bool) -> Option<(&Value, bool)> {
+    match e {
+        Expr::Value(v) if matches!(v.value, Value::Number(..)) => Some((&v.value, negative)),
+        Expr::Nested(inner) => negated_literal(inner, negative),
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => negated_literal(expr, !negative),
+        _ => None,
+    }
+}
+
+/// sqlparser reads `a IS DISTINCT FROM b OR c` as `a IS DISTINCT FROM (b OR c)`; PostgreSQL
+/// binds IS tighter than AND and OR, as `(a IS DISTINCT FROM b) OR c`. An unparenthesized
+/// AND/OR on the right (sqlparser keeps explicit parentheses as `Nested`) is re-associated.
+fn reassociate_distinct(a: &Expr, b: &Expr, negated: bool) -> Option<Expr> {
+    match b {
+        Expr::BinaryOp { left, op: op @ (BinaryOperator::And | BinaryOperator::Or), right } => {
+            let inner = reassociate_distinct(a, left, negated).unwrap_or_else(|| {
+                if negated {
+                    Expr::IsNotDistinctFrom(Box::new(a.clone()), left.clone())
+                } else {
+                    Expr::IsDistinctFrom(Box::new(a.clone()), left.clone())
+                }
+            });
+            Some(Expr::BinaryOp { left: Box::new(inner), op: op.clone(), right: right.clone() })
+        }
+        _ => None,
     }
 }
 

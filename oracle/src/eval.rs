@@ -123,46 +123,46 @@ impl Node {
                 };
                 V::Bool(distinct != *negated)
             }
-            Node::Between { expr, low, high, negated } => {
-                let x = expr.eval(ctx)?;
-                let lo = low.eval(ctx)?;
-                // x >= low AND x <= high (NOT: x < low OR x > high), short-circuiting.
-                let first = compare(&x, &lo, d)?.map(|o| o != Ordering::Less);
-                let first = if *negated { first.map(|b| !b) } else { first };
-                let decided = if *negated { Some(true) } else { Some(false) };
-                if first == decided {
-                    return Ok(tri(first));
-                }
-                let hi = high.eval(ctx)?;
-                let second = compare(&x, &hi, d)?.map(|o| o != Ordering::Greater);
-                let second = if *negated { second.map(|b| !b) } else { second };
-                tri(if *negated { or3(first, second) } else { and3(first, second) })
-            }
-            Node::In { expr, list, negated } => {
-                let x = expr.eval(ctx)?;
-                let mut found = false;
+            Node::In { expr, array, chain, negated } => {
+                // IN is an OR of equalities (NOT IN an AND of inequalities): a match decides.
                 let mut unknown = false;
-                for item in list.iter() {
-                    let v = item.eval(ctx)?;
+                if !array.is_empty() {
+                    let x = expr.eval(ctx)?;
+                    let mut found = false;
+                    for item in array.iter() {
+                        let v = item.eval(ctx)?;
+                        if !matches!(x, V::Null) && !found {
+                            match compare(&x, &v, d)? {
+                                Some(Ordering::Equal) => found = true,
+                                None => unknown = true,
+                                Some(_) => {}
+                            }
+                        }
+                    }
                     if matches!(x, V::Null) {
+                        unknown = true;
+                    } else if found {
+                        return Ok(V::Bool(!*negated));
+                    }
+                }
+                for item in chain.iter() {
+                    // `x = NULL` with a constant NULL is folded to NULL when planning: x is not evaluated.
+                    if matches!(item, Node::Const(V::Null)) {
+                        unknown = true;
                         continue;
                     }
+                    let (x, v) = (expr.eval(ctx)?, item.eval(ctx)?);
                     match compare(&x, &v, d)? {
-                        Some(Ordering::Equal) => found = true,
+                        Some(Ordering::Equal) => return Ok(V::Bool(!*negated)),
                         None => unknown = true,
                         Some(_) => {}
                     }
                 }
-                let r = if matches!(x, V::Null) {
-                    None
-                } else if found {
-                    Some(true)
-                } else if unknown {
-                    None
+                if unknown {
+                    V::Null
                 } else {
-                    Some(false)
-                };
-                tri(if *negated { r.map(|b| !b) } else { r })
+                    V::Bool(*negated)
+                }
             }
             Node::IsNull { expr, negated } => V::Bool(matches!(expr.eval(ctx)?, V::Null) != *negated),
             Node::IsTruth { expr, truth: want, negated } => {
@@ -230,12 +230,15 @@ impl Node {
                     None => out,
                 }
             }
-            Node::NullIf(a, b) => {
-                let (x, y) = (a.eval(ctx)?, b.eval(ctx)?);
+            Node::NullIf { left, right, promote: ty } => {
+                let (x, y) = (left.eval(ctx)?, right.eval(ctx)?);
                 if compare(&x, &y, d)? == Some(Ordering::Equal) {
                     V::Null
                 } else {
-                    x
+                    match ty {
+                        Some(t) => promote(x, *t),
+                        None => x,
+                    }
                 }
             }
             Node::Func { func: f, arg, int4 } => func(*f, arg.eval(ctx)?, *int4, d)?,
@@ -248,22 +251,6 @@ impl Node {
     #[inline]
     pub(crate) fn truth<'a>(&'a self, ctx: &Ctx<'a>, context: &str) -> Result<Option<bool>, EvalError> {
         truth(&self.eval(ctx)?, ctx.dialect, context)
-    }
-}
-
-fn and3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
-    match (a, b) {
-        (Some(false), _) | (_, Some(false)) => Some(false),
-        (Some(true), Some(true)) => Some(true),
-        _ => None,
-    }
-}
-
-fn or3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
-    match (a, b) {
-        (Some(true), _) | (_, Some(true)) => Some(true),
-        (Some(false), Some(false)) => Some(false),
-        _ => None,
     }
 }
 

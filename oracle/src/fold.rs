@@ -117,12 +117,11 @@ pub(crate) fn fold(n: Node, d: Dialect) -> Result<Node, EvalError> {
     };
     let all_const = match &mut n {
         Node::Not(e) => fold_box(e, d)?,
-        Node::Cmp(_, l, r) | Node::NullIf(l, r) => fold_box(l, d)? & fold_box(r, d)?,
+        Node::Cmp(_, l, r) | Node::NullIf { left: l, right: r, .. } => fold_box(l, d)? & fold_box(r, d)?,
         Node::Distinct { left, right, .. } => fold_box(left, d)? & fold_box(right, d)?,
-        Node::Between { expr, low, high, .. } => fold_box(expr, d)? & fold_box(low, d)? & fold_box(high, d)?,
-        Node::In { expr, list, .. } => {
+        Node::In { expr, array, chain, .. } => {
             let mut c = fold_box(expr, d)?;
-            for item in list.iter_mut() {
+            for item in array.iter_mut().chain(chain.iter_mut()) {
                 fold_in_place(item, d)?;
                 c &= is_const(item);
             }
@@ -152,5 +151,23 @@ pub(crate) fn fold(n: Node, d: Dialect) -> Result<Node, EvalError> {
     if all_const {
         return eval_const(&n, d);
     }
+    if strict_with_null_argument(&n) {
+        return Ok(Node::Const(V::Null));
+    }
     Ok(n)
+}
+
+/// A strict operator or function with a constant NULL argument is NULL, and PostgreSQL folds
+/// it so without evaluating its other arguments.
+fn strict_with_null_argument(n: &Node) -> bool {
+    let null = |n: &Node| matches!(n, Node::Const(V::Null));
+    match n {
+        Node::Cmp(_, a, b) | Node::Arith { left: a, right: b, .. } => null(a) || null(b),
+        Node::LikeDynamic { expr: a, pattern: b, .. } => null(a) || null(b),
+        Node::Neg { expr, .. }
+        | Node::Func { arg: expr, .. }
+        | Node::Cast { expr, .. }
+        | Node::Like { expr, .. } => null(expr),
+        _ => false,
+    }
 }

@@ -10,6 +10,7 @@ use crate::bounds::extract_bounds;
 use crate::compile::{CompileError, Compiler};
 use crate::eval::{Ctx, RowView};
 use crate::fold::fold;
+use crate::schema::Schema;
 use crate::{Bounds, MatchesOracle, OracleError};
 
 /// One compiled predicate.
@@ -46,6 +47,7 @@ pub struct Interpreter {
     dialect: Dialect,
     predicates: Vec<CompiledPredicate>,
     lenient: bool,
+    schema: Schema,
 }
 
 impl Interpreter {
@@ -56,7 +58,12 @@ impl Interpreter {
     /// ([`OracleError::Unsupported`], naming it) or is invalid in the dialect (a type error
     /// or a constant that fails, as the database would report when planning).
     pub fn new(h: &History) -> Result<Self, OracleError> {
-        let mut i = Interpreter { dialect: h.dialect, predicates: Vec::new(), lenient: false };
+        let mut i = Interpreter {
+            dialect: h.dialect,
+            predicates: Vec::new(),
+            lenient: false,
+            schema: Schema::default(),
+        };
         i.compile_new(h)?;
         Ok(i)
     }
@@ -65,7 +72,12 @@ impl Interpreter {
     /// compile error, which a fallback (the database oracle) can take over. Returns the
     /// errors too, so a caller can report what falls back.
     pub fn new_lenient(h: &History) -> (Self, Vec<OracleError>) {
-        let mut i = Interpreter { dialect: h.dialect, predicates: Vec::new(), lenient: true };
+        let mut i = Interpreter {
+            dialect: h.dialect,
+            predicates: Vec::new(),
+            lenient: true,
+            schema: Schema::default(),
+        };
         // A lenient interpreter keeps compile errors per predicate instead of failing.
         if let Err(e) = i.compile_new(h) {
             return (i, vec![e]);
@@ -79,9 +91,13 @@ impl Interpreter {
     /// # Errors
     /// As [`Interpreter::new`]; predicates compiled before the failing one stay compiled.
     pub fn compile_new(&mut self, h: &History) -> Result<(), OracleError> {
+        if self.predicates.len() < h.predicates().len() {
+            self.schema.update(h);
+        }
         while self.predicates.len() < h.predicates().len() {
             let id = PredId::from_index(self.predicates.len());
-            let compiled = compile_predicate(h, id, self.dialect);
+            let kinds = self.schema.table_kinds(h, h.predicate(id).table);
+            let compiled = compile_predicate(h, id, self.dialect, &kinds);
             match compiled {
                 Ok(c) => self.predicates.push(c),
                 Err(e) if self.lenient => {
@@ -177,7 +193,12 @@ pub(crate) fn parse_predicate(sql: &str, dialect: Dialect) -> Result<sqlparser::
     Ok(expr)
 }
 
-fn compile_predicate(h: &History, pred: PredId, dialect: Dialect) -> Result<CompiledPredicate, OracleError> {
+fn compile_predicate(
+    h: &History,
+    pred: PredId,
+    dialect: Dialect,
+    kinds: &[u8],
+) -> Result<CompiledPredicate, OracleError> {
     let p = h.predicate(pred);
     let sql = p.sql.to_string();
     let expr = parse_predicate(&p.sql, dialect).map_err(|message| OracleError::Parse {
@@ -186,7 +207,7 @@ fn compile_predicate(h: &History, pred: PredId, dialect: Dialect) -> Result<Comp
         message,
     })?;
     let table = h.table(p.table);
-    let compiler = Compiler { table, dialect };
+    let compiler = Compiler { table, dialect, kinds };
     let node = compiler.condition(&expr, "WHERE").map_err(|e| match e {
         CompileError::Unsupported(construct) => {
             OracleError::Unsupported { pred, sql: sql.clone(), construct }

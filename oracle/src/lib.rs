@@ -9,13 +9,18 @@
 mod ast;
 mod bounds;
 mod compile;
+#[cfg(feature = "database")]
+mod database;
 mod error;
 mod eval;
+#[cfg(feature = "database")]
+mod fallback;
 mod fold;
 mod interpreter;
 mod like;
 mod numeric;
 mod ops;
+mod schema;
 mod text;
 mod value;
 
@@ -23,7 +28,11 @@ use std::ops::Bound;
 
 use isocert_history::{ColId, History, ObjId, PredId, Scalar, ValueId};
 
+#[cfg(feature = "database")]
+pub use database::PostgresOracle;
 pub use error::OracleError;
+#[cfg(feature = "database")]
+pub use fallback::FallbackOracle;
 pub use interpreter::Interpreter;
 pub use value::sql_cmp;
 

@@ -154,7 +154,8 @@ fn float_arith(op: ArithOp, x: f64, y: f64) -> EvalResult<'static> {
         ArithOp::Sub => x - y,
         ArithOp::Mul => x * y,
         ArithOp::Div => {
-            if y == 0.0 {
+            // PostgreSQL's float8div: NaN / 0 is NaN, anything else / 0 an error.
+            if y == 0.0 && !x.is_nan() {
                 return Err(EvalError::new("division by zero"));
             }
             x / y

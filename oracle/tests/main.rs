@@ -1,4 +1,6 @@
 //! Integration tests of the oracle crate, one module per topic.
 
 mod common;
+mod differential;
+mod grammar;
 mod semantics;
