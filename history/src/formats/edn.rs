@@ -224,13 +224,13 @@ impl<'a> EdnReader<'a> {
                     return Err(self.error("'#' must start a set, a discard or a tag"));
                 }
                 let form = self.nested(|r| r.form())?;
-                Ok(Edn::Tagged(tag, Box::new(form)))
+                Ok(Edn::Tagged(tag.to_string(), Box::new(form)))
             }
             b'"' => self.string(),
             b'\\' => {
                 self.pos += 1;
                 let token = self.token();
-                let c = match token.as_str() {
+                let c = match token {
                     "newline" => "\n".to_string(),
                     "space" => " ".to_string(),
                     "tab" => "\t".to_string(),
@@ -252,7 +252,7 @@ impl<'a> EdnReader<'a> {
                 if name.is_empty() {
                     return Err(self.error("empty keyword"));
                 }
-                Ok(Edn::Keyword(name))
+                Ok(Edn::Keyword(name.to_string()))
             }
             _ => {
                 let token = self.token();
@@ -293,7 +293,9 @@ impl<'a> EdnReader<'a> {
         })
     }
 
-    fn token(&mut self) -> String {
+    /// The bytes up to the next delimiter. The text is UTF-8 and delimiters are ASCII, so
+    /// the slice is UTF-8 too; no allocation.
+    fn token(&mut self) -> &'a str {
         let start = self.pos;
         while let Some(&b) = self.text.get(self.pos) {
             if b.is_ascii_whitespace()
@@ -303,11 +305,11 @@ impl<'a> EdnReader<'a> {
             }
             self.pos += 1;
         }
-        String::from_utf8_lossy(&self.text[start..self.pos]).into_owned()
+        std::str::from_utf8(&self.text[start..self.pos]).unwrap_or("")
     }
 
-    fn atom(&self, token: String) -> Result<Edn, FormatError> {
-        match token.as_str() {
+    fn atom(&self, token: &str) -> Result<Edn, FormatError> {
+        match token {
             "nil" => return Ok(Edn::Nil),
             "true" => return Ok(Edn::Bool(true)),
             "false" => return Ok(Edn::Bool(false)),
@@ -317,16 +319,16 @@ impl<'a> EdnReader<'a> {
         let numeric = first.is_ascii_digit()
             || ((first == b'-' || first == b'+') && token.as_bytes().get(1).is_some_and(u8::is_ascii_digit));
         if !numeric {
-            return Ok(Edn::Symbol(token));
+            return Ok(Edn::Symbol(token.to_string()));
         }
-        let digits = token.strip_suffix('N').unwrap_or(&token);
+        let digits = token.strip_suffix('N').unwrap_or(token);
         if let Ok(i) = digits.parse::<i64>() {
             return Ok(Edn::Int(i));
         }
         if digits.bytes().skip(1).all(|b| b.is_ascii_digit()) {
             return Err(self.error(format!("integer {token} does not fit 64 bits")));
         }
-        let float = token.strip_suffix('M').unwrap_or(&token);
+        let float = token.strip_suffix('M').unwrap_or(token);
         float.parse::<f64>().map(Edn::Float).map_err(|_| self.error(format!("malformed number {token:?}")))
     }
 

@@ -42,11 +42,11 @@ pub fn read_elle_edn<R: Read>(mut input: R) -> Result<Imported, FormatError> {
     while let Some((line, form)) = reader.next_form()? {
         match form {
             Edn::Vector(ops) => {
-                for op in &ops {
+                for op in ops {
                     builder.push(line, op)?;
                 }
             }
-            op => builder.push(line, &op)?,
+            op => builder.push(line, op)?,
         }
     }
     finish(builder)
@@ -80,7 +80,7 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
         }
         match serde_json::from_str::<Json>(t) {
             Ok(op @ Json::Object(_)) => {
-                builder.push(line_no, &json_to_edn(&op))?;
+                builder.push(line_no, json_to_edn(&op))?;
                 pushed = true;
             }
             _ if !pushed => {
@@ -107,7 +107,7 @@ fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, 
         return Err(FormatError::invalid(1, "history", "expected an array of operations"));
     };
     for (i, op) in ops.iter().enumerate() {
-        builder.push(0, &json_to_edn(op)).map_err(|e| match e {
+        builder.push(0, json_to_edn(op)).map_err(|e| match e {
             FormatError::Invalid { field, message, .. } => {
                 FormatError::invalid(0, format!("[{i}].{field}"), message)
             }

@@ -45,11 +45,12 @@ impl ElleBuilder {
     }
 
     /// Adds one operation map that starts on `line`.
-    pub(crate) fn push(&mut self, line: usize, op: &Edn) -> Result<(), FormatError> {
+    pub(crate) fn push(&mut self, line: usize, mut op: Edn) -> Result<(), FormatError> {
         let bad = |field: &str, m: String| FormatError::invalid(line, field, m);
         if !matches!(op, Edn::Map(_)) {
             return Err(bad("operation", format!("expected a map, found {}", op.kind())));
         }
+        let value = take(&mut op, "value").unwrap_or(Edn::Nil);
         let process = match op.get("process") {
             Some(Edn::Int(p)) => *p,
             Some(Edn::Keyword(_) | Edn::Str(_)) => return Ok(()),
@@ -73,7 +74,6 @@ impl ElleBuilder {
             None => "txn".to_string(),
             Some(other) => return Err(bad("f", format!("expected a keyword, found {}", other.kind()))),
         };
-        let value = op.get("value").cloned().unwrap_or(Edn::Nil);
         let name = op.get(TXN_KEY).map(|v| scalar(v).map_err(|m| bad(TXN_KEY, m))).transpose()?;
         let session = op.get(SESSION_KEY).map(|v| scalar(v).map_err(|m| bad(SESSION_KEY, m))).transpose()?;
         match kind {
@@ -111,7 +111,7 @@ impl ElleBuilder {
                     "fail" => Status::Aborted,
                     _ => Status::Unknown,
                 };
-                let value = if status == Status::Committed { value } else { inv.value.clone() };
+                let value = if status == Status::Committed { value } else { inv.value };
                 let name = name.or(inv.name.clone());
                 let session = session.or(inv.session.clone());
                 self.complete(line, process, index.or(inv.index), &f, status, &value, name, session)
@@ -261,14 +261,25 @@ impl ElleBuilder {
                 p.line,
                 process,
                 p.index,
-                &p.f.clone(),
+                &p.f,
                 Status::Unknown,
-                &p.value.clone(),
+                &p.value,
                 p.name,
                 p.session,
             )?;
         }
         Ok((self.h, self.unobserved_reads))
+    }
+}
+
+/// Moves the value at keyword `key` out of a map (leaving nil), without copying it.
+fn take(op: &mut Edn, key: &str) -> Option<Edn> {
+    match op {
+        Edn::Map(entries) => entries
+            .iter_mut()
+            .find(|(k, _)| matches!(k, Edn::Keyword(s) if s == key))
+            .map(|(_, v)| std::mem::replace(v, Edn::Nil)),
+        _ => None,
     }
 }
 
