@@ -78,6 +78,7 @@ pub async fn run(url: &str, cfg: &WorkloadConfig, progress: impl Fn(u64)) -> Res
         stop: AtomicBool::new(false),
         recorder: Mutex::new(recorder),
         admin,
+        gate: tokio::sync::RwLock::new(()),
     });
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let tasks: Vec<_> = (0..cfg.sessions)

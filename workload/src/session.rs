@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value as Json};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::RwLock;
 use tokio_postgres::{Client, NoTls};
 
 use crate::plan::{Planner, Step};
@@ -20,6 +21,9 @@ use crate::{WorkloadConfig, WorkloadError};
 
 /// How often a session tries to reconnect before giving up.
 const RECONNECT_ATTEMPTS: u32 = 20;
+
+/// Aborted attempts of one plan after which its next attempts run alone.
+const ATTEMPTS_BEFORE_EXCLUSIVE: u32 = 10;
 
 /// Sent when a session connects.
 const DEADLOCK_TIMEOUT: &str = "SET deadlock_timeout = '20ms'";
@@ -37,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) recorder: Mutex<Recorder>,
     /// A separate connection used only to inject disconnects.
     pub(crate) admin: Option<Client>,
+    /// Attempts hold it shared; a plan that aborted too often takes it exclusively.
+    pub(crate) gate: RwLock<()>,
 }
 
 /// A session's connection and its server process id.
@@ -118,8 +124,16 @@ async fn session_loop(
         }
         let plan = shared.planner.plan(i);
         for attempt in 1..=shared.cfg.max_attempts {
+            // A plan that keeps losing (a wide predicate update under SERIALIZABLE) would
+            // starve: after a few attempts it runs alone, which cannot fail to serialize.
+            let turn = if attempt > ATTEMPTS_BEFORE_EXCLUSIVE {
+                (None, Some(shared.gate.write().await))
+            } else {
+                (Some(shared.gate.read().await), None)
+            };
             let (raw, next, lost) = attempt_plan(shared, &conn, session, &plan, &mut rng).await?;
             shared.recorder.lock().expect("recorder lock").push(raw);
+            drop(turn);
             if lost {
                 conn = reconnect(&shared.url).await?;
             }
