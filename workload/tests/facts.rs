@@ -125,6 +125,7 @@ pub(crate) fn verify_facts(h: &History, isolation: Isolation) -> Checked {
             let txn = h.txn(t);
             txn.ops.iter().enumerate().find_map(|(i, op)| match op {
                 Op::Write { value, .. } if *value != ValueId::ABSENT => txn.op_meta(i)?.get("xmin")?.as_u64(),
+                Op::Update { rows, .. } if !rows.is_empty() => txn.op_meta(i)?.get("xmins")?.get(0)?.as_u64(),
                 _ => None,
             })
         });
