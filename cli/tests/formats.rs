@@ -1,0 +1,87 @@
+//! `--format` on `check` and `isocert convert` across other tools' formats.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn isocert(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_isocert")).args(args).output().expect("isocert runs")
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/formats")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn elle_list_append_is_checked_with_the_order_its_reads_show() {
+    let out = isocert(&[
+        "check",
+        "--format",
+        "elle",
+        &fixture("elle-list-append.edn"),
+        "--isolation",
+        "serializable",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("VALID"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn incompatible_list_orders_are_reported_and_rejected() {
+    let out = isocert(&[
+        "check",
+        "--format",
+        "elle",
+        &fixture("elle-incompatible-order.edn"),
+        "--isolation",
+        "ser",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stderr).contains("incompatible order"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn convert_goes_through_every_int_format_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let steps = [
+        ("plume", fixture("plume-long-fork.txt"), "v1", path("a.jsonl")),
+        ("v1", path("a.jsonl"), "dbcop-bincode", path("b")),
+        ("dbcop-bincode", path("b"), "dbcop", path("c.json")),
+        ("dbcop", path("c.json"), "dbcop-hist", path("d.hist")),
+        ("dbcop-hist", path("d.hist"), "elle", path("e.edn")),
+        ("elle", path("e.edn"), "plume", path("f.txt")),
+    ];
+    for (from, input, to, output) in &steps {
+        let out = isocert(&["convert", "--from", from, "--to", to, input, output]);
+        assert_eq!(out.status.code(), Some(0), "{from} -> {to}: {}", text(&out.stderr));
+    }
+    let back = std::fs::read_to_string(path("f.txt")).unwrap();
+    let original = std::fs::read_to_string(fixture("plume-long-fork.txt")).unwrap();
+    assert_eq!(back, original, "plume -> v1 -> bincode -> dbcop -> hist -> elle -> plume");
+}
+
+#[test]
+fn malformed_foreign_input_exits_2_naming_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "w(1,2,3,4)\nr(1,two,3,4)\n").unwrap();
+    let out = isocert(&["check", "--format", "plume", bad.to_str().unwrap(), "--isolation", "ser"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("bad.txt") && err.contains("line 2") && err.contains("value"), "{err}");
+}
+
+#[test]
+fn unknown_format_names_are_a_usage_error() {
+    let out = isocert(&["convert", "--from", "cobol", "--to", "v1", "a", "b"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("viper"), "{}", text(&out.stderr));
+}

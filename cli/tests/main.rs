@@ -1,0 +1,3 @@
+//! End-to-end tests of the `isocert` binary.
+
+mod formats;
