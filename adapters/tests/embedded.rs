@@ -1,12 +1,26 @@
 //! The embedded server really starts, is configured for logical decoding, and goes away.
 
 use isocert_adapters::postgres::connect;
-use isocert_adapters::EmbeddedPostgres;
+use isocert_adapters::{AdapterError, EmbeddedPostgres};
+
+/// Starts a server; `None` (skip) when PostgreSQL is not installed, except under `CI=true`.
+fn start() -> Option<EmbeddedPostgres> {
+    match EmbeddedPostgres::start() {
+        Ok(pg) => Some(pg),
+        Err(e @ AdapterError::PostgresNotInstalled { .. })
+            if std::env::var("CI").as_deref() != Ok("true") =>
+        {
+            eprintln!("skipping embedded PostgreSQL test: {e}");
+            None
+        }
+        Err(e) => panic!("embedded PostgreSQL did not start: {e}"),
+    }
+}
 
 #[test]
 fn starts_configured_and_is_removed_by_shutdown() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let pg = EmbeddedPostgres::start().expect("embedded PostgreSQL starts");
+    let Some(pg) = start() else { return };
     let data = pg.data_dir();
     assert!(data.join("PG_VERSION").is_file());
     assert!(pg.url().starts_with("postgres://postgres@127.0.0.1:"));
@@ -37,6 +51,9 @@ fn starts_configured_and_is_removed_by_shutdown() {
 #[test]
 fn drop_stops_the_server_and_removes_the_directory() {
     let rt = tokio::runtime::Runtime::new().unwrap();
+    if start().is_none() {
+        return;
+    }
     let pg = rt.block_on(EmbeddedPostgres::start_async()).unwrap();
     let url = pg.url();
     let root = pg.data_dir().parent().unwrap().to_path_buf();
@@ -49,7 +66,7 @@ fn drop_stops_the_server_and_removes_the_directory() {
 
 #[test]
 fn two_servers_run_side_by_side() {
-    let a = EmbeddedPostgres::start().unwrap();
+    let Some(a) = start() else { return };
     let b = EmbeddedPostgres::start().unwrap();
     assert_ne!(a.port(), b.port());
     let rt = tokio::runtime::Runtime::new().unwrap();

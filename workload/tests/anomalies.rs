@@ -50,6 +50,9 @@ fn skew_run(name: &str, isolation: Isolation) -> History {
 
 #[test]
 fn repeatable_read_lets_write_skew_through_and_serializable_does_not() {
+    if !crate::support::pg_available() {
+        return;
+    }
     let rr = skew_run("wl_anom_skew_rr", Isolation::RepeatableRead);
     assert!(write_skews(&rr) > 0, "no write skew in {} transactions at repeatable read", rr.txns.len());
     let ser = skew_run("wl_anom_skew_ser", Isolation::Serializable);
@@ -84,6 +87,9 @@ fn sorted(rows: &[isocert_history::ResultRow]) -> Vec<(ObjId, ValueId)> {
 
 #[test]
 fn read_committed_shows_phantoms_and_snapshots_do_not() {
+    if !crate::support::pg_available() {
+        return;
+    }
     let run = |name: &str, isolation| {
         let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, isolation);
         cfg.txns = 1000;
@@ -100,6 +106,9 @@ fn read_committed_shows_phantoms_and_snapshots_do_not() {
 
 #[test]
 fn connections_killed_before_commit_are_recorded_unknown() {
+    if !crate::support::pg_available() {
+        return;
+    }
     let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, Isolation::ReadCommitted);
     cfg.txns = 200;
     cfg.sessions = 4;

@@ -227,6 +227,9 @@ fn run_and_verify(name: &str, kind: WorkloadKind, isolation: Isolation, txns: u6
 
 #[test]
 fn kv_facts_at_every_level() {
+    if !crate::support::pg_available() {
+        return;
+    }
     for (name, isolation) in [
         ("wl_kv_ser", Isolation::Serializable),
         ("wl_kv_rr", Isolation::RepeatableRead),
@@ -241,6 +244,9 @@ fn kv_facts_at_every_level() {
 
 #[test]
 fn predicate_facts_at_every_level() {
+    if !crate::support::pg_available() {
+        return;
+    }
     for (name, isolation) in [
         ("wl_pred_ser", Isolation::Serializable),
         ("wl_pred_rr", Isolation::RepeatableRead),
@@ -257,5 +263,8 @@ fn predicate_facts_at_every_level() {
 
 #[test]
 fn skew_facts() {
+    if !crate::support::pg_available() {
+        return;
+    }
     run_and_verify("wl_skew_rr", WorkloadKind::Skew, Isolation::RepeatableRead, 300);
 }

@@ -26,6 +26,9 @@ async fn two_versions_at(url: &str, level: &str) -> (usize, bool) {
 
 #[test]
 fn insert_after_concurrent_delete_shows_two_versions_of_the_row() {
+    if !crate::support::pg_available() {
+        return;
+    }
     let url = fresh_database("wl_pg_two_versions");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
