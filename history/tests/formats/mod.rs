@@ -4,6 +4,7 @@
 mod cobra;
 mod dbcop;
 mod elle;
+mod garbage;
 mod plume;
 mod viper;
 
