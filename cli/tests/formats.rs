@@ -85,3 +85,31 @@ fn unknown_format_names_are_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("viper"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn convert_keeps_the_elle_version_order_as_a_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("h.jsonl").to_string_lossy().into_owned();
+    let cert = dir.path().join("c.json").to_string_lossy().into_owned();
+    let input = fixture("elle-list-append.edn");
+    let out =
+        isocert(&["convert", "--from", "elle", "--to", "v1", "--certificate-out", &cert, &input, &history]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&cert).unwrap();
+    assert!(written.contains(r#"{"key":"x","writers":[1,3]}"#), "{written}");
+    let out = isocert(&["check", &history, "--certificate", &cert, "--isolation", "serializable"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    let out = isocert(&[
+        "convert",
+        "--from",
+        "plume",
+        "--to",
+        "v1",
+        "--certificate-out",
+        &cert,
+        &fixture("plume-long-fork.txt"),
+        &history,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("carries no certificate"), "{}", text(&out.stderr));
+}
