@@ -118,13 +118,9 @@ fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, 
 }
 
 fn finish(builder: ElleBuilder) -> Result<Imported, FormatError> {
-    let (history, unobserved) = builder.finish()?;
+    let (history, notes) = builder.finish()?;
     let mut imported = Imported::plain(history);
-    if unobserved > 0 {
-        imported.notes.push(format!(
-            "{unobserved} reads of failed or indeterminate transactions were not observed and are left out"
-        ));
-    }
+    imported.notes = notes;
     let has_lists =
         imported.history.txns.iter().flat_map(|t| &t.ops).any(|op| matches!(op, Op::Append { .. }));
     if has_lists {

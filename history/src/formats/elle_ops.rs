@@ -35,13 +35,21 @@ pub(crate) struct ElleBuilder {
     pending: FxHashMap<i64, Pending>,
     counter: i64,
     unobserved_reads: usize,
+    unmatched_info: usize,
 }
 
 impl ElleBuilder {
     pub(crate) fn new() -> Self {
         let mut h = History::new();
         let kv = h.intern_table(KV_TABLE);
-        ElleBuilder { h, kv, pending: FxHashMap::default(), counter: 0, unobserved_reads: 0 }
+        ElleBuilder {
+            h,
+            kv,
+            pending: FxHashMap::default(),
+            counter: 0,
+            unobserved_reads: 0,
+            unmatched_info: 0,
+        }
     }
 
     /// Adds one operation map that starts on `line`.
@@ -91,14 +99,19 @@ impl ElleBuilder {
                 Ok(())
             }
             "ok" | "fail" | "info" => {
+                let status = match kind {
+                    "ok" => Status::Committed,
+                    "fail" => Status::Aborted,
+                    _ => Status::Unknown,
+                };
                 let Some(inv) = self.pending.remove(&process) else {
+                    // Histories filtered to completions (Viper's Jepsen logs keep only `:ok`
+                    // lines) carry each transaction whole in its completion.
                     if kind == "info" {
+                        self.unmatched_info += 1;
                         return Ok(());
                     }
-                    return Err(bad(
-                        "process",
-                        format!("completion of process {process} with no invocation"),
-                    ));
+                    return self.complete(line, process, index, &f, status, &value, name, session);
                 };
                 if inv.f != f {
                     return Err(bad(
@@ -106,11 +119,6 @@ impl ElleBuilder {
                         format!("completion :{f} of an invocation :{} (line {})", inv.f, inv.line),
                     ));
                 }
-                let status = match kind {
-                    "ok" => Status::Committed,
-                    "fail" => Status::Aborted,
-                    _ => Status::Unknown,
-                };
                 let value = if status == Status::Committed { value } else { inv.value };
                 let name = name.or(inv.name.clone());
                 let session = session.or(inv.session.clone());
@@ -252,23 +260,25 @@ impl ElleBuilder {
         Ok(Op::Select { predicate, rows })
     }
 
-    /// Finishes: invocations that never completed become unknown transactions.
-    pub(crate) fn finish(mut self) -> Result<(History, usize), FormatError> {
+    /// Finishes: invocations that never completed become unknown transactions. Returns the
+    /// history and notes on what was left out.
+    pub(crate) fn finish(mut self) -> Result<(History, Vec<String>), FormatError> {
         let mut left: Vec<(i64, Pending)> = self.pending.drain().collect();
         left.sort_by_key(|(_, p)| p.line);
         for (process, p) in left {
-            self.complete(
-                p.line,
-                process,
-                p.index,
-                &p.f,
-                Status::Unknown,
-                &p.value,
-                p.name,
-                p.session,
-            )?;
+            self.complete(p.line, process, p.index, &p.f, Status::Unknown, &p.value, p.name, p.session)?;
         }
-        Ok((self.h, self.unobserved_reads))
+        let mut notes = Vec::new();
+        if self.unobserved_reads > 0 {
+            notes.push(format!(
+                "{} reads of failed or indeterminate transactions were not observed and are left out",
+                self.unobserved_reads
+            ));
+        }
+        if self.unmatched_info > 0 {
+            notes.push(format!("{} :info completions with no invocation were left out", self.unmatched_info));
+        }
+        Ok((self.h, notes))
     }
 }
 

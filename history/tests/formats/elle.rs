@@ -118,7 +118,7 @@ fn malformed_histories_name_line_and_field() {
     let cases: [(&[u8], &str); 6] = [
         (b"{:type :invoke, :value [[:r 1 nil]], :process 0}\n{:type :ok :value [[:r 1 nil]] :process 0", "line 2"),
         (b"{:type :invoke, :value [[:r 1 nil]], :process 0}\n{:type :done, :value [], :process 0}", "line 2: type"),
-        (b"{:type :ok, :value [], :process 4}", "process 4"),
+        (b"{:type :ok, :value [[:r 1 nil]], :process 4.5}", "process: expected an integer"),
         (b"{:type :invoke, :value [[:r 1 nil] [:x 1 2]], :process 0}\n{:type :ok, :value [[:r 1 nil] [:x 1 2]], :process 0}", "line 2: value[1]"),
         (b"{:type :invoke, :value [[:r 1 nil]], :process 0}\n{:type :invoke, :value [], :process 0}", "invokes again"),
         (b"{:type :invoke, :f :read, :process 0}\n{:type :ok, :f :read, :value 3, :process 0}", "unsupported operation :read"),
@@ -145,4 +145,14 @@ fn pretty_printed_json_documents_are_read_whole() {
     let h = isocert_history::formats::read_elle_json(text.as_bytes()).unwrap().history;
     assert_eq!(h.txns.len(), 1);
     assert_eq!(h.txns[0].name, Scalar::Int(9));
+}
+
+#[test]
+fn completion_only_histories_are_read_whole() {
+    // Viper's Jepsen logs and other filtered histories keep only the `:ok` lines.
+    let text = "{:type :ok, :f :txn, :value [[:append 1 1]], :process 0, :index 1}\n{:type :ok, :f :txn, :value [[:r 1 [1]]], :process 1, :index 3}\n{:type :info, :f :txn, :value nil, :process 2, :index 4}\n";
+    let imported = isocert_history::formats::read_elle_edn(text.as_bytes()).unwrap();
+    let names: Vec<_> = imported.history.txns.iter().map(|t| (t.name.clone(), t.status)).collect();
+    assert_eq!(names, [(Scalar::Int(1), Status::Committed), (Scalar::Int(3), Status::Committed)]);
+    assert!(imported.notes.iter().any(|n| n.contains("1 :info completions")), "{:?}", imported.notes);
 }
