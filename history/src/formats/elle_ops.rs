@@ -55,6 +55,10 @@ impl ElleBuilder {
     /// Adds one operation map that starts on `line`.
     pub(crate) fn push(&mut self, line: usize, mut op: Edn) -> Result<(), FormatError> {
         let bad = |field: &str, m: String| FormatError::invalid(line, field, m);
+        // Newer Jepsen writes operations as records: `#jepsen.history.Op{:index 0 ...}`.
+        if let Edn::Tagged(_, inner) = op {
+            op = *inner;
+        }
         if !matches!(op, Edn::Map(_)) {
             return Err(bad("operation", format!("expected a map, found {}", op.kind())));
         }

@@ -156,3 +156,11 @@ fn completion_only_histories_are_read_whole() {
     assert_eq!(names, [(Scalar::Int(1), Status::Committed), (Scalar::Int(3), Status::Committed)]);
     assert!(imported.notes.iter().any(|n| n.contains("1 :info completions")), "{:?}", imported.notes);
 }
+
+#[test]
+fn jepsen_op_records_are_read_as_maps() {
+    let text = "#jepsen.history.Op{:index 0, :time 1, :type :invoke, :process 0, :f :txn, :value [[:append 1 1]]}\n#jepsen.history.Op{:index 1, :time 2, :type :ok, :process 0, :f :txn, :value [[:append 1 1]]}\n";
+    let h = isocert_history::formats::read_elle_edn(text.as_bytes()).unwrap().history;
+    assert_eq!(h.txns.len(), 1);
+    assert_eq!(h.txns[0].name, Scalar::Int(1));
+}
