@@ -135,6 +135,7 @@ fn write_seq(out: &mut String, open: &str, items: &[Edn], close: &str) {
 /// Reads top-level EDN forms one at a time from a text.
 #[derive(Debug)]
 pub struct EdnReader<'a> {
+    source: &'a str,
     text: &'a [u8],
     pos: usize,
     line: usize,
@@ -147,7 +148,7 @@ const MAX_DEPTH: usize = 256;
 impl<'a> EdnReader<'a> {
     /// A reader over `text`.
     pub fn new(text: &'a str) -> Self {
-        EdnReader { text: text.as_bytes(), pos: 0, line: 1, depth: 0 }
+        EdnReader { source: text, text: text.as_bytes(), pos: 0, line: 1, depth: 0 }
     }
 
     /// The next top-level form and the line it starts on, or `None` at the end.
@@ -202,16 +203,7 @@ impl<'a> EdnReader<'a> {
             }
             b'{' => {
                 self.pos += 1;
-                let items = self.seq(b'}')?;
-                if items.len() % 2 != 0 {
-                    return Err(self.error("a map needs an even number of forms"));
-                }
-                let mut entries = Vec::with_capacity(items.len() / 2);
-                let mut it = items.into_iter();
-                while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                    entries.push((k, v));
-                }
-                Ok(Edn::Map(entries))
+                self.map()
             }
             b'#' => {
                 self.pos += 1;
@@ -293,6 +285,30 @@ impl<'a> EdnReader<'a> {
         })
     }
 
+    fn map(&mut self) -> Result<Edn, FormatError> {
+        self.nested(|r| {
+            let mut entries = Vec::new();
+            loop {
+                r.skip_space()?;
+                match r.text.get(r.pos) {
+                    None => return Err(r.error("input ends before the closing '}'")),
+                    Some(b'}') => {
+                        r.pos += 1;
+                        return Ok(Edn::Map(entries));
+                    }
+                    Some(_) => {
+                        let key = r.form()?;
+                        r.skip_space()?;
+                        if r.text.get(r.pos) == Some(&b'}') {
+                            return Err(r.error("a map needs an even number of forms"));
+                        }
+                        entries.push((key, r.form()?));
+                    }
+                }
+            }
+        })
+    }
+
     /// The bytes up to the next delimiter. The text is UTF-8 and delimiters are ASCII, so
     /// the slice is UTF-8 too; no allocation.
     fn token(&mut self) -> &'a str {
@@ -305,7 +321,7 @@ impl<'a> EdnReader<'a> {
             }
             self.pos += 1;
         }
-        std::str::from_utf8(&self.text[start..self.pos]).unwrap_or("")
+        self.source.get(start..self.pos).unwrap_or("")
     }
 
     fn atom(&self, token: &str) -> Result<Edn, FormatError> {
