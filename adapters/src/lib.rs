@@ -4,9 +4,10 @@
 //! Today there is one database, PostgreSQL ([`postgres`]):
 //! - [`EmbeddedPostgres`]: a throwaway server (initdb into a temporary directory, logical
 //!   WAL, a free loopback port) for tests and for `isocert run` without `--db`;
-//! - [`Snapshot`]: a parsed `pg_current_snapshot()` with PostgreSQL's visibility rule;
-//! - the SQL fragments the workload uses to record xids, snapshots and row writers
-//!   (documented in `docs/POSTGRES.md`).
+//! - [`Snapshot`]: a parsed `pg_current_snapshot()` with PostgreSQL's visibility rule and
+//!   the widening of 32-bit xids, shared by the test client (isocert-workload, which records
+//!   xids, snapshots and row writers as `docs/POSTGRES.md` specifies) and recovery;
+//! - the logical replication consumer that recovers committed row versions.
 //!
 //! ```
 //! use isocert_adapters::Snapshot;

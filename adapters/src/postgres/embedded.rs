@@ -95,10 +95,10 @@ impl EmbeddedPostgresBuilder {
             None => find_bin_dir()?,
         };
         let owner = if running_as_root() { Some(lookup_user(&self.server_user)?) } else { None };
-        let dir = tempfile::Builder::new()
-            .prefix("isocert-pg-")
-            .tempdir()
-            .map_err(|e| AdapterError::io("creating a temporary directory for PostgreSQL", e))?;
+        let base = if owner.is_some() { reachable_temp_dir() } else { std::env::temp_dir() };
+        let dir = tempfile::Builder::new().prefix("isocert-pg-").tempdir_in(&base).map_err(|e| {
+            AdapterError::io(format!("creating a temporary directory in {}", base.display()), e)
+        })?;
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
                 .map_err(|e| AdapterError::io(format!("chown {}", dir.path().display()), e))?;
@@ -380,6 +380,18 @@ fn checked_bin_dir(dir: &Path) -> Result<PathBuf, AdapterError> {
 
 fn has_server_programs(dir: &Path) -> bool {
     ["initdb", "pg_ctl", "postgres"].iter().all(|p| dir.join(p).is_file())
+}
+
+/// The temporary directory, if every folder on its path lets other users through (the
+/// server runs as another user); else `/tmp`.
+fn reachable_temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir();
+    let traversable = dir.ancestors().all(|a| fs::metadata(a).is_ok_and(|m| m.mode() & 0o001 != 0));
+    if traversable {
+        dir
+    } else {
+        PathBuf::from("/tmp")
+    }
 }
 
 /// Whether this process runs as root (the owner of `/proc/self` is the effective user).
