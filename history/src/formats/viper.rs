@@ -56,11 +56,70 @@ pub fn read_viper_dir(dir: &Path) -> Result<Imported, FormatError> {
         let f = std::fs::File::open(file).map_err(|e| FormatError::Io(e).in_file(file))?;
         r.read_log(session_name(file), BufReader::new(f)).map_err(|e| e.in_file(file))?;
     }
-    let mut imported = Imported::plain(r.h);
+    let mut h = r.h;
+    let corrected = align_dead_flags(&mut h);
+    let mut imported = Imported::plain(h);
     if r.failed_writes > 0 {
         imported.notes.push(format!("{} writes marked unsuccessful were left out", r.failed_writes));
     }
+    if corrected > 0 {
+        imported.notes.push(format!(
+            "{corrected} item reads flagged a version's liveness differently from the write that installed it; \
+             the writer's flag was kept (IsoVista's Viper logs put the transaction's success there)"
+        ));
+    }
     Ok(imported)
+}
+
+/// Gives every item read of a value some write installed the liveness that write gave it.
+///
+/// ViperBench logs `["r", k, v, is_dead]`, but IsoVista's Viper serializer puts the
+/// transaction's success flag in that slot; values are unique per key, so the writer's flag
+/// is the truth. Returns how many reads were corrected.
+fn align_dead_flags(h: &mut History) -> usize {
+    let dead_of = |h: &History, v: ValueId| match h.value(v) {
+        Value::Row(row) => {
+            Some((row.get(crate::ColId(1)).clone(), matches!(row.get(crate::ColId(2)), Scalar::Bool(true))))
+        }
+        _ => None,
+    };
+    let mut written: rustc_hash::FxHashMap<(ObjId, Scalar), bool> = rustc_hash::FxHashMap::default();
+    for t in &h.txns {
+        for op in &t.ops {
+            if let Op::Write { obj, value } = op {
+                if let Some((val, dead)) = dead_of(h, *value) {
+                    written.insert((*obj, val), dead);
+                }
+            }
+        }
+    }
+    for &(obj, value) in &h.initial {
+        if let Some((val, dead)) = dead_of(h, value) {
+            written.insert((obj, val), dead);
+        }
+    }
+    let mut fixes = Vec::new();
+    for (t, txn) in h.txns.iter().enumerate() {
+        for (i, op) in txn.ops.iter().enumerate() {
+            if let Op::Read { obj, value } = op {
+                if let Some((val, dead)) = dead_of(h, *value) {
+                    if let Some(&truth) = written.get(&(*obj, val.clone())) {
+                        if truth != dead {
+                            fixes.push((t, i, *obj, val, truth));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for &(t, i, obj, ref val, dead) in &fixes {
+        let key = h.object(obj).key.clone();
+        let cols =
+            [(crate::ColId(0), key), (crate::ColId(1), val.clone()), (crate::ColId(2), Scalar::Bool(dead))];
+        let value = h.intern_row(&cols);
+        h.txns[t].ops[i] = Op::Read { obj, value };
+    }
+    fixes.len()
 }
 
 fn session_name(path: &Path) -> Scalar {

@@ -66,3 +66,21 @@ fn other_tables_and_blind_deletes_are_refused_by_name() {
     let err = Format::Viper.write_path(&h, dir.path()).unwrap_err();
     assert!(err.to_string().contains("T1, ops[0]: table kv"), "{err}");
 }
+
+#[test]
+fn isovista_logs_with_success_in_the_dead_slot_read_as_live_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("J24.log"), "{\"value\":[[\"w\",1,5,true]]}\n").unwrap();
+    std::fs::write(dir.path().join("J25.log"), "{\"value\":[[\"r\",1,5,true],[\"r\",2,7,true]]}\n").unwrap();
+    let imported = Format::Viper.read_path(dir.path()).unwrap();
+    let h = &imported.history;
+    let (Op::Write { value: w, .. }, Op::Read { value: r, .. }) = (&h.txns[0].ops[0], &h.txns[1].ops[0])
+    else {
+        panic!("expected a write and a read")
+    };
+    assert_eq!(w, r, "the read sees the live row the write installed");
+    assert!(imported.notes.iter().any(|n| n.contains("1 item reads")), "{:?}", imported.notes);
+    let Op::Read { value, .. } = h.txns[1].ops[1] else { panic!("expected a read") };
+    let Value::Row(row) = h.value(value) else { panic!("expected a row") };
+    assert_eq!(row.columns()[2], Scalar::Bool(true), "no writer: the log's flag is kept");
+}
