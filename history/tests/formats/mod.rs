@@ -92,3 +92,16 @@ fn formats_are_guessed_from_paths() {
     assert_eq!(Format::guess(&fixture("cobra")), Some(Format::Cobra));
     assert_eq!(Format::guess(&fixture("viper")), Some(Format::Viper));
 }
+
+#[test]
+fn chronos_goes_through_the_format_enum() {
+    assert_round_trip(
+        r#"{"id":1,"session":1,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":1,"value":5},{"f":"r","key":2,"value":null}]}
+{"id":2,"session":2,"start_ts":3,"commit_ts":"4.0000000002","ops":[{"f":"r","key":1,"value":5},{"f":"append","key":3,"value":1}]}
+"#,
+        Format::Chronos,
+    );
+    let h = v1_history(r#"{"id":1,"session":1,"status":"aborted","ops":[]}"#);
+    let notes = Format::Chronos.write(&h, &mut Vec::new()).unwrap();
+    assert!(notes[0].contains("1 aborted or unknown"), "{notes:?}");
+}
