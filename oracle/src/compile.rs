@@ -373,7 +373,6 @@ impl Compiler<'_> {
         let logic = match op {
             BinaryOperator::And => Some(true),
             BinaryOperator::Or => Some(false),
-            BinaryOperator::StringConcat if !self.pg() => Some(false),
             _ => None,
         };
         if let Some(is_and) = logic {
@@ -407,7 +406,6 @@ impl Compiler<'_> {
         let same = |op: &BinaryOperator| match op {
             BinaryOperator::And => is_and,
             BinaryOperator::Or => !is_and,
-            BinaryOperator::StringConcat => !is_and && !self.pg(),
             _ => false,
         };
         match e {

@@ -84,6 +84,24 @@ impl LikePattern {
         Ok(LikePattern { tokens: tokens.into_boxed_slice(), fold })
     }
 
+    /// The literal text every match starts with, when matching is exact (no case folding),
+    /// with whether the pattern is only that text (no wildcard at all).
+    pub(crate) fn literal_prefix(&self) -> Option<(String, bool)> {
+        if self.fold != Fold::None {
+            return None;
+        }
+        let prefix: String = self
+            .tokens
+            .iter()
+            .map_while(|t| match t {
+                Token::Char(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        let exact = prefix.chars().count() == self.tokens.len();
+        Some((prefix, exact))
+    }
+
     /// Whether `text` matches the whole pattern.
     pub(crate) fn matches(&self, text: &str) -> bool {
         let toks = &self.tokens;

@@ -1,5 +1,6 @@
 //! Integration tests of the oracle crate, one module per topic.
 
+mod bounds;
 mod common;
 mod differential;
 mod grammar;
