@@ -5,8 +5,23 @@
 //! Workloads ([`WorkloadKind`]): `kv` (item reads, blind updates, upserts,
 //! read-modify-writes, deletes), `predicate` (plus range reads, predicate updates and
 //! deletes, min/max aggregates; predicate anomalies at read committed) and `skew` (write
-//! skew, which repeatable read allows). Call [`setup`], create the replication slot, then
-//! [`run`]:
+//! skew, which repeatable read allows). A [`WorkloadConfig`] says what to run:
+//!
+//! ```
+//! use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
+//!
+//! let mut cfg = WorkloadConfig::new("predicate".parse()?, "read-committed".parse()?);
+//! cfg.distribution = "zipfian".parse()?;
+//! assert_eq!((cfg.kind, cfg.isolation), (WorkloadKind::Predicate, Isolation::ReadCommitted));
+//! assert_eq!(cfg.kind.table(), "items");
+//! cfg.validate()?;
+//! cfg.sessions = 0;
+//! assert!(cfg.validate().unwrap_err().to_string().contains("sessions"));
+//! # let _ = Distribution::Uniform;
+//! # Ok::<(), isocert_workload::WorkloadError>(())
+//! ```
+//!
+//! Call [`setup`], create the replication slot, then [`run`]:
 //!
 //! ```no_run
 //! use isocert_workload::{run, setup, Isolation, WorkloadConfig, WorkloadKind};
