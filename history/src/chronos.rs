@@ -168,11 +168,11 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
         loop {
             let key = s.key()?;
             match &*key {
-                "tid" => name = Some(parse_key(s).map_err(|f| f.at("tid"))?),
-                "sid" => session = Some(parse_key(s).map_err(|f| f.at("sid"))?),
-                "sts" => start = parse_timestamp(s).map_err(|f| f.at("sts"))?,
-                "cts" => commit = parse_timestamp(s).map_err(|f| f.at("cts"))?,
-                "ops" => {
+                b"tid" => name = Some(parse_key(s).map_err(|f| f.at("tid"))?),
+                b"sid" => session = Some(parse_key(s).map_err(|f| f.at("sid"))?),
+                b"sts" => start = parse_timestamp(s).map_err(|f| f.at("sts"))?,
+                b"cts" => commit = parse_timestamp(s).map_err(|f| f.at("cts"))?,
+                b"ops" => {
                     saw_ops = true;
                     if s.open_array()? {
                         loop {
@@ -184,7 +184,12 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
                         }
                     }
                 }
-                other => return Err(Fail::bad(format!("unknown field `{other}` (tid, sid, sts, cts, ops)"))),
+                other => {
+                    return Err(Fail::bad(format!(
+                        "unknown field `{}` (tid, sid, sts, cts, ops)",
+                        String::from_utf8_lossy(other)
+                    )))
+                }
             }
             if !s.next_or_close(b'}')? {
                 break;
@@ -207,27 +212,34 @@ fn parse_op(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<KvOp> {
     let mut is_array = false;
     if s.open_object()? {
         loop {
-            let k: Cow<'_, str> = s.key()?;
+            let k: Cow<'_, [u8]> = s.key()?;
             match &*k {
-                "t" => {
+                b"t" => {
                     let t = s.string().map_err(|f| f.at("t"))?;
-                    kind = Some(match &*t {
-                        "r" | "read" | "R" => KvOpKind::Read,
-                        "w" | "write" | "W" => KvOpKind::Write,
-                        "a" | "append" | "A" => KvOpKind::Append,
+                    kind = Some(match t.as_bytes() {
+                        b"r" | b"read" | b"R" => KvOpKind::Read,
+                        b"w" | b"write" | b"W" => KvOpKind::Write,
+                        b"a" | b"append" | b"A" => KvOpKind::Append,
                         other => {
-                            return Err(
-                                Fail::bad(format!("unknown operation {other:?} (r, w, append)")).at("t")
-                            )
+                            return Err(Fail::bad(format!(
+                                "unknown operation {:?} (r, w, append)",
+                                String::from_utf8_lossy(other)
+                            ))
+                            .at("t"))
                         }
                     });
                 }
-                "k" => key = Some(parse_key(s).map_err(|f| f.at("k"))?),
-                "v" => {
+                b"k" => key = Some(parse_key(s).map_err(|f| f.at("k"))?),
+                b"v" => {
                     is_array = s.peek()? == b'[';
                     value = parse_value(s, h).map_err(|f| f.at("v"))?;
                 }
-                other => return Err(Fail::bad(format!("unknown field `{other}` (t, k, v)"))),
+                other => {
+                    return Err(Fail::bad(format!(
+                        "unknown field `{}` (t, k, v)",
+                        String::from_utf8_lossy(other)
+                    )))
+                }
             }
             if !s.next_or_close(b'}')? {
                 break;

@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap;
 use crate::chronos::timeline::{self, EventKey, Span};
 use crate::chronos::{sort_anomalies, ObjState, Source};
 use crate::{Anomaly, CheckError, CheckStats, CheckerKind, IsolationLevel, Report};
-use versions::{Effect, ObjVersions, ReaderRef, Version};
+use versions::{Effect, ObjVersions, Version};
 
 const NONE: u32 = u32::MAX;
 
@@ -194,16 +194,11 @@ impl Aion {
                     let seen = crate::chronos::read_state_of(kv, v);
                     match slot {
                         None => {
-                            let (state, _) =
-                                self.objects[obj.index()].state_before(kv, kv.initial_value(obj), span.start);
+                            let (state, _) = self.objects[obj.index()].state_before(kv, obj, span.start);
                             let ok = state.explains(kv, v);
                             let read = reads.len() as u32;
                             reads.push(ExtRead { op: i as u32, obj, seen: v, ok });
-                            self.objects[obj.index()]
-                                .readers
-                                .entry(span.start)
-                                .or_default()
-                                .push(ReaderRef { txn: t.0, read });
+                            self.objects[obj.index()].readers.insert((span.start, read));
                             local.push((obj, seen));
                         }
                         Some(j) => {
@@ -225,8 +220,7 @@ impl Aion {
                     let j = match slot {
                         Some(j) => j,
                         None => {
-                            let (state, _) =
-                                self.objects[obj.index()].state_before(kv, kv.initial_value(obj), span.start);
+                            let (state, _) = self.objects[obj.index()].state_before(kv, obj, span.start);
                             local.push((obj, state));
                             local.len() - 1
                         }
@@ -287,22 +281,19 @@ impl Aion {
         let sets_base = effect.base.is_some();
         o.versions.insert(span.commit, Version { writer: t.0, span, effect });
         let until = if sets_base { o.next_base_after(span.commit) } else { None };
-        let affected: Vec<(EventKey, ReaderRef)> = {
+        let affected: Vec<(EventKey, u32)> = {
             use std::ops::Bound::{Excluded, Included, Unbounded};
+            let lo = Excluded((span.commit, u32::MAX));
             let hi = match until {
-                Some(k) => Included(k),
+                Some(k) => Included((k, u32::MAX)),
                 None => Unbounded,
             };
-            o.readers
-                .range((Excluded(span.commit), hi))
-                .flat_map(|(k, rs)| rs.iter().map(|r| (*k, *r)))
-                .collect()
+            o.readers.range((lo, hi)).copied().collect()
         };
-        let initial = kv.initial_value(obj);
-        for (at, r) in affected {
-            let (state, _) = self.objects[obj.index()].state_before(kv, initial, at);
-            if let Some(read) = self.reads.get_mut(&r.txn).and_then(|rs| rs.get_mut(r.read as usize)) {
-                read.ok = state.explains(kv, read.seen);
+        for (at, read) in affected {
+            let (state, _) = self.objects[obj.index()].state_before(kv, obj, at);
+            if let Some(r) = self.reads.get_mut(&at.txn).and_then(|rs| rs.get_mut(read as usize)) {
+                r.ok = state.explains(kv, r.seen);
             }
         }
         if !self.dirty_mark[obj.index()] {
@@ -334,14 +325,9 @@ impl Aion {
         let serializable = self.options.level == IsolationLevel::Serializable;
         for (i, read) in reads.iter().enumerate() {
             let o = &mut self.objects[read.obj.index()];
-            if let Some(list) = o.readers.get_mut(&span.start) {
-                list.retain(|r| !(r.txn == t && r.read == i as u32));
-                if list.is_empty() {
-                    o.readers.remove(&span.start);
-                }
-            }
+            o.readers.remove(&(span.start, i as u32));
             if !read.ok {
-                let (state, writer) = o.state_before(kv, kv.initial_value(read.obj), span.start);
+                let (state, writer) = o.state_before(kv, read.obj, span.start);
                 let source = writer.map_or(Source::Initial, |w| Source::Txn(TxnId(w)));
                 let seen = crate::chronos::read_state_of(kv, read.seen);
                 self.final_anomalies.push(crate::chronos::explain_ext(
@@ -363,9 +349,8 @@ impl Aion {
         self.watermark = Some(self.watermark.map_or(watermark, |w| w.max(watermark)));
         for obj in std::mem::take(&mut self.dirty) {
             self.dirty_mark[obj as usize] = false;
-            let initial = kv.initial_value(ObjId(obj));
             let o = &mut self.objects[obj as usize];
-            self.collected += o.collect_below(kv, initial, watermark);
+            self.collected += o.collect_below(kv, ObjId(obj), watermark);
             if o.versions.range(watermark..).next().is_some() {
                 self.dirty_mark[obj as usize] = true;
                 self.dirty.push(obj);

@@ -6,9 +6,9 @@
 //! folding the appends after it (lists). Writers keep their spans, so NoConflict with a
 //! late transaction is a range query around its span.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use isocert_history::{KvHistory, KvValue};
+use isocert_history::{KvHistory, KvValue, ObjId};
 
 use crate::chronos::timeline::{EventKey, Span};
 use crate::chronos::ObjState;
@@ -30,20 +30,14 @@ pub(crate) struct Version {
     pub(crate) effect: Effect,
 }
 
-/// A pending external read of an object: the reader and the index of the read in its list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ReaderRef {
-    pub(crate) txn: u32,
-    pub(crate) read: u32,
-}
-
 /// Versions and pending readers of one object.
 #[derive(Debug, Default)]
 pub(crate) struct ObjVersions {
     /// Versions by commit event.
     pub(crate) versions: BTreeMap<EventKey, Version>,
-    /// Pending external reads by the reader's start event.
-    pub(crate) readers: BTreeMap<EventKey, Vec<ReaderRef>>,
+    /// Pending external reads: the reader's start event (which names the reader) and the
+    /// index of the read in the reader's list; no allocation per entry.
+    pub(crate) readers: BTreeSet<(EventKey, u32)>,
     /// The longest writer span seen (commit minus start, as 128-bit timestamps).
     pub(crate) max_span: u128,
 }
@@ -59,12 +53,7 @@ fn from128(x: u128) -> isocert_history::Timestamp {
 
 impl ObjVersions {
     /// The state visible just before `at`, and who installed it (`None`: the initial value).
-    pub(crate) fn state_before(
-        &self,
-        kv: &KvHistory,
-        initial: KvValue,
-        at: EventKey,
-    ) -> (ObjState, Option<u32>) {
+    pub(crate) fn state_before(&self, kv: &KvHistory, obj: ObjId, at: EventKey) -> (ObjState, Option<u32>) {
         let mut appends: Vec<&[KvValue]> = Vec::new();
         let mut writer = None;
         let mut base = None;
@@ -80,7 +69,7 @@ impl ObjVersions {
                 break;
             }
         }
-        let mut state = base.unwrap_or_else(|| ObjState::initial(kv, initial));
+        let mut state = base.unwrap_or_else(|| ObjState::initial(kv, kv.initial_value(obj)));
         for list in appends.into_iter().rev() {
             for &e in list {
                 state.append(e);
@@ -115,12 +104,12 @@ impl ObjVersions {
 
     /// Replaces the versions before `watermark` by one that holds their folded state, so
     /// memory stays bounded. Returns the number of versions dropped.
-    pub(crate) fn collect_below(&mut self, kv: &KvHistory, initial: KvValue, watermark: EventKey) -> usize {
+    pub(crate) fn collect_below(&mut self, kv: &KvHistory, obj: ObjId, watermark: EventKey) -> usize {
         let below = self.versions.range(..watermark).count();
         if below < 2 {
             return 0;
         }
-        let (state, _) = self.state_before(kv, initial, watermark);
+        let (state, _) = self.state_before(kv, obj, watermark);
         let (&last_key, last) = self.versions.range(..watermark).next_back().expect("two versions below");
         let keep = Version {
             writer: last.writer,

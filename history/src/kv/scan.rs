@@ -156,12 +156,31 @@ impl<'a> Scan<'a> {
         Ok(true)
     }
 
-    /// Reads an object key and the `:` after it.
+    /// Reads an object key and the `:` after it, as bytes: keys are only compared with
+    /// field names, so plain keys (no escapes) skip UTF-8 validation and copying.
     #[inline]
-    pub(crate) fn key(&mut self) -> Scanned<Cow<'a, str>> {
-        let k = self.string()?;
+    pub(crate) fn key(&mut self) -> Scanned<Cow<'a, [u8]>> {
+        self.expect(b'"')?;
+        let bytes = self.bytes;
+        let start = self.pos;
+        let mut i = start;
+        loop {
+            match bytes.get(i) {
+                None => return Err(self.end()),
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    self.pos = start - 1;
+                    let k = self.string()?;
+                    self.expect(b':')?;
+                    return Ok(Cow::Owned(k.into_owned().into_bytes()));
+                }
+                Some(&b) if b < 0x20 => return Err(Fail::bad("control character in a string")),
+                Some(_) => i += 1,
+            }
+        }
+        self.pos = i + 1;
         self.expect(b':')?;
-        Ok(k)
+        Ok(Cow::Borrowed(&bytes[start..i]))
     }
 
     /// Reads a string (borrowed when it has no escapes).

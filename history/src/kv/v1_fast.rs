@@ -131,7 +131,7 @@ fn peek_is_header(s: &mut Scan<'_>) -> Scanned<bool> {
     let mut found = false;
     if s.open_object()? {
         loop {
-            if s.key()? == "format" {
+            if *s.key()? == *b"format" {
                 found = true;
             }
             s.skip_value()?;
@@ -153,20 +153,23 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
         loop {
             let key = s.key()?;
             match &*key {
-                "format" => format = Some(s.string().map_err(|f| f.at("format"))?.into_owned()),
-                "version" => version = Some(s.number().map_err(|f| f.at("version"))?),
-                "dialect" => {
+                b"format" => format = Some(s.string().map_err(|f| f.at("format"))?.into_owned()),
+                b"version" => version = Some(s.number().map_err(|f| f.at("version"))?),
+                b"dialect" => {
                     let d = s.string().map_err(|f| f.at("dialect"))?;
-                    h.dict_mut().dialect = match &*d {
-                        "postgres" | "postgresql" => Dialect::Postgres,
-                        "mysql" | "tidb" => Dialect::Mysql,
+                    h.dict_mut().dialect = match d.as_bytes() {
+                        b"postgres" | b"postgresql" => Dialect::Postgres,
+                        b"mysql" | b"tidb" => Dialect::Mysql,
                         other => {
-                            return Err(Fail::bad(format!("unknown dialect {other:?} (postgres, mysql)"))
-                                .at("dialect"))
+                            return Err(Fail::bad(format!(
+                                "unknown dialect {:?} (postgres, mysql)",
+                                String::from_utf8_lossy(other)
+                            ))
+                            .at("dialect"))
                         }
                     };
                 }
-                "initial" => {
+                b"initial" => {
                     if s.open_array()? {
                         let mut i = 0;
                         loop {
@@ -186,7 +189,9 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                         }
                     }
                 }
-                other => return Err(Fail::bad(format!("unknown field {other:?}"))),
+                other => {
+                    return Err(Fail::bad(format!("unknown field {:?}", String::from_utf8_lossy(other))))
+                }
             }
             if !s.next_or_close(b'}')? {
                 break;
@@ -217,10 +222,12 @@ fn parse_initial(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<(ObjId, KvValue
         loop {
             let k = s.key()?;
             match &*k {
-                "table" => table = Some(s.string().map_err(|f| f.at("table"))?),
-                "key" => key = Some(parse_key(s).map_err(|f| f.at("key"))?),
-                "value" => value = Some(parse_value(s, h).map_err(|f| f.at("value"))?),
-                other => return Err(Fail::bad(format!("unknown field {other:?}"))),
+                b"table" => table = Some(s.string().map_err(|f| f.at("table"))?),
+                b"key" => key = Some(parse_key(s).map_err(|f| f.at("key"))?),
+                b"value" => value = Some(parse_value(s, h).map_err(|f| f.at("value"))?),
+                other => {
+                    return Err(Fail::bad(format!("unknown field {:?}", String::from_utf8_lossy(other))))
+                }
             }
             if !s.next_or_close(b'}')? {
                 break;
@@ -327,10 +334,13 @@ pub(crate) fn parse_timestamp(s: &mut Scan<'_>) -> Scanned<Option<Timestamp>> {
                 loop {
                     let k = s.key()?;
                     match &*k {
-                        "p" => p = Some(ts_part(s).map_err(|f| f.at("p"))?),
-                        "l" => l = Some(ts_part(s).map_err(|f| f.at("l"))?),
+                        b"p" => p = Some(ts_part(s).map_err(|f| f.at("p"))?),
+                        b"l" => l = Some(ts_part(s).map_err(|f| f.at("l"))?),
                         other => {
-                            return Err(Fail::bad(format!("unknown field {other:?} (expected p and l)")))
+                            return Err(Fail::bad(format!(
+                                "unknown field {:?} (expected p and l)",
+                                String::from_utf8_lossy(other)
+                            )))
                         }
                     }
                     if !s.next_or_close(b'}')? {
@@ -374,26 +384,27 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
         loop {
             let key = s.key()?;
             match &*key {
-                "id" => name = Some(parse_key(s).map_err(|f| f.at("id"))?),
-                "session" => session = Some(parse_key(s).map_err(|f| f.at("session"))?),
-                "status" => {
+                b"id" => name = Some(parse_key(s).map_err(|f| f.at("id"))?),
+                b"session" => session = Some(parse_key(s).map_err(|f| f.at("session"))?),
+                b"status" => {
                     let text = s.string().map_err(|f| f.at("status"))?;
-                    status = match &*text {
-                        "committed" => Status::Committed,
-                        "aborted" => Status::Aborted,
-                        "unknown" => Status::Unknown,
+                    status = match text.as_bytes() {
+                        b"committed" => Status::Committed,
+                        b"aborted" => Status::Aborted,
+                        b"unknown" => Status::Unknown,
                         other => {
                             return Err(Fail::bad(format!(
-                                "expected committed, aborted or unknown, found {other:?}"
+                                "expected committed, aborted or unknown, found {:?}",
+                                String::from_utf8_lossy(other)
                             ))
                             .at("status"))
                         }
                     };
                 }
-                "start_ts" => start = parse_timestamp(s).map_err(|f| f.at("start_ts"))?,
-                "commit_ts" => commit = parse_timestamp(s).map_err(|f| f.at("commit_ts"))?,
-                "meta" => s.skip_value()?,
-                "ops" => {
+                b"start_ts" => start = parse_timestamp(s).map_err(|f| f.at("start_ts"))?,
+                b"commit_ts" => commit = parse_timestamp(s).map_err(|f| f.at("commit_ts"))?,
+                b"meta" => s.skip_value()?,
+                b"ops" => {
                     saw_ops = true;
                     if s.open_array()? {
                         loop {
@@ -406,7 +417,9 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
                         }
                     }
                 }
-                other => return Err(Fail::bad(format!("unknown field `{other}`"))),
+                other => {
+                    return Err(Fail::bad(format!("unknown field `{}`", String::from_utf8_lossy(other))))
+                }
             }
             if !s.next_or_close(b'}')? {
                 break;
@@ -432,34 +445,37 @@ fn parse_op(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<KvOp> {
         loop {
             let k = s.key()?;
             match &*k {
-                "f" => {
+                b"f" => {
                     let f = s.string().map_err(|f| f.at("f"))?;
-                    kind = Some(match &*f {
-                        "r" => KvOpKind::Read,
-                        "w" => KvOpKind::Write,
-                        "append" => KvOpKind::Append,
-                        "select" | "update" | "delete" | "aggregate" => {
-                            return Err(Fail::Unsupported(format!("a {f} operation")))
+                    kind = Some(match f.as_bytes() {
+                        b"r" => KvOpKind::Read,
+                        b"w" => KvOpKind::Write,
+                        b"append" => KvOpKind::Append,
+                        b"select" | b"update" | b"delete" | b"aggregate" => {
+                            return Err(Fail::Unsupported(format!("a {f} operation")));
                         }
                         other => {
                             return Err(Fail::bad(format!(
-                            "unknown operation {other:?} (r, w, append, select, update, delete, aggregate)"
-                        ))
+                                "unknown operation {:?} (r, w, append, select, update, delete, aggregate)",
+                                String::from_utf8_lossy(other)
+                            ))
                             .at("f"))
                         }
                     });
                 }
-                "table" => table = Some(s.string().map_err(|f| f.at("table"))?),
-                "key" => key = Some(parse_key(s).map_err(|f| f.at("key"))?),
-                "value" => {
+                b"table" => table = Some(s.string().map_err(|f| f.at("table"))?),
+                b"key" => key = Some(parse_key(s).map_err(|f| f.at("key"))?),
+                b"value" => {
                     value_is_array = s.peek()? == b'[';
                     value = Some(parse_value(s, h).map_err(|f| f.at("value"))?);
                 }
-                "meta" => s.skip_value()?,
-                "where" | "rows" | "set" | "function" | "column" | "result" => {
+                b"meta" => s.skip_value()?,
+                b"where" | b"rows" | b"set" | b"function" | b"column" | b"result" => {
                     return Err(Fail::Unsupported(format!("field {k:?} of a predicate operation")))
                 }
-                other => return Err(Fail::bad(format!("unknown field `{other}`"))),
+                other => {
+                    return Err(Fail::bad(format!("unknown field `{}`", String::from_utf8_lossy(other))))
+                }
             }
             if !s.next_or_close(b'}')? {
                 break;
