@@ -128,6 +128,13 @@ fn finish(builder: ElleBuilder) -> Result<Imported, FormatError> {
         for c in &trace.conflicts {
             imported.notes.push(format!("incompatible order: {}", c.explain(&imported.history)));
         }
+        for r in &trace.duplicates {
+            imported.notes.push(format!(
+                "duplicate elements: {} ops[{}] read a list with an element twice",
+                imported.history.txn_label(r.txn),
+                r.op
+            ));
+        }
         if !trace.unordered.is_empty() {
             imported.notes.push(format!(
                 "{} list objects have committed appends no read shows; they are ordered last, in file order",

@@ -48,6 +48,9 @@ pub struct Traceability {
     pub conflicts: Vec<PrefixConflict>,
     /// Objects whose order includes committed appends no read shows (ordered by file order).
     pub unordered: Vec<ObjId>,
+    /// List reads that contain some element twice (Elle's `duplicate-elements`): each append
+    /// happens once, so such a read saw no real version.
+    pub duplicates: Vec<OpRef>,
 }
 
 /// Derives the version order of every list object from its longest read.
@@ -95,6 +98,10 @@ pub fn list_append_certificate(h: &History) -> Traceability {
             obj_reads.iter().max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(&a.0)))
         {
             for &(other, items) in obj_reads {
+                let mut seen = rustc_hash::FxHashSet::default();
+                if !items.iter().all(|e| seen.insert(e)) {
+                    out.duplicates.push(other);
+                }
                 if let Some(position) = items.iter().zip(longest).position(|(a, b)| a != b) {
                     out.conflicts.push(PrefixConflict { obj, longest: longest_ref, other, position });
                 }

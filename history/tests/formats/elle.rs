@@ -164,3 +164,14 @@ fn jepsen_op_records_are_read_as_maps() {
     assert_eq!(h.txns.len(), 1);
     assert_eq!(h.txns[0].name, Scalar::Int(1));
 }
+
+#[test]
+fn reads_with_an_element_twice_are_reported() {
+    let h = v1_history(
+        r#"{"id":1,"session":0,"ops":[{"f":"append","key":1,"value":1}]}
+{"id":2,"session":1,"ops":[{"f":"r","key":1,"value":[1,1]}]}
+"#,
+    );
+    let trace = list_append_certificate(&h);
+    assert_eq!(trace.duplicates, [isocert_history::OpRef { txn: TxnId(1), op: 0 }]);
+}
