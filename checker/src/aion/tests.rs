@@ -208,3 +208,13 @@ fn garbage_collection_keeps_verdicts() {
     assert!(r.is_valid(), "{:?}", r.anomalies.first());
     assert!(r.notes.is_empty(), "{:?}", r.notes);
 }
+
+#[test]
+fn agrees_with_chronos_on_the_timekiller_sample_shuffled() {
+    for initial in [Some(0), None] {
+        let kv = crate::chronos::tests::timekiller(initial);
+        let chronos = check_chronos_kv(kv.clone(), SI).unwrap().0;
+        let aion = check_aion_kv(&kv, shuffled(&kv, 5, 100), AionOptions::new(SI)).unwrap();
+        same(&chronos, &aion);
+    }
+}

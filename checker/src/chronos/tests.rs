@@ -210,3 +210,27 @@ fn operations_are_freed_block_by_block() {
     assert_eq!(kv.op_count(), 0, "every block was freed");
     assert_eq!(report.stats.committed, KvHistory::BLOCK * 2 + 5);
 }
+
+/// The TimeKiller sample (`tests/fixtures/chronos/timekiller-format-kv.json`, from
+/// shared/fixtures): 1,000 transactions recorded against a database under SI.
+pub(crate) fn timekiller(initial: Option<i64>) -> KvHistory {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chronos/timekiller-format-kv.json");
+    let file = std::fs::File::open(path).expect("the TimeKiller fixture");
+    isocert_history::chronos::read_chronos(file, initial.map(Scalar::Int).as_ref()).expect("it parses")
+}
+
+#[test]
+fn timekiller_sample_is_valid_with_initial_value_zero() {
+    let (report, _) = check_kv(timekiller(Some(0)), SI).unwrap();
+    assert!(report.is_valid(), "{:?}", report.anomalies.first());
+    assert_eq!((report.stats.txns, report.stats.ops), (1000, 15000));
+}
+
+#[test]
+fn timekiller_sample_without_initial_values_violates_ext_only() {
+    let (report, _) = check_kv(timekiller(None), SI).unwrap();
+    assert!(!report.is_valid());
+    assert!(report.anomalies.iter().all(|a| a.kind == AnomalyKind::Ext));
+    let first = &report.anomalies[0].explanation;
+    assert!(first.contains("expected absent, seen 0"), "{first}");
+}

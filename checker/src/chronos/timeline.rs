@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn commits_precede_atomic_runs_precede_starts_at_one_timestamp() {
-        let mut keys = vec![
+        let mut keys = [
             key(5, Phase::Start, 0),
             key(5, Phase::Atomic, 9),
             key(5, Phase::Commit, 7),
