@@ -103,7 +103,8 @@ fn extract(node: &Node, table: &Table) -> Option<Constraints> {
                 CmpOp::Le => Interval { low: Bound::Unbounded, high: Bound::Included(v) },
                 CmpOp::Gt => Interval { low: Bound::Excluded(v), high: Bound::Unbounded },
                 CmpOp::Ge => Interval { low: Bound::Included(v), high: Bound::Unbounded },
-                CmpOp::Ne => Interval { low: Bound::Unbounded, high: Bound::Unbounded },
+                // `<>` excludes one point only; not worth a constraint.
+                CmpOp::Ne => return None,
             };
             Some(one(col, vec![interval]))
         }
@@ -117,10 +118,6 @@ fn extract(node: &Node, table: &Table) -> Option<Constraints> {
                 }
             }
             Some(one(col, normalize(points)?))
-        }
-        Node::IsNull { expr, negated: true } => {
-            let col = column_id(expr, table)?;
-            Some(one(col, vec![Interval { low: Bound::Unbounded, high: Bound::Unbounded }]))
         }
         Node::Like { expr, pattern, negated: false } => {
             let col = column_id(expr, table)?;

@@ -2,9 +2,32 @@
 //!
 //! Checkers ask one small trait, [`MatchesOracle`]; the [`Interpreter`] answers it by
 //! compiling each distinct predicate of a history once and evaluating it with SQL
-//! three-valued logic over interned rows. [`Bounds`] describe, per column, the intervals
-//! a predicate can match, so a checker can index versions and skip those that cannot
-//! change a predicate's matches.
+//! three-valued logic over interned rows, following PostgreSQL (or, when the history says
+//! so, MySQL) semantics. [`Bounds`] describe, per column, the intervals a predicate can
+//! match, so a checker can index versions and skip those that cannot change a predicate's
+//! matches. [`PostgresOracle`] answers the same trait by asking a live PostgreSQL, to
+//! cross-check the interpreter or (through [`FallbackOracle`]) to cover what it refuses.
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `database` | on | [`PostgresOracle`] and [`FallbackOracle`], over the synchronous `postgres` client |
+//!
+//! ```
+//! use isocert_history::{History, Scalar};
+//! use isocert_oracle::{Interpreter, MatchesOracle};
+//!
+//! let mut h = History::new();
+//! let t = h.intern_table("accounts");
+//! let (id, balance) = (h.intern_column(t, "id"), h.intern_column(t, "balance"));
+//! let row = h.intern_row(&[(id, Scalar::Int(1)), (balance, Scalar::Int(120))]);
+//! let obj = h.intern_object(t, Scalar::Int(1));
+//! let pred = h.intern_predicate(t, "balance BETWEEN 100 AND 200 AND id % 2 = 1");
+//!
+//! let oracle = Interpreter::new(&h)?;
+//! assert!(oracle.matches(&h, pred, obj, row)?);
+//! assert_eq!(oracle.bounds(pred).constraints.len(), 1); // balance in [100, 200]
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod ast;
 mod bounds;

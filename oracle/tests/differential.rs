@@ -176,7 +176,7 @@ fn interpreter_agrees_with_postgres_on_random_predicates() {
     let Some(url) = test_database() else { return };
     let seed = seed();
     let predicates =
-        std::env::var("ISOCERT_DIFF_PREDICATES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+        std::env::var("ISOCERT_DIFF_PREDICATES").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
     let table = format!("isocert_diff_{}", std::process::id());
     let (cases, failures) = run(&url, &table, seed, 16, predicates);
     report(cases, &failures, seed);
