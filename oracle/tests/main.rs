@@ -4,4 +4,5 @@ mod bounds;
 mod common;
 mod differential;
 mod grammar;
+mod histories;
 mod semantics;
