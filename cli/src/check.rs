@@ -31,8 +31,10 @@ pub(crate) struct CheckArgs {
     #[arg(short, long, value_name = "LEVEL")]
     pub(crate) isolation: IsolationLevel,
     /// Which checker: emme (dependency graph, every level), enne (replay of the
-    /// serialization order, serializable), or auto (emme when the certificate has a
-    /// version order, else enne).
+    /// serialization order, serializable), chronos (offline, from the history's
+    /// start_ts/commit_ts; snapshot-isolation or serializable; see docs/CHRONOS.md), aion
+    /// (online: HISTORY may be `-` for standard input, one transaction per line), or auto
+    /// (emme when the certificate has a version order, else enne).
     #[arg(long, default_value = "auto", value_name = "CHECKER")]
     pub(crate) checker: CheckerKind,
     /// Print the report as JSON instead of text.
@@ -47,6 +49,17 @@ pub(crate) struct CheckArgs {
     /// one, an Elle list-append history is checked under the version order its reads show.
     #[arg(long, default_value = "v1", value_name = "FORMAT")]
     pub(crate) format: Format,
+    /// Chronos/Aion: the value every key holds before the first transaction (the Chronos
+    /// tools' --initial-value, a JSON scalar such as 0 or "x"); without it keys start
+    /// absent, except those the v1 header's `initial` lists.
+    #[arg(long, value_name = "V")]
+    pub(crate) initial_value: Option<String>,
+    /// Aion: an Ext verdict becomes final once this many further transactions have arrived.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub(crate) aion_delay: usize,
+    /// Aion: make Ext verdicts final this many milliseconds after arrival instead (live streams).
+    #[arg(long, value_name = "MS")]
+    pub(crate) aion_delay_ms: Option<u64>,
 }
 
 /// Reads a history in `format` and an optional v1 certificate, naming the file in errors.
@@ -85,6 +98,9 @@ pub(crate) fn load(
 
 /// Runs `isocert check`.
 pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if crate::timestamp::applies(&args) {
+        return crate::timestamp::run(&args);
+    }
     let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format)?;
     let oracle = Interpreter::new(&h).with_context(|| format!("history {}", args.history.display()))?;
     let spinner = indicatif::ProgressBar::new_spinner();

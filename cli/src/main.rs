@@ -8,9 +8,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod convert;
 mod exit;
 mod gen;
 mod run;
+mod timestamp;
 
 /// Prove or refute a database's isolation level with version certificates.
 #[derive(Debug, Parser)]
@@ -28,6 +30,7 @@ enum Command {
     Check(check::CheckArgs),
     Run(run::RunArgs),
     Gen(gen::GenArgs),
+    Convert(convert::ConvertArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Run(args) => run::run(args),
         Command::Gen(args) => gen::run(args),
+        Command::Convert(args) => convert::run(args),
     };
     match result {
         Ok(code) => code,

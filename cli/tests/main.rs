@@ -1,3 +1,4 @@
 //! End-to-end tests of the `isocert` binary.
 
+mod chronos;
 mod formats;
