@@ -178,6 +178,7 @@ impl FromStr for Distribution {
 }
 
 /// Everything that decides a run (besides the database's own scheduling).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkloadConfig {
     /// Which workload.
@@ -200,11 +201,15 @@ pub struct WorkloadConfig {
     /// Fault injection: the probability that the client kills a transaction's own
     /// connection right before `COMMIT` (the outcome is then recorded as `unknown`).
     pub disconnect_rate: f64,
+    /// Whether plans delete rows. Without deletes every key keeps existing, so upserts
+    /// never insert: this avoids PostgreSQL's delete-then-insert behaviour at repeatable
+    /// read, which is not snapshot isolation (docs/POSTGRES.md). Deletes become updates.
+    pub deletes: bool,
 }
 
 impl WorkloadConfig {
     /// A configuration with the defaults: 1000 transactions, 8 sessions, 16 keys, uniform,
-    /// seed 0, 100 attempts per plan, no fault injection.
+    /// seed 0, 100 attempts per plan, no fault injection, deletes on.
     pub fn new(kind: WorkloadKind, isolation: Isolation) -> Self {
         WorkloadConfig {
             kind,
@@ -216,6 +221,7 @@ impl WorkloadConfig {
             seed: 0,
             max_attempts: 100,
             disconnect_rate: 0.0,
+            deletes: true,
         }
     }
 

@@ -40,6 +40,7 @@ pub(crate) struct Planner {
     chooser: KeyChooser,
     pairs: KeyChooser,
     c1_values: i64,
+    deletes: bool,
 }
 
 impl Planner {
@@ -51,16 +52,39 @@ impl Planner {
             chooser: KeyChooser::new(cfg.keys, cfg.distribution),
             pairs: KeyChooser::new((cfg.keys / 2).max(1), cfg.distribution),
             c1_values: items_c1_values(cfg.keys),
+            deletes: cfg.deletes,
         }
     }
 
     /// The steps of plan `i`.
     pub(crate) fn plan(&self, i: u64) -> Vec<Step> {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        match self.kind {
+        let plan = match self.kind {
             WorkloadKind::Kv => self.kv_plan(&mut rng),
             WorkloadKind::Skew => self.skew_plan(&mut rng),
             WorkloadKind::Predicate => self.predicate_plan(&mut rng),
+        };
+        if self.deletes {
+            plan
+        } else {
+            plan.into_iter().map(|step| self.without_delete(step, &mut rng)).collect()
+        }
+    }
+
+    /// A delete turned into the update of the same rows.
+    fn without_delete(&self, step: Step, rng: &mut ChaCha8Rng) -> Step {
+        match step {
+            Step::Delete { key } => {
+                let columns =
+                    if self.kind == WorkloadKind::Predicate { self.item_columns(rng) } else { Vec::new() };
+                Step::Update { key, columns }
+            }
+            Step::PredicateDelete { predicate } => Step::PredicateUpdate {
+                predicate,
+                column: "c2",
+                constant: rng.random_range(0..ITEMS_C2_VALUES),
+            },
+            other => other,
         }
     }
 
@@ -238,6 +262,18 @@ mod tests {
                 };
                 assert!((0..16).contains(&key));
             }
+        }
+    }
+
+    #[test]
+    fn without_deletes_plans_delete_nothing() {
+        for kind in [WorkloadKind::Kv, WorkloadKind::Predicate] {
+            let mut cfg = WorkloadConfig::new(kind, Isolation::RepeatableRead);
+            cfg.deletes = false;
+            let p = Planner::new(&cfg);
+            let steps: Vec<Step> = (0..500).flat_map(|i| p.plan(i)).collect();
+            assert!(!steps.iter().any(|s| matches!(s, Step::Delete { .. } | Step::PredicateDelete { .. })));
+            assert!(steps.iter().any(|s| matches!(s, Step::Update { .. })));
         }
     }
 
