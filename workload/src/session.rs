@@ -256,7 +256,7 @@ async fn abort(
     raw.status = Status::Aborted;
     let lost = e.is_connection_lost();
     raw.meta
-        .insert("sqlstate".into(), json!(if lost { "connection" } else { e.sqlstate().unwrap_or("client") }));
+        .insert("sqlstate".into(), json!(e.sqlstate().unwrap_or(if lost { "connection" } else { "client" })));
     if lost {
         return Ok((raw, Next::Retry, true));
     }

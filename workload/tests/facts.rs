@@ -59,7 +59,10 @@ pub(crate) fn verify_facts(h: &History, isolation: Isolation) -> Checked {
             Status::Aborted => {
                 checked.aborted += 1;
                 let state = txn_meta(h, t).get("sqlstate").and_then(Json::as_str);
-                assert!(matches!(state, Some("40001" | "40P01" | "connection")), "aborted with {state:?}");
+                assert!(
+                    matches!(state, Some("40001" | "40P01" | "57P01" | "connection")),
+                    "aborted with {state:?}"
+                );
             }
             Status::Unknown => checked.unknown += 1,
         }
