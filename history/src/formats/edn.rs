@@ -151,6 +151,18 @@ impl<'a> EdnReader<'a> {
         EdnReader { source: text, text: text.as_bytes(), pos: 0, line: 1, depth: 0 }
     }
 
+    /// The same reader, counting lines from `line` (for a text that is part of a file).
+    pub fn starting_at_line(mut self, line: usize) -> Self {
+        self.line = line;
+        self
+    }
+
+    /// Whether the whole text has been consumed: after an error, the form was cut short by
+    /// the end of the text rather than malformed.
+    pub fn exhausted(&self) -> bool {
+        self.pos >= self.text.len()
+    }
+
     /// The next top-level form and the line it starts on, or `None` at the end.
     ///
     /// # Errors

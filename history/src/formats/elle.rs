@@ -13,7 +13,7 @@
 //! Written histories carry isocert's transaction ids and text session names in the extra
 //! keys `:isocert/txn` and `:isocert/session` (Elle ignores keys it does not know).
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 
 use serde_json::Value as Json;
 
@@ -27,29 +27,90 @@ use crate::{FormatError, History, Op, Scalar, Status, Value, ValueId};
 
 /// Reads a Jepsen EDN history (one operation per line, or one vector of operations).
 ///
+/// Operation maps are read as they complete, a line at a time (a map may span lines), so
+/// memory holds the history, not the file; a history that is one vector is read whole.
+///
 /// # Errors
 /// A [`FormatError`] naming the line and the field (`type`, `process`, `value[2]`, ...).
-pub fn read_elle_edn<R: Read>(mut input: R) -> Result<Imported, FormatError> {
-    let mut text = String::new();
-    input.read_to_string(&mut text).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => {
-            FormatError::Syntax { line: 0, message: "the file is not UTF-8".into() }
-        }
-        _ => FormatError::Io(e),
-    })?;
-    let mut reader = EdnReader::new(&text);
+pub fn read_elle_edn<R: Read>(input: R) -> Result<Imported, FormatError> {
+    /// A form still open after this many lines: read the rest of the file whole rather than
+    /// re-parse an ever longer text.
+    const MAX_FORM_LINES: usize = 1_000;
+    let mut input = BufReader::new(input);
     let mut builder = ElleBuilder::new();
-    while let Some((line, form)) = reader.next_form()? {
-        match form {
-            Edn::Vector(ops) => {
-                for op in ops {
-                    builder.push(line, op)?;
-                }
+    let (mut line, mut pending) = (String::new(), String::new());
+    let (mut line_no, mut pending_start, mut pending_lines) = (0, 0, 0);
+    loop {
+        line.clear();
+        if input.read_line(&mut line).map_err(|e| not_utf8(e, line_no + 1))? == 0 {
+            break;
+        }
+        line_no += 1;
+        if pending.is_empty() {
+            let t = line.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+            if t.is_empty() || t.starts_with(';') {
+                continue;
             }
-            op => builder.push(line, op)?,
+            if t.starts_with('[') || t.starts_with('(') {
+                let mut rest = std::mem::take(&mut line);
+                input.read_to_string(&mut rest).map_err(|e| not_utf8(e, line_no))?;
+                return read_edn_forms(builder, &rest, line_no);
+            }
+            pending_start = line_no;
+        }
+        pending.push_str(&line);
+        pending_lines += 1;
+        let mut reader = EdnReader::new(&pending).starting_at_line(pending_start);
+        let mut forms = Vec::new();
+        let complete = loop {
+            match reader.next_form() {
+                Ok(Some(form)) => forms.push(form),
+                Ok(None) => break true,
+                Err(_) if reader.exhausted() => break false,
+                Err(e) => return Err(e),
+            }
+        };
+        if complete {
+            for (l, form) in forms {
+                push_form(&mut builder, l, form)?;
+            }
+            pending.clear();
+            pending_lines = 0;
+        } else if pending_lines >= MAX_FORM_LINES {
+            input.read_to_string(&mut pending).map_err(|e| not_utf8(e, line_no))?;
+            return read_edn_forms(builder, &pending, pending_start);
         }
     }
+    if !pending.is_empty() {
+        let mut reader = EdnReader::new(&pending).starting_at_line(pending_start);
+        while reader.next_form()?.is_some() {}
+    }
     finish(builder)
+}
+
+fn not_utf8(e: std::io::Error, line: usize) -> FormatError {
+    match e.kind() {
+        std::io::ErrorKind::InvalidData => {
+            FormatError::Syntax { line, message: "the file is not UTF-8".into() }
+        }
+        _ => FormatError::Io(e),
+    }
+}
+
+fn read_edn_forms(mut builder: ElleBuilder, text: &str, first_line: usize) -> Result<Imported, FormatError> {
+    let mut reader = EdnReader::new(text).starting_at_line(first_line);
+    while let Some((line, form)) = reader.next_form()? {
+        push_form(&mut builder, line, form)?;
+    }
+    finish(builder)
+}
+
+/// An operation map, or a vector of them.
+fn push_form(builder: &mut ElleBuilder, line: usize, form: Edn) -> Result<(), FormatError> {
+    match form {
+        Edn::Vector(ops) => ops.into_iter().try_for_each(|op| builder.push(line, op)),
+        op => builder.push(line, op),
+    }
 }
 
 /// Reads elle-cli's JSON rendering: one array of operation objects, or one object per line.

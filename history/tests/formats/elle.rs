@@ -175,3 +175,16 @@ fn reads_with_an_element_twice_are_reported() {
     let trace = list_append_certificate(&h);
     assert_eq!(trace.duplicates, [isocert_history::OpRef { txn: TxnId(1), op: 0 }]);
 }
+
+#[test]
+fn operation_maps_may_span_lines() {
+    let text = "; pretty-printed\n{:type :invoke,\n :f :txn,\n :value [[:append 1 1]\n         [:r 1 nil]],\n :process 0}\n{:type :ok, :f :txn, :value [[:append 1 1] [:r 1 [1]]], :process 0, :index 7}\n{:type :invoke,\n :value [[:r 1 nil]], :process 1}\n{:type :ok :process 1 :value [[:r 1 nil] [:bogus]]}\n";
+    let err = isocert_history::formats::read_elle_edn(text.as_bytes()).unwrap_err().to_string();
+    assert!(err.starts_with("line 10: value[1]"), "{err}");
+    let good = text.replace(" [:bogus]", "");
+    let h = isocert_history::formats::read_elle_edn(good.as_bytes()).unwrap().history;
+    assert_eq!(h.txns.len(), 2);
+    assert_eq!(h.txns[0].name, Scalar::Int(7));
+    let long = format!("{{:type :invoke, :process 0, :value [[:append 1 1]\n{}]}}\n{{:type :ok, :process 0, :value [[:append 1 1]]}}\n", "\n".repeat(1500));
+    assert_eq!(isocert_history::formats::read_elle_edn(long.as_bytes()).unwrap().history.txns.len(), 1);
+}
