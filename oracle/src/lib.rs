@@ -31,6 +31,7 @@
 
 mod ast;
 mod bounds;
+mod calls;
 mod compile;
 #[cfg(feature = "database")]
 mod database;
