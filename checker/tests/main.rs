@@ -1,0 +1,188 @@
+//! Checker behaviour beyond the anomaly corpus (tests/corpus): cycle choice, predicate
+//! updates and own writes, aggregates, list appends, Enne's divergence reporting.
+
+use isocert_checker::{
+    check, render_dot, render_json, AnomalyKind, CheckerKind, EdgeKind, IsolationLevel, Report,
+};
+use isocert_history::{v1, History};
+use isocert_oracle::Interpreter;
+
+fn load(history: &str, cert: &str) -> (History, isocert_history::Certificate) {
+    let mut h = v1::read_history(history.as_bytes()).expect("history");
+    let c = v1::read_certificate(cert.as_bytes(), &mut h).expect("certificate");
+    (h, c)
+}
+
+fn run(history: &str, cert: &str, level: IsolationLevel, checker: CheckerKind) -> Report {
+    let (h, c) = load(history, cert);
+    let oracle = Interpreter::new(&h).expect("predicates");
+    check(&h, &c, level, checker, &oracle).expect("check")
+}
+
+fn kinds(r: &Report) -> Vec<AnomalyKind> {
+    r.anomalies.iter().map(|a| a.kind).collect()
+}
+
+#[test]
+fn the_shortest_cycle_through_an_anti_dependency_is_reported() {
+    // T1 -> T2 -> T3 -> T4 -> T1 via wr edges on a..d, and a direct rw T4 -> T1 on z,
+    // plus T1 -rw-> T4 on w: the short cycle is T1 <-> T4.
+    let h = r#"{"format":"isocert-history","version":1,"initial":[{"key":"z","value":0},{"key":"w","value":0}]}
+{"id":1,"session":1,"ops":[{"f":"w","key":"a","value":1},{"f":"r","key":"d","value":4},{"f":"r","key":"w","value":0},{"f":"w","key":"z","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"r","key":"a","value":1},{"f":"w","key":"b","value":2}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"b","value":2},{"f":"w","key":"c","value":3}]}
+{"id":4,"session":4,"ops":[{"f":"r","key":"c","value":3},{"f":"w","key":"d","value":4},{"f":"r","key":"z","value":0},{"f":"w","key":"w","value":1}]}"#;
+    let c = r#"{"version_order":[{"key":"a","writers":[1]},{"key":"b","writers":[2]},{"key":"c","writers":[3]},{"key":"d","writers":[4]},{"key":"z","writers":[1]},{"key":"w","writers":[4]}]}"#;
+    let r = run(h, c, IsolationLevel::Serializable, CheckerKind::Emme);
+    let g1c = r.anomalies.iter().find(|a| a.kind == AnomalyKind::G1c).expect("the wr cycle is G1c");
+    assert_eq!(g1c.cycle.len(), 4);
+    let g2 = r.anomalies.iter().find(|a| a.kind == AnomalyKind::G2Item).expect("an rw cycle");
+    assert_eq!(g2.cycle.len(), 2, "{:?}", g2.cycle);
+    let rw = g2.cycle.iter().find(|e| e.kind == EdgeKind::Rw).expect("the cycle goes through an rw edge");
+    assert!(rw.explanation.contains("installed the next version"), "{}", rw.explanation);
+    assert!(render_dot(&r, &load(h, c).0).contains("style=dashed"));
+}
+
+const TABLE: &str = r#"{"format":"isocert-history","version":1,"initial":[{"table":"t","key":1,"value":{"id":1,"c0":1,"c1":0}},{"table":"t","key":2,"value":{"id":2,"c0":7,"c1":0}}]}
+{"id":1,"session":1,"start_ts":1,"commit_ts":2,"ops":[{"f":"update","table":"t","where":"c0 < 5","set":{"c1":9},"rows":[{"key":1,"value":{"id":1,"c0":1,"c1":9}}]},{"f":"select","table":"t","where":"c1 = 9","rows":[{"key":1,"value":{"id":1,"c0":1,"c1":9}}]},{"f":"aggregate","table":"t","where":"c0 > 0","function":"count","result":2}]}
+{"id":2,"session":2,"start_ts":3,"commit_ts":4,"ops":[{"f":"select","table":"t","where":"c1 = 9","rows":[{"key":1,"value":{"id":1,"c0":1,"c1":9}}]},{"f":"aggregate","table":"t","where":"c0 > 0","function":"sum","column":"c0","result":8}]}"#;
+
+fn table_cert(t1_select_own: bool) -> String {
+    let own = if t1_select_own { "1" } else { "null" };
+    format!(
+        r#"{{"version_order":[{{"table":"t","key":1,"writers":[1]}}],
+  "version_sets":[
+   {{"txn":1,"op":0,"versions":[{{"table":"t","key":1,"writer":null}},{{"table":"t","key":2,"writer":null}}]}},
+   {{"txn":1,"op":1,"versions":[{{"table":"t","key":1,"writer":{own}}},{{"table":"t","key":2,"writer":null}}]}},
+   {{"txn":1,"op":2,"versions":[{{"table":"t","key":1,"writer":1}},{{"table":"t","key":2,"writer":null}}]}},
+   {{"txn":2,"op":0,"versions":[{{"table":"t","key":1,"writer":1}},{{"table":"t","key":2,"writer":null}}]}},
+   {{"txn":2,"op":1,"versions":[{{"table":"t","key":1,"writer":1}},{{"table":"t","key":2,"writer":null}}]}}],
+  "serialization_order":[1,2]}}"#
+    )
+}
+
+#[test]
+fn predicate_updates_own_writes_and_aggregates_are_checked_against_version_sets() {
+    for level in IsolationLevel::ALL {
+        let r = run(TABLE, &table_cert(true), level, CheckerKind::Emme);
+        assert!(r.is_valid(), "{level}: {:?}", r.anomalies);
+    }
+    let r = run(TABLE, &table_cert(true), IsolationLevel::Serializable, CheckerKind::Enne);
+    assert!(r.is_valid(), "{:?}", r.anomalies);
+    // The version set says T1's select saw the initial row although T1 had updated it.
+    let r = run(TABLE, &table_cert(false), IsolationLevel::Serializable, CheckerKind::Emme);
+    assert!(kinds(&r).contains(&AnomalyKind::InternalInconsistency), "{:?}", r.anomalies);
+    // A wrong aggregate.
+    let wrong = TABLE.replace(
+        r#""function":"sum","column":"c0","result":8"#,
+        r#""function":"sum","column":"c0","result":7"#,
+    );
+    let r = run(&wrong, &table_cert(true), IsolationLevel::ReadCommitted, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::ResultSetMismatch]);
+    assert!(r.anomalies[0].explanation.contains("sum(c0) = 7") && r.anomalies[0].explanation.contains('8'));
+    let r = run(&wrong, &table_cert(true), IsolationLevel::Serializable, CheckerKind::Enne);
+    assert_eq!(kinds(&r), vec![AnomalyKind::ReplayDivergence]);
+}
+
+#[test]
+fn list_appends_build_versions_and_reads_must_be_prefixes() {
+    let h = r#"{"id":1,"session":1,"ops":[{"f":"append","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"append","key":"x","value":2},{"f":"r","key":"x","value":[1,2]}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"x","value":[1,2]}]}
+{"id":4,"session":4,"ops":[{"f":"r","key":"x","value":[]}]}"#;
+    let c = r#"{"version_order":[{"key":"x","writers":[1,2]}],"serialization_order":[4,1,2,3]}"#;
+    for level in IsolationLevel::ALL.into_iter().filter(|l| *l != IsolationLevel::SnapshotIsolation) {
+        let r = run(h, c, level, CheckerKind::Emme);
+        assert!(r.is_valid(), "{level}: {:?}", r.anomalies);
+    }
+    assert!(run(h, c, IsolationLevel::Serializable, CheckerKind::Enne).is_valid());
+    let bad = h.replace(
+        r#""value":[1,2]}]}
+{"id":4"#,
+        r#""value":[2,1]}]}
+{"id":4"#,
+    );
+    let r = run(&bad, c, IsolationLevel::ReadCommitted, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::GarbageRead]);
+    let own = h.replace(
+        r#"{"f":"r","key":"x","value":[1,2]}]}
+{"id":3"#,
+        r#"{"f":"r","key":"x","value":[1]}]}
+{"id":3"#,
+    );
+    let r = run(&own, c, IsolationLevel::ReadCommitted, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::InternalInconsistency], "a read that lacks the txn's own append");
+}
+
+#[test]
+fn enne_reports_every_divergence_in_replay_order() {
+    let h = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1},{"f":"w","key":"y","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"r","key":"x","value":null}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"y","value":null}]}"#;
+    let c = r#"{"serialization_order":[1,3,2]}"#;
+    let r = run(h, c, IsolationLevel::Serializable, CheckerKind::Enne);
+    assert_eq!(kinds(&r), vec![AnomalyKind::ReplayDivergence, AnomalyKind::ReplayDivergence]);
+    assert!(
+        r.anomalies[0].explanation.starts_with("T3 read kv[\"y\"]=absent"),
+        "{}",
+        r.anomalies[0].explanation
+    );
+    assert!(r.anomalies[0].explanation.contains("written by T1"));
+    let json = render_json(&r, &load(h, c).0);
+    assert_eq!(json["anomalies"][1]["txns"][0], 2);
+    assert_eq!(json["checker"], "enne");
+}
+
+#[test]
+fn absent_reads_with_several_absent_versions_are_noted_not_guessed() {
+    let h = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"w","key":"x","value":null}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"x","value":null}]}"#;
+    let c = r#"{"version_order":[{"key":"x","writers":[1,2]}]}"#;
+    let r = run(h, c, IsolationLevel::Serializable, CheckerKind::Emme);
+    assert!(r.is_valid());
+    assert!(r.notes.iter().any(|n| n.contains("1 item read")), "{:?}", r.notes);
+}
+
+#[test]
+fn auto_prefers_emme_and_falls_back_to_enne_at_serializable() {
+    let h = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}"#;
+    assert_eq!(
+        run(
+            h,
+            r#"{"version_order":[{"key":"x","writers":[1]}],"serialization_order":[1]}"#,
+            IsolationLevel::Serializable,
+            CheckerKind::Auto
+        )
+        .checker,
+        CheckerKind::Emme
+    );
+    assert_eq!(
+        run(h, r#"{"serialization_order":[1]}"#, IsolationLevel::Serializable, CheckerKind::Auto).checker,
+        CheckerKind::Enne
+    );
+}
+
+#[test]
+#[ignore]
+fn debug_bounds() {
+    use isocert_oracle::MatchesOracle;
+    let g = isocert_gen::generate(&isocert_gen::GenConfig {
+        txns: 50,
+        keys: 1000,
+        predicate_ratio: 0.5,
+        ..Default::default()
+    })
+    .unwrap();
+    let o = Interpreter::new(&g.history).unwrap();
+    for (i, p) in g.history.predicates().iter().enumerate().take(6) {
+        println!("{} -> {:?}", p.sql, o.bounds(isocert_history::PredId(i as u32)));
+    }
+    let cert = &g.certificate;
+    let vs = cert.version_sets.as_ref().unwrap();
+    println!(
+        "version sets {} avg len {}",
+        vs.len(),
+        vs.values().map(|v| v.len()).sum::<usize>() / vs.len().max(1)
+    );
+}
