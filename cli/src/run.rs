@@ -82,6 +82,8 @@ struct RunStats {
     committed: usize,
     attempts: usize,
     recovery_lag_secs: Option<f64>,
+    catch_up_secs: Option<f64>,
+    recover_secs: Option<f64>,
     check_secs: Option<f64>,
 }
 
@@ -140,6 +142,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     write_history(&args.out.join("history.jsonl"), &history)?;
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    let recovering = Instant::now();
     let recovered = match recover_postgres(&mut history, &log, &matcher) {
         Ok(r) => r,
         Err(e) => {
@@ -151,6 +154,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
+    stats.recover_secs = Some(recovering.elapsed().as_secs_f64());
     for w in &recovered.warnings {
         eprintln!("isocert: warning: {w}");
     }
@@ -218,6 +222,7 @@ async fn run_workload(url: &str, cfg: &WorkloadConfig, recovery: bool) -> anyhow
             return Err(e).context("running the workload");
         }
     };
+    let catching_up = Instant::now();
     let log = match consumer {
         Some(c) => Some(
             tokio::time::timeout(Duration::from_secs(600), c.finish())
@@ -228,7 +233,14 @@ async fn run_workload(url: &str, cfg: &WorkloadConfig, recovery: bool) -> anyhow
         None => None,
     };
     let committed = history.txns.iter().filter(|t| t.is_committed()).count();
-    let stats = RunStats { workload_secs, committed, attempts: history.txns.len(), ..RunStats::default() };
+    let catch_up_secs = log.as_ref().map(|_| catching_up.elapsed().as_secs_f64());
+    let stats = RunStats {
+        workload_secs,
+        committed,
+        attempts: history.txns.len(),
+        catch_up_secs,
+        ..RunStats::default()
+    };
     Ok((history, log, stats, last_commit))
 }
 
@@ -291,6 +303,8 @@ fn run_json(args: &RunArgs, stats: &RunStats, r: Option<&PostgresRecovery>) -> s
         "workload_secs": stats.workload_secs,
         "committed_per_sec": stats.committed as f64 / stats.workload_secs.max(1e-9),
         "recovery_lag_secs": stats.recovery_lag_secs,
+        "replication_catch_up_secs": stats.catch_up_secs,
+        "recover_secs": stats.recover_secs,
         "check_secs": stats.check_secs,
     });
     if let Some(r) = r {

@@ -57,6 +57,7 @@ pub(crate) fn order(
             }
         }
     };
+    let mut cache = MatchCache::default();
     for t in h.txn_ids() {
         if !h.txn(t).is_committed() {
             continue;
@@ -76,7 +77,7 @@ pub(crate) fn order(
                 _ => {}
             }
             if let (Some(pred), Some(set)) = (op.predicate(), sets.get(&r)) {
-                predicate_edges(cx, r, pred, set, &saw, &mut edges)?;
+                predicate_edges(cx, &mut cache, &position, r, pred, set, &saw, &mut edges)?;
             }
         }
     }
@@ -116,12 +117,53 @@ pub(crate) fn order(
     Ok((result, cyclic))
 }
 
+/// Whether each version of an object matches a predicate, computed once per
+/// (predicate, object): predicate reads share their predicates, and a read's edges look
+/// at many versions of every row of its table.
+#[derive(Default)]
+pub(crate) struct MatchCache {
+    bits: FxHashMap<(PredId, ObjId), Box<[bool]>>,
+}
+
+impl MatchCache {
+    fn bits(
+        &mut self,
+        cx: &Context<'_>,
+        r: OpRef,
+        pred: PredId,
+        obj: ObjId,
+    ) -> Result<&[bool], RecoveryError> {
+        if !self.bits.contains_key(&(pred, obj)) {
+            let order = cx.m.version_order.get(&obj).map(Vec::as_slice).unwrap_or(&[]);
+            let mut bits = Vec::with_capacity(order.len());
+            for &w in order {
+                bits.push(cx.matches(r, pred, obj, cx.value_of(obj, Writer::Txn(w)))?);
+            }
+            self.bits.insert((pred, obj), bits.into_boxed_slice());
+        }
+        Ok(&self.bits[&(pred, obj)])
+    }
+}
+
+/// Where a read's version sits in its object's version order.
+enum Seen {
+    /// The object was unborn for the read.
+    Unborn,
+    /// The initial version.
+    Initial,
+    /// The version at this index.
+    At(usize),
+}
+
 /// Orders a predicate read against the writers of every row of its table: after the
 /// writer of each version it evaluated that matches (its exact value counts), before that
 /// version's successor; for a version that does not match, after its writer when it
 /// stopped matching there, and before the first successor that matches again.
+#[allow(clippy::too_many_arguments)]
 fn predicate_edges(
     cx: &Context<'_>,
+    cache: &mut MatchCache,
+    position: &FxHashMap<(TxnId, ObjId), usize>,
     r: OpRef,
     pred: PredId,
     set: &[SeenVersion],
@@ -132,34 +174,48 @@ fn predicate_edges(
     let table = cx.h.predicate(pred).table;
     let objects = cx.objects_of.get(table.index()).map(Vec::as_slice).unwrap_or(&[]);
     for &obj in objects {
-        // An object missing from the set was unborn for the read: nothing matched.
-        let found = set.iter().find(|v| v.obj == obj).copied();
-        let unborn = found.is_none();
-        let v = found.unwrap_or(SeenVersion { obj, writer: Writer::Initial });
-        if !unborn && cx.matches(r, pred, v.obj, cx.value_of(v.obj, v.writer))? {
-            saw(edges, t, v.obj, v.writer);
+        let writer = set.binary_search_by_key(&obj, |v| v.obj).ok().map(|k| set[k].writer);
+        let seen = match writer {
+            None => Seen::Unborn,
+            Some(Writer::Initial) => Seen::Initial,
+            Some(Writer::Txn(w)) if w == t => continue,
+            Some(Writer::Txn(w)) => match position.get(&(w, obj)) {
+                Some(&k) => Seen::At(k),
+                None => continue,
+            },
+        };
+        let initial_matches = |cx: &Context<'_>| cx.matches(r, pred, obj, cx.value_of(obj, Writer::Initial));
+        let matches_now = match seen {
+            Seen::Unborn => false,
+            Seen::Initial => initial_matches(cx)?,
+            Seen::At(k) => cache.bits(cx, r, pred, obj)?[k],
+        };
+        if matches_now {
+            saw(edges, t, obj, writer.expect("a matching version exists"));
             continue;
         }
-        let Some(order) = cx.m.version_order.get(&v.obj) else { continue };
-        let from = match v.writer {
-            Writer::Initial => 0,
-            Writer::Txn(w) if w == t => continue,
-            Writer::Txn(w) => {
-                let k = order.iter().position(|x| *x == w).unwrap_or(order.len());
-                let before = cx.writer_at(v.obj, k.checked_sub(1));
-                if let Some(prev) = before {
-                    if cx.matches(r, pred, v.obj, cx.value_of(v.obj, prev))? {
+        let from = match seen {
+            Seen::Unborn | Seen::Initial => 0,
+            Seen::At(k) => {
+                let stopped_here = match k.checked_sub(1) {
+                    Some(p) => cache.bits(cx, r, pred, obj)?[p],
+                    None => cx.initial_has(obj) && initial_matches(cx)?,
+                };
+                if stopped_here {
+                    if let Some(Writer::Txn(w)) = writer {
                         edges.push((w, t));
                     }
                 }
                 k + 1
             }
         };
-        for &s in order.iter().skip(from) {
+        let Some(order) = cx.m.version_order.get(&obj) else { continue };
+        let bits = cache.bits(cx, r, pred, obj)?;
+        for (j, &s) in order.iter().enumerate().skip(from) {
             if s == t {
                 break;
             }
-            if cx.matches(r, pred, v.obj, cx.value_of(v.obj, Writer::Txn(s)))? {
+            if bits[j] {
                 edges.push((t, s));
                 break;
             }

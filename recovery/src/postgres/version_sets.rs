@@ -87,6 +87,11 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Whether `obj` has an initial version.
+    pub(crate) fn initial_has(&self, obj: ObjId) -> bool {
+        self.initial.contains_key(&obj)
+    }
+
     pub(crate) fn value_of(&self, obj: ObjId, w: Writer) -> ValueId {
         match w {
             Writer::Initial => self.initial.get(&obj).copied().unwrap_or(ValueId::ABSENT),
