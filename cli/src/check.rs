@@ -72,9 +72,13 @@ pub(crate) fn load(
     let (mut h, carried) = if format == Format::V1 {
         let file =
             File::open(history).with_context(|| format!("cannot open history {}", history.display()))?;
+        let hint = match Format::guess(history) {
+            Some(other) if other != Format::V1 => format!(" (try --format {other})"),
+            _ => String::new(),
+        };
         (
             v1::read_history(BufReader::new(file))
-                .with_context(|| format!("history {}", history.display()))?,
+                .with_context(|| format!("history {}{hint}", history.display()))?,
             None,
         )
     } else {

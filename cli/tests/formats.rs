@@ -113,3 +113,10 @@ fn convert_keeps_the_elle_version_order_as_a_certificate() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("carries no certificate"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_foreign_file_read_as_v1_gets_a_format_hint() {
+    let out = isocert(&["check", &fixture("elle-list-append.edn"), "--isolation", "ser"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("try --format elle"), "{}", text(&out.stderr));
+}
