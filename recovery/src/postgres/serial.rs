@@ -8,6 +8,7 @@
 //! that a correct execution replays without a mismatch.
 
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::BinaryHeap;
 
 use isocert_history::{ObjId, Op, OpRef, PredId, SeenVersion, TxnId, ValueId, Writer};
@@ -133,15 +134,17 @@ impl MatchCache {
         pred: PredId,
         obj: ObjId,
     ) -> Result<&[bool], RecoveryError> {
-        if !self.bits.contains_key(&(pred, obj)) {
-            let order = cx.m.version_order.get(&obj).map(Vec::as_slice).unwrap_or(&[]);
-            let mut bits = Vec::with_capacity(order.len());
-            for &w in order {
-                bits.push(cx.matches(r, pred, obj, cx.value_of(obj, Writer::Txn(w)))?);
+        match self.bits.entry((pred, obj)) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => {
+                let order = cx.m.version_order.get(&obj).map(Vec::as_slice).unwrap_or(&[]);
+                let mut bits = Vec::with_capacity(order.len());
+                for &w in order {
+                    bits.push(cx.matches(r, pred, obj, cx.value_of(obj, Writer::Txn(w)))?);
+                }
+                Ok(e.insert(bits.into_boxed_slice()))
             }
-            self.bits.insert((pred, obj), bits.into_boxed_slice());
         }
-        Ok(&self.bits[&(pred, obj)])
     }
 }
 
