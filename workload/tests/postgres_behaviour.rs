@@ -29,11 +29,12 @@ fn insert_after_concurrent_delete_shows_two_versions_of_the_row() {
     if !crate::support::pg_available() {
         return;
     }
-    let url = fresh_database("wl_pg_two_versions");
+    let db = fresh_database("wl_pg_two_versions");
+    let url = &db.url;
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        assert_eq!(two_versions_at(&url, "REPEATABLE READ").await, (2, true));
-        assert_eq!(two_versions_at(&url, "SERIALIZABLE").await, (2, true));
-        assert_eq!(two_versions_at(&url, "READ COMMITTED").await, (1, true));
+        assert_eq!(two_versions_at(url, "REPEATABLE READ").await, (2, true));
+        assert_eq!(two_versions_at(url, "SERIALIZABLE").await, (2, true));
+        assert_eq!(two_versions_at(url, "READ COMMITTED").await, (1, true));
     });
 }

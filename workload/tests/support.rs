@@ -1,67 +1,73 @@
 //! A database for the tests and helpers to run a workload on it.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, Weak};
 
 use isocert_adapters::EmbeddedPostgres;
 use isocert_history::History;
 use isocert_workload::{run, setup, WorkloadConfig};
 
-/// Where the tests' server is: `ISOCERT_TEST_PG`, or one embedded server for the whole test
-/// binary (kept alive until the process exits); `None` when neither is available.
-fn server() -> Option<String> {
-    static EMBEDDED: OnceLock<Option<(EmbeddedPostgres, String)>> = OnceLock::new();
-    if let Ok(url) = std::env::var("ISOCERT_TEST_PG") {
-        return Some(url);
+/// A database for one test; it keeps the embedded server (if any) alive while it lives.
+pub(crate) struct TestDb {
+    /// Connection URL of the test's own database.
+    pub(crate) url: String,
+    _server: Option<Arc<EmbeddedPostgres>>,
+}
+
+/// The embedded server shared by the tests running at the same time. It is reference
+/// counted: the last test to finish drops it, which stops it and removes its directory
+/// (a `static` server would never be dropped and would outlive the test binary).
+fn shared_server() -> Arc<EmbeddedPostgres> {
+    static SHARED: Mutex<Weak<EmbeddedPostgres>> = Mutex::new(Weak::new());
+    let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(pg) = slot.upgrade() {
+        return pg;
     }
-    EMBEDDED
-        .get_or_init(|| match EmbeddedPostgres::start() {
-            Ok(pg) => {
-                let url = pg.url();
-                Some((pg, url))
-            }
-            Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!("CI=true but ISOCERT_TEST_PG is unset and the embedded PostgreSQL did not start: {e}")
-            }
-            Err(e) => {
-                eprintln!("skipping PostgreSQL test: ISOCERT_TEST_PG is unset and {e}");
-                None
-            }
-        })
-        .as_ref()
-        .map(|(_, url)| url.clone())
+    let pg = Arc::new(EmbeddedPostgres::start().expect("the embedded PostgreSQL starts"));
+    *slot = Arc::downgrade(&pg);
+    pg
 }
 
-/// Whether a PostgreSQL is available; tests return early (skip) when it is not. Fails
-/// instead under `CI=true`.
+/// Whether a PostgreSQL is available: `ISOCERT_TEST_PG`, or installed server programs for
+/// an embedded one. Tests return early (skip) when it is not; under `CI=true` they fail.
 pub(crate) fn pg_available() -> bool {
-    server().is_some()
+    if std::env::var("ISOCERT_TEST_PG").is_ok() || EmbeddedPostgres::is_installed() {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("CI=true but ISOCERT_TEST_PG is unset and PostgreSQL is not installed");
+    }
+    eprintln!("skipping PostgreSQL test: ISOCERT_TEST_PG is unset and PostgreSQL is not installed");
+    false
 }
 
-fn server_url() -> String {
-    server().expect("call pg_available() first")
-}
-
-/// A fresh database on the test server, so tests can run in parallel.
-pub(crate) fn fresh_database(name: &str) -> String {
-    let url = server_url();
+/// A fresh database named `name` on `ISOCERT_TEST_PG` or on the shared embedded server.
+pub(crate) fn fresh_database(name: &str) -> TestDb {
+    let (server_url, server) = match std::env::var("ISOCERT_TEST_PG") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let pg = shared_server();
+            (pg.url(), Some(pg))
+        }
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let admin = isocert_adapters::postgres::connect(&url).await.unwrap();
+        let admin = isocert_adapters::postgres::connect(&server_url).await.unwrap();
         admin.simple_query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
         admin.simple_query(&format!("CREATE DATABASE {name}")).await.unwrap();
     });
-    match url.rsplit_once('/') {
+    let url = match server_url.rsplit_once('/') {
         Some((base, _)) => format!("{base}/{name}"),
-        None => panic!("test URL without a database: {url}"),
-    }
+        None => panic!("test URL without a database: {server_url}"),
+    };
+    TestDb { url, _server: server }
 }
 
 /// Sets up and runs `cfg` on a fresh database named `name`.
 pub(crate) fn run_workload(name: &str, cfg: &WorkloadConfig) -> History {
-    let url = fresh_database(name);
+    let db = fresh_database(name);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        setup(&url, cfg).await.unwrap();
-        run(&url, cfg, |_| {}).await.unwrap()
+        setup(&db.url, cfg).await.unwrap();
+        run(&db.url, cfg, |_| {}).await.unwrap()
     })
 }

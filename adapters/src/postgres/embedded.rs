@@ -166,6 +166,15 @@ impl EmbeddedPostgres {
         EmbeddedPostgresBuilder::new().start_async().await
     }
 
+    /// Whether the server programs can be found (`$ISOCERT_PG_BIN`, the newest
+    /// `/usr/lib/postgresql/*/bin`, or PATH), i.e. whether [`start`](Self::start) can work.
+    pub fn is_installed() -> bool {
+        match std::env::var_os("ISOCERT_PG_BIN") {
+            Some(dir) => has_server_programs(Path::new(&dir)),
+            None => find_bin_dir().is_ok(),
+        }
+    }
+
     /// Options for a server.
     pub fn builder() -> EmbeddedPostgresBuilder {
         EmbeddedPostgresBuilder::new()
