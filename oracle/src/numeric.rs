@@ -4,7 +4,9 @@
 //! doing that in floating point would give wrong answers (`3 * 0.1 = 0.3` is true in SQL).
 //! A [`Decimal`] is an `i128` mantissa and a display scale (digits after the point), which
 //! covers every value a predicate in a test history realistically holds; a result that does
-//! not fit is a run-time error naming the limit, never a rounded answer.
+//! not fit is a run-time error naming the limit, never a rounded answer. PostgreSQL's special
+//! values `NaN`, `Infinity` and `-Infinity` are kept beside, with its rules (NaN equals NaN
+//! and sorts above Infinity; `Infinity - Infinity` is NaN; `Infinity / 0` is an error).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -19,7 +21,25 @@ const MAX_SCALE: u32 = 38;
 pub(crate) struct Decimal {
     mantissa: i128,
     scale: u32,
+    kind: Kind,
 }
+
+/// Whether a decimal is a finite number or one of PostgreSQL's special values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    NegInf,
+    Finite,
+    PosInf,
+    NaN,
+}
+
+const fn special(kind: Kind) -> Decimal {
+    Decimal { mantissa: 0, scale: 0, kind }
+}
+
+const NAN: Decimal = special(Kind::NaN);
+const POS_INF: Decimal = special(Kind::PosInf);
+const NEG_INF: Decimal = special(Kind::NegInf);
 
 fn pow10(n: u32) -> Option<i128> {
     10i128.checked_pow(n)
@@ -32,12 +52,18 @@ fn too_big() -> EvalError {
 impl Decimal {
     /// The integer `i` with scale 0.
     pub(crate) fn from_i64(i: i64) -> Self {
-        Decimal { mantissa: i128::from(i), scale: 0 }
+        Decimal { mantissa: i128::from(i), scale: 0, kind: Kind::Finite }
     }
 
     /// Parses a SQL numeric literal (`12`, `1.50`, `.5`, `1e3`, `-2.5E-2`).
     pub(crate) fn parse(text: &str) -> Option<Self> {
         let t = text.trim();
+        match t.to_ascii_lowercase().as_str() {
+            "nan" => return Some(NAN),
+            "infinity" | "inf" | "+infinity" | "+inf" => return Some(POS_INF),
+            "-infinity" | "-inf" => return Some(NEG_INF),
+            _ => {}
+        }
         let (neg, t) = match t.as_bytes().first() {
             Some(b'-') => (true, &t[1..]),
             Some(b'+') => (false, &t[1..]),
@@ -67,12 +93,33 @@ impl Decimal {
             scale = 0;
         }
         let scale = u32::try_from(scale).ok().filter(|s| *s <= MAX_SCALE)?;
-        Some(Decimal { mantissa: if neg { -mantissa } else { mantissa }, scale })
+        Some(Decimal { mantissa: if neg { -mantissa } else { mantissa }, scale, kind: Kind::Finite })
     }
 
     /// Whether the value is zero.
     pub(crate) fn is_zero(&self) -> bool {
-        self.mantissa == 0
+        self.kind == Kind::Finite && self.mantissa == 0
+    }
+
+    fn is_finite(&self) -> bool {
+        self.kind == Kind::Finite
+    }
+
+    /// -1, 0 or 1; infinities are ±1 (NaN is not asked).
+    fn sign(&self) -> i128 {
+        match self.kind {
+            Kind::NegInf => -1,
+            Kind::PosInf => 1,
+            _ => self.mantissa.signum(),
+        }
+    }
+
+    fn infinity(sign: i128) -> Self {
+        if sign < 0 {
+            NEG_INF
+        } else {
+            POS_INF
+        }
     }
 
     /// The value scaled to `scale` digits (which must not be below the current scale).
@@ -84,11 +131,18 @@ impl Decimal {
         if scale > MAX_SCALE {
             return Err(too_big());
         }
-        Ok(Decimal { mantissa, scale })
+        Ok(Decimal { mantissa, scale, kind: Kind::Finite })
     }
 
     /// Exact sum; the scale is the larger of the two.
     pub(crate) fn add(self, other: Self) -> Result<Self, EvalError> {
+        match (self.kind, other.kind) {
+            (Kind::NaN, _) | (_, Kind::NaN) => return Ok(NAN),
+            (Kind::PosInf, Kind::NegInf) | (Kind::NegInf, Kind::PosInf) => return Ok(NAN),
+            (Kind::PosInf | Kind::NegInf, _) => return Ok(self),
+            (_, Kind::PosInf | Kind::NegInf) => return Ok(other),
+            _ => {}
+        }
         let s = self.scale.max(other.scale);
         let m = self.rescaled(s)?.checked_add(other.rescaled(s)?).ok_or_else(too_big)?;
         Self::check(m, s)
@@ -101,18 +155,53 @@ impl Decimal {
 
     /// Exact product; the scale is the sum of the two.
     pub(crate) fn mul(self, other: Self) -> Result<Self, EvalError> {
+        if self.kind == Kind::NaN || other.kind == Kind::NaN {
+            return Ok(NAN);
+        }
+        if !self.is_finite() || !other.is_finite() {
+            let sign = self.sign() * other.sign();
+            return Ok(if sign == 0 { NAN } else { Self::infinity(sign) });
+        }
         let m = self.mantissa.checked_mul(other.mantissa).ok_or_else(too_big)?;
         Self::check(m, self.scale + other.scale)
     }
 
     /// Negation.
     pub(crate) fn neg(self) -> Self {
-        Decimal { mantissa: -self.mantissa, scale: self.scale }
+        match self.kind {
+            Kind::PosInf => NEG_INF,
+            Kind::NegInf => POS_INF,
+            _ => Decimal { mantissa: -self.mantissa, ..self },
+        }
     }
 
     /// Absolute value.
     pub(crate) fn abs(self) -> Self {
-        Decimal { mantissa: self.mantissa.abs(), scale: self.scale }
+        match self.kind {
+            Kind::NegInf => POS_INF,
+            _ => Decimal { mantissa: self.mantissa.abs(), ..self },
+        }
+    }
+
+    /// PostgreSQL's rules for `/` and `%` when an operand is special; `None` when both are finite.
+    fn special_quotient(self, other: Self, remainder: bool) -> Option<Result<Self, EvalError>> {
+        if self.is_finite() && other.is_finite() {
+            return None;
+        }
+        if self.kind == Kind::NaN || other.kind == Kind::NaN {
+            return Some(Ok(NAN));
+        }
+        if !self.is_finite() {
+            if other.is_zero() {
+                return Some(Err(EvalError::new("division by zero")));
+            }
+            if remainder || !other.is_finite() {
+                return Some(Ok(NAN));
+            }
+            return Some(Ok(Self::infinity(self.sign() * other.sign())));
+        }
+        // A finite dividend over an infinite divisor.
+        Some(Ok(if remainder { self } else { Decimal::from_i64(0) }))
     }
 
     /// PostgreSQL's normalized weight (base-10000 exponent) and first base-10000 digit.
@@ -136,6 +225,9 @@ impl Decimal {
     /// Quotient with PostgreSQL's result scale (at least 16 significant digits) and
     /// rounding (half away from zero).
     pub(crate) fn div(self, other: Self) -> Result<Self, EvalError> {
+        if let Some(r) = self.special_quotient(other, false) {
+            return r;
+        }
         if other.is_zero() {
             return Err(EvalError::new("division by zero"));
         }
@@ -194,6 +286,9 @@ impl Decimal {
     /// Remainder of truncated division, with the sign of the dividend; the scale is the
     /// larger of the two.
     pub(crate) fn rem(self, other: Self) -> Result<Self, EvalError> {
+        if let Some(r) = self.special_quotient(other, true) {
+            return r;
+        }
         if other.is_zero() {
             return Err(EvalError::new("division by zero"));
         }
@@ -204,6 +299,11 @@ impl Decimal {
 
     /// Rounds to an integer, half away from zero (the numeric-to-integer cast).
     pub(crate) fn round_to_i64(self) -> Result<i64, EvalError> {
+        match self.kind {
+            Kind::NaN => return Err(EvalError::new("cannot convert NaN to bigint")),
+            Kind::PosInf | Kind::NegInf => return Err(EvalError::new("cannot convert infinity to bigint")),
+            Kind::Finite => {}
+        }
         let p = pow10(self.scale).ok_or_else(too_big)?;
         let mut q = self.mantissa / p;
         let r = self.mantissa % p;
@@ -215,6 +315,12 @@ impl Decimal {
 
     /// The nearest double (correctly rounded).
     pub(crate) fn to_f64(self) -> f64 {
+        match self.kind {
+            Kind::NaN => return f64::NAN,
+            Kind::PosInf => return f64::INFINITY,
+            Kind::NegInf => return f64::NEG_INFINITY,
+            Kind::Finite => {}
+        }
         const EXACT: i128 = 1 << 53;
         if self.mantissa.abs() <= EXACT && self.scale <= 22 {
             return self.mantissa as f64 / 10f64.powi(self.scale as i32);
@@ -222,11 +328,15 @@ impl Decimal {
         self.to_string().parse().unwrap_or(f64::NAN)
     }
 
-    /// The exact decimal of a finite double, rounded to 15 significant digits like
-    /// PostgreSQL's `float8::numeric` cast; `None` for NaN and infinities.
+    /// The decimal of a double, rounded to 15 significant digits like PostgreSQL's
+    /// `float8::numeric` cast (NaN and infinities map to their numeric counterparts);
+    /// `None` beyond the interpreter's range.
     pub(crate) fn from_f64(f: f64) -> Option<Self> {
-        if !f.is_finite() {
-            return None;
+        if f.is_nan() {
+            return Some(NAN);
+        }
+        if f.is_infinite() {
+            return Some(Self::infinity(if f > 0.0 { 1 } else { -1 }));
         }
         Decimal::parse(&format!("{f:.14e}")).map(Decimal::trim_trailing_zeros)
     }
@@ -242,6 +352,9 @@ impl Decimal {
 
 impl Ord for Decimal {
     fn cmp(&self, other: &Self) -> Ordering {
+        if !self.is_finite() || !other.is_finite() {
+            return self.kind.cmp(&other.kind);
+        }
         let s = self.scale.max(other.scale);
         match (self.rescaled(s), other.rescaled(s)) {
             (Ok(a), Ok(b)) => a.cmp(&b),
@@ -267,6 +380,12 @@ impl PartialOrd for Decimal {
 
 impl fmt::Display for Decimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            Kind::NaN => return f.write_str("NaN"),
+            Kind::PosInf => return f.write_str("Infinity"),
+            Kind::NegInf => return f.write_str("-Infinity"),
+            Kind::Finite => {}
+        }
         let digits = self.mantissa.unsigned_abs().to_string();
         let sign = if self.mantissa < 0 { "-" } else { "" };
         let scale = self.scale as usize;
@@ -322,6 +441,20 @@ mod tests {
             "-0.66666666666666666667"
         );
         assert!(d("1").div(d("0")).is_err());
+    }
+
+    #[test]
+    fn special_values_follow_postgres() {
+        let (nan, inf) = (d("NaN"), d("Infinity"));
+        assert_eq!(inf.sub(inf).unwrap(), nan);
+        assert_eq!(inf.mul(d("-2")).unwrap().to_string(), "-Infinity");
+        assert_eq!(inf.mul(d("0")).unwrap(), nan);
+        assert_eq!(d("5").div(inf).unwrap().to_string(), "0");
+        assert!(inf.div(d("0")).is_err());
+        assert_eq!(d("5").rem(inf).unwrap().to_string(), "5");
+        assert_eq!(nan.cmp(&inf), Ordering::Greater);
+        assert_eq!(d("-Infinity").cmp(&d("-1e30")), Ordering::Less);
+        assert!(nan.round_to_i64().is_err());
     }
 
     #[test]

@@ -38,17 +38,10 @@ pub(crate) fn parse_float(text: &str) -> Result<f64, EvalError> {
     Ok(v)
 }
 
-/// PostgreSQL numeric input; `NaN` and infinities are outside the interpreter's decimals.
+/// PostgreSQL numeric input (decimal and exponent forms, `NaN`, `Infinity`).
 pub(crate) fn parse_numeric(text: &str) -> Result<Decimal, EvalError> {
     let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
-    Decimal::parse(t).ok_or_else(|| {
-        let lower = t.to_ascii_lowercase();
-        if lower == "nan" || lower.trim_start_matches(['+', '-']).starts_with("inf") {
-            EvalError::new(format!("numeric {text:?} is not supported by the interpreter"))
-        } else {
-            invalid("numeric", text)
-        }
-    })
+    Decimal::parse(t).ok_or_else(|| invalid("numeric", text))
 }
 
 /// PostgreSQL boolean input: unique prefixes of true/false/yes/no, on/off, 1/0.

@@ -65,8 +65,8 @@ fn agree(a: &Result<Option<bool>, OracleError>, b: &Result<Option<bool>, OracleE
     }
 }
 
-/// Whether the interpreter declined a case at one of its documented limits (a numeric beyond
-/// 38 digits, numeric NaN/Infinity): an honest error, never a wrong answer.
+/// Whether the interpreter declined a case at its documented limit (a numeric beyond 38
+/// digits): an honest error, never a wrong answer.
 fn refused(ours: &Result<Option<bool>, OracleError>) -> bool {
     matches!(ours, Err(e) if e.to_string().contains("interpreter"))
 }
