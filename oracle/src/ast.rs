@@ -122,7 +122,7 @@ impl Node {
     /// Whether the expression reads a column.
     pub(crate) fn reads_columns(&self) -> bool {
         match self {
-            Node::Column(_) => true,
+            Node::Column(_) | Node::CmpColumn { .. } | Node::InColumn { .. } => true,
             Node::Const(_) | Node::Unknown(_) => false,
             Node::Not(e)
             | Node::IsNull { expr: e, .. }
@@ -171,6 +171,11 @@ pub(crate) enum Node {
     Cmp(CmpOp, Box<Node>, Box<Node>),
     /// `IS [NOT] DISTINCT FROM`.
     Distinct { left: Box<Node>, right: Box<Node>, negated: bool },
+    /// `column op constant` (either side order, normalized to the column on the left), made
+    /// after folding so the common comparison reads the stored scalar without building a value.
+    CmpColumn { op: CmpOp, column: Column, constant: V<'static> },
+    /// `column [NOT] IN (constants)`: NULL items only make a miss UNKNOWN.
+    InColumn { column: Column, items: Box<[V<'static>]>, has_null: bool, negated: bool },
     /// `[NOT] IN (list)`, split the way PostgreSQL plans it: the items without column
     /// references (when there are two or more) form one array test (`= ANY`), evaluated
     /// first and whole; the other items follow as a short-circuiting chain of `=`

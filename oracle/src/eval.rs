@@ -30,6 +30,12 @@ pub(crate) struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     #[inline]
     fn column(&self, c: &'a Column) -> V<'a> {
+        V::from_scalar(self.scalar(c))
+    }
+
+    /// The stored scalar of a column.
+    #[inline]
+    fn scalar(&self, c: &'a Column) -> &'a Scalar {
         const NULL: Scalar = Scalar::Null;
         let s: &'a Scalar = match (c, self.row) {
             (Column::Row(id), RowView::Row(r)) => r.get(*id),
@@ -41,8 +47,24 @@ impl<'a> Ctx<'a> {
             },
             _ => &NULL,
         };
-        V::from_scalar(s)
+        s
     }
+}
+
+/// Compares a stored scalar with a constant: the common typed pairs directly, the rest
+/// through the general rules.
+#[inline]
+fn compare_stored(s: &Scalar, k: &V<'static>, d: Dialect) -> Result<Option<Ordering>, EvalError> {
+    if d == Dialect::Postgres {
+        match (s, k) {
+            (Scalar::Null, _) => return Ok(None),
+            (Scalar::Int(x), V::Int(y)) => return Ok(Some(x.cmp(y))),
+            (Scalar::Text(x), V::Text(y)) => return Ok(Some(x.as_bytes().cmp(y.as_bytes()))),
+            (Scalar::Float(x), V::Float(y)) => return Ok(Some(crate::value::float_cmp(*x, *y))),
+            _ => {}
+        }
+    }
+    compare(&V::from_scalar(s), &borrow_const(k), d)
 }
 
 /// Borrows a constant without copying its text.
@@ -87,33 +109,8 @@ impl Node {
             Node::Const(v) => borrow_const(v),
             Node::Unknown(t) => V::Unknown(t),
             Node::Column(c) => ctx.column(c),
-            Node::Not(e) => tri(e.truth(ctx, "NOT")?.map(|b| !b)),
-            Node::And(args) => {
-                let mut unknown = false;
-                for a in args.iter() {
-                    match a.truth(ctx, "AND")? {
-                        Some(false) => return Ok(V::Bool(false)),
-                        None => unknown = true,
-                        Some(true) => {}
-                    }
-                }
-                tri(if unknown { None } else { Some(true) })
-            }
-            Node::Or(args) => {
-                let mut unknown = false;
-                for a in args.iter() {
-                    match a.truth(ctx, "OR")? {
-                        Some(true) => return Ok(V::Bool(true)),
-                        None => unknown = true,
-                        Some(false) => {}
-                    }
-                }
-                tri(if unknown { None } else { Some(false) })
-            }
-            Node::Cmp(op, l, r) => {
-                let (a, b) = (l.eval(ctx)?, r.eval(ctx)?);
-                tri(compare(&a, &b, d)?.map(|o| cmp_holds(*op, o)))
-            }
+            Node::Not(_) | Node::And(_) | Node::Or(_) => tri(self.truth(ctx, "")?),
+            Node::Cmp(..) | Node::CmpColumn { .. } | Node::InColumn { .. } => tri(self.truth(ctx, "")?),
             Node::Distinct { left, right, negated } => {
                 let (a, b) = (left.eval(ctx)?, right.eval(ctx)?);
                 let distinct = match (&a, &b) {
@@ -250,7 +247,53 @@ impl Node {
     /// for the error when the value is not a boolean.
     #[inline]
     pub(crate) fn truth<'a>(&'a self, ctx: &Ctx<'a>, context: &str) -> Result<Option<bool>, EvalError> {
-        truth(&self.eval(ctx)?, ctx.dialect, context)
+        let d = ctx.dialect;
+        match self {
+            Node::CmpColumn { op, column, constant } => {
+                Ok(compare_stored(ctx.scalar(column), constant, d)?.map(|o| cmp_holds(*op, o)))
+            }
+            Node::Cmp(op, l, r) => {
+                let (a, b) = (l.eval(ctx)?, r.eval(ctx)?);
+                Ok(compare(&a, &b, d)?.map(|o| cmp_holds(*op, o)))
+            }
+            Node::InColumn { column, items, has_null, negated } => {
+                let s = ctx.scalar(column);
+                if s.is_null() {
+                    return Ok(None);
+                }
+                for k in items.iter() {
+                    if compare_stored(s, k, d)? == Some(Ordering::Equal) {
+                        return Ok(Some(!*negated));
+                    }
+                }
+                Ok(if *has_null { None } else { Some(*negated) })
+            }
+            Node::And(args) => {
+                let mut unknown = false;
+                for a in args.iter() {
+                    match a.truth(ctx, "AND")? {
+                        Some(false) => return Ok(Some(false)),
+                        None => unknown = true,
+                        Some(true) => {}
+                    }
+                }
+                Ok(if unknown { None } else { Some(true) })
+            }
+            Node::Or(args) => {
+                let mut unknown = false;
+                for a in args.iter() {
+                    match a.truth(ctx, "OR")? {
+                        Some(true) => return Ok(Some(true)),
+                        None => unknown = true,
+                        Some(false) => {}
+                    }
+                }
+                Ok(if unknown { None } else { Some(false) })
+            }
+            Node::Not(e) => Ok(e.truth(ctx, "NOT")?.map(|b| !b)),
+            Node::IsNull { expr, negated } => Ok(Some(matches!(expr.eval(ctx)?, V::Null) != *negated)),
+            _ => truth(&self.eval(ctx)?, d, context),
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 
 use isocert_history::{Dialect, Row, Table};
 
-use crate::ast::Node;
+use crate::ast::{CmpOp, Node};
 use crate::eval::{Ctx, RowView};
 use crate::ops::truth;
 use crate::value::{EvalError, V};
@@ -78,7 +78,11 @@ fn fold_connective(args: Box<[Node]>, is_and: bool, d: Dialect) -> Result<Node, 
 /// Folds the constant parts of `n`; an error is the error the database raises when planning.
 pub(crate) fn fold(n: Node, d: Dialect) -> Result<Node, EvalError> {
     let mut n = match n {
-        Node::Const(_) | Node::Unknown(_) | Node::Column(_) => return Ok(n),
+        Node::Const(_)
+        | Node::Unknown(_)
+        | Node::Column(_)
+        | Node::CmpColumn { .. }
+        | Node::InColumn { .. } => return Ok(n),
         Node::And(args) => return fold_connective(args, true, d),
         Node::Or(args) => return fold_connective(args, false, d),
         Node::Case { operand: None, arms, otherwise, promote } => {
@@ -146,7 +150,13 @@ pub(crate) fn fold(n: Node, d: Dialect) -> Result<Node, EvalError> {
             c & fold_box(otherwise, d)?
         }
         Node::Coalesce { args, .. } => args.iter().all(is_const),
-        Node::Const(_) | Node::Unknown(_) | Node::Column(_) | Node::And(_) | Node::Or(_) => false,
+        Node::Const(_)
+        | Node::Unknown(_)
+        | Node::Column(_)
+        | Node::And(_)
+        | Node::Or(_)
+        | Node::CmpColumn { .. }
+        | Node::InColumn { .. } => false,
     };
     if all_const {
         return eval_const(&n, d);
@@ -169,5 +179,62 @@ fn strict_with_null_argument(n: &Node) -> bool {
         | Node::Cast { expr, .. }
         | Node::Like { expr, .. } => null(expr),
         _ => false,
+    }
+}
+
+/// Replaces the common comparisons of a column with constants by the fast forms
+/// ([`Node::CmpColumn`], [`Node::InColumn`]); run after folding, with the same meaning.
+pub(crate) fn specialize(n: Node) -> Node {
+    let constant = |n: &Node| match n {
+        Node::Const(v) if !matches!(v, V::Null) => Some(v.clone()),
+        _ => None,
+    };
+    let flip = |op: CmpOp| match op {
+        CmpOp::Lt => CmpOp::Gt,
+        CmpOp::Le => CmpOp::Ge,
+        CmpOp::Gt => CmpOp::Lt,
+        CmpOp::Ge => CmpOp::Le,
+        other => other,
+    };
+    match n {
+        Node::Cmp(op, l, r) => match (*l, *r) {
+            (Node::Column(column), k) if constant(&k).is_some() => {
+                Node::CmpColumn { op, column, constant: constant(&k).unwrap_or(V::Null) }
+            }
+            (k, Node::Column(column)) if constant(&k).is_some() => {
+                Node::CmpColumn { op: flip(op), column, constant: constant(&k).unwrap_or(V::Null) }
+            }
+            (l, r) => Node::Cmp(op, Box::new(specialize(l)), Box::new(specialize(r))),
+        },
+        Node::In { expr, array, chain, negated } => {
+            let all_const = array.iter().chain(chain.iter()).all(|i| matches!(i, Node::Const(_)));
+            match *expr {
+                Node::Column(column) if all_const => {
+                    let has_null =
+                        array.iter().chain(chain.iter()).any(|i| matches!(i, Node::Const(V::Null)));
+                    let items = array.iter().chain(chain.iter()).filter_map(constant).collect();
+                    Node::InColumn { column, items, has_null, negated }
+                }
+                expr => Node::In {
+                    expr: Box::new(specialize(expr)),
+                    array: array.into_vec().into_iter().map(specialize).collect(),
+                    chain: chain.into_vec().into_iter().map(specialize).collect(),
+                    negated,
+                },
+            }
+        }
+        Node::And(args) => Node::And(args.into_vec().into_iter().map(specialize).collect()),
+        Node::Or(args) => Node::Or(args.into_vec().into_iter().map(specialize).collect()),
+        Node::Not(e) => Node::Not(Box::new(specialize(*e))),
+        Node::IsTruth { expr, truth, negated } => {
+            Node::IsTruth { expr: Box::new(specialize(*expr)), truth, negated }
+        }
+        Node::Case { operand: None, arms, otherwise, promote } => Node::Case {
+            operand: None,
+            arms: arms.into_vec().into_iter().map(|(w, t)| (specialize(w), t)).collect(),
+            otherwise,
+            promote,
+        },
+        other => other,
     }
 }

@@ -9,7 +9,7 @@ use crate::ast::Node;
 use crate::bounds::extract_bounds;
 use crate::compile::{CompileError, Compiler};
 use crate::eval::{Ctx, RowView};
-use crate::fold::fold;
+use crate::fold::{fold, specialize};
 use crate::schema::Schema;
 use crate::{Bounds, MatchesOracle, OracleError};
 
@@ -217,5 +217,6 @@ fn compile_predicate(
     let node =
         fold(node, dialect).map_err(|e| OracleError::Invalid { pred, sql: sql.clone(), message: e.0 })?;
     let bounds = extract_bounds(&node, table, dialect);
+    let node = specialize(node);
     Ok(CompiledPredicate { table: p.table, node: Ok(node), bounds })
 }
