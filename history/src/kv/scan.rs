@@ -352,6 +352,49 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// Matches the canonical compact spelling of an item operation whose key and value are
+    /// integers (or the value null): `{"<kf>":"<kind>","<kk>":KEY,"<kv>":VALUE}` with
+    /// `fields = (kf, kk, kv)` already quoted and followed by `:`, e.g. `"f":"`.
+    /// Returns the kind byte (`r` or `w`), key and value (`None` for null) and consumes the operation;
+    /// any other spelling (or the end of the window) returns `None` and consumes nothing,
+    /// and the caller parses the operation the general way.
+    #[inline]
+    pub(crate) fn canonical_op(
+        &mut self,
+        kind_field: &[u8],
+        key_field: &[u8],
+        value_field: &[u8],
+    ) -> Option<(u8, i64, Option<i64>)> {
+        let b = self.bytes;
+        let mut i = self.pos;
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        i += 1;
+        i = lit(b, i, kind_field)?;
+        let kind = *b.get(i)?;
+        if kind != b'r' && kind != b'w' {
+            return None;
+        }
+        i += 1;
+        i = lit(b, i, key_field)?;
+        let (key, after) = int_at(b, i)?;
+        i = lit(b, after, value_field)?;
+        let value = if b.get(i..i + 4) == Some(b"null") {
+            i += 4;
+            None
+        } else {
+            let (v, after) = int_at(b, i)?;
+            i = after;
+            Some(v)
+        };
+        if b.get(i) != Some(&b'}') {
+            return None;
+        }
+        self.pos = i + 1;
+        Some((kind, key, value))
+    }
+
     /// Skips one value of any kind (validating it).
     pub(crate) fn skip_value(&mut self) -> Scanned<()> {
         match self.peek()? {
@@ -387,6 +430,37 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// The position after `word` if the bytes at `at` spell it.
+#[inline]
+fn lit(b: &[u8], at: usize, word: &[u8]) -> Option<usize> {
+    (b.get(at..at + word.len())? == word).then_some(at + word.len())
+}
+
+/// An integer (no leading zero, fits `i64`) at `at` followed by a byte that ends it
+/// (`,` or `}`); its value and the position after it.
+#[inline]
+fn int_at(b: &[u8], at: usize) -> Option<(i64, usize)> {
+    let mut i = at;
+    let negative = b.get(i) == Some(&b'-');
+    if negative {
+        i += 1;
+    }
+    let start = i;
+    let mut acc: i64 = 0;
+    while let Some(&d) = b.get(i) {
+        if !d.is_ascii_digit() {
+            break;
+        }
+        acc = acc.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+        i += 1;
+    }
+    let len = i - start;
+    if len == 0 || len > 1 && b[start] == b'0' || !matches!(b.get(i), Some(b',' | b'}')) {
+        return None;
+    }
+    Some((if negative { -acc } else { acc }, i))
+}
+
 /// A byte, for messages.
 pub(crate) fn describe(b: u8) -> String {
     if b.is_ascii_graphic() {
@@ -413,6 +487,27 @@ mod tests {
         assert!(matches!(Scan::new(b"nul", false).literal(b"null"), Err(Fail::Incomplete)));
         assert!(matches!(Scan::new(b"nux", false).literal(b"null"), Err(Fail::Bad { .. })));
         assert!(matches!(Scan::new(b"012", true).number(), Err(Fail::Bad { .. })));
+    }
+
+    #[test]
+    fn canonical_operations_take_the_short_path_and_others_do_not() {
+        let fields = (&b"\"f\":\""[..], &b"\",\"key\":"[..], &b",\"value\":"[..]);
+        let mut s = Scan::new(br#"{"f":"w","key":-12,"value":7},{"f":"r","key":3,"value":null}"#, false);
+        assert_eq!(s.canonical_op(fields.0, fields.1, fields.2), Some((b'w', -12, Some(7))));
+        s.pos += 1;
+        assert_eq!(s.canonical_op(fields.0, fields.1, fields.2), Some((b'r', 3, None)));
+        for other in [
+            &br#"{"f":"r","key":"x","value":1}"#[..],
+            br#"{"f":"r","key":1,"value":1.5}"#,
+            br#"{"f":"r","key":01,"value":1}"#,
+            br#"{"key":1,"f":"r","value":1}"#,
+            br#"{"f":"r","key":1,"value":99999999999999999999}"#,
+            br#"{"f":"r","key":1,"val"#,
+        ] {
+            let mut s = Scan::new(other, false);
+            assert_eq!(s.canonical_op(fields.0, fields.1, fields.2), None);
+            assert_eq!(s.pos, 0);
+        }
     }
 
     #[test]

@@ -409,7 +409,14 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
                     if s.open_array()? {
                         loop {
                             let i = ops.len();
-                            let op = parse_op(s, h).map_err(|f| f.at(format!("[{i}]")).at("ops"))?;
+                            let op = match s.canonical_op(b"\"f\":\"", b"\",\"key\":", b",\"value\":") {
+                                Some((kind @ (b'r' | b'w'), key, value)) => {
+                                    let kind = if kind == b'r' { KvOpKind::Read } else { KvOpKind::Write };
+                                    let value = value.map_or(KvValue::Absent, KvValue::Int);
+                                    KvOp::new(kind, h.kv_object(key), value)
+                                }
+                                _ => parse_op(s, h).map_err(|f| f.at(format!("[{i}]")).at("ops"))?,
+                            };
                             ops.push(op);
                             if !s.next_or_close(b']')? {
                                 break;
