@@ -8,7 +8,6 @@
 //! that a correct execution replays without a mismatch.
 
 use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
 use std::collections::BinaryHeap;
 
 use isocert_history::{ObjId, Op, OpRef, PredId, SeenVersion, TxnId, ValueId, Writer};
@@ -118,32 +117,33 @@ pub(crate) fn order(
     Ok((result, cyclic))
 }
 
-/// Whether each version of an object matches a predicate, computed once per
-/// (predicate, object): predicate reads share their predicates, and a read's edges look
-/// at many versions of every row of its table.
+/// Whether each version of an object matches a predicate, evaluated on first use and
+/// kept per (predicate, object): reads share predicates, and a read's edges look at
+/// several versions of every row of its table.
 #[derive(Default)]
 pub(crate) struct MatchCache {
-    bits: FxHashMap<(PredId, ObjId), Box<[bool]>>,
+    /// Per version index: 0 not evaluated yet, 1 no match, 2 match.
+    states: FxHashMap<(PredId, ObjId), Vec<u8>>,
 }
 
 impl MatchCache {
-    fn bits(
+    fn matches(
         &mut self,
         cx: &Context<'_>,
         r: OpRef,
         pred: PredId,
         obj: ObjId,
-    ) -> Result<&[bool], RecoveryError> {
-        match self.bits.entry((pred, obj)) {
-            Entry::Occupied(e) => Ok(e.into_mut()),
-            Entry::Vacant(e) => {
-                let order = cx.m.version_order.get(&obj).map(Vec::as_slice).unwrap_or(&[]);
-                let mut bits = Vec::with_capacity(order.len());
-                for &w in order {
-                    bits.push(cx.matches(r, pred, obj, cx.value_of(obj, Writer::Txn(w)))?);
-                }
-                Ok(e.insert(bits.into_boxed_slice()))
+        index: usize,
+    ) -> Result<bool, RecoveryError> {
+        let order = cx.m.version_order.get(&obj).map(Vec::as_slice).unwrap_or(&[]);
+        let states = self.states.entry((pred, obj)).or_insert_with(|| vec![0; order.len()]);
+        match states[index] {
+            0 => {
+                let m = cx.matches(r, pred, obj, cx.value_of(obj, Writer::Txn(order[index])))?;
+                states[index] = 1 + u8::from(m);
+                Ok(m)
             }
+            state => Ok(state == 2),
         }
     }
 }
@@ -191,7 +191,7 @@ fn predicate_edges(
         let matches_now = match seen {
             Seen::Unborn => false,
             Seen::Initial => initial_matches(cx)?,
-            Seen::At(k) => cache.bits(cx, r, pred, obj)?[k],
+            Seen::At(k) => cache.matches(cx, r, pred, obj, k)?,
         };
         if matches_now {
             saw(edges, t, obj, writer.expect("a matching version exists"));
@@ -201,7 +201,7 @@ fn predicate_edges(
             Seen::Unborn | Seen::Initial => 0,
             Seen::At(k) => {
                 let stopped_here = match k.checked_sub(1) {
-                    Some(p) => cache.bits(cx, r, pred, obj)?[p],
+                    Some(p) => cache.matches(cx, r, pred, obj, p)?,
                     None => cx.initial_has(obj) && initial_matches(cx)?,
                 };
                 if stopped_here {
@@ -213,12 +213,11 @@ fn predicate_edges(
             }
         };
         let Some(order) = cx.m.version_order.get(&obj) else { continue };
-        let bits = cache.bits(cx, r, pred, obj)?;
         for (j, &s) in order.iter().enumerate().skip(from) {
             if s == t {
                 break;
             }
-            if bits[j] {
+            if cache.matches(cx, r, pred, obj, j)? {
                 edges.push((t, s));
                 break;
             }
