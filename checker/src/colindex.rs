@@ -74,6 +74,19 @@ fn interval_range(iv: &Interval, dialect: Dialect) -> Option<Range<'_>> {
     }
 }
 
+impl Range<'_> {
+    /// Whether `key` lies in the range.
+    pub(crate) fn contains(&self, key: &Key<'_>) -> bool {
+        match (self, key) {
+            (Range::Num(lo, hi), Key::Num(n)) => lo <= n && n <= hi,
+            (Range::Text(lo, hi), Key::Text(t)) => {
+                lo.is_none_or(|lo| lo <= *t) && hi.is_none_or(|hi| *t <= hi)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The usable constraints of `bounds`: per column, the index ranges it allows. A
 /// constraint whose intervals the index cannot express is dropped (it only narrows).
 pub(crate) fn usable_constraints(bounds: &Bounds, dialect: Dialect) -> Vec<(ColId, Vec<Range<'_>>)> {

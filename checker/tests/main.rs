@@ -162,27 +162,3 @@ fn auto_prefers_emme_and_falls_back_to_enne_at_serializable() {
         CheckerKind::Enne
     );
 }
-
-#[test]
-#[ignore]
-fn debug_bounds() {
-    use isocert_oracle::MatchesOracle;
-    let g = isocert_gen::generate(&isocert_gen::GenConfig {
-        txns: 50,
-        keys: 1000,
-        predicate_ratio: 0.5,
-        ..Default::default()
-    })
-    .unwrap();
-    let o = Interpreter::new(&g.history).unwrap();
-    for (i, p) in g.history.predicates().iter().enumerate().take(6) {
-        println!("{} -> {:?}", p.sql, o.bounds(isocert_history::PredId(i as u32)));
-    }
-    let cert = &g.certificate;
-    let vs = cert.version_sets.as_ref().unwrap();
-    println!(
-        "version sets {} avg len {}",
-        vs.len(),
-        vs.values().map(|v| v.len()).sum::<usize>() / vs.len().max(1)
-    );
-}

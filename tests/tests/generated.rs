@@ -53,10 +53,7 @@ fn generated_serializable_histories_replay_in_their_serialization_order() {
     }
 }
 
-/// Injections Emme judges differently from the generator (see docs/CHECKING.md):
-/// `session` is outside Adya's model; the `internal-inconsistency` shape (two reads of x
-/// returning two committed values) is a non-repeatable read, which read-uncommitted and
-/// read-committed allow, so Emme rejects it only from repeatable read up.
+/// Injections outside Emme's model: `session` order is not part of Adya's model.
 fn emme_sees(kind: Injection) -> bool {
     !kind.timestamp_only()
 }
@@ -83,9 +80,7 @@ fn every_injection_is_rejected_by_emme_where_the_generator_says() {
                     ..GenConfig::default()
                 };
                 let report = run(&cfg, level, CheckerKind::Emme);
-                let must_reject = kind.rejected_at().contains(&level.as_str())
-                    && !(kind == Injection::InternalInconsistency
-                        && matches!(level, IsolationLevel::ReadUncommitted | IsolationLevel::ReadCommitted));
+                let must_reject = kind.rejected_at().contains(&level.as_str());
                 assert_eq!(
                     !report.is_valid(),
                     must_reject,
@@ -102,7 +97,9 @@ fn injected_serializability_violations_are_rejected_by_enne() {
     // The certificate-contradiction injection edits the version order, which Enne does not
     // read; session order is outside the replay's model, as it is outside Adya's.
     for kind in Injection::ALL.into_iter().filter(|k| {
-        k.rejected_at().contains(&"serializable") && *k != Injection::CertificateContradiction && !k.timestamp_only()
+        k.rejected_at().contains(&"serializable")
+            && *k != Injection::CertificateContradiction
+            && !k.timestamp_only()
     }) {
         let cfg = GenConfig {
             txns: 80,

@@ -33,6 +33,8 @@ pub(crate) struct ItemPass<'a, 'h> {
     sites: Option<FxHashMap<(ObjId, ValueId), WriteSite>>,
     /// Reads of "no row" that several absent versions could explain.
     pub(crate) ambiguous_absent_reads: usize,
+    /// Only track the transaction's own writes (the predicate pass's second walk).
+    pub(crate) own_only: bool,
 }
 
 impl<'a, 'h> ItemPass<'a, 'h> {
@@ -55,6 +57,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
             reads: repeatable.then(FxHashMap::default),
             sites: None,
             ambiguous_absent_reads: 0,
+            own_only: false,
         }
     }
 
@@ -95,6 +98,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
     /// the transaction's own writes here; [`super::predicate`] handles their reads).
     pub(crate) fn op(&mut self, t: TxnId, i: u32, op: &Op) {
         match op {
+            Op::Read { .. } if self.own_only => {}
             Op::Read { obj, value } => self.read(t, i, *obj, *value),
             Op::Write { obj, value } => self.set_own(*obj, *value),
             Op::Update { rows, .. } => rows.iter().for_each(|r| self.set_own(r.obj, r.value)),
