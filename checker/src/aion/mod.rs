@@ -198,7 +198,7 @@ impl Aion {
                             let ok = state.explains(kv, v);
                             let read = reads.len() as u32;
                             reads.push(ExtRead { op: i as u32, obj, seen: v, ok });
-                            self.objects[obj.index()].readers.insert((span.start, read));
+                            self.objects[obj.index()].add_reader(span.start, read);
                             local.push((obj, seen));
                         }
                         Some(j) => {
@@ -279,17 +279,9 @@ impl Aion {
         }
         o.note_span(span);
         let sets_base = effect.base.is_some();
-        o.versions.insert(span.commit, Version { writer: t.0, span, effect });
+        o.insert_version(span.commit, Version { writer: t.0, span, effect });
         let until = if sets_base { o.next_base_after(span.commit) } else { None };
-        let affected: Vec<(EventKey, u32)> = {
-            use std::ops::Bound::{Excluded, Included, Unbounded};
-            let lo = Excluded((span.commit, u32::MAX));
-            let hi = match until {
-                Some(k) => Included((k, u32::MAX)),
-                None => Unbounded,
-            };
-            o.readers.range((lo, hi)).copied().collect()
-        };
+        let affected = o.readers_between(span.commit, until);
         for (at, read) in affected {
             let (state, _) = self.objects[obj.index()].state_before(kv, obj, at);
             if let Some(r) = self.reads.get_mut(&at.txn).and_then(|rs| rs.get_mut(read as usize)) {
@@ -325,7 +317,7 @@ impl Aion {
         let serializable = self.options.level == IsolationLevel::Serializable;
         for (i, read) in reads.iter().enumerate() {
             let o = &mut self.objects[read.obj.index()];
-            o.readers.remove(&(span.start, i as u32));
+            o.remove_reader(span.start, i as u32);
             if !read.ok {
                 let (state, writer) = o.state_before(kv, read.obj, span.start);
                 let source = writer.map_or(Source::Initial, |w| Source::Txn(TxnId(w)));
@@ -351,7 +343,7 @@ impl Aion {
             self.dirty_mark[obj as usize] = false;
             let o = &mut self.objects[obj as usize];
             self.collected += o.collect_below(kv, ObjId(obj), watermark);
-            if o.versions.range(watermark..).next().is_some() {
+            if o.has_versions_from(watermark) {
                 self.dirty_mark[obj as usize] = true;
                 self.dirty.push(obj);
             }

@@ -6,7 +6,7 @@
 //! folding the appends after it (lists). Writers keep their spans, so NoConflict with a
 //! late transaction is a range query around its span.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::VecDeque;
 
 use isocert_history::{KvHistory, KvValue, ObjId};
 
@@ -30,16 +30,18 @@ pub(crate) struct Version {
     pub(crate) effect: Effect,
 }
 
-/// Versions and pending readers of one object.
+/// Versions and pending readers of one object, each kept sorted in a deque: arrivals are
+/// nearly in timestamp order, so inserts land near the back, finalization and collection
+/// remove near the front, and lookups are binary searches.
 #[derive(Debug, Default)]
 pub(crate) struct ObjVersions {
     /// Versions by commit event.
-    pub(crate) versions: BTreeMap<EventKey, Version>,
+    versions: VecDeque<(EventKey, Version)>,
     /// Pending external reads: the reader's start event (which names the reader) and the
-    /// index of the read in the reader's list; no allocation per entry.
-    pub(crate) readers: BTreeSet<(EventKey, u32)>,
+    /// index of the read in the reader's list.
+    readers: VecDeque<(EventKey, u32)>,
     /// The longest writer span seen (commit minus start, as 128-bit timestamps).
-    pub(crate) max_span: u128,
+    max_span: u128,
 }
 
 /// A timestamp as one 128-bit number (wall then logical), for span arithmetic.
@@ -52,12 +54,50 @@ fn from128(x: u128) -> isocert_history::Timestamp {
 }
 
 impl ObjVersions {
+    /// Indexes a pending external read.
+    pub(crate) fn add_reader(&mut self, start: EventKey, read: u32) {
+        let entry = (start, read);
+        let at = self.readers.partition_point(|e| *e < entry);
+        self.readers.insert(at, entry);
+    }
+
+    /// Removes a pending external read from the index (its verdict is final).
+    pub(crate) fn remove_reader(&mut self, start: EventKey, read: u32) {
+        let entry = (start, read);
+        let at = self.readers.partition_point(|e| *e < entry);
+        if self.readers.get(at) == Some(&entry) {
+            self.readers.remove(at);
+        }
+    }
+
+    /// Pending reads whose start is after `after` and at most `until` (unbounded: `None`).
+    pub(crate) fn readers_between(&self, after: EventKey, until: Option<EventKey>) -> Vec<(EventKey, u32)> {
+        let from = self.readers.partition_point(|(k, _)| *k <= after);
+        let to = match until {
+            Some(u) => self.readers.partition_point(|(k, _)| *k <= u),
+            None => self.readers.len(),
+        };
+        self.readers.range(from..to.max(from)).copied().collect()
+    }
+
+    /// Adds a version at its commit event.
+    pub(crate) fn insert_version(&mut self, commit: EventKey, version: Version) {
+        let at = self.versions.partition_point(|(k, _)| *k < commit);
+        self.versions.insert(at, (commit, version));
+    }
+
+    /// Whether some version commits at or after `at`.
+    pub(crate) fn has_versions_from(&self, at: EventKey) -> bool {
+        self.versions.back().is_some_and(|(k, _)| *k >= at)
+    }
+
     /// The state visible just before `at`, and who installed it (`None`: the initial value).
     pub(crate) fn state_before(&self, kv: &KvHistory, obj: ObjId, at: EventKey) -> (ObjState, Option<u32>) {
+        let end = self.versions.partition_point(|(k, _)| *k < at);
         let mut appends: Vec<&[KvValue]> = Vec::new();
         let mut writer = None;
         let mut base = None;
-        for (_, v) in self.versions.range(..at).rev() {
+        for (_, v) in self.versions.range(..end).rev() {
             if writer.is_none() {
                 writer = Some(v.writer);
             }
@@ -83,7 +123,9 @@ impl ObjVersions {
     pub(crate) fn possibly_concurrent(&self, span: Span) -> impl Iterator<Item = &Version> {
         let lo = EventKey::floor(span.start.ts);
         let hi = EventKey::ceil(from128(ts128(span.commit.ts).saturating_add(self.max_span)));
-        self.versions.range(lo..=hi).map(|(_, v)| v)
+        let from = self.versions.partition_point(|(k, _)| *k < lo);
+        let to = self.versions.partition_point(|(k, _)| *k <= hi);
+        self.versions.range(from..to.max(from)).map(|(_, v)| v)
     }
 
     /// Records a writer's span length.
@@ -95,30 +137,29 @@ impl ObjVersions {
     /// The first version after `after` that sets the whole state (appends do not), if any:
     /// readers from `after` up to it see the new version's effect.
     pub(crate) fn next_base_after(&self, after: EventKey) -> Option<EventKey> {
-        use std::ops::Bound::{Excluded, Unbounded};
-        self.versions
-            .range((Excluded(after), Unbounded))
-            .find(|(_, v)| v.effect.base.is_some())
-            .map(|(k, _)| *k)
+        let from = self.versions.partition_point(|(k, _)| *k <= after);
+        self.versions.range(from..).find(|(_, v)| v.effect.base.is_some()).map(|(k, _)| *k)
     }
 
     /// Replaces the versions before `watermark` by one that holds their folded state, so
     /// memory stays bounded. Returns the number of versions dropped.
     pub(crate) fn collect_below(&mut self, kv: &KvHistory, obj: ObjId, watermark: EventKey) -> usize {
-        let below = self.versions.range(..watermark).count();
+        let below = self.versions.partition_point(|(k, _)| *k < watermark);
         if below < 2 {
             return 0;
         }
         let (state, _) = self.state_before(kv, obj, watermark);
-        let (&last_key, last) = self.versions.range(..watermark).next_back().expect("two versions below");
-        let keep = Version {
-            writer: last.writer,
-            span: last.span,
-            effect: Effect { base: Some(state), appends: Vec::new() },
-        };
-        let above = self.versions.split_off(&watermark);
-        self.versions = above;
-        self.versions.insert(last_key, keep);
+        let (last_key, last) = &self.versions[below - 1];
+        let keep = (
+            *last_key,
+            Version {
+                writer: last.writer,
+                span: last.span,
+                effect: Effect { base: Some(state), appends: Vec::new() },
+            },
+        );
+        self.versions.drain(..below);
+        self.versions.push_front(keep);
         below - 1
     }
 }
