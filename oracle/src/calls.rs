@@ -99,7 +99,7 @@ impl Compiler<'_> {
         let node = match &p {
             Node::Unknown(text) => {
                 let pattern = LikePattern::compile(text, escape, fold, self.pg())
-                    .map_err(|e| CompileError::Invalid(e.0))?;
+                    .map_err(|e| CompileError::Invalid(e.into_message()))?;
                 Node::Like { expr: Box::new(x), pattern, negated }
             }
             _ => Node::LikeDynamic {

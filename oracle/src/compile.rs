@@ -104,7 +104,7 @@ impl Compiler<'_> {
         if !self.pg() {
             return Ok((n, t));
         }
-        let bad = |e: crate::value::EvalError| CompileError::Invalid(e.0);
+        let bad = |e: crate::value::EvalError| CompileError::Invalid(e.into_message());
         Ok(match target {
             Ty::Int4 => (Node::Const(V::Int(parse_int(text, "integer").map_err(bad)?)), Ty::Int4),
             Ty::Int8 => (Node::Const(V::Int(parse_int(text, "bigint").map_err(bad)?)), Ty::Int8),

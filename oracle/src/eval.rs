@@ -53,7 +53,7 @@ impl<'a> Ctx<'a> {
 
 /// Compares a stored scalar with a constant: the common typed pairs directly, the rest
 /// through the general rules.
-#[inline]
+#[inline(always)]
 fn compare_stored(s: &Scalar, k: &V<'static>, d: Dialect) -> Result<Option<Ordering>, EvalError> {
     if d == Dialect::Postgres {
         match (s, k) {
@@ -64,6 +64,11 @@ fn compare_stored(s: &Scalar, k: &V<'static>, d: Dialect) -> Result<Option<Order
             _ => {}
         }
     }
+    compare_stored_general(s, k, d)
+}
+
+#[inline(never)]
+fn compare_stored_general(s: &Scalar, k: &V<'static>, d: Dialect) -> Result<Option<Ordering>, EvalError> {
     compare(&V::from_scalar(s), &borrow_const(k), d)
 }
 
@@ -244,34 +249,23 @@ impl Node {
     }
 
     /// Evaluates the node as a condition (`None` is UNKNOWN); `context` names the construct
-    /// for the error when the value is not a boolean.
+    /// for the error when the value is not a boolean. The common shapes (connectives,
+    /// column-vs-constant tests) are handled here in a small frame; the rest go through
+    /// [`Node::eval`].
     #[inline]
     pub(crate) fn truth<'a>(&'a self, ctx: &Ctx<'a>, context: &str) -> Result<Option<bool>, EvalError> {
-        let d = ctx.dialect;
+        if let Some(r) = self.leaf_truth(ctx) {
+            return r;
+        }
         match self {
-            Node::CmpColumn { op, column, constant } => {
-                Ok(compare_stored(ctx.scalar(column), constant, d)?.map(|o| cmp_holds(*op, o)))
-            }
-            Node::Cmp(op, l, r) => {
-                let (a, b) = (l.eval(ctx)?, r.eval(ctx)?);
-                Ok(compare(&a, &b, d)?.map(|o| cmp_holds(*op, o)))
-            }
-            Node::InColumn { column, items, has_null, negated } => {
-                let s = ctx.scalar(column);
-                if s.is_null() {
-                    return Ok(None);
-                }
-                for k in items.iter() {
-                    if compare_stored(s, k, d)? == Some(Ordering::Equal) {
-                        return Ok(Some(!*negated));
-                    }
-                }
-                Ok(if *has_null { None } else { Some(*negated) })
-            }
             Node::And(args) => {
                 let mut unknown = false;
                 for a in args.iter() {
-                    match a.truth(ctx, "AND")? {
+                    let t = match a.leaf_truth(ctx) {
+                        Some(r) => r?,
+                        None => a.truth(ctx, "AND")?,
+                    };
+                    match t {
                         Some(false) => return Ok(Some(false)),
                         None => unknown = true,
                         Some(true) => {}
@@ -282,7 +276,11 @@ impl Node {
             Node::Or(args) => {
                 let mut unknown = false;
                 for a in args.iter() {
-                    match a.truth(ctx, "OR")? {
+                    let t = match a.leaf_truth(ctx) {
+                        Some(r) => r?,
+                        None => a.truth(ctx, "OR")?,
+                    };
+                    match t {
                         Some(true) => return Ok(Some(true)),
                         None => unknown = true,
                         Some(false) => {}
@@ -291,8 +289,60 @@ impl Node {
                 Ok(if unknown { None } else { Some(false) })
             }
             Node::Not(e) => Ok(e.truth(ctx, "NOT")?.map(|b| !b)),
-            Node::IsNull { expr, negated } => Ok(Some(matches!(expr.eval(ctx)?, V::Null) != *negated)),
-            _ => truth(&self.eval(ctx)?, d, context),
+            _ => self.truth_general(ctx, context),
+        }
+    }
+
+    /// The truth of a test of one column against constants, evaluated in place (no call);
+    /// `None` for any other node.
+    #[inline(always)]
+    fn leaf_truth<'a>(&'a self, ctx: &Ctx<'a>) -> Option<Result<Option<bool>, EvalError>> {
+        Some(match self {
+            Node::CmpColumn { op, column, constant } => {
+                compare_stored(ctx.scalar(column), constant, ctx.dialect)
+                    .map(|o| o.map(|o| cmp_holds(*op, o)))
+            }
+            Node::InColumn { column, items, has_null, negated } => {
+                let s = ctx.scalar(column);
+                if s.is_null() {
+                    return Some(Ok(None));
+                }
+                for k in items.iter() {
+                    match compare_stored(s, k, ctx.dialect) {
+                        Ok(Some(Ordering::Equal)) => return Some(Ok(Some(!*negated))),
+                        Ok(_) => {}
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                Ok(if *has_null { None } else { Some(*negated) })
+            }
+            Node::IsNull { expr, negated } => match expr.as_ref() {
+                Node::Column(c) => Ok(Some(ctx.scalar(c).is_null() != *negated)),
+                _ => return None,
+            },
+            Node::Like { expr, pattern, negated } if ctx.dialect == Dialect::Postgres => {
+                match expr.as_ref() {
+                    Node::Column(c) => match ctx.scalar(c) {
+                        Scalar::Null => Ok(None),
+                        Scalar::Text(t) => Ok(Some(pattern.matches(t) != *negated)),
+                        _ => return None,
+                    },
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// [`Node::truth`] for every other node.
+    #[inline(never)]
+    fn truth_general<'a>(&'a self, ctx: &Ctx<'a>, context: &str) -> Result<Option<bool>, EvalError> {
+        match self {
+            Node::Cmp(op, l, r) => {
+                let (a, b) = (l.eval(ctx)?, r.eval(ctx)?);
+                Ok(compare(&a, &b, ctx.dialect)?.map(|o| cmp_holds(*op, o)))
+            }
+            _ => truth(&self.eval(ctx)?, ctx.dialect, context),
         }
     }
 }

@@ -152,7 +152,7 @@ impl Interpreter {
             }
         };
         let ctx = Ctx { row, table: h.table(c.table), dialect: self.dialect };
-        node.truth(&ctx, "WHERE").map_err(|e| eval_error(h, pred, obj, value, e.0))
+        node.truth(&ctx, "WHERE").map_err(|e| eval_error(h, pred, obj, value, e.into_message()))
     }
 }
 
@@ -214,8 +214,11 @@ fn compile_predicate(
         }
         CompileError::Invalid(message) => OracleError::Invalid { pred, sql: sql.clone(), message },
     })?;
-    let node =
-        fold(node, dialect).map_err(|e| OracleError::Invalid { pred, sql: sql.clone(), message: e.0 })?;
+    let node = fold(node, dialect).map_err(|e| OracleError::Invalid {
+        pred,
+        sql: sql.clone(),
+        message: e.into_message(),
+    })?;
     let bounds = extract_bounds(&node, table, dialect);
     let node = specialize(node);
     Ok(CompiledPredicate { table: p.table, node: Ok(node), bounds })

@@ -49,6 +49,19 @@ enum Token {
 pub(crate) struct LikePattern {
     tokens: Box<[Token]>,
     fold: Fold,
+    /// Exact matching of a wildcard-free text or of a literal prefix and `%`: a byte comparison.
+    shape: Shape,
+}
+
+/// Patterns that need no matcher.
+#[derive(Clone, Debug, PartialEq)]
+enum Shape {
+    /// `abc`: equality.
+    Exact(Box<str>),
+    /// `abc%`: a prefix test.
+    Prefix(Box<str>),
+    /// Anything else.
+    General,
 }
 
 impl LikePattern {
@@ -81,7 +94,20 @@ impl LikePattern {
                 tokens.push(Token::Char(c));
             }
         }
-        Ok(LikePattern { tokens: tokens.into_boxed_slice(), fold })
+        let literal: String = tokens
+            .iter()
+            .map_while(|t| match t {
+                Token::Char(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        let n = literal.chars().count();
+        let shape = match (fold, tokens.len() - n, tokens.last()) {
+            (Fold::None, 0, _) => Shape::Exact(literal.into()),
+            (Fold::None, 1, Some(Token::Many)) => Shape::Prefix(literal.into()),
+            _ => Shape::General,
+        };
+        Ok(LikePattern { tokens: tokens.into_boxed_slice(), fold, shape })
     }
 
     /// The literal text every match starts with, when matching is exact (no case folding),
@@ -104,6 +130,11 @@ impl LikePattern {
 
     /// Whether `text` matches the whole pattern.
     pub(crate) fn matches(&self, text: &str) -> bool {
+        match &self.shape {
+            Shape::Exact(t) => return text == &**t,
+            Shape::Prefix(p) => return text.starts_with(&**p),
+            Shape::General => {}
+        }
         let toks = &self.tokens;
         let (mut p, mut s) = (0usize, 0usize);
         let mut star: Option<(usize, usize)> = None;
@@ -167,6 +198,13 @@ mod tests {
         assert!(!like("aXbc", "%X%X%"));
         assert!(like("héllo", "h_llo"));
         assert!(!like("ABC", "abc"));
+    }
+
+    #[test]
+    fn fast_shapes_agree_with_the_matcher() {
+        assert!(like("abc", "abc") && !like("abcd", "abc"));
+        assert!(like("abcd", "ab%") && !like("xab", "ab%") && like("ab", "ab%"));
+        assert!(like("a%", "a\\%") && !like("ab", "a\\%"));
     }
 
     #[test]

@@ -29,11 +29,19 @@ pub(crate) enum V<'a> {
 
 /// A SQL run-time error, in the database's words.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct EvalError(pub(crate) String);
+// A thin pointer on purpose: `Result<Option<bool>, EvalError>` stays two words, returned in
+// registers on the hot path.
+#[allow(clippy::box_collection)]
+pub(crate) struct EvalError(Box<String>);
 
 impl EvalError {
     pub(crate) fn new(message: impl Into<String>) -> Self {
-        EvalError(message.into())
+        EvalError(Box::new(message.into()))
+    }
+
+    /// The message. (Boxed so a `Result` of a condition stays two words wide.)
+    pub(crate) fn into_message(self) -> String {
+        *self.0
     }
 }
 
