@@ -174,8 +174,15 @@ pub(crate) enum Node {
     /// `column op constant` (either side order, normalized to the column on the left), made
     /// after folding so the common comparison reads the stored scalar without building a value.
     CmpColumn { op: CmpOp, column: Column, constant: V<'static> },
-    /// `column [NOT] IN (constants)`: NULL items only make a miss UNKNOWN.
-    InColumn { column: Column, items: Box<[V<'static>]>, has_null: bool, negated: bool },
+    /// `column [NOT] IN (constants)`: NULL items only make a miss UNKNOWN; `ints` holds the
+    /// items again as plain integers when they all are, for a tight scan.
+    InColumn {
+        column: Column,
+        items: Box<[V<'static>]>,
+        ints: Option<Box<[i64]>>,
+        has_null: bool,
+        negated: bool,
+    },
     /// `[NOT] IN (list)`, split the way PostgreSQL plans it: the items without column
     /// references (when there are two or more) form one array test (`= ANY`), evaluated
     /// first and whole; the other items follow as a short-circuiting chain of `=`

@@ -302,10 +302,20 @@ impl Node {
                 compare_stored(ctx.scalar(column), constant, ctx.dialect)
                     .map(|o| o.map(|o| cmp_holds(*op, o)))
             }
-            Node::InColumn { column, items, has_null, negated } => {
+            Node::InColumn { column, items, ints, has_null, negated } => {
                 let s = ctx.scalar(column);
                 if s.is_null() {
                     return Some(Ok(None));
+                }
+                if let (Scalar::Int(x), Some(ints), Dialect::Postgres) = (s, ints, ctx.dialect) {
+                    let found = ints.contains(x);
+                    return Some(Ok(if found {
+                        Some(!*negated)
+                    } else if *has_null {
+                        None
+                    } else {
+                        Some(*negated)
+                    }));
                 }
                 for k in items.iter() {
                     match compare_stored(s, k, ctx.dialect) {

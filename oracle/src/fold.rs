@@ -212,8 +212,16 @@ pub(crate) fn specialize(n: Node) -> Node {
                 Node::Column(column) if all_const => {
                     let has_null =
                         array.iter().chain(chain.iter()).any(|i| matches!(i, Node::Const(V::Null)));
-                    let items = array.iter().chain(chain.iter()).filter_map(constant).collect();
-                    Node::InColumn { column, items, has_null, negated }
+                    let items: Box<[V<'static>]> =
+                        array.iter().chain(chain.iter()).filter_map(constant).collect();
+                    let ints = items
+                        .iter()
+                        .map(|v| match v {
+                            V::Int(i) => Some(*i),
+                            _ => None,
+                        })
+                        .collect::<Option<Box<[i64]>>>();
+                    Node::InColumn { column, items, ints, has_null, negated }
                 }
                 expr => Node::In {
                     expr: Box::new(specialize(expr)),
