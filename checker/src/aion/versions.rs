@@ -53,18 +53,69 @@ fn from128(x: u128) -> isocert_history::Timestamp {
     isocert_history::Timestamp::hlc((x >> 64) as u64, x as u64)
 }
 
+/// The first index where `pred` turns false (it must hold on a prefix), searching from the
+/// back with doubling steps: O(log d) for an answer d places from the end.
+fn gallop_back<T>(dq: &VecDeque<T>, pred: impl Fn(&T) -> bool) -> usize {
+    let mut hi = dq.len();
+    let mut step = 1;
+    let lo = loop {
+        if step > hi {
+            break 0;
+        }
+        let i = hi - step;
+        if pred(&dq[i]) {
+            break i + 1;
+        }
+        hi = i;
+        step *= 2;
+    };
+    bisect(dq, lo, hi, pred)
+}
+
+/// As [`gallop_back`], searching from the front (answers near the start are cheap).
+fn gallop_front<T>(dq: &VecDeque<T>, pred: impl Fn(&T) -> bool) -> usize {
+    let n = dq.len();
+    let mut lo = 0;
+    let mut step = 1;
+    let hi = loop {
+        let i = lo + step - 1;
+        if i >= n {
+            break n;
+        }
+        if !pred(&dq[i]) {
+            break i;
+        }
+        lo = i + 1;
+        step *= 2;
+    };
+    bisect(dq, lo, hi, pred)
+}
+
+/// Binary search for the first index in `lo..hi` where `pred` is false.
+fn bisect<T>(dq: &VecDeque<T>, mut lo: usize, mut hi: usize, pred: impl Fn(&T) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(&dq[mid]) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 impl ObjVersions {
     /// Indexes a pending external read.
     pub(crate) fn add_reader(&mut self, start: EventKey, read: u32) {
         let entry = (start, read);
-        let at = self.readers.partition_point(|e| *e < entry);
+        let at = gallop_back(&self.readers, |e| *e < entry);
         self.readers.insert(at, entry);
     }
 
     /// Removes a pending external read from the index (its verdict is final).
     pub(crate) fn remove_reader(&mut self, start: EventKey, read: u32) {
         let entry = (start, read);
-        let at = self.readers.partition_point(|e| *e < entry);
+        let at = gallop_front(&self.readers, |e| *e < entry);
         if self.readers.get(at) == Some(&entry) {
             self.readers.remove(at);
         }
@@ -72,9 +123,9 @@ impl ObjVersions {
 
     /// Pending reads whose start is after `after` and at most `until` (unbounded: `None`).
     pub(crate) fn readers_between(&self, after: EventKey, until: Option<EventKey>) -> Vec<(EventKey, u32)> {
-        let from = self.readers.partition_point(|(k, _)| *k <= after);
+        let from = gallop_back(&self.readers, |(k, _)| *k <= after);
         let to = match until {
-            Some(u) => self.readers.partition_point(|(k, _)| *k <= u),
+            Some(u) => gallop_back(&self.readers, |(k, _)| *k <= u),
             None => self.readers.len(),
         };
         self.readers.range(from..to.max(from)).copied().collect()
@@ -82,7 +133,7 @@ impl ObjVersions {
 
     /// Adds a version at its commit event.
     pub(crate) fn insert_version(&mut self, commit: EventKey, version: Version) {
-        let at = self.versions.partition_point(|(k, _)| *k < commit);
+        let at = gallop_back(&self.versions, |(k, _)| *k < commit);
         self.versions.insert(at, (commit, version));
     }
 
@@ -93,7 +144,7 @@ impl ObjVersions {
 
     /// The state visible just before `at`, and who installed it (`None`: the initial value).
     pub(crate) fn state_before(&self, kv: &KvHistory, obj: ObjId, at: EventKey) -> (ObjState, Option<u32>) {
-        let end = self.versions.partition_point(|(k, _)| *k < at);
+        let end = gallop_back(&self.versions, |(k, _)| *k < at);
         let mut appends: Vec<&[KvValue]> = Vec::new();
         let mut writer = None;
         let mut base = None;
@@ -123,8 +174,8 @@ impl ObjVersions {
     pub(crate) fn possibly_concurrent(&self, span: Span) -> impl Iterator<Item = &Version> {
         let lo = EventKey::floor(span.start.ts);
         let hi = EventKey::ceil(from128(ts128(span.commit.ts).saturating_add(self.max_span)));
-        let from = self.versions.partition_point(|(k, _)| *k < lo);
-        let to = self.versions.partition_point(|(k, _)| *k <= hi);
+        let from = gallop_back(&self.versions, |(k, _)| *k < lo);
+        let to = gallop_back(&self.versions, |(k, _)| *k <= hi);
         self.versions.range(from..to.max(from)).map(|(_, v)| v)
     }
 
@@ -137,14 +188,14 @@ impl ObjVersions {
     /// The first version after `after` that sets the whole state (appends do not), if any:
     /// readers from `after` up to it see the new version's effect.
     pub(crate) fn next_base_after(&self, after: EventKey) -> Option<EventKey> {
-        let from = self.versions.partition_point(|(k, _)| *k <= after);
+        let from = gallop_back(&self.versions, |(k, _)| *k <= after);
         self.versions.range(from..).find(|(_, v)| v.effect.base.is_some()).map(|(k, _)| *k)
     }
 
     /// Replaces the versions before `watermark` by one that holds their folded state, so
     /// memory stays bounded. Returns the number of versions dropped.
     pub(crate) fn collect_below(&mut self, kv: &KvHistory, obj: ObjId, watermark: EventKey) -> usize {
-        let below = self.versions.partition_point(|(k, _)| *k < watermark);
+        let below = gallop_front(&self.versions, |(k, _)| *k < watermark);
         if below < 2 {
             return 0;
         }
@@ -161,5 +212,22 @@ impl ObjVersions {
         self.versions.drain(..below);
         self.versions.push_front(keep);
         below - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn galloping_searches_agree_with_partition_point() {
+        for n in 0..40usize {
+            let dq: VecDeque<usize> = (0..n).map(|i| i * 2).collect();
+            for x in 0..(2 * n + 2) {
+                let want = dq.partition_point(|&v| v < x);
+                assert_eq!(gallop_back(&dq, |&v| v < x), want, "n={n} x={x}");
+                assert_eq!(gallop_front(&dq, |&v| v < x), want, "n={n} x={x}");
+            }
+        }
     }
 }
