@@ -67,6 +67,8 @@ fn predicate_updates_own_writes_and_aggregates_are_checked_against_version_sets(
         let r = run(TABLE, &table_cert(true), level, CheckerKind::Emme);
         assert!(r.is_valid(), "{level}: {:?}", r.anomalies);
     }
+    let r = run(TABLE, &table_cert(true), IsolationLevel::Serializable, CheckerKind::Emme);
+    assert!(r.notes.iter().any(|n| n.contains("certified")), "the witness certifies it: {:?}", r.notes);
     let r = run(TABLE, &table_cert(true), IsolationLevel::Serializable, CheckerKind::Enne);
     assert!(r.is_valid(), "{:?}", r.anomalies);
     // The version set says T1's select saw the initial row although T1 had updated it.
@@ -161,4 +163,23 @@ fn auto_prefers_emme_and_falls_back_to_enne_at_serializable() {
         run(h, r#"{"serialization_order":[1]}"#, IsolationLevel::Serializable, CheckerKind::Auto).checker,
         CheckerKind::Enne
     );
+}
+
+#[test]
+fn a_backward_predicate_edge_falls_back_to_materialised_edges_and_an_explained_cycle() {
+    // Predicate write skew: each transaction's select misses the row the other inserts.
+    let h = r#"{"id":1,"session":1,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[]},{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[]},{"f":"w","key":"y","value":1}]}"#;
+    let c = r#"{"version_order":[{"key":"x","writers":[1]},{"key":"y","writers":[2]}],
+  "version_sets":[{"txn":1,"op":0,"versions":[]},{"txn":2,"op":0,"versions":[]}]}"#;
+    let r = run(h, c, IsolationLevel::Serializable, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::G2]);
+    assert!(r.notes.iter().all(|n| !n.contains("certified")));
+    assert!(r.anomalies[0].cycle.iter().all(|e| e.kind == EdgeKind::PredicateRw));
+    assert!(
+        r.anomalies[0].cycle[0].explanation.contains("changes its matches"),
+        "{}",
+        r.anomalies[0].cycle[0].explanation
+    );
+    assert!(run(h, c, IsolationLevel::RepeatableRead, CheckerKind::Emme).is_valid());
 }
