@@ -16,6 +16,29 @@
 //!
 //! Reports render as text ([`render_text`]), JSON ([`render_json`]) and Graphviz
 //! ([`render_dot`]).
+//!
+//! ```
+//! use isocert_checker::{check, AnomalyKind, CheckerKind, IsolationLevel};
+//! use isocert_history::v1;
+//! use isocert_oracle::Interpreter;
+//!
+//! // Write skew: each transaction reads both keys and writes one.
+//! let text = r#"{"format":"isocert-history","version":1,"initial":[{"key":"x","value":0},{"key":"y","value":0}]}
+//! {"id":1,"session":1,"ops":[{"f":"r","key":"x","value":0},{"f":"r","key":"y","value":0},{"f":"w","key":"x","value":1}]}
+//! {"id":2,"session":2,"ops":[{"f":"r","key":"x","value":0},{"f":"r","key":"y","value":0},{"f":"w","key":"y","value":1}]}"#;
+//! let mut h = v1::read_history(text.as_bytes())?;
+//! let cert = v1::read_certificate(
+//!     r#"{"version_order":[{"key":"x","writers":[1]},{"key":"y","writers":[2]}]}"#.as_bytes(),
+//!     &mut h,
+//! )?;
+//! let oracle = Interpreter::new(&h)?;
+//! let ser = check(&h, &cert, IsolationLevel::Serializable, CheckerKind::Auto, &oracle)?;
+//! assert_eq!(ser.anomalies[0].kind, AnomalyKind::G2Item);
+//! assert_eq!(ser.anomalies[0].cycle.len(), 2);
+//! let rc = check(&h, &cert, IsolationLevel::ReadCommitted, CheckerKind::Emme, &oracle)?;
+//! assert!(rc.is_valid());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod aggregate;
 mod aion;
