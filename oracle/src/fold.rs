@@ -56,6 +56,19 @@ fn fold_connective(args: Box<[Node]>, is_and: bool, d: Dialect) -> Result<Node, 
     let mut had_null = false;
     for a in args.into_vec() {
         let f = fold(a, d)?;
+        // Nested connectives of the same kind flatten (as PostgreSQL's planner does), so
+        // `x BETWEEN a AND b AND y` is one loop of three tests.
+        match f {
+            Node::And(inner) if is_and => {
+                kept.extend(inner.into_vec());
+                continue;
+            }
+            Node::Or(inner) if !is_and => {
+                kept.extend(inner.into_vec());
+                continue;
+            }
+            _ => {}
+        }
         if !is_const(&f) {
             kept.push(f);
             continue;
