@@ -35,7 +35,7 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
             "{from} installed {}, which changes the matches of {}, and that read saw this version or a later one{}",
             version(e.ver),
             pred(e.to),
-            if e.aux == u32::MAX { String::new() } else { format!(" ({})", version(e.aux)) }
+            if e.aux == u32::MAX || e.aux == e.ver { String::new() } else { format!(" ({})", version(e.aux)) }
         ),
         EdgeKind::PredicateRw => format!(
             "{} saw {} (by {}); {to} installed the later version {}, which changes its matches",
@@ -44,7 +44,8 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
             who(e.ver),
             version(e.aux)
         ),
-        EdgeKind::StartDep | EdgeKind::Session => {
+        EdgeKind::Session => format!("{from} precedes {to} in their session"),
+        EdgeKind::StartDep => {
             let ts = |t: u32, start: bool| {
                 let txn = h.txn(TxnId(t));
                 let ts = if start { txn.start_ts } else { txn.commit_ts };
