@@ -70,6 +70,10 @@ pub(crate) struct RunArgs {
     /// measuring what recovery costs); writes only history.jsonl and run.json, exits 0.
     #[arg(long)]
     no_recovery: bool,
+    /// Shortest time between two reads of the replication slot while the workload runs
+    /// (longer: less work for the server, same completeness; the final read is immediate).
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    poll_interval_ms: u64,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -117,7 +121,8 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(pg)) => pg.url(),
         (None, None) => unreachable!("an embedded server is started when no URL is given"),
     };
-    let outcome = rt.block_on(run_workload(&url, &cfg, !args.no_recovery));
+    let poll = (!args.no_recovery).then(|| Duration::from_millis(args.poll_interval_ms));
+    let outcome = rt.block_on(run_workload(&url, &cfg, poll));
     if let Some(pg) = embedded {
         if let Err(e) = pg.shutdown() {
             tracing::warn!("stopping the embedded PostgreSQL: {e}");
@@ -183,16 +188,17 @@ type Outcome = (History, Option<RawLog>, RunStats, Instant);
 
 /// Sets the table up, starts the replication consumer, runs the workload with a progress
 /// bar, and waits for the consumer to have recorded every commit.
-async fn run_workload(url: &str, cfg: &WorkloadConfig, recovery: bool) -> anyhow::Result<Outcome> {
+async fn run_workload(url: &str, cfg: &WorkloadConfig, poll: Option<Duration>) -> anyhow::Result<Outcome> {
     isocert_workload::setup(url, cfg).await.context("setting up the workload table")?;
-    let consumer: Option<ReplicationConsumer> = if recovery {
-        let name = format!("isocert_run_{}", std::process::id());
-        let slot = ReplicationSlot::create(url, &name, &[cfg.kind.table()])
-            .await
-            .context("creating the logical replication slot")?;
-        Some(slot.start())
-    } else {
-        None
+    let consumer: Option<ReplicationConsumer> = match poll {
+        Some(interval) => {
+            let name = format!("isocert_run_{}", std::process::id());
+            let slot = ReplicationSlot::create(url, &name, &[cfg.kind.table()])
+                .await
+                .context("creating the logical replication slot")?;
+            Some(slot.poll_interval(interval).start())
+        }
+        None => None,
     };
     let bar = ProgressBar::with_draw_target(Some(cfg.txns), ProgressDrawTarget::stderr());
     bar.set_style(

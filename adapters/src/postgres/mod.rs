@@ -8,7 +8,7 @@ mod session;
 mod snapshot;
 
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
-pub use replication::{flush_wal, ReplicationConsumer, ReplicationSlot};
+pub use replication::{flush_wal, ReplicationConsumer, ReplicationSlot, DEFAULT_POLL_INTERVAL};
 pub use replication_decode::PgOutputDecoder;
 pub use session::connect;
 pub use snapshot::{widen_xid, Snapshot};

@@ -25,10 +25,10 @@ use crate::AdapterError;
 
 /// How long the consumer sleeps when the slot had nothing new.
 const IDLE_POLL: Duration = Duration::from_millis(20);
-/// The shortest time between the starts of two polls while changes keep coming: each poll
-/// starts a decoding pass over the slot's retained WAL, so fewer, larger polls cost the
-/// server less (docs/PERFORMANCE.md). `finish` cuts the wait short.
-const BUSY_POLL: Duration = Duration::from_millis(50);
+/// The default shortest time between the starts of two polls while changes keep coming:
+/// each poll starts a decoding pass over the slot's retained WAL, so fewer, larger polls
+/// cost the server less (docs/PERFORMANCE.md). `finish` cuts the wait short.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// How many consecutive failed reconnects end the consumer.
 const MAX_RECONNECTS: u32 = 50;
 /// Pause before a reconnect.
@@ -41,6 +41,7 @@ pub struct ReplicationSlot {
     slot: String,
     publication: String,
     primary_keys: Vec<(String, String)>,
+    poll_interval: Duration,
 }
 
 impl ReplicationSlot {
@@ -84,7 +85,20 @@ impl ReplicationSlot {
             .execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&name])
             .await
             .map_err(|e| AdapterError::db(format!("creating replication slot {name}"), e))?;
-        Ok(ReplicationSlot { url: url.to_string(), slot: name.to_string(), publication, primary_keys })
+        Ok(ReplicationSlot {
+            url: url.to_string(),
+            slot: name.to_string(),
+            publication,
+            primary_keys,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+        })
+    }
+
+    /// Sets the shortest time between two polls while changes keep coming (default
+    /// [`DEFAULT_POLL_INTERVAL`]); longer means less server work and more lag.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
     }
 
     /// The slot's name.
@@ -362,7 +376,8 @@ async fn poll_until_stopped(
         if stopping {
             return Ok(());
         }
-        let pause = if rows.is_empty() { IDLE_POLL } else { BUSY_POLL.saturating_sub(started.elapsed()) };
+        let pause =
+            if rows.is_empty() { IDLE_POLL } else { slot.poll_interval.saturating_sub(started.elapsed()) };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = stop.changed() => {}
