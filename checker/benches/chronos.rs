@@ -82,7 +82,7 @@ fn generate(txns: usize, mut emit: impl FnMut(&Txn) -> std::io::Result<()>) -> s
         let mut own: Vec<(usize, i64)> = Vec::new();
         for j in 0..OPS {
             let mut k = zipf.pick(&mut rng);
-            if rng.next() % 2 == 0 {
+            if rng.next() & 1 == 0 {
                 let v = own.iter().rev().find(|(key, _)| *key == k).map_or(frontier[k], |(_, v)| *v);
                 txn.ops.push((false, k, v));
             } else {
