@@ -72,7 +72,7 @@ pub(crate) struct RunArgs {
     no_recovery: bool,
     /// Shortest time between two reads of the replication slot while the workload runs
     /// (longer: less work for the server, same completeness; the final read is immediate).
-    #[arg(long, value_name = "MS", default_value_t = 50)]
+    #[arg(long, value_name = "MS", default_value_t = 500)]
     poll_interval_ms: u64,
     /// Print the report as JSON instead of text.
     #[arg(long)]

@@ -28,7 +28,7 @@ const IDLE_POLL: Duration = Duration::from_millis(20);
 /// The default shortest time between the starts of two polls while changes keep coming:
 /// each poll starts a decoding pass over the slot's retained WAL, so fewer, larger polls
 /// cost the server less (docs/PERFORMANCE.md). `finish` cuts the wait short.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// How many consecutive failed reconnects end the consumer.
 const MAX_RECONNECTS: u32 = 50;
 /// Pause before a reconnect.
