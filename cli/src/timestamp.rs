@@ -53,9 +53,10 @@ fn load(args: &CheckArgs) -> anyhow::Result<KvHistory> {
     let what = || format!("history {}", path.display());
     let mut kv = match args.format {
         Format::Chronos => read_chronos(open(path)?, None).with_context(what)?,
-        _ if path.as_os_str() == "-" => {
+        // Standard input and pipes cannot be read twice: keep the bytes for the fallback.
+        Format::V1 if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) => {
             let mut bytes = Vec::new();
-            std::io::stdin().lock().read_to_end(&mut bytes).context("reading standard input")?;
+            open(path)?.read_to_end(&mut bytes).with_context(what)?;
             match read_kv_v1(bytes.as_slice()) {
                 Err(FormatError::Unsupported { .. }) => {
                     general(v1::read_history(bytes.as_slice()).with_context(what)?)?
@@ -187,7 +188,17 @@ fn run_aion(args: &CheckArgs) -> anyhow::Result<(Report, KvHistory)> {
     let mut aion = Aion::new(options)?;
     let started = Instant::now();
     let what = || format!("history {}", args.history.display());
-    while let Some(t) = arrivals.next().with_context(what)? {
+    loop {
+        let t = match arrivals.next() {
+            Ok(Some(t)) => t,
+            Ok(None) => break,
+            Err(FormatError::Unsupported { message, .. }) => anyhow::bail!(
+                "{}: {message}: Aion checks item reads, writes and list appends only \
+                 (predicate operations and SQL rows need --checker emme or enne)",
+                what()
+            ),
+            Err(e) => return Err(e).with_context(what),
+        };
         let kv = arrivals.history();
         aion.receive(kv, t)?;
         for a in aion.take_final() {

@@ -169,3 +169,36 @@ fn generated_histories_and_injections_get_the_documented_verdicts() {
         }
     }
 }
+
+#[test]
+fn predicate_operations_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    std::fs::write(
+        &path,
+        "{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[{\"f\":\"select\",\"table\":\"t\",\"where\":\"c > 1\",\"rows\":[]}]}\n",
+    )
+    .unwrap();
+    for checker in ["chronos", "aion"] {
+        let out = isocert(&["check", "--checker", checker, "-i", "si", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{checker}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("select") || err.contains("predicate operation"), "{checker}: {err}");
+    }
+}
+
+#[test]
+fn predicate_operations_on_standard_input_are_refused_not_lost() {
+    let line = "{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[{\"f\":\"select\",\"table\":\"t\",\"where\":\"c > 1\",\"rows\":[]}]}\n";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isocert"))
+        .args(["check", "--checker", "chronos", "-i", "si", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), line.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("predicate operation"));
+}
