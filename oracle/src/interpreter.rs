@@ -131,7 +131,7 @@ impl Interpreter {
         obj: ObjId,
         value: ValueId,
     ) -> Result<Option<bool>, OracleError> {
-        let c = self.predicates.get(pred.index()).ok_or(OracleError::NotCompiled { pred })?;
+        let c = self.predicates.get(pred.index()).ok_or_else(|| OracleError::NotCompiled { pred })?;
         let node = c.node.as_ref().map_err(Clone::clone)?;
         let o = h.object(obj);
         if o.table != c.table {
