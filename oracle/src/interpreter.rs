@@ -131,7 +131,10 @@ impl Interpreter {
         obj: ObjId,
         value: ValueId,
     ) -> Result<Option<bool>, OracleError> {
-        let c = self.predicates.get(pred.index()).ok_or_else(|| OracleError::NotCompiled { pred })?;
+        // Not `ok_or`: that builds (and drops) the error on every call of this hot path.
+        let Some(c) = self.predicates.get(pred.index()) else {
+            return Err(OracleError::NotCompiled { pred });
+        };
         let node = c.node.as_ref().map_err(Clone::clone)?;
         let o = h.object(obj);
         if o.table != c.table {
