@@ -1,5 +1,7 @@
 //! Generator throughput: streaming the Chronos shape, and in-memory histories with predicates.
 
+#![allow(missing_docs)] // criterion_group! generates undocumented public functions.
+
 use std::hint::black_box;
 use std::io;
 
