@@ -163,6 +163,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for w in &recovered.warnings {
         eprintln!("isocert: warning: {w}");
     }
+    if recovered.stats.serialization_cycle && level == IsolationLevel::Serializable {
+        eprintln!(
+            "isocert: note: the recovered dependencies have a cycle; the certificate's serialization order \
+             follows commit visibility"
+        );
+    }
     write_history(&args.out.join("history.jsonl"), &history)?;
     write_certificate(&args.out.join("certificate.json"), &history, &recovered)?;
 
@@ -321,6 +327,7 @@ fn run_json(args: &RunArgs, stats: &RunStats, r: Option<&PostgresRecovery>) -> s
             "resolved_aborted": r.stats.resolved_aborted,
             "version_sets": r.stats.version_sets,
             "rechecked_rows": r.stats.rechecked_rows,
+            "serialization_cycle": r.stats.serialization_cycle,
             "warnings": r.warnings,
         });
     }

@@ -36,6 +36,10 @@ pub struct RecoveryStats {
     pub version_sets: usize,
     /// Rows whose version a READ COMMITTED UPDATE/DELETE re-evaluated (EvalPlanQual).
     pub rechecked_rows: usize,
+    /// Whether the recovered dependencies have a cycle, so that no order respects them all
+    /// and the serialization order falls back to commit visibility (only a history that
+    /// is not serializable has one; Enne will then report it).
+    pub serialization_cycle: bool,
 }
 
 /// The recovered certificate, with statistics and warnings.
@@ -45,9 +49,8 @@ pub struct PostgresRecovery {
     pub certificate: Certificate,
     /// Counts, for the report.
     pub stats: RecoveryStats,
-    /// Facts that do not fit PostgreSQL's design (snapshots not nested, a dependency cycle
-    /// in the serialization order): the certificate is still produced and the checkers will
-    /// judge, but a reader should know.
+    /// Facts that do not fit PostgreSQL's design (snapshots that are not nested): the
+    /// certificate is still produced and the checkers will judge, but a reader should know.
     pub warnings: Vec<String>,
 }
 
@@ -74,13 +77,7 @@ pub fn recover_postgres(
     let cx = version_sets::Context::new(h, &facts, &matched, &tl, matcher);
     let (sets, set_stats) = version_sets::compute(&cx)?;
     let (serial, cyclic) = serial::order(&cx, &sets)?;
-    let mut warnings = tl.conflicts.clone();
-    if cyclic {
-        warnings.push(
-            "the recovered dependencies have a cycle, so the serialization order only follows commit visibility"
-                .into(),
-        );
-    }
+    let warnings = tl.conflicts.clone();
     let stats = RecoveryStats {
         logged_txns: log.len(),
         logged_changes: log.change_count(),
@@ -88,6 +85,7 @@ pub fn recover_postgres(
         resolved_aborted: matched.resolved_aborted,
         version_sets: sets.len(),
         rechecked_rows: set_stats.rechecked_rows,
+        serialization_cycle: cyclic,
     };
     let certificate = Certificate {
         version_order: Some(matched.version_order),

@@ -341,3 +341,27 @@ fn serialization_order_puts_a_predicate_read_before_the_phantom_it_missed() {
         .unwrap();
     assert_eq!(r.certificate.serialization_order, Some(vec![t(&h, 2), t(&h, 1)]));
 }
+
+#[test]
+fn write_skew_leaves_no_serialization_order_and_says_so() {
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":1},{"key":2,"value":2}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"r","key":1,"value":1},{"f":"w","key":2,"value":20}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":2,"value":2},{"f":"w","key":1,"value":10}],"meta":{"xid":101,"snapshot":"100:100:"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(2, Some(20))]), logged(101, 2, &[(1, Some(10))])]))
+        .unwrap();
+    assert!(r.stats.serialization_cycle);
+    assert_eq!(r.certificate.serialization_order.as_ref().map(Vec::len), Some(2));
+
+    // Its twin: T2 read T1's write of key 2, so T1 then T2 is serial.
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":1},{"key":2,"value":2}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"r","key":1,"value":1},{"f":"w","key":2,"value":20}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":2,"value":20},{"f":"w","key":1,"value":10}],"meta":{"xid":101,"snapshot":"101:101:"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(2, Some(20))]), logged(101, 2, &[(1, Some(10))])]))
+        .unwrap();
+    assert!(!r.stats.serialization_cycle);
+    assert_eq!(r.certificate.serialization_order, Some(vec![t(&h, 1), t(&h, 2)]));
+}
