@@ -50,13 +50,9 @@ pub enum AdapterError {
         source: tokio_postgres::Error,
     },
     /// A `pg_current_snapshot()` text that does not have the `xmin:xmax:xip,...` shape.
-    #[error("bad PostgreSQL snapshot {text:?}: {reason}")]
-    BadSnapshot {
-        /// The text as given.
-        text: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
+    /// (Its text already names the snapshot; it is not repeated as a source.)
+    #[error("bad PostgreSQL {0}")]
+    BadSnapshot(isocert_recovery::SnapshotParseError),
     /// The server answered something the adapter did not expect.
     #[error("unexpected answer from PostgreSQL: {message}")]
     Protocol {
@@ -71,6 +67,12 @@ pub enum AdapterError {
         /// What went wrong.
         message: String,
     },
+}
+
+impl From<isocert_recovery::SnapshotParseError> for AdapterError {
+    fn from(e: isocert_recovery::SnapshotParseError) -> Self {
+        AdapterError::BadSnapshot(e)
+    }
 }
 
 impl AdapterError {

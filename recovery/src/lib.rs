@@ -34,4 +34,4 @@ mod snapshot;
 pub use error::RecoveryError;
 pub use postgres::{recover_postgres, PostgresRecovery, RecoveryStats, RowMatcher};
 pub use raw_log::{CommittedTxn, RawLog, RowChange};
-pub use snapshot::{PgSnapshot, SnapshotParseError};
+pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};

@@ -148,7 +148,7 @@ fn int(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Option<i64>, Workloa
 
 fn snapshot(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Snapshot, WorkloadError> {
     let t = text(sql, row, i)?.ok_or_else(|| WorkloadError::unexpected(sql, "no snapshot"))?;
-    Ok(t.parse()?)
+    t.parse::<Snapshot>().map_err(|e| isocert_adapters::AdapterError::from(e).into())
 }
 
 /// A 32-bit `xmin` column widened to the full xid next to `snap`.

@@ -5,10 +5,11 @@ mod embedded;
 mod replication;
 mod replication_decode;
 mod session;
-mod snapshot;
 
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
+// PostgreSQL snapshots live in isocert-recovery (they are the recovery rule's data); the
+// test client and recovery share that one type.
+pub use isocert_recovery::{widen_xid, PgSnapshot as Snapshot, SnapshotParseError};
 pub use replication::{flush_wal, ReplicationConsumer, ReplicationSlot, DEFAULT_POLL_INTERVAL};
 pub use replication_decode::PgOutputDecoder;
 pub use session::connect;
-pub use snapshot::{widen_xid, Snapshot};
