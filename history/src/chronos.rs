@@ -29,7 +29,7 @@ use std::borrow::Cow;
 use std::io::{Read, Write};
 
 use crate::kv::scan::{Fail, Scan, Scanned};
-use crate::kv::v1_fast::{object, parse_key, parse_timestamp, parse_value};
+use crate::kv::v1_fast::{object, parse_key, parse_ops, parse_timestamp, parse_value};
 use crate::kv::{RecordError, RecordReader};
 use crate::{
     FormatError, History, KvHistory, KvOp, KvOpKind, KvTxnFields, KvValue, Op, Scalar, Status, Timestamp,
@@ -174,23 +174,7 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
                 b"cts" => commit = parse_timestamp(s).map_err(|f| f.at("cts"))?,
                 b"ops" => {
                     saw_ops = true;
-                    if s.open_array()? {
-                        loop {
-                            let i = ops.len();
-                            let op = match s.canonical_op(b"\"t\":\"", b"\",\"k\":", b",\"v\":") {
-                                Some((kind @ (b'r' | b'w'), key, value)) => {
-                                    let kind = if kind == b'r' { KvOpKind::Read } else { KvOpKind::Write };
-                                    let value = value.map_or(KvValue::Absent, KvValue::Int);
-                                    KvOp::new(kind, h.kv_object(key), value)
-                                }
-                                _ => parse_op(s, h).map_err(|f| f.at(format!("[{i}]")).at("ops"))?,
-                            };
-                            ops.push(op);
-                            if !s.next_or_close(b']')? {
-                                break;
-                            }
-                        }
-                    }
+                    parse_ops(s, h, ops, [b"\"t\":\"", b"\",\"k\":", b",\"v\":"], parse_op)?;
                 }
                 other => {
                     return Err(Fail::bad(format!(

@@ -372,6 +372,47 @@ fn ts_part(s: &mut Scan<'_>) -> Scanned<u64> {
     }
 }
 
+/// The `ops` array of a fast reader's transaction, appended to `ops`.
+///
+/// An operation in the canonical compact spelling
+/// `{"<kind>":"r|w","<key>":INT,"<value>":INT|null}` (`canonical` holds the three field
+/// prefixes as [`Scan::canonical_op`] takes them, e.g. `"f":"`) takes the short path; any
+/// other spelling goes through the format's `parse_op`, whose failures are reported at
+/// `ops[i]`. This is the hot loop of both fast readers ([`read_kv_v1`] and
+/// [`crate::chronos`]): inlined into each, so the prefixes stay constants and `parse_op` a
+/// direct call.
+#[inline(always)]
+pub(crate) fn parse_ops<P>(
+    s: &mut Scan<'_>,
+    h: &mut KvHistory,
+    ops: &mut Vec<KvOp>,
+    canonical: [&[u8]; 3],
+    mut parse_op: P,
+) -> Scanned<()>
+where
+    P: FnMut(&mut Scan<'_>, &mut KvHistory) -> Scanned<KvOp>,
+{
+    let [kind_field, key_field, value_field] = canonical;
+    if s.open_array()? {
+        loop {
+            let i = ops.len();
+            let op = match s.canonical_op(kind_field, key_field, value_field) {
+                Some((kind @ (b'r' | b'w'), key, value)) => {
+                    let kind = if kind == b'r' { KvOpKind::Read } else { KvOpKind::Write };
+                    let value = value.map_or(KvValue::Absent, KvValue::Int);
+                    KvOp::new(kind, h.kv_object(key), value)
+                }
+                _ => parse_op(s, h).map_err(|f| f.at(format!("[{i}]")).at("ops"))?,
+            };
+            ops.push(op);
+            if !s.next_or_close(b']')? {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanned<KvTxnFields> {
     ops.clear();
     let mut name = None;
@@ -406,23 +447,7 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
                 b"meta" => s.skip_value()?,
                 b"ops" => {
                     saw_ops = true;
-                    if s.open_array()? {
-                        loop {
-                            let i = ops.len();
-                            let op = match s.canonical_op(b"\"f\":\"", b"\",\"key\":", b",\"value\":") {
-                                Some((kind @ (b'r' | b'w'), key, value)) => {
-                                    let kind = if kind == b'r' { KvOpKind::Read } else { KvOpKind::Write };
-                                    let value = value.map_or(KvValue::Absent, KvValue::Int);
-                                    KvOp::new(kind, h.kv_object(key), value)
-                                }
-                                _ => parse_op(s, h).map_err(|f| f.at(format!("[{i}]")).at("ops"))?,
-                            };
-                            ops.push(op);
-                            if !s.next_or_close(b']')? {
-                                break;
-                            }
-                        }
-                    }
+                    parse_ops(s, h, ops, [b"\"f\":\"", b"\",\"key\":", b",\"value\":"], parse_op)?;
                 }
                 other => {
                     return Err(Fail::bad(format!("unknown field `{}`", String::from_utf8_lossy(other))))
