@@ -107,7 +107,9 @@ fn criterion_benches() {
     let s = SCENARIOS.iter().find(|s| s.name == name).expect("scenario");
     let (g, oracle) = input(s);
     c.bench_function(name, |b| {
-        b.iter(|| check(&g.history, &g.certificate, IsolationLevel::Serializable, s.checker, &oracle).unwrap())
+        b.iter(|| {
+            check(&g.history, &g.certificate, IsolationLevel::Serializable, s.checker, &oracle).unwrap()
+        })
     });
     c.final_summary();
 }

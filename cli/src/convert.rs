@@ -62,8 +62,9 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if let Some(path) = &args.certificate_out {
-        let cert = carried
-            .ok_or_else(|| anyhow::anyhow!("--certificate-out: a {} history carries no certificate facts", args.from))?;
+        let cert = carried.ok_or_else(|| {
+            anyhow::anyhow!("--certificate-out: a {} history carries no certificate facts", args.from)
+        })?;
         let mut out = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
         );
