@@ -39,6 +39,12 @@ pub enum AnomalyKind {
     CertificateContradiction,
     /// Replay in the serialization order (Enne) returned something the history did not see.
     ReplayDivergence,
+    /// Two reads of one list disagree on its order: one is not a prefix of the longest
+    /// read (Elle's `incompatible-order`), so no single version order explains both.
+    IncompatibleOrder,
+    /// A list read holds some element twice (Elle's `duplicate-elements`); each append
+    /// happens once, so no version looked like that.
+    DuplicateElements,
     /// Chronos/Aion: a session saw its own earlier transactions out of order.
     Session,
     /// Chronos/Aion: internal consistency axiom (reads follow the transaction's own writes).
@@ -51,7 +57,7 @@ pub enum AnomalyKind {
 
 impl AnomalyKind {
     /// Every kind, in declaration order.
-    pub const ALL: [AnomalyKind; 17] = [
+    pub const ALL: [AnomalyKind; 19] = [
         AnomalyKind::G0,
         AnomalyKind::G1a,
         AnomalyKind::G1b,
@@ -65,6 +71,8 @@ impl AnomalyKind {
         AnomalyKind::ResultSetMismatch,
         AnomalyKind::CertificateContradiction,
         AnomalyKind::ReplayDivergence,
+        AnomalyKind::IncompatibleOrder,
+        AnomalyKind::DuplicateElements,
         AnomalyKind::Session,
         AnomalyKind::Int,
         AnomalyKind::Ext,
@@ -87,6 +95,8 @@ impl AnomalyKind {
             AnomalyKind::ResultSetMismatch => "result-set-mismatch",
             AnomalyKind::CertificateContradiction => "certificate-contradiction",
             AnomalyKind::ReplayDivergence => "replay-divergence",
+            AnomalyKind::IncompatibleOrder => "incompatible-order",
+            AnomalyKind::DuplicateElements => "duplicate-elements",
             AnomalyKind::Session => "session",
             AnomalyKind::Int => "int",
             AnomalyKind::Ext => "ext",
@@ -279,6 +289,8 @@ mod tests {
             assert_eq!(AnomalyKind::from_name(kind.as_str()), Some(kind));
         }
         assert_eq!(AnomalyKind::from_name("G2"), None);
+        assert_eq!(AnomalyKind::from_name("incompatible-order"), Some(AnomalyKind::IncompatibleOrder));
+        assert_eq!(AnomalyKind::from_name("duplicate-elements"), Some(AnomalyKind::DuplicateElements));
     }
 
     #[test]
@@ -295,5 +307,7 @@ mod tests {
         assert!(AnomalyKind::GSi.violates(SnapshotIsolation));
         assert!(!AnomalyKind::GSi.violates(Serializable));
         assert!(AnomalyKind::GarbageRead.violates(ReadUncommitted));
+        assert!(AnomalyKind::IncompatibleOrder.violates(ReadUncommitted));
+        assert!(AnomalyKind::DuplicateElements.violates(ReadUncommitted));
     }
 }

@@ -105,7 +105,7 @@ fn list_appends_build_versions_and_reads_must_be_prefixes() {
 {"id":4"#,
     );
     let r = run(&bad, c, IsolationLevel::ReadCommitted, CheckerKind::Emme);
-    assert_eq!(kinds(&r), vec![AnomalyKind::GarbageRead]);
+    assert_eq!(kinds(&r), vec![AnomalyKind::GarbageRead, AnomalyKind::IncompatibleOrder]);
     let own = h.replace(
         r#"{"f":"r","key":"x","value":[1,2]}]}
 {"id":3"#,
@@ -114,6 +114,31 @@ fn list_appends_build_versions_and_reads_must_be_prefixes() {
     );
     let r = run(&own, c, IsolationLevel::ReadCommitted, CheckerKind::Emme);
     assert_eq!(kinds(&r), vec![AnomalyKind::InternalInconsistency], "a read that lacks the txn's own append");
+}
+
+#[test]
+fn list_reads_name_aborted_appenders_and_disagreeing_reads() {
+    let h = r#"{"id":1,"session":1,"status":"aborted","ops":[{"f":"append","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"append","key":"x","value":2}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"x","value":[2,1]}]}
+{"id":4,"session":4,"ops":[{"f":"r","key":"x","value":[1,1]}]}"#;
+    let c = r#"{"version_order":[{"key":"x","writers":[2]}]}"#;
+    let r = run(h, c, IsolationLevel::ReadUncommitted, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::DuplicateElements, AnomalyKind::IncompatibleOrder]);
+    assert!(
+        r.anomalies[0].explanation.contains("T4 read kv[\"x\"]=[1, 1]"),
+        "{}",
+        r.anomalies[0].explanation
+    );
+    let order = &r.anomalies[1].explanation;
+    assert!(
+        order.contains("T3 read") && order.contains("T4 read") && order.contains("position 0"),
+        "{order}"
+    );
+    let r = run(h, c, IsolationLevel::ReadCommitted, CheckerKind::Emme);
+    let g1a: Vec<_> = r.anomalies.iter().filter(|a| a.kind == AnomalyKind::G1a).collect();
+    assert_eq!(g1a.len(), 2, "{:?}", r.anomalies);
+    assert!(g1a[0].explanation.contains("appended by T1, which aborted"), "{}", g1a[0].explanation);
 }
 
 #[test]

@@ -45,6 +45,7 @@ fn incompatible_list_orders_are_reported_and_rejected() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
     assert!(text(&out.stderr).contains("incompatible order"), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("incompatible-order ("), "{}", text(&out.stdout));
 }
 
 #[test]

@@ -18,6 +18,9 @@ pub(crate) struct Own {
     pub(crate) appended: Vec<Scalar>,
 }
 
+/// The first append of each element to each list object: its transaction and op index.
+type AppendSites<'h> = FxHashMap<(ObjId, &'h Scalar), (TxnId, u32)>;
+
 /// Walks committed transactions' item operations, adding edges and anomalies.
 pub(crate) struct ItemPass<'a, 'h> {
     pub(crate) h: &'h History,
@@ -31,6 +34,8 @@ pub(crate) struct ItemPass<'a, 'h> {
     /// non-repeatable reads (repeatable read and stronger).
     reads: Option<FxHashMap<ObjId, (u32, ValueId)>>,
     sites: Option<FxHashMap<(ObjId, ValueId), WriteSite>>,
+    /// The first append of each element to each list object: its transaction and op index.
+    appends: Option<AppendSites<'h>>,
     /// Reads of "no row" that several absent versions could explain.
     pub(crate) ambiguous_absent_reads: usize,
     /// Only track the transaction's own writes (the predicate pass's second walk).
@@ -56,6 +61,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
             own: FxHashMap::default(),
             reads: repeatable.then(FxHashMap::default),
             sites: None,
+            appends: None,
             ambiguous_absent_reads: 0,
             own_only: false,
         }
@@ -240,14 +246,61 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         }
     }
 
+    /// For a list read no committed version explains: the first of its elements that a
+    /// transaction outside the graph (aborted, or unknown and not committed) appended to
+    /// `obj`, with that transaction and the op index of the append.
+    fn uncommitted_appender(&mut self, obj: ObjId, value: ValueId) -> Option<(TxnId, u32, Scalar)> {
+        let h = self.h;
+        let items = match self.values.get(value) {
+            Value::List(items) => items.to_vec(),
+            _ => return None,
+        };
+        let appends = self.appends.get_or_insert_with(|| {
+            let mut appends = FxHashMap::default();
+            for t in h.txn_ids() {
+                for (i, op) in h.txn(t).ops.iter().enumerate() {
+                    if let Op::Append { obj, element } = op {
+                        appends.entry((*obj, element)).or_insert((t, i as u32));
+                    }
+                }
+            }
+            appends
+        });
+        items.iter().find_map(|element| {
+            let &(writer, at) = appends.get(&(obj, element))?;
+            (!self.vt.in_graph[writer.index()]).then(|| (writer, at, element.clone()))
+        })
+    }
+
     /// A read of a value that is no committed version: classify it.
     fn unexplained_read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId) {
         let h = self.h;
-        let sites = self.sites.get_or_insert_with(|| write_sites(h));
+        let written = self.sites.get_or_insert_with(|| write_sites(h)).contains_key(&(obj, value));
+        let aborted_append = if written { None } else { self.uncommitted_appender(obj, value) };
+        let sites = self.sites.as_ref().expect("just filled");
         let what =
             format!("{} read {}={}", h.txn_label(t), h.object_label(obj), self.values.label(obj, value));
         let op = OpRef { txn: t, op: i };
         let anomaly = match sites.get(&(obj, value)).copied() {
+            None if aborted_append.is_some() => {
+                let (writer, at, element) = aborted_append.expect("checked");
+                let status = if h.txn(writer).status == Status::Aborted {
+                    "which aborted"
+                } else {
+                    "whose outcome is unknown and which the certificate shows did not commit"
+                };
+                let mut txns = vec![t, writer];
+                txns.dedup();
+                Anomaly::new(
+                    AnomalyKind::G1a,
+                    txns,
+                    format!(
+                        "{what}, holding element {element} appended by {}, {status}",
+                        h.txn_label(writer)
+                    ),
+                )
+                .with_ops(vec![op, OpRef { txn: writer, op: at }])
+            }
             None => Anomaly::new(
                 AnomalyKind::GarbageRead,
                 vec![t],

@@ -8,10 +8,13 @@
 //!    versions an index of the predicate's bounds says can match.
 //! 4. [`cycles`] finds strongly connected components per level and reports the shortest
 //!    cycle through a forbidden edge; [`si`] adds the start-dependency checks of G-SI.
+//! 5. [`lists`] checks list reads against each other (incompatible orders, duplicate
+//!    elements), which needs no version order.
 
 mod cycles;
 mod explain;
 mod item;
+mod lists;
 mod predicate;
 mod si;
 mod witness;
@@ -150,6 +153,7 @@ pub(crate) fn check(
         si::check(h, &values, &vt, &edges, &mut anomalies)?;
     }
     anomalies.extend(cycles::find(h, &values, &vt, &edges, level));
+    lists::check(h, &vt, &mut anomalies);
     anomalies.retain(|a| a.kind.violates(level));
     report.stats.txns = h.txns.len();
     report.stats.committed = committed;
