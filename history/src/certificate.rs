@@ -23,7 +23,8 @@ impl Writer {
     }
 }
 
-/// Which version of one object a predicate operation evaluated its predicate on.
+/// Which version of one object a predicate operation evaluated its predicate on, or (isocert
+/// extension) which version an item read saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SeenVersion {
     /// The object.
@@ -32,7 +33,7 @@ pub struct SeenVersion {
     pub writer: Writer,
 }
 
-/// A predicate operation, named by its transaction and op index.
+/// An operation (a predicate operation or an item read), named by its transaction and op index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpRef {
     /// The transaction.
@@ -49,7 +50,9 @@ pub struct Certificate {
     /// (after the implicit initial version). `None`: the certificate has no version order.
     pub version_order: Option<FxHashMap<ObjId, Vec<TxnId>>>,
     /// Per predicate operation, the version of each object it evaluated; an object not
-    /// listed was unborn for it. `None`: the certificate has no version sets.
+    /// listed was unborn for it. Per item read (isocert extension, for reads whose value
+    /// several versions hold), exactly one entry: the version of the object it saw.
+    /// `None`: the certificate has no version sets.
     pub version_sets: Option<FxHashMap<OpRef, Vec<SeenVersion>>>,
     /// The expected serialization order of the committed transactions (Enne).
     pub serialization_order: Option<Vec<TxnId>>,

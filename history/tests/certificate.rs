@@ -38,8 +38,10 @@ fn cert_error(cert: &str) -> String {
 fn certificate_errors_name_the_field() {
     let e = cert_error(r#"{"version_order":[{"key":5,"writers":[3,99]}]}"#);
     assert!(e.contains("version_order[0].writers[1]") && e.contains("no transaction 99"), "{e}");
-    let e = cert_error(r#"{"version_sets":[{"txn":40,"op":0,"versions":[]}]}"#);
-    assert!(e.contains("version_sets[0].op") && e.contains("not a select"), "{e}");
+    let e = cert_error(r#"{"version_sets":[{"txn":3,"op":0,"versions":[]}]}"#);
+    assert!(e.contains("version_sets[0].op") && e.contains("not an item read, select"), "{e}");
+    let e = cert_error(r#"{"version_sets":[{"txn":40,"op":5,"versions":[]}]}"#);
+    assert!(e.contains("version_sets[0].op") && e.contains("operation 5 of T40"), "{e}");
     let e = cert_error(r#"{"serialization_order":[3,"17"]}"#);
     assert!(e.contains("serialization_order[1]"), "{e}");
     let e = cert_error(r#"{"version_order":[],"vesion_sets":[]}"#);
@@ -48,4 +50,43 @@ fn certificate_errors_name_the_field() {
     assert!(e.contains("format"), "{e}");
     let e = cert_error(r#"{"version_order":[{"key":5,"writers":[3]},{"key":5,"writers":[17]}]}"#);
     assert!(e.contains("twice"), "{e}");
+}
+
+#[test]
+fn an_item_read_names_the_one_version_it_saw() {
+    let mut h = v1::read_history(HISTORY.as_bytes()).unwrap();
+    let text = r#"{"format":"isocert-certificate","version":1,"version_sets":[{"txn":40,"op":0,"versions":[{"key":5,"writer":17}]},{"txn":40,"op":1,"versions":[]}]}
+"#;
+    let cert = v1::read_certificate(text.as_bytes(), &mut h).unwrap();
+    let kv = h.table_by_name("kv").unwrap();
+    let x = h.object_by_key(kv, &Scalar::Int(5)).unwrap();
+    let sets = cert.version_sets.as_ref().unwrap();
+    assert_eq!(
+        sets[&OpRef { txn: TxnId(2), op: 0 }],
+        vec![SeenVersion { obj: x, writer: Writer::Txn(TxnId(1)) }]
+    );
+    let mut out = Vec::new();
+    v1::write_certificate(&h, &cert, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), text);
+
+    let initial = r#"{"version_sets":[{"txn":40,"op":0,"versions":[{"key":5,"writer":null}]}]}"#;
+    let cert = v1::read_certificate(initial.as_bytes(), &mut h).unwrap();
+    assert_eq!(cert.version_sets.unwrap()[&OpRef { txn: TxnId(2), op: 0 }][0].writer, Writer::Initial);
+}
+
+#[test]
+fn an_item_read_entry_with_the_wrong_object_or_count_is_an_error_naming_the_field() {
+    let e = cert_error(r#"{"version_sets":[{"txn":40,"op":0,"versions":[{"key":6,"writer":17}]}]}"#);
+    assert!(e.contains("version_sets[0].versions[0]") && e.contains("reads kv[5], not kv[6]"), "{e}");
+    let e =
+        cert_error(r#"{"version_sets":[{"txn":40,"op":0,"versions":[{"table":"t","key":5,"writer":17}]}]}"#);
+    assert!(e.contains("version_sets[0].versions[0]") && e.contains("not t[5]"), "{e}");
+    let e = cert_error(
+        r#"{"version_sets":[{"txn":40,"op":0,"versions":[{"key":5,"writer":17},{"key":5,"writer":3}]}]}"#,
+    );
+    assert!(e.contains("version_sets[0].versions") && e.contains("exactly one version, not 2"), "{e}");
+    let e = cert_error(r#"{"version_sets":[{"txn":40,"op":0,"versions":[]}]}"#);
+    assert!(e.contains("exactly one version, not 0"), "{e}");
+    let e = cert_error(r#"{"version_sets":[{"txn":40,"op":0,"versions":[{"key":5,"writer":99}]}]}"#);
+    assert!(e.contains("version_sets[0].versions[0].writer") && e.contains("no transaction 99"), "{e}");
 }

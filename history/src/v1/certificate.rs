@@ -9,7 +9,7 @@ use serde_json::{json, Value as Json};
 use super::json as j;
 use crate::certificate::{OpRef, SeenVersion, Writer};
 use crate::model::KV_TABLE;
-use crate::{Certificate, FormatError, History, TxnId};
+use crate::{Certificate, FormatError, History, Op, TxnId};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,11 +53,14 @@ struct RawSeen {
 /// Reads a v1 certificate for history `h`, resolving transaction ids against it.
 ///
 /// Objects the history never mentions are interned into `h` (a predicate may have
-/// evaluated rows that no operation names).
+/// evaluated rows that no operation names). A `version_sets` entry may also name an item
+/// read (isocert extension): then it lists exactly one version, of the object read, the
+/// version the read saw.
 ///
 /// # Errors
-/// Malformed JSON, unknown fields, unknown transaction ids or op indexes that do not
-/// name a predicate operation, each with the field at fault.
+/// Malformed JSON, unknown fields, unknown transaction ids, op indexes that name neither
+/// a predicate operation nor an item read, and item-read entries that do not name exactly
+/// one version of the object read, each with the field at fault.
 pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificate, FormatError> {
     let raw: RawCertificate = serde_json::from_reader(input)
         .map_err(|e| FormatError::Syntax { line: e.line(), message: strip_position(&e) })?;
@@ -102,11 +105,29 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
         let mut map = FxHashMap::default();
         for (i, s) in sets.into_iter().enumerate() {
             let t = txn(h, &s.txn, format!("version_sets[{i}].txn"))?;
-            let is_predicate = h.txn(t).ops.get(s.op as usize).is_some_and(|op| op.predicate().is_some());
-            if !is_predicate {
+            let read_obj = match h.txn(t).ops.get(s.op as usize) {
+                Some(Op::Read { obj, .. }) => Some(*obj),
+                Some(op) if op.predicate().is_some() => None,
+                _ => {
+                    return Err(bad(
+                        format!("version_sets[{i}].op"),
+                        format!(
+                            "operation {} of {} is not an item read, select, update, delete or aggregate",
+                            s.op,
+                            h.txn_label(t)
+                        ),
+                    ))
+                }
+            };
+            if read_obj.is_some() && s.versions.len() != 1 {
                 return Err(bad(
-                    format!("version_sets[{i}].op"),
-                    format!("operation {} of {} is not a select, update or delete", s.op, h.txn_label(t)),
+                    format!("version_sets[{i}].versions"),
+                    format!(
+                        "operation {} of {} is an item read, so it names exactly one version, not {}",
+                        s.op,
+                        h.txn_label(t),
+                        s.versions.len()
+                    ),
                 ));
             }
             let mut seen = Vec::with_capacity(s.versions.len());
@@ -115,6 +136,18 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
                 let table = h.intern_table(raw.table.as_deref().unwrap_or(KV_TABLE));
                 let key = j::key(&raw.key).map_err(|m| bad(format!("{field}.key"), m))?;
                 let obj = h.intern_object(table, key);
+                if let Some(read) = read_obj.filter(|&read| read != obj) {
+                    return Err(bad(
+                        field,
+                        format!(
+                            "operation {} of {} reads {}, not {}",
+                            s.op,
+                            h.txn_label(t),
+                            h.object_label(read),
+                            h.object_label(obj)
+                        ),
+                    ));
+                }
                 let writer = if raw.writer.is_null() {
                     Writer::Initial
                 } else {
