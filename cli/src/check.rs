@@ -2,13 +2,13 @@
 
 use std::fs::File;
 use std::io::{BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use isocert_checker::{check, render_dot, render_json, render_text, CheckerKind, IsolationLevel};
-use isocert_history::formats::Format;
+use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
 use isocert_oracle::Interpreter;
 
@@ -23,7 +23,8 @@ use crate::exit;
 pub(crate) struct CheckArgs {
     /// The history (JSON Lines, v1 format).
     pub(crate) history: PathBuf,
-    /// The version certificate (version order, version sets, serialization order).
+    /// The version certificate (version order, version sets, serialization order): a v1
+    /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`).
     #[arg(short, long, value_name = "CERT")]
     pub(crate) certificate: Option<PathBuf>,
     /// The isolation level: serializable (ser), snapshot-isolation (si), repeatable-read
@@ -45,8 +46,9 @@ pub(crate) struct CheckArgs {
     pub(crate) dot: Option<PathBuf>,
     /// The format of HISTORY: v1, chronos, elle, elle-json, dbcop, dbcop-hist,
     /// dbcop-bincode, plume (PolySI/IsoVista/AWDIT text), cobra (a log directory) or viper
-    /// (a log directory); see docs/FORMATS.md. CERT is always a v1 certificate; without
-    /// one, an Elle list-append history is checked under the version order its reads show.
+    /// (a log directory); see docs/FORMATS.md. CERT is a v1 certificate (or a King Cobra
+    /// `.vo` beside cobra logs); without one, an Elle list-append history is checked under
+    /// the version order its reads show.
     #[arg(long, default_value = "v1", value_name = "FORMAT")]
     pub(crate) format: Format,
     /// Chronos/Aion: the value every key holds before the first transaction (the Chronos
@@ -62,13 +64,32 @@ pub(crate) struct CheckArgs {
     pub(crate) aion_delay_ms: Option<u64>,
 }
 
-/// Reads a history in `format` and an optional v1 certificate, naming the file in errors.
-/// Without a certificate file, the certificate facts the format carries are used.
+/// Whether `path` names a King Cobra version order file (`*.vo`) rather than a v1 certificate.
+pub(crate) fn is_king_cobra_order(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "vo")
+}
+
+/// Reads a history in `format` and an optional certificate (v1, or King Cobra's `.vo` beside
+/// Cobra logs), naming the file in errors. Without a certificate file, the certificate facts
+/// the format carries are used.
 pub(crate) fn load(
     history: &PathBuf,
     certificate: Option<&PathBuf>,
     format: Format,
 ) -> anyhow::Result<(History, Certificate)> {
+    if let Some(vo) = certificate.filter(|p| is_king_cobra_order(p)) {
+        anyhow::ensure!(
+            format == Format::Cobra,
+            "{} is a King Cobra version order (.vo); it goes with --format cobra and a log directory",
+            vo.display()
+        );
+        let imported = read_cobra_dir_with_version_order(history, vo)
+            .context("reading a cobra history with its King Cobra version order")?;
+        for note in &imported.notes {
+            tracing::warn!("{}: {note}", history.display());
+        }
+        return Ok((imported.history, imported.certificate.unwrap_or_default()));
+    }
     let (mut h, carried) = if format == Format::V1 {
         let file =
             File::open(history).with_context(|| format!("cannot open history {}", history.display()))?;
@@ -89,15 +110,16 @@ pub(crate) fn load(
         (imported.history, imported.certificate)
     };
     let cert = match certificate {
-        Some(path) => {
-            let file =
-                File::open(path).with_context(|| format!("cannot open certificate {}", path.display()))?;
-            v1::read_certificate(BufReader::new(file), &mut h)
-                .with_context(|| format!("certificate {}", path.display()))?
-        }
+        Some(path) => read_v1_certificate(path, &mut h)?,
         None => carried.unwrap_or_default(),
     };
     Ok((h, cert))
+}
+
+/// Reads a v1 certificate for `h`, naming the file in errors.
+pub(crate) fn read_v1_certificate(path: &Path, h: &mut History) -> anyhow::Result<Certificate> {
+    let file = File::open(path).with_context(|| format!("cannot open certificate {}", path.display()))?;
+    v1::read_certificate(BufReader::new(file), h).with_context(|| format!("certificate {}", path.display()))
 }
 
 /// Runs `isocert check`.

@@ -1,12 +1,13 @@
 //! `isocert convert`: translate a history between formats (our v1 and the Chronos format,
 //! and the other importers' formats).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use isocert_history::chronos::read_chronos;
-use isocert_history::formats::Format;
+use isocert_history::formats::{write_king_cobra_version_order, Format};
+use isocert_history::{Certificate, History};
 
 use crate::exit;
 
@@ -27,8 +28,13 @@ pub(crate) struct ConvertArgs {
     /// With `--from chronos`: the value every key holds before the first transaction.
     #[arg(long, value_name = "V")]
     pub(crate) initial_value: Option<String>,
-    /// Also write the certificate facts the input format carries (the version order an Elle
-    /// list-append history's reads show) as a v1 certificate to FILE.
+    /// The certificate of IN, carried over to `--certificate-out`: a v1 certificate, or with
+    /// `--from cobra` King Cobra's version order file (`*.vo`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) certificate: Option<PathBuf>,
+    /// Also write the certificate: the one `--certificate` gave, else the facts the input
+    /// format carries (the version order an Elle list-append history's reads show). A FILE
+    /// ending in `.vo` gets King Cobra's version order layout, anything else a v1 certificate.
     #[arg(long, value_name = "FILE")]
     pub(crate) certificate_out: Option<PathBuf>,
     /// The input history.
@@ -40,37 +46,31 @@ pub(crate) struct ConvertArgs {
 /// Runs `isocert convert`.
 pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     let input = &args.input;
-    let mut carried = None;
-    let h = match (args.from, &args.initial_value) {
+    let (h, carried) = match (args.from, &args.initial_value) {
         (Format::Chronos, Some(text)) => {
             let initial =
                 crate::timestamp::parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?;
             let file =
                 std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
-            read_chronos(file, Some(&initial))
+            let mut h = read_chronos(file, Some(&initial))
                 .with_context(|| format!("history {}", input.display()))?
-                .into_history()
+                .into_history();
+            let cert = match &args.certificate {
+                Some(path) => crate::check::read_v1_certificate(path, &mut h)?,
+                None => Certificate::default(),
+            };
+            (h, cert)
         }
         (_, Some(_)) => anyhow::bail!("--initial-value applies to --from chronos only"),
-        (from, None) => {
-            let imported = from.read_path(input).with_context(|| format!("reading a {from} history"))?;
-            for note in &imported.notes {
-                tracing::warn!("{}: {note}", input.display());
-            }
-            carried = imported.certificate;
-            imported.history
-        }
+        (from, None) => crate::check::load(input, args.certificate.as_ref(), from)?,
     };
     if let Some(path) = &args.certificate_out {
-        let cert = carried.ok_or_else(|| {
-            anyhow::anyhow!("--certificate-out: a {} history carries no certificate facts", args.from)
-        })?;
-        let mut out = std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        anyhow::ensure!(
+            !carried.is_empty(),
+            "--certificate-out: a {} history carries no certificate facts (give one with --certificate)",
+            args.from
         );
-        isocert_history::v1::write_certificate(&h, &cert, &mut out)
-            .and_then(|()| std::io::Write::flush(&mut out).map_err(Into::into))
-            .with_context(|| format!("writing the certificate {}", path.display()))?;
+        write_certificate(&h, &carried, path)?;
     }
     let notes = args
         .to
@@ -80,4 +80,19 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!("{}: {note}", args.output.display());
     }
     Ok(exit::valid())
+}
+
+/// Writes `cert` to `path`: King Cobra's layout for a `.vo` file, else a v1 certificate.
+fn write_certificate(h: &History, cert: &Certificate, path: &Path) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    let written = if crate::check::is_king_cobra_order(path) {
+        write_king_cobra_version_order(h, cert, &mut out)
+    } else {
+        isocert_history::v1::write_certificate(h, cert, &mut out)
+    };
+    written
+        .and_then(|()| std::io::Write::flush(&mut out).map_err(Into::into))
+        .with_context(|| format!("writing the certificate {}", path.display()))
 }

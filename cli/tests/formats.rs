@@ -121,3 +121,94 @@ fn a_foreign_file_read_as_v1_gets_a_format_hint() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("try --format elle"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn king_cobra_version_orders_certify_cobra_logs() {
+    let check = |case: &str, vo: &str| {
+        isocert(&[
+            "check",
+            "--format",
+            "cobra",
+            &fixture(&format!("king-cobra/{case}/history")),
+            "--certificate",
+            &fixture(&format!("king-cobra/{case}/{vo}")),
+            "--isolation",
+            "serializable",
+        ])
+    };
+    let out = check("cyclic", "version_order.vo");
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("g1c (T3, T2)"), "{}", text(&out.stdout));
+    let out = check("serial", "version_order.vo");
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    let out = check("serial", "partial.vo");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("partial.vo: byte offset 40: key: the version order is partial"));
+    let out = isocert(&[
+        "check",
+        &fixture("king-cobra/serial/history"),
+        "--certificate",
+        &fixture("king-cobra/serial/version_order.vo"),
+        "-i",
+        "ser",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("goes with --format cobra"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn convert_carries_a_king_cobra_order_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let run = |args: &[&str]| {
+        let out = isocert(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+    };
+    run(&[
+        "convert",
+        "--from",
+        "cobra",
+        "--to",
+        "v1",
+        "--certificate",
+        &fixture("king-cobra/cyclic/version_order.vo"),
+        "--certificate-out",
+        &path("cert.json"),
+        &fixture("king-cobra/cyclic/history"),
+        &path("h.jsonl"),
+    ]);
+    run(&[
+        "convert",
+        "--from",
+        "v1",
+        "--to",
+        "cobra",
+        "--certificate",
+        &path("cert.json"),
+        "--certificate-out",
+        &path("order.vo"),
+        &path("h.jsonl"),
+        &path("logs"),
+    ]);
+    for (history, cert, format) in
+        [(path("h.jsonl"), path("cert.json"), "v1"), (path("logs"), path("order.vo"), "cobra")]
+    {
+        let out =
+            isocert(&["check", "--format", format, &history, "--certificate", &cert, "-i", "ser", "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{format}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("\"g1c\""), "{format}: {}", text(&out.stdout));
+    }
+    let out = isocert(&[
+        "convert",
+        "--from",
+        "cobra",
+        "--to",
+        "v1",
+        "--certificate-out",
+        &path("x.vo"),
+        &path("logs"),
+        &path("y.jsonl"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("carries no certificate facts"), "{}", text(&out.stderr));
+}

@@ -33,11 +33,16 @@ const GC_WID_TRUE: i64 = 0x2333_2333;
 const GC_WID_FALSE: i64 = 0x6666_6666;
 
 /// Reads every `*.log` file of a Cobra log directory, one session per file (files in name
-/// order; a file `T7.log` is session 7).
+/// order; a file `T7.log`, or King Cobra's `7.log`, is session 7).
 ///
 /// # Errors
 /// A [`FormatError::InFile`] naming the file, the byte offset and the record field.
 pub fn read_cobra_dir(dir: &Path) -> Result<Imported, FormatError> {
+    Ok(read_logs(dir)?.finish())
+}
+
+/// Reads every `*.log` file of `dir` into a reader (see [`read_cobra_dir`]).
+pub(crate) fn read_logs(dir: &Path) -> Result<CobraReader, FormatError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| FormatError::Io(e).in_file(dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -52,7 +57,7 @@ pub fn read_cobra_dir(dir: &Path) -> Result<Imported, FormatError> {
         let bytes = std::fs::read(file).map_err(|e| FormatError::Io(e).in_file(file))?;
         reader.read_log(session_name(file), &bytes).map_err(|e| e.in_file(file))?;
     }
-    Ok(reader.finish())
+    Ok(reader)
 }
 
 /// Reads one Cobra client log from memory as session `session` (the fuzz target's entry).
@@ -67,23 +72,37 @@ pub fn read_cobra_log(session: Scalar, bytes: &[u8]) -> Result<Imported, FormatE
 
 fn session_name(path: &Path) -> Scalar {
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    match stem.strip_prefix('T').and_then(|d| d.parse::<i64>().ok()) {
+    match stem.strip_prefix('T').unwrap_or(&stem).parse::<i64>().ok() {
         Some(n) => Scalar::Int(n),
         None => Scalar::Text(stem.into()),
     }
 }
 
+/// Which write put a raw Cobra value on a key: King Cobra's version order names versions by
+/// these values, so [`super::king_cobra`] resolves them through this index.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ValueWriter {
+    /// One transaction (by its log id) wrote the value.
+    One(i64),
+    /// Two different transactions wrote it (the first two seen).
+    Several(i64, i64),
+}
+
+/// Per (object, raw value field of a `W` record), who wrote it.
+pub(crate) type WrittenValues = FxHashMap<(ObjId, i64), ValueWriter>;
+
 /// Incremental reader: one call of [`CobraReader::read_log`] per client log.
 #[derive(Debug)]
 pub(crate) struct CobraReader {
     h: History,
+    written: WrittenValues,
     gc_reads: usize,
     unfinished: usize,
 }
 
 impl CobraReader {
     pub(crate) fn new() -> Self {
-        CobraReader { h: History::new(), gc_reads: 0, unfinished: 0 }
+        CobraReader { h: History::new(), written: WrittenValues::default(), gc_reads: 0, unfinished: 0 }
     }
 
     /// Reads one client's log as session `session`.
@@ -153,10 +172,21 @@ impl CobraReader {
                     })?;
                 }
                 b'W' => {
-                    let Some((_, ops, _)) = current.as_mut() else {
+                    let Some((txn, ops, _)) = current.as_mut() else {
                         return Err(bad(start, "W", "write outside a transaction".into()));
                     };
                     let obj = h.intern_object(kv, Scalar::Int(w[1]));
+                    let txn = *txn;
+                    self.written
+                        .entry((obj, w[2]))
+                        .and_modify(|by| {
+                            if let ValueWriter::One(first) = *by {
+                                if first != txn {
+                                    *by = ValueWriter::Several(first, txn);
+                                }
+                            }
+                        })
+                        .or_insert(ValueWriter::One(txn));
                     let value = h.intern_value(Value::Scalar(Scalar::Int(w[0])));
                     ops.push(Op::Write { obj, value });
                 }
@@ -203,6 +233,11 @@ impl CobraReader {
     }
 
     pub(crate) fn finish(self) -> Imported {
+        self.finish_with_values().0
+    }
+
+    /// The history, and who wrote each raw value (for King Cobra's version order).
+    pub(crate) fn finish_with_values(self) -> (Imported, WrittenValues) {
         let mut imported = Imported::plain(self.h);
         if self.gc_reads > 0 {
             imported.notes.push(format!("{} garbage-collection reads were left out", self.gc_reads));
@@ -212,7 +247,7 @@ impl CobraReader {
                 .notes
                 .push(format!("{} transactions have no commit record: status unknown", self.unfinished));
         }
-        imported
+        (imported, self.written)
     }
 }
 

@@ -18,7 +18,9 @@
 //! | `viper` | Viper | a directory of `J*.log` JSON-lines session logs |
 //!
 //! Importers of formats that carry certificate facts return them in [`Imported::certificate`]
-//! (Elle list-append: the version order from traceability, see [`list_append_certificate`]).
+//! (Elle list-append: the version order from traceability, see [`list_append_certificate`]; a
+//! Cobra directory read with King Cobra's `.vo` file: its version order, see
+//! [`read_cobra_dir_with_version_order`]).
 
 mod cobra;
 mod dbcop;
@@ -27,6 +29,7 @@ mod dbcop_text;
 mod edn;
 mod elle;
 mod elle_ops;
+mod king_cobra;
 mod kvutil;
 mod plume;
 mod traceability;
@@ -44,6 +47,10 @@ pub use dbcop_bincode::{read_dbcop_bincode, write_dbcop_bincode};
 pub use dbcop_text::{read_dbcop_text, write_dbcop_text};
 pub use edn::{Edn, EdnReader};
 pub use elle::{read_elle_edn, read_elle_json, write_elle_edn, write_elle_json};
+pub use king_cobra::{
+    parse_king_cobra_version_order, read_cobra_dir_with_version_order, read_cobra_log_with_version_order,
+    write_king_cobra_version_order, KeyVersions,
+};
 pub use plume::{read_plume, write_plume};
 pub use traceability::{list_append_certificate, PrefixConflict, Traceability};
 pub use viper::{read_viper_dir, write_viper_dir};

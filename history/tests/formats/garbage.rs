@@ -2,8 +2,8 @@
 //! targets in `history/fuzz/`, so every `cargo test` covers the same ground briefly).
 
 use isocert_history::formats::{
-    read_cobra_log, read_dbcop_bincode, read_dbcop_json, read_dbcop_text, read_elle_edn, read_elle_json,
-    read_plume, Format,
+    read_cobra_log, read_cobra_log_with_version_order, read_dbcop_bincode, read_dbcop_json, read_dbcop_text,
+    read_elle_edn, read_elle_json, read_plume, Format,
 };
 use isocert_history::Scalar;
 
@@ -69,6 +69,18 @@ fn hammer(seeds: &[Vec<u8>], read: impl Fn(&[u8])) {
 fn cobra_logs() {
     hammer(&seeds(Format::V1, &["cobra/T1.log", "cobra/T2.log"]), |b| {
         let _ = read_cobra_log(Scalar::Int(1), b);
+    });
+}
+
+#[test]
+fn king_cobra_version_orders() {
+    let log = std::fs::read(fixture("king-cobra/cyclic/history/0.log")).unwrap();
+    let orders: Vec<Vec<u8>> = ["king-cobra/cyclic/version_order.vo", "king-cobra/serial/partial.vo"]
+        .iter()
+        .map(|f| std::fs::read(fixture(f)).unwrap())
+        .collect();
+    hammer(&orders, |b| {
+        let _ = read_cobra_log_with_version_order(Scalar::Int(0), &log, b);
     });
 }
 

@@ -5,6 +5,7 @@ mod cobra;
 mod dbcop;
 mod elle;
 mod garbage;
+mod king_cobra;
 mod plume;
 mod viper;
 
