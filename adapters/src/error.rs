@@ -49,6 +49,19 @@ pub enum AdapterError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The server reported an error on the streaming replication connection (which
+    /// tokio-postgres does not drive, hence no [`tokio_postgres::Error`]).
+    #[error("{context}: {severity} {code}: {message}")]
+    Server {
+        /// What was being done.
+        context: String,
+        /// `ERROR`, `FATAL` or `PANIC`.
+        severity: String,
+        /// The SQLSTATE code (`57P01`: terminated by an administrator, `28P01`: bad password).
+        code: String,
+        /// The server's message.
+        message: String,
+    },
     /// A `pg_current_snapshot()` text that does not have the `xmin:xmax:xip,...` shape.
     /// (Its text already names the snapshot; it is not repeated as a source.)
     #[error("bad PostgreSQL {0}")]

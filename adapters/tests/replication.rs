@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use isocert_adapters::postgres::{connect, ReplicationSlot};
+use isocert_adapters::postgres::{connect, ReplicationMode, ReplicationSlot};
 use isocert_adapters::EmbeddedPostgres;
 use isocert_history::Scalar;
 
@@ -76,11 +76,20 @@ async fn run_writers(
 }
 
 #[test]
-fn killing_the_replication_connection_loses_no_version() {
+fn killing_the_streaming_connection_loses_no_version() {
+    kill_the_consumer_while_writers_run(ReplicationMode::Stream);
+}
+
+#[test]
+fn killing_the_polling_connection_loses_no_version() {
+    kill_the_consumer_while_writers_run(ReplicationMode::Poll);
+}
+
+fn kill_the_consumer_while_writers_run(mode: ReplicationMode) {
     let (url, _pg) = server();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let table = format!("repl_{}", std::process::id());
+        let table = format!("repl_{mode}_{}", std::process::id());
         let admin = connect(&url).await.unwrap();
         admin
             .batch_execute(&format!(
@@ -90,7 +99,7 @@ fn killing_the_replication_connection_loses_no_version() {
             .await
             .unwrap();
         let slot = ReplicationSlot::create(&url, &format!("isocert_{table}"), &[&table]).await.unwrap();
-        let consumer = slot.start();
+        let consumer = slot.mode(mode).start();
 
         // Kill the consumer's connection a few times while the writers run.
         let done = Arc::new(AtomicBool::new(false));

@@ -4,12 +4,18 @@
 mod embedded;
 mod replication;
 mod replication_decode;
+mod replication_poll;
+mod replication_stream;
 mod session;
+mod walsender;
+mod walsender_wire;
 
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
 // PostgreSQL snapshots live in isocert-recovery (they are the recovery rule's data); the
 // test client and recovery share that one type.
 pub use isocert_recovery::{widen_xid, PgSnapshot as Snapshot, SnapshotParseError};
-pub use replication::{flush_wal, ReplicationConsumer, ReplicationSlot, DEFAULT_POLL_INTERVAL};
+pub use replication::{
+    flush_wal, ReplicationConsumer, ReplicationMode, ReplicationSlot, DEFAULT_POLL_INTERVAL,
+};
 pub use replication_decode::PgOutputDecoder;
 pub use session::connect;

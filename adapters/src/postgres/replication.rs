@@ -1,12 +1,15 @@
-//! Logical replication consumed while the workload runs: a pgoutput slot read through the
-//! SQL functions, turned into the raw version log that certificate recovery needs.
+//! Logical replication consumed while the workload runs: a pgoutput slot turned into the
+//! raw version log that certificate recovery needs.
 //!
 //! A [`ReplicationSlot`] creates a publication for the workload's tables and a logical slot
 //! (create it after the tables are set up and before the first workload transaction). Its
-//! [`ReplicationSlot::start`] spawns a consumer that repeatedly *peeks* the slot's changes
-//! up to the current WAL position, records the completed transactions in a [`RawLog`], and
-//! only then advances the slot: a consumer whose connection is killed reconnects and
-//! receives again what it had not acknowledged, and the log drops the repeats by commit
+//! [`ReplicationSlot::start`] spawns a consumer in one of two [`ReplicationMode`]s:
+//! [`ReplicationMode::Stream`] (the default) receives the changes over the streaming
+//! replication protocol as the server decodes them (`replication_stream.rs`);
+//! [`ReplicationMode::Poll`] reads the slot through SQL functions every poll interval
+//! (`replication_poll.rs`). Either way a transaction is acknowledged to the server only
+//! after it is recorded in a [`RawLog`]: a consumer whose connection is killed reconnects
+//! and receives again what it had not acknowledged, and the log drops the repeats by commit
 //! position, so nothing is lost or doubled. [`ReplicationConsumer::finish`] waits until
 //! everything committed so far is recorded, then drops the slot and the publication.
 
@@ -17,31 +20,79 @@ use std::time::{Duration, Instant};
 use isocert_recovery::RawLog;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use super::replication_decode::PgOutputDecoder;
+use super::replication_poll::poll;
+use super::replication_stream::stream;
 use super::session::connect;
+use super::walsender_wire::lsn_text;
 use crate::AdapterError;
 
-/// How long the consumer sleeps when the slot had nothing new.
-const IDLE_POLL: Duration = Duration::from_millis(20);
 /// The default shortest time between the starts of two polls while changes keep coming:
 /// each poll starts a decoding pass over the slot's retained WAL, so fewer, larger polls
-/// cost the server less (docs/PERFORMANCE.md). `finish` cuts the wait short.
+/// cost the server less (docs/PERFORMANCE.md). `finish` cuts the wait short. Only
+/// [`ReplicationMode::Poll`] polls.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// How many consecutive failed reconnects end the consumer.
 const MAX_RECONNECTS: u32 = 50;
 /// Pause before a reconnect.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// How long dropping a slot waits for a walsender that is going away to release it.
+const SLOT_RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// How the consumer receives the slot's changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplicationMode {
+    /// The streaming replication protocol (`START_REPLICATION ... LOGICAL`): one walsender
+    /// decodes each change once, as the WAL is flushed, and pushes it; the consumer
+    /// acknowledges with standby status updates. Cheaper for the server.
+    #[default]
+    Stream,
+    /// SQL polling: `pg_logical_slot_peek_binary_changes` every poll interval, then
+    /// `pg_replication_slot_advance`. Each poll decodes the retained WAL again; kept for
+    /// servers or poolers that refuse replication connections.
+    Poll,
+}
+
+impl ReplicationMode {
+    /// The mode's name as `--replication` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicationMode::Stream => "stream",
+            ReplicationMode::Poll => "poll",
+        }
+    }
+}
+
+impl std::str::FromStr for ReplicationMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "stream" => Ok(ReplicationMode::Stream),
+            "poll" => Ok(ReplicationMode::Poll),
+            other => Err(format!("unknown replication mode `{other}` (expected stream or poll)")),
+        }
+    }
+}
+
+impl std::fmt::Display for ReplicationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A publication plus a logical replication slot for a set of tables.
 #[derive(Debug, Clone)]
 pub struct ReplicationSlot {
-    url: String,
-    slot: String,
-    publication: String,
+    pub(super) url: String,
+    pub(super) slot: String,
+    pub(super) publication: String,
     primary_keys: Vec<(String, String)>,
-    poll_interval: Duration,
+    pub(super) poll_interval: Duration,
+    mode: ReplicationMode,
 }
 
 impl ReplicationSlot {
@@ -91,11 +142,19 @@ impl ReplicationSlot {
             publication,
             primary_keys,
             poll_interval: DEFAULT_POLL_INTERVAL,
+            mode: ReplicationMode::default(),
         })
     }
 
-    /// Sets the shortest time between two polls while changes keep coming (default
-    /// [`DEFAULT_POLL_INTERVAL`]); longer means less server work and more lag.
+    /// Chooses how the consumer receives the changes (default [`ReplicationMode::Stream`]).
+    pub fn mode(mut self, mode: ReplicationMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the shortest time between two polls while changes keep coming in
+    /// [`ReplicationMode::Poll`] (default [`DEFAULT_POLL_INTERVAL`]); longer means less
+    /// server work and more lag.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
@@ -125,21 +184,31 @@ impl ReplicationSlot {
 }
 
 async fn drop_slot(client: &Client, slot: &str, publication: &str) -> Result<(), AdapterError> {
-    let active: Option<i32> = client
-        .query_opt("SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
-        .await
-        .map_err(|e| AdapterError::db(format!("looking up replication slot {slot}"), e))?
-        .and_then(|row| row.get(0));
-    if let Some(pid) = active {
-        let _ = client.execute("SELECT pg_terminate_backend($1)", &[&pid]).await;
+    let deadline = Instant::now() + SLOT_RELEASE_WAIT;
+    loop {
+        let active: Option<i32> = client
+            .query_opt("SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
+            .await
+            .map_err(|e| AdapterError::db(format!("looking up replication slot {slot}"), e))?
+            .and_then(|row| row.get(0));
+        if let Some(pid) = active {
+            let _ = client.execute("SELECT pg_terminate_backend($1)", &[&pid]).await;
+        }
+        let dropped = client
+            .execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+                &[&slot],
+            )
+            .await;
+        match dropped {
+            Ok(_) => break,
+            // A walsender that was just told to stop may hold the slot a little longer.
+            Err(e) if e.code() == Some(&SqlState::OBJECT_IN_USE) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(AdapterError::db(format!("dropping replication slot {slot}"), e)),
+        }
     }
-    client
-        .execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await
-        .map_err(|e| AdapterError::db(format!("dropping replication slot {slot}"), e))?;
     client
         .batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_ident(publication)))
         .await
@@ -152,16 +221,19 @@ fn quote_ident(name: &str) -> String {
 
 /// What the consumer task shares with its handle.
 #[derive(Debug, Default)]
-struct Shared {
-    log: Mutex<RawLog>,
+pub(super) struct Shared {
+    pub(super) log: Mutex<RawLog>,
     /// Every transaction committing before this WAL position is in `log`.
-    covered: AtomicU64,
+    pub(super) covered: AtomicU64,
+    /// The position someone waits for (`wait_for`); the stream consumer asks the server
+    /// for its position until `covered` reaches it.
+    pub(super) wanted: AtomicU64,
     /// Backend pid of the consumer's current connection (0: none).
-    backend_pid: AtomicI32,
+    pub(super) backend_pid: AtomicI32,
     reconnects: AtomicU64,
-    progress: Notify,
-    /// Wakes the consumer for an immediate poll.
-    wake: Notify,
+    pub(super) progress: Notify,
+    /// Wakes the consumer to read or ask now.
+    pub(super) wake: Notify,
 }
 
 /// A running consumer of a [`ReplicationSlot`].
@@ -195,6 +267,8 @@ impl ReplicationConsumer {
     /// # Errors
     /// The consumer's error if it stopped.
     pub async fn wait_for(&mut self, lsn: u64) -> Result<(), AdapterError> {
+        self.shared.wanted.fetch_max(lsn, Ordering::SeqCst);
+        self.shared.wake.notify_one();
         loop {
             let notified = self.shared.progress.notified();
             if self.shared.covered.load(Ordering::SeqCst) >= lsn {
@@ -223,7 +297,6 @@ impl ReplicationConsumer {
     pub async fn finish(mut self) -> Result<RawLog, AdapterError> {
         let client = connect(&self.slot.url).await?;
         let lsn = flush_wal(&client).await?;
-        self.shared.wake.notify_one();
         tracing::debug!(lsn = %lsn_text(lsn), "waiting for the replication stream to reach the flushed WAL");
         let waited = self.wait_for(lsn).await;
         let _ = self.stop.send(true);
@@ -242,7 +315,7 @@ impl ReplicationConsumer {
 }
 
 /// The WAL position up to which logical decoding can read (WAL flushed to disk).
-async fn flushed_wal_lsn(client: &Client) -> Result<u64, AdapterError> {
+pub(super) async fn flushed_wal_lsn(client: &Client) -> Result<u64, AdapterError> {
     let row = client
         .query_one("SELECT (pg_current_wal_flush_lsn() - '0/0')::bigint", &[])
         .await
@@ -275,33 +348,30 @@ async fn consume(
 ) -> Result<(), AdapterError> {
     let mut decoder = PgOutputDecoder::new(slot.primary_keys.iter().cloned());
     let mut failures = 0u32;
-    while !*stop.borrow() {
-        let client = match connect(&slot.url).await {
-            Ok(c) => c,
-            Err(e) => {
-                failures += 1;
-                if failures > MAX_RECONNECTS {
-                    return Err(e);
-                }
-                tokio::time::sleep(RECONNECT_PAUSE).await;
-                continue;
+    // Stream mode: every transaction committing before it is recorded (0: the slot's own
+    // confirmed position).
+    let mut resume = 0u64;
+    while !stop_requested(&stop) {
+        let mut connected = false;
+        let result = match slot.mode {
+            ReplicationMode::Stream => {
+                stream(&slot, &mut decoder, &shared, &mut stop, &mut resume, &mut connected).await
             }
+            ReplicationMode::Poll => poll(&slot, &mut decoder, &shared, &mut stop, &mut connected).await,
         };
-        if let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]).await {
-            shared.backend_pid.store(row.get(0), Ordering::SeqCst);
-            failures = 0;
-        }
-        decoder.reset();
-        match poll_until_stopped(&slot, &client, &mut decoder, &shared, &mut stop).await {
+        shared.backend_pid.store(0, Ordering::SeqCst);
+        match result {
             Ok(()) => return Ok(()),
-            Err(e) if is_connection_loss(&e) => {
-                shared.backend_pid.store(0, Ordering::SeqCst);
-                shared.reconnects.fetch_add(1, Ordering::SeqCst);
+            Err(e) if is_transient(&e) => {
+                if connected {
+                    shared.reconnects.fetch_add(1, Ordering::SeqCst);
+                    failures = 0;
+                    tracing::warn!("replication connection lost ({e}); reconnecting");
+                }
                 failures += 1;
                 if failures > MAX_RECONNECTS {
                     return Err(e);
                 }
-                tracing::warn!("replication connection lost ({e}); reconnecting");
                 tokio::time::sleep(RECONNECT_PAUSE).await;
             }
             Err(e) => return Err(e),
@@ -310,82 +380,24 @@ async fn consume(
     Ok(())
 }
 
-fn is_connection_loss(e: &AdapterError) -> bool {
-    let AdapterError::Db { source, .. } = e else { return false };
-    source.is_closed()
-        || source.code().is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
-        || source.as_db_error().is_none()
+/// Whether the consumer was told to stop (or its handle is gone).
+pub(super) fn stop_requested(stop: &watch::Receiver<bool>) -> bool {
+    *stop.borrow() || stop.has_changed().is_err()
 }
 
-async fn poll_until_stopped(
-    slot: &ReplicationSlot,
-    client: &Client,
-    decoder: &mut PgOutputDecoder,
-    shared: &Shared,
-    stop: &mut watch::Receiver<bool>,
-) -> Result<(), AdapterError> {
-    let peek = client
-        .prepare(
-            "SELECT data FROM pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, \
-             'proto_version', '1', 'publication_names', $3)",
-        )
-        .await
-        .map_err(|e| AdapterError::db("preparing the slot peek", e))?;
-    loop {
-        let started = Instant::now();
-        let stopping = *stop.borrow();
-        let upto = flushed_wal_lsn(client).await?;
-        let upto_text = lsn_text(upto);
-        let rows = client
-            .query(&peek, &[&slot.slot, &upto_text, &slot.publication])
-            .await
-            .map_err(|e| AdapterError::db(format!("reading replication slot {}", slot.slot), e))?;
-        let mut txns = Vec::new();
-        let mut acknowledge = None;
-        for row in &rows {
-            if let Some(txn) = decoder.feed(row.get::<_, &[u8]>(0))? {
-                acknowledge = Some(txn.end_lsn);
-                // PostgreSQL 15 skips empty transactions; an older server may send them.
-                if !txn.changes.is_empty() {
-                    txns.push(txn);
-                }
-            }
+/// Whether an error is a lost or refused connection that a reconnect may cure.
+fn is_transient(e: &AdapterError) -> bool {
+    match e {
+        AdapterError::Db { source, .. } => {
+            source.is_closed()
+                || source.code().is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
+                || source.as_db_error().is_none()
         }
-        if !txns.is_empty() {
-            let mut log = shared.log.lock().expect("log lock");
-            for txn in txns {
-                log.push(txn);
-            }
+        AdapterError::Io { .. } => true,
+        // 55006: the slot is still held by the walsender of a killed connection.
+        AdapterError::Server { code, .. } => {
+            code.starts_with("57P") || code.starts_with("08") || code == "55006"
         }
-        // Recorded: now the server may forget them. Acknowledge the end of the last
-        // commit, not `upto`: a commit record that straddles the flushed position was not
-        // decoded yet, and acknowledging past its start would make the slot skip it.
-        if let Some(end) = acknowledge {
-            client
-                .execute(
-                    "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)",
-                    &[&slot.slot, &lsn_text(end)],
-                )
-                .await
-                .map_err(|e| AdapterError::db(format!("advancing replication slot {}", slot.slot), e))?;
-        }
-        // Every commit record that ends at or before `upto` has been decoded and recorded.
-        shared.covered.fetch_max(upto, Ordering::SeqCst);
-        tracing::debug!(upto = %upto_text, rows = rows.len(), acknowledged = ?acknowledge.map(lsn_text), "polled the slot");
-        shared.progress.notify_waiters();
-        if stopping {
-            return Ok(());
-        }
-        let pause =
-            if rows.is_empty() { IDLE_POLL } else { slot.poll_interval.saturating_sub(started.elapsed()) };
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = stop.changed() => {}
-            _ = shared.wake.notified() => {}
-        }
+        _ => false,
     }
-}
-
-fn lsn_text(lsn: u64) -> String {
-    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
 }

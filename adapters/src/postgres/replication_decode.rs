@@ -1,6 +1,7 @@
 //! Decoding pgoutput (protocol version 1) messages into the raw version log.
 //!
-//! Each message is one row of `pg_logical_slot_peek_binary_changes`: Begin, Relation,
+//! Each message is one row of `pg_logical_slot_peek_binary_changes`, or the payload of one
+//! XLogData message of the streaming replication protocol: Begin, Relation,
 //! Insert/Update/Delete, Commit (Origin and Type messages are skipped). Values arrive as
 //! text; the Relation message's type OIDs say how to turn each into a [`Scalar`].
 
@@ -46,6 +47,11 @@ impl PgOutputDecoder {
     /// Drops a half-received transaction (after a reconnect the stream restarts at a Begin).
     pub fn reset(&mut self) {
         self.current = None;
+    }
+
+    /// Whether a Begin was fed whose Commit has not come yet.
+    pub fn in_transaction(&self) -> bool {
+        self.current.is_some()
     }
 
     /// Feeds one message; returns the transaction it completes (on Commit).
