@@ -94,6 +94,8 @@ pub fn render_json(report: &Report, h: &History) -> Json {
             "committed": report.stats.committed,
             "ops": report.stats.ops,
             "edges": report.stats.edges,
+            "reads_resolved_by_certificate": report.stats.reads_resolved_by_certificate,
+            "ambiguous_reads": report.stats.ambiguous_reads,
         },
         "notes": report.notes,
         "anomalies": report.anomalies.iter().map(|a| anomaly_json(h, a)).collect::<Vec<_>>(),

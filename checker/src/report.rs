@@ -250,6 +250,13 @@ pub struct CheckStats {
     pub ops: usize,
     /// Dependency edges built (Emme), or operations replayed (Enne).
     pub edges: usize,
+    /// Emme: item reads whose value several versions of the object hold (typically "no
+    /// row" of an object that was unborn and later deleted), whose version the
+    /// certificate's version sets named.
+    pub reads_resolved_by_certificate: usize,
+    /// Emme: such reads the certificate names no version for; they add no dependency
+    /// edges, so a cycle through them goes unseen.
+    pub ambiguous_reads: usize,
 }
 
 /// The result of a check: the level, the checker that ran, and every anomaly found.

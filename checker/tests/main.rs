@@ -169,6 +169,70 @@ fn absent_reads_with_several_absent_versions_are_noted_not_guessed() {
     let r = run(h, c, IsolationLevel::Serializable, CheckerKind::Emme);
     assert!(r.is_valid());
     assert!(r.notes.iter().any(|n| n.contains("1 item read")), "{:?}", r.notes);
+    assert_eq!((r.stats.ambiguous_reads, r.stats.reads_resolved_by_certificate), (1, 0));
+    assert_eq!(r.stats.edges, 1, "only T1 -ww-> T2: the ambiguous read adds none");
+}
+
+/// The history of `absent_reads_with_several_absent_versions_are_noted_not_guessed`, T3
+/// also writing y, which T1 read before it existed (T1 -rw-> T3).
+const NAMED: &str = r#"{"id":1,"session":1,"ops":[{"f":"r","key":"y","value":null},{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"w","key":"x","value":null}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"x","value":null},{"f":"w","key":"y","value":3}]}"#;
+
+fn named_cert(writer: &str) -> String {
+    format!(
+        r#"{{"version_order":[{{"key":"x","writers":[1,2]}},{{"key":"y","writers":[3]}}],
+        "version_sets":[{{"txn":3,"op":0,"versions":[{{"key":"x","writer":{writer}}}]}}]}}"#
+    )
+}
+
+#[test]
+fn an_item_read_version_named_by_the_certificate_gives_its_edges() {
+    // T3 saw the unborn x: T3 -rw-> T1 (next version), and T1 -rw-> T3 on y: G2-item.
+    let r = run(NAMED, &named_cert("null"), IsolationLevel::Serializable, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::G2Item]);
+    assert_eq!((r.stats.ambiguous_reads, r.stats.reads_resolved_by_certificate), (0, 1));
+    let rw = &r.anomalies[0].cycle;
+    assert!(rw
+        .iter()
+        .any(|e| e.kind == EdgeKind::Rw && e.explanation.starts_with("T3 read kv[\"x\"]=absent")));
+    let json = render_json(&r, &load(NAMED, &named_cert("null")).0);
+    assert_eq!(json["stats"]["reads_resolved_by_certificate"], 1);
+    assert_eq!(json["stats"]["ambiguous_reads"], 0);
+    // T3 saw T2's delete: T2 -wr-> T3, T1 -rw-> T3, T1 -ww-> T2: no cycle.
+    let r = run(NAMED, &named_cert("2"), IsolationLevel::Serializable, CheckerKind::Emme);
+    assert!(r.is_valid(), "{:?}", r.anomalies);
+    assert_eq!(r.stats.reads_resolved_by_certificate, 1);
+    assert!(r.notes.iter().any(|n| n.contains("the certificate named the version")), "{:?}", r.notes);
+}
+
+#[test]
+fn a_named_version_the_read_contradicts_is_a_certificate_contradiction_naming_both() {
+    let r = run(NAMED, &named_cert("1"), IsolationLevel::ReadUncommitted, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::CertificateContradiction]);
+    let a = &r.anomalies[0];
+    assert_eq!(
+        a.explanation,
+        "T3 read kv[\"x\"]=absent, but the certificate says it saw T1's version, kv[\"x\"]=1"
+    );
+    assert_eq!(a.txns.len(), 2);
+    // T3 wrote no version of x, so the certificate names a version that does not exist.
+    let r = run(NAMED, &named_cert("3"), IsolationLevel::ReadUncommitted, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::CertificateContradiction]);
+    assert!(
+        r.anomalies[0].explanation.contains("which the version order does not have"),
+        "{}",
+        r.anomalies[0].explanation
+    );
+    // A read after the reader's own write sees that write, whatever the certificate says.
+    let h = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"w","key":"x","value":2},{"f":"r","key":"x","value":2}]}"#;
+    let c = r#"{"version_order":[{"key":"x","writers":[1,2]}],"version_sets":[{"txn":2,"op":1,"versions":[{"key":"x","writer":1}]}]}"#;
+    let r = run(h, c, IsolationLevel::ReadUncommitted, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::CertificateContradiction]);
+    assert!(r.anomalies[0].explanation.contains("after writing it"), "{}", r.anomalies[0].explanation);
+    let own = c.replace(r#""writer":1"#, r#""writer":2"#);
+    assert!(run(h, &own, IsolationLevel::Serializable, CheckerKind::Emme).is_valid());
 }
 
 #[test]

@@ -368,8 +368,12 @@ impl Aion {
             self.finalize(kv, p.txn);
         }
         let mut report = Report::new(self.options.level, CheckerKind::Aion);
-        report.stats =
-            CheckStats { txns: self.arrivals as usize, committed: self.checked, ops: self.ops, edges: 0 };
+        report.stats = CheckStats {
+            txns: self.arrivals as usize,
+            committed: self.checked,
+            ops: self.ops,
+            ..CheckStats::default()
+        };
         if self.late > 0 {
             report.notes.push(format!(
                 "{} transactions arrived after the garbage-collection watermark passed their start; \

@@ -74,7 +74,7 @@ pub fn check_chronos_kv(mut kv: KvHistory, level: IsolationLevel) -> Result<(Rep
     }
     drop(events);
     let mut report = Report::new(level, CheckerKind::Chronos);
-    report.stats = CheckStats { txns: kv.len(), committed: sim.checked, ops, edges: 0 };
+    report.stats = CheckStats { txns: kv.len(), committed: sim.checked, ops, ..CheckStats::default() };
     if sim.skipped_unknown > 0 {
         report.notes.push(format!(
             "{} transactions of unknown outcome without timestamps were left out",

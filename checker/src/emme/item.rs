@@ -1,12 +1,14 @@
 //! Item dependencies (Algorithm 2): wr and rw edges from item reads, and the non-cyclic
 //! anomalies a read can show (aborted, intermediate, garbage, internally inconsistent).
 
-use isocert_history::{History, ObjId, Op, OpRef, Scalar, Status, TxnId, Value, ValueId};
+use isocert_history::{
+    History, ObjId, Op, OpRef, Scalar, SeenVersion, Status, TxnId, Value, ValueId, Writer,
+};
 use rustc_hash::FxHashMap;
 
 use super::RawEdge;
 use crate::values::ValueStore;
-use crate::versions::{write_sites, VersionTable, WriteSite, INITIAL};
+use crate::versions::{write_sites, writer_label, VersionTable, WriteSite, INITIAL};
 use crate::{Anomaly, AnomalyKind, EdgeKind, IsolationLevel};
 
 /// What the current transaction itself did to one object so far.
@@ -20,6 +22,9 @@ pub(crate) struct Own {
 
 /// The first append of each element to each list object: its transaction and op index.
 type AppendSites<'h> = FxHashMap<(ObjId, &'h Scalar), (TxnId, u32)>;
+
+/// The certificate's version sets, keyed by operation.
+pub(crate) type VersionSets = FxHashMap<OpRef, Vec<SeenVersion>>;
 
 /// Walks committed transactions' item operations, adding edges and anomalies.
 pub(crate) struct ItemPass<'a, 'h> {
@@ -36,8 +41,14 @@ pub(crate) struct ItemPass<'a, 'h> {
     sites: Option<FxHashMap<(ObjId, ValueId), WriteSite>>,
     /// The first append of each element to each list object: its transaction and op index.
     appends: Option<AppendSites<'h>>,
-    /// Reads of "no row" that several absent versions could explain.
-    pub(crate) ambiguous_absent_reads: usize,
+    /// The certificate's version sets, when some entry names the version an item read
+    /// saw (isocert extension); `None` otherwise, so plain reads skip the lookup.
+    read_versions: Option<&'a VersionSets>,
+    /// Item reads that several versions could explain, whose version the certificate named.
+    pub(crate) resolved_reads: usize,
+    /// Item reads that several versions could explain and the certificate did not name:
+    /// they add no dependency edges.
+    pub(crate) ambiguous_reads: usize,
     /// Only track the transaction's own writes (the predicate pass's second walk).
     pub(crate) own_only: bool,
 }
@@ -50,6 +61,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         edges: &'a mut Vec<RawEdge>,
         anomalies: &'a mut Vec<Anomaly>,
         level: IsolationLevel,
+        read_versions: Option<&'a VersionSets>,
     ) -> Self {
         let repeatable = !matches!(level, IsolationLevel::ReadUncommitted | IsolationLevel::ReadCommitted);
         ItemPass {
@@ -62,7 +74,9 @@ impl<'a, 'h> ItemPass<'a, 'h> {
             reads: repeatable.then(FxHashMap::default),
             sites: None,
             appends: None,
-            ambiguous_absent_reads: 0,
+            read_versions,
+            resolved_reads: 0,
+            ambiguous_reads: 0,
             own_only: false,
         }
     }
@@ -132,6 +146,20 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         let value = self.values.as_version(value);
         if let Some(own) = self.own.get(&obj).cloned() {
             if let Some(expected) = own.value {
+                if let Some(seen) = self.named_version(t, i).filter(|s| s.writer != Writer::Txn(t)) {
+                    self.contradiction(
+                        t,
+                        i,
+                        seen,
+                        format!(
+                            "{} read {} after writing it, but the certificate says it saw {} of {}",
+                            h.txn_label(t),
+                            h.object_label(obj),
+                            version_name(h, seen.writer),
+                            h.object_label(seen.obj)
+                        ),
+                    );
+                }
                 if expected != value {
                     self.anomalies.push(
                         Anomaly::new(
@@ -194,55 +222,135 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         self.external_read(t, i, obj, value, value);
     }
 
+    /// The version the certificate says read `i` of `t` saw, if it names one.
+    fn named_version(&self, t: TxnId, i: u32) -> Option<SeenVersion> {
+        self.read_versions?.get(&OpRef { txn: t, op: i })?.first().copied()
+    }
+
     /// A read of `obj` whose external part is version `value` (`shown` is what the read
-    /// returned, for messages).
+    /// returned, for messages). The certificate's named version, when there is one, says
+    /// which version that is; otherwise the value does, unless several versions hold it.
     fn external_read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId, shown: ValueId) {
+        if let Some(seen) = self.named_version(t, i) {
+            self.named_read(t, i, obj, value, shown, seen);
+            return;
+        }
         match self.vt.by_value(obj, value) {
-            Ok(Some(gid)) => {
-                let writer = self.vt.versions[gid as usize].writer;
-                if writer == t.0 {
-                    self.anomalies.push(
-                        Anomaly::new(
-                            AnomalyKind::InternalInconsistency,
-                            vec![t],
-                            format!(
-                                "{} read {}={} before writing that value itself",
-                                self.h.txn_label(t),
-                                self.h.object_label(obj),
-                                self.values.label(obj, shown)
-                            ),
-                        )
-                        .with_ops(vec![OpRef { txn: t, op: i }])
-                        .with_objects(vec![obj]),
-                    );
-                    return;
-                }
-                if writer != INITIAL {
-                    self.edges.push(RawEdge {
-                        from: writer,
-                        to: t.0,
-                        kind: EdgeKind::Wr,
-                        op: i,
-                        ver: gid,
-                        aux: u32::MAX,
-                    });
-                }
-                if let Some(next) = self.vt.next(gid) {
-                    let nw = self.vt.versions[next as usize].writer;
-                    if nw != t.0 {
-                        self.edges.push(RawEdge {
-                            from: t.0,
-                            to: nw,
-                            kind: EdgeKind::Rw,
-                            op: i,
-                            ver: gid,
-                            aux: next,
-                        });
-                    }
-                }
-            }
+            Ok(Some(gid)) => self.version_read(t, i, obj, gid, shown),
             Ok(None) => self.unexplained_read(t, i, obj, shown),
-            Err(_) => self.ambiguous_absent_reads += 1,
+            Err(_) => self.ambiguous_reads += 1,
+        }
+    }
+
+    /// A read the certificate names version `seen` for: that version must exist and hold
+    /// the value read; then its edges are the read's.
+    fn named_read(
+        &mut self,
+        t: TxnId,
+        i: u32,
+        obj: ObjId,
+        value: ValueId,
+        shown: ValueId,
+        seen: SeenVersion,
+    ) {
+        let h = self.h;
+        let gid = if seen.obj != obj {
+            None
+        } else {
+            match seen.writer {
+                Writer::Initial => Some(self.vt.initial(obj)),
+                Writer::Txn(w) => self.vt.by_writer(obj, w),
+            }
+        };
+        let what =
+            format!("{} read {}={}", h.txn_label(t), h.object_label(obj), self.values.label(obj, shown));
+        let named = version_name(h, seen.writer);
+        match gid {
+            None => self.contradiction(
+                t,
+                i,
+                seen,
+                format!(
+                    "{what}, and the certificate says it saw {named} of {}, which the version order does not have",
+                    h.object_label(seen.obj)
+                ),
+            ),
+            Some(gid) if self.vt.versions[gid as usize].value != value => {
+                let held = self.vt.versions[gid as usize].value;
+                self.contradiction(
+                    t,
+                    i,
+                    seen,
+                    format!(
+                        "{what}, but the certificate says it saw {named}, {}={}",
+                        h.object_label(obj),
+                        self.values.label(obj, held)
+                    ),
+                );
+            }
+            Some(gid) => {
+                if self.vt.by_value(obj, value).is_err() {
+                    self.resolved_reads += 1;
+                }
+                self.version_read(t, i, obj, gid, shown);
+            }
+        }
+    }
+
+    /// A certificate-contradiction about read `i` of `t` and the version `seen` it names.
+    fn contradiction(&mut self, t: TxnId, i: u32, seen: SeenVersion, explanation: String) {
+        let mut txns = vec![t];
+        txns.extend(seen.writer.txn().filter(|&w| w != t));
+        self.anomalies.push(
+            Anomaly::new(AnomalyKind::CertificateContradiction, txns, explanation)
+                .with_ops(vec![OpRef { txn: t, op: i }])
+                .with_objects(vec![seen.obj]),
+        );
+    }
+
+    /// Read `i` of `t` saw version `gid` of `obj`: a wr edge from its writer and an rw
+    /// edge to the writer of the next version.
+    fn version_read(&mut self, t: TxnId, i: u32, obj: ObjId, gid: u32, shown: ValueId) {
+        let writer = self.vt.versions[gid as usize].writer;
+        if writer == t.0 {
+            self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::InternalInconsistency,
+                    vec![t],
+                    format!(
+                        "{} read {}={} before writing that value itself",
+                        self.h.txn_label(t),
+                        self.h.object_label(obj),
+                        self.values.label(obj, shown)
+                    ),
+                )
+                .with_ops(vec![OpRef { txn: t, op: i }])
+                .with_objects(vec![obj]),
+            );
+            return;
+        }
+        if writer != INITIAL {
+            self.edges.push(RawEdge {
+                from: writer,
+                to: t.0,
+                kind: EdgeKind::Wr,
+                op: i,
+                ver: gid,
+                aux: u32::MAX,
+            });
+        }
+        if let Some(next) = self.vt.next(gid) {
+            let nw = self.vt.versions[next as usize].writer;
+            if nw != t.0 {
+                self.edges.push(RawEdge {
+                    from: t.0,
+                    to: nw,
+                    kind: EdgeKind::Rw,
+                    op: i,
+                    ver: gid,
+                    aux: next,
+                });
+            }
         }
     }
 
@@ -349,5 +457,13 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         } else {
             self.anomalies.push(anomaly.with_objects(vec![obj]));
         }
+    }
+}
+
+/// "T7's version" or "the initial version", for messages about a named version.
+fn version_name(h: &History, writer: Writer) -> String {
+    match writer {
+        Writer::Initial => "the initial version".to_string(),
+        Writer::Txn(w) => format!("{}'s version", writer_label(h, w.0)),
     }
 }

@@ -19,7 +19,7 @@ mod predicate;
 mod si;
 mod witness;
 
-use isocert_history::{Certificate, History, Status};
+use isocert_history::{Certificate, History, Op, Status};
 use isocert_oracle::MatchesOracle;
 
 use crate::values::ValueStore;
@@ -53,7 +53,7 @@ fn predicates<'h>(
     pass: &mut predicate::PredicatePass<'_, 'h>,
     level: IsolationLevel,
 ) -> Result<(), CheckError> {
-    let mut own = item::ItemPass::new(h, vt, values, edges, anomalies, level);
+    let mut own = item::ItemPass::new(h, vt, values, edges, anomalies, level, None);
     own.own_only = true;
     for t in h.txn_ids().filter(|t| vt.in_graph[t.index()]) {
         own.start_txn(t);
@@ -98,7 +98,13 @@ pub(crate) fn check(
         }
     }
     let needs_predicates = level != IsolationLevel::ReadUncommitted || cert.version_sets.is_some();
-    let mut items = item::ItemPass::new(h, &vt, &mut values, &mut edges, &mut anomalies, level);
+    let read_versions = cert.version_sets.as_ref().filter(|sets| {
+        sets.keys().any(|r| {
+            matches!(h.txns.get(r.txn.index()).and_then(|t| t.ops.get(r.op as usize)), Some(Op::Read { .. }))
+        })
+    });
+    let mut items =
+        item::ItemPass::new(h, &vt, &mut values, &mut edges, &mut anomalies, level, read_versions);
     let mut committed = 0;
     for t in h.txn_ids() {
         if !vt.in_graph[t.index()] {
@@ -110,7 +116,8 @@ pub(crate) fn check(
             items.op(t, i as u32, op);
         }
     }
-    let ambiguous = items.ambiguous_absent_reads;
+    report.stats.reads_resolved_by_certificate = items.resolved_reads;
+    report.stats.ambiguous_reads = items.ambiguous_reads;
     drop(items);
     let has_predicates = h.txns.iter().any(|t| t.ops.iter().any(|op| op.predicate().is_some()));
     if needs_predicates && has_predicates {
@@ -138,10 +145,17 @@ pub(crate) fn check(
             predicates(h, &vt, &mut values, &mut edges, &mut anomalies, &mut pass, level)?;
         }
     }
+    let (resolved, ambiguous) = (report.stats.reads_resolved_by_certificate, report.stats.ambiguous_reads);
+    if resolved > 0 {
+        report.notes.push(format!(
+            "{resolved} item read(s) returned no row of an object with several absent versions (unborn and \
+             deleted); the certificate named the version each saw"
+        ));
+    }
     if ambiguous > 0 {
         report.notes.push(format!(
             "{ambiguous} item read(s) returned no row of an object with several absent versions (unborn and \
-             deleted); they add no dependency edges"
+             deleted) and the certificate names no version for them; they add no dependency edges"
         ));
     }
     if !needs_predicates && has_predicates {
