@@ -4,12 +4,14 @@
 //!   of a row waits for the first, so per row the stream order is the real order).
 //! - Version sets: per predicate operation and row, the newest version whose writer the
 //!   operation's snapshot sees (`xid < xmax`, not running, committed), or the transaction's
-//!   own latest write; at READ COMMITTED, UPDATE/DELETE re-checks are recovered.
+//!   own latest write; at READ COMMITTED, UPDATE/DELETE re-checks are recovered. Per item
+//!   read whose value several versions hold, the one version its snapshot sees.
 //! - Timestamps: `start_ts`/`commit_ts` consistent with every snapshot, for SI's
 //!   start-dependencies (see the timeline module).
 //! - Serialization order: a dependency-respecting order for Enne.
 
 mod facts;
+mod item_reads;
 mod matching;
 mod serial;
 mod timeline;
@@ -34,6 +36,9 @@ pub struct RecoveryStats {
     pub resolved_aborted: usize,
     /// Predicate operations given a version set.
     pub version_sets: usize,
+    /// Item reads given the version they saw (isocert extension): the reads whose value
+    /// several versions of the object hold, such as "no row" of a row deleted before.
+    pub item_read_versions: usize,
     /// Rows whose version a READ COMMITTED UPDATE/DELETE re-evaluated (EvalPlanQual).
     pub rechecked_rows: usize,
     /// Whether the recovered dependencies have a cycle, so that no order respects them all
@@ -75,7 +80,9 @@ pub fn recover_postgres(
     timeline::apply(h, &tl);
     let h: &History = h;
     let cx = version_sets::Context::new(h, &facts, &matched, &tl, matcher);
-    let (sets, set_stats) = version_sets::compute(&cx)?;
+    let (mut sets, set_stats) = version_sets::compute(&cx)?;
+    let predicate_sets = sets.len();
+    let item_read_versions = item_reads::add_entries(&cx, &mut sets);
     let (serial, cyclic) = serial::order(&cx, &sets)?;
     let warnings = tl.conflicts.clone();
     let stats = RecoveryStats {
@@ -83,7 +90,8 @@ pub fn recover_postgres(
         logged_changes: log.change_count(),
         resolved_committed: matched.resolved_committed,
         resolved_aborted: matched.resolved_aborted,
-        version_sets: sets.len(),
+        version_sets: predicate_sets,
+        item_read_versions,
         rechecked_rows: set_stats.rechecked_rows,
         serialization_cycle: cyclic,
     };

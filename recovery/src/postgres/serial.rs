@@ -64,8 +64,14 @@ pub(crate) fn order(
         }
         for (i, op) in h.txn(t).ops.iter().enumerate() {
             let r = OpRef { txn: t, op: i as u32 };
-            match op {
-                Op::Read { obj, value } if *value != ValueId::ABSENT => {
+            match (op, sets.get(&r)) {
+                (Op::Read { obj, .. }, Some(set)) => {
+                    // The version an ambiguous read saw, named by its snapshot.
+                    if let Some(seen) = set.first() {
+                        saw(&mut edges, t, *obj, seen.writer);
+                    }
+                }
+                (Op::Read { obj, value }, None) if *value != ValueId::ABSENT => {
                     match writer_of_value.get(&(*obj, *value)) {
                         Some(w) => saw(&mut edges, t, *obj, Writer::Txn(*w)),
                         None if h.initial.iter().any(|(o, v)| o == obj && v == value) => {

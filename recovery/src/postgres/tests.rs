@@ -365,3 +365,46 @@ fn write_skew_leaves_no_serialization_order_and_says_so() {
     assert!(!r.stats.serialization_cycle);
     assert_eq!(r.certificate.serialization_order, Some(vec![t(&h, 1), t(&h, 2)]));
 }
+
+#[test]
+fn ambiguous_item_reads_name_the_version_their_snapshot_sees() {
+    // Key 1 is unborn, inserted by T1 (xid 100), deleted by T2 (xid 101) and again by T7
+    // (xid 103): "no row" is three versions, so each such read gets the one its snapshot saw.
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"w","key":1,"value":null}],"meta":{"xid":101,"snapshot":"101:101:"}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"r","key":1,"value":null}],"meta":{"xid":null,"snapshot":"100:100:"}}"#,
+        r#"{"id":4,"session":3,"ops":[{"f":"r","key":1,"value":null}],"meta":{"xid":null,"snapshot":"102:102:"}}"#,
+        r#"{"id":5,"session":4,"ops":[{"f":"r","key":1,"value":null,"meta":{"snapshot":"100:100:"}},{"f":"r","key":1,"value":null,"meta":{"snapshot":"102:102:"}}],"meta":{"xid":null,"isolation":"read-committed"}}"#,
+        r#"{"id":6,"session":5,"ops":[{"f":"r","key":1,"value":10}],"meta":{"xid":null,"snapshot":"101:101:"}}"#,
+        r#"{"id":7,"session":6,"ops":[{"f":"w","key":1,"value":null},{"f":"r","key":1,"value":null}],"meta":{"xid":103,"snapshot":"103:103:"}}"#,
+        r#"{"id":8,"session":7,"ops":[{"f":"r","key":1,"value":null}],"meta":{"xid":null}}"#,
+    ]);
+    let r = recover(
+        &mut h,
+        &log(vec![
+            logged(100, 1, &[(1, Some(10))]),
+            logged(101, 2, &[(1, None)]),
+            logged(103, 3, &[(1, None)]),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(seen(&r, &h, 3, 0, 1), Some(Writer::Initial), "T3's snapshot sees neither writer");
+    assert_eq!(seen(&r, &h, 4, 0, 1), Some(Writer::Txn(t(&h, 2))), "T4's sees T2's delete");
+    assert_eq!(
+        seen(&r, &h, 5, 0, 1),
+        Some(Writer::Initial),
+        "read committed: the first statement's snapshot"
+    );
+    assert_eq!(seen(&r, &h, 5, 1, 1), Some(Writer::Txn(t(&h, 2))), "and the second's");
+    let sets = r.certificate.version_sets.as_ref().unwrap();
+    assert!(!sets.contains_key(&OpRef { txn: t(&h, 6), op: 0 }), "x=10 is one version: no entry");
+    assert!(!sets.contains_key(&OpRef { txn: t(&h, 7), op: 1 }), "a read of its own delete: no entry");
+    assert!(!sets.contains_key(&OpRef { txn: t(&h, 8), op: 0 }), "no snapshot recorded: no entry");
+    assert!(sets.values().all(|s| s.len() == 1));
+    assert_eq!((r.stats.item_read_versions, r.stats.version_sets), (4, 0));
+    // The serialization order puts T3 before T1 (it saw the unborn row) and T4 after T2.
+    let order = r.certificate.serialization_order.as_ref().unwrap();
+    let at = |n: i64| order.iter().position(|&x| x == t(&h, n)).unwrap();
+    assert!(at(3) < at(1) && at(2) < at(4) && at(4) < at(7), "{order:?}");
+}

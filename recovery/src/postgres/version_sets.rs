@@ -74,7 +74,7 @@ impl<'a> Context<'a> {
     /// Index in the object's version order of the newest version that `reader`'s
     /// snapshot `snap` sees. PostgreSQL leaves the reader's own xid out of `xip`, so its
     /// own (later) version is excluded here; its earlier writes are handled by the caller.
-    fn latest_visible(&self, obj: ObjId, snap: &PgSnapshot, reader: TxnId) -> Option<usize> {
+    pub(crate) fn latest_visible(&self, obj: ObjId, snap: &PgSnapshot, reader: TxnId) -> Option<usize> {
         let order = self.m.version_order.get(&obj)?;
         order.partition_point(|w| *w != reader && snap.sees(self.xid(*w))).checked_sub(1)
     }
