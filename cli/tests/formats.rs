@@ -212,3 +212,25 @@ fn convert_carries_a_king_cobra_order_both_ways() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("carries no certificate facts"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn closed_predicate_histories_are_certified_by_elimination() {
+    let check = |fixture_name: &str, level: &str| {
+        isocert(&["check", "--format", "elle", &fixture(fixture_name), "--isolation", level])
+    };
+    // Two predicate reads each miss the other's insert: a G2 cycle of predicate
+    // anti-dependencies, forbidden at serializable, allowed at repeatable read.
+    let out = check("elle-closed-predicate-g2.edn", "serializable");
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("g2 (T4, T5)"), "{}", text(&out.stdout));
+    let out = check("elle-closed-predicate-g2.edn", "repeatable-read");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let out = check("elle-closed-predicate-g2-twin.edn", "serializable");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    // Every version of y is even, so [:mod 2 0] must return it (Elle's predicate-read-miss).
+    let out = check("elle-closed-predicate-miss.edn", "read-committed");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("matched but not returned: [kv[\"y\"]=4]"), "{}", text(&out.stdout));
+    let out = check("elle-closed-predicate-miss-twin.edn", "serializable");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}

@@ -17,6 +17,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 
 use serde_json::Value as Json;
 
+use super::closed_universe::closed_universe_certificate;
 use super::edn::{Edn, EdnReader};
 use super::elle_ops::{sql_to_predicate, ElleBuilder, SESSION_KEY, TXN_KEY};
 use super::kvutil::{at_op, unsupported};
@@ -203,6 +204,13 @@ fn finish(builder: ElleBuilder) -> Result<Imported, FormatError> {
             ));
         }
         imported.certificate = Some(trace.certificate);
+    } else if imported.history.txns.iter().flat_map(|t| &t.ops).any(|op| matches!(op, Op::Select { .. })) {
+        match closed_universe_certificate(&imported.history) {
+            Ok(certificate) => imported.certificate = Some(certificate),
+            Err(why) => imported.notes.push(format!(
+                "no closed-universe certificate: {why}; check it with the database's certificate"
+            )),
+        }
     }
     Ok(imported)
 }

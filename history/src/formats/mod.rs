@@ -22,6 +22,7 @@
 //! Cobra directory read with King Cobra's `.vo` file: its version order, see
 //! [`read_cobra_dir_with_version_order`]).
 
+mod closed_universe;
 mod cobra;
 mod dbcop;
 mod dbcop_bincode;

@@ -89,6 +89,60 @@ fn closed_predicate_fixture_becomes_initial_versions_and_predicate_reads() {
     assert_eq!(rows.len(), 2);
 }
 
+/// The version set of `txn` op `op` as `(key, writer name or None for the initial)`, sorted.
+fn version_set(
+    imported: &isocert_history::formats::Imported,
+    txn: usize,
+    op: u32,
+) -> Vec<(Scalar, Option<Scalar>)> {
+    let h = &imported.history;
+    let sets = imported.certificate.as_ref().and_then(|c| c.version_sets.as_ref()).expect("version sets");
+    let at = isocert_history::OpRef { txn: TxnId::from_index(txn), op };
+    let mut out: Vec<_> =
+        sets[&at].iter().map(|v| (h.object(v.obj).key.clone(), v.writer.txn().map(|t| name(h, t)))).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn closed_predicate_version_sets_follow_by_elimination() {
+    let imported = read_fixture(Format::Elle, "elle-closed-predicate.edn");
+    let text = |s: &str| Scalar::Text(s.into());
+    let t3 = Some(Scalar::Int(3));
+    // :true returned y and z (T3's versions); x was not returned, and only its deleted
+    // version fails :true, so the read saw T3's delete.
+    assert_eq!(
+        version_set(&imported, 1, 0),
+        [(text("x"), t3.clone()), (text("y"), t3.clone()), (text("z"), t3.clone())]
+    );
+    // [:mod 2 0] did not return x: x=1 is odd and deleted x matches nothing, so either
+    // version explains it and the initial one is named; z=3 is odd, unborn z matches
+    // nothing either: unborn is left out of the set.
+    assert_eq!(version_set(&imported, 1, 1), [(text("x"), None), (text("y"), t3.clone())]);
+    let order = imported.certificate.as_ref().unwrap().version_order.as_ref().unwrap();
+    assert!(order.values().all(|w| w.len() == 1), "one mutation per key");
+    assert!(imported.notes.is_empty(), "{:?}", imported.notes);
+}
+
+#[test]
+fn a_key_mutated_twice_is_outside_the_closed_universe() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.edn");
+    std::fs::write(
+        &path,
+        "{:type :ok, :f :txn, :value [[:w :x 1]], :process 0, :index 0}\n\
+         {:type :ok, :f :txn, :value [[:w :x 2] [:rp :true {:x 2}]], :process 1, :index 1}\n",
+    )
+    .unwrap();
+    let imported = Format::Elle.read_path(&path).unwrap();
+    assert!(imported.certificate.is_none());
+    let notes = imported.notes.join("\n");
+    assert!(
+        notes.contains("no closed-universe certificate") && notes.contains("mutated by both T0 and T1"),
+        "{notes}"
+    );
+}
+
 #[test]
 fn elle_cli_json_fixtures() {
     let h = read_fixture(Format::ElleJson, "elle-cli-aborted-read.json").history;
