@@ -2,3 +2,4 @@
 
 mod embedded;
 mod replication;
+mod stream_auth;

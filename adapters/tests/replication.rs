@@ -188,3 +188,43 @@ fn kill_the_consumer_while_writers_run(mode: ReplicationMode) {
         admin.batch_execute(&format!("DROP TABLE {table}")).await.unwrap();
     });
 }
+
+#[test]
+fn the_stream_records_commits_as_they_happen_and_finishes_when_idle() {
+    let (url, _pg) = server();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let table = format!("live_{}", std::process::id());
+        let admin = connect(&url).await.unwrap();
+        admin
+            .batch_execute(&format!(
+                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id integer PRIMARY KEY, v bigint NOT NULL); \
+                 ALTER TABLE {table} REPLICA IDENTITY FULL"
+            ))
+            .await
+            .unwrap();
+
+        // Nothing committed: finish returns an empty log (the stream learns it is caught up
+        // from the server's keepalive, there is no commit to see).
+        let idle = ReplicationSlot::create(&url, &format!("isocert_idle_{table}"), &[&table]).await.unwrap();
+        let log = tokio::time::timeout(Duration::from_secs(60), idle.start().finish()).await.unwrap().unwrap();
+        assert!(log.is_empty(), "{} transactions from an idle table", log.len());
+
+        // Commits are recorded while the consumer runs, before anyone calls finish.
+        let slot = ReplicationSlot::create(&url, &format!("isocert_{table}"), &[&table]).await.unwrap();
+        let consumer = slot.mode(ReplicationMode::Stream).start();
+        for i in 0..20i32 {
+            admin.execute(&format!("INSERT INTO {table} (id, v) VALUES ($1, 1)"), &[&i]).await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while consumer.recorded() < 20 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(consumer.recorded(), 20, "the stream did not deliver the commits on its own");
+        assert_eq!(consumer.reconnects(), 0);
+        let log = consumer.finish().await.unwrap();
+        let keys: Vec<Scalar> = log.txns().iter().map(|t| t.changes[0].key.clone()).collect();
+        assert_eq!(keys, (0..20).map(Scalar::Int).collect::<Vec<_>>());
+        admin.batch_execute(&format!("DROP TABLE {table}")).await.unwrap();
+    });
+}

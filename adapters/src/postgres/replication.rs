@@ -401,3 +401,17 @@ fn is_transient(e: &AdapterError) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_round_trip_through_their_names() {
+        for mode in [ReplicationMode::Stream, ReplicationMode::Poll] {
+            assert_eq!(mode.as_str().parse::<ReplicationMode>(), Ok(mode));
+        }
+        assert_eq!(ReplicationMode::default(), ReplicationMode::Stream);
+        assert!("sql".parse::<ReplicationMode>().unwrap_err().contains("stream or poll"));
+    }
+}

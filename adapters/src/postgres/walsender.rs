@@ -196,11 +196,13 @@ impl WalSender {
                                 protocol(format!("SCRAM: the server's signature does not verify: {e}"))
                             })?;
                         }
-                        code => return Err(protocol(format!(
+                        code => {
+                            return Err(protocol(format!(
                             "authentication method {} is not supported (isocert speaks trust, password, md5 \
                                  and SCRAM-SHA-256)",
                             auth_method_name(code)
-                        ))),
+                        )))
+                        }
                     }
                     self.flush().await?;
                 }
