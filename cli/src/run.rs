@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use isocert_adapters::postgres::{ReplicationConsumer, ReplicationSlot};
+use isocert_adapters::postgres::{ReplicationConsumer, ReplicationMode, ReplicationSlot};
 use isocert_adapters::EmbeddedPostgres;
 use isocert_checker::{check, render_json, render_text, CheckerKind, IsolationLevel, Report};
 use isocert_history::{v1, History};
@@ -77,8 +77,15 @@ pub(crate) struct RunArgs {
     /// measuring what recovery costs); writes only history.jsonl and run.json, exits 0.
     #[arg(long)]
     no_recovery: bool,
-    /// Shortest time between two reads of the replication slot while the workload runs
-    /// (longer: less work for the server, same completeness; the final read is immediate).
+    /// How recovery receives the committed changes: `stream` (the streaming replication
+    /// protocol: the server decodes each change once and pushes it; needs a connection
+    /// with `replication=database` allowed by pg_hba.conf) or `poll` (SQL reads of the
+    /// slot every --poll-interval-ms; costs the server more).
+    #[arg(long, value_name = "MODE", default_value = "stream")]
+    replication: ReplicationMode,
+    /// With `--replication poll`: shortest time between two reads of the replication slot
+    /// while the workload runs (longer: less work for the server, same completeness; the
+    /// final read is immediate).
     #[arg(long, value_name = "MS", default_value_t = 500)]
     poll_interval_ms: u64,
     /// Print the report as JSON instead of text.
@@ -129,8 +136,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(pg)) => pg.url(),
         (None, None) => unreachable!("an embedded server is started when no URL is given"),
     };
-    let poll = (!args.no_recovery).then(|| Duration::from_millis(args.poll_interval_ms));
-    let outcome = rt.block_on(run_workload(&url, &cfg, poll));
+    let recovery =
+        (!args.no_recovery).then(|| (args.replication, Duration::from_millis(args.poll_interval_ms)));
+    let outcome = rt.block_on(run_workload(&url, &cfg, recovery));
     if let Some(pg) = embedded {
         if let Err(e) = pg.shutdown() {
             tracing::warn!("stopping the embedded PostgreSQL: {e}");
@@ -202,15 +210,19 @@ type Outcome = (History, Option<RawLog>, RunStats, Instant);
 
 /// Sets the table up, starts the replication consumer, runs the workload with a progress
 /// bar, and waits for the consumer to have recorded every commit.
-async fn run_workload(url: &str, cfg: &WorkloadConfig, poll: Option<Duration>) -> anyhow::Result<Outcome> {
+async fn run_workload(
+    url: &str,
+    cfg: &WorkloadConfig,
+    recovery: Option<(ReplicationMode, Duration)>,
+) -> anyhow::Result<Outcome> {
     isocert_workload::setup(url, cfg).await.context("setting up the workload table")?;
-    let consumer: Option<ReplicationConsumer> = match poll {
-        Some(interval) => {
+    let consumer: Option<ReplicationConsumer> = match recovery {
+        Some((mode, interval)) => {
             let name = format!("isocert_run_{}", std::process::id());
             let slot = ReplicationSlot::create(url, &name, &[cfg.kind.table()])
                 .await
                 .context("creating the logical replication slot")?;
-            Some(slot.poll_interval(interval).start())
+            Some(slot.mode(mode).poll_interval(interval).start())
         }
         None => None,
     };
@@ -319,6 +331,7 @@ fn run_json(args: &RunArgs, stats: &RunStats, r: Option<&PostgresRecovery>) -> s
         "seed": args.seed,
         "deletes": !args.no_deletes,
         "recovery": r.is_some(),
+        "replication": r.is_some().then(|| args.replication.as_str()),
         "committed": stats.committed,
         "attempts": stats.attempts,
         "workload_secs": stats.workload_secs,
