@@ -260,7 +260,13 @@ async fn run_workload(
             tokio::time::timeout(Duration::from_secs(600), c.finish())
                 .await
                 .context("the replication stream did not catch up within 10 minutes")?
-                .context("finishing logical replication")?,
+                .with_context(|| match recovery {
+                    Some((ReplicationMode::Stream, _)) => {
+                        "finishing logical replication (streaming; `--replication poll` reads the slot over \
+                         an ordinary connection if replication connections are refused)"
+                    }
+                    _ => "finishing logical replication",
+                })?,
         ),
         None => None,
     };
