@@ -244,6 +244,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
 
     /// A read the certificate names version `seen` for: that version must exist and hold
     /// the value read; then its edges are the read's.
+    #[cold]
     fn named_read(
         &mut self,
         t: TxnId,
@@ -310,6 +311,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
 
     /// Read `i` of `t` saw version `gid` of `obj`: a wr edge from its writer and an rw
     /// edge to the writer of the next version.
+    #[inline(always)]
     fn version_read(&mut self, t: TxnId, i: u32, obj: ObjId, gid: u32, shown: ValueId) {
         let writer = self.vt.versions[gid as usize].writer;
         if writer == t.0 {
