@@ -21,7 +21,7 @@ use isocert_recovery::RawLog;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::Client;
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 use super::replication_decode::PgOutputDecoder;
 use super::replication_poll::poll;
@@ -314,31 +314,36 @@ impl ReplicationConsumer {
     }
 }
 
-/// The WAL position up to which logical decoding can read (WAL flushed to disk).
-pub(super) async fn flushed_wal_lsn(client: &Client) -> Result<u64, AdapterError> {
-    let row = client
-        .query_one("SELECT (pg_current_wal_flush_lsn() - '0/0')::bigint", &[])
-        .await
-        .map_err(|e| AdapterError::db("reading the WAL position", e))?;
-    Ok(row.get::<_, i64>(0) as u64)
-}
-
 /// Forces every commit made so far to disk (a synchronous commit flushes all WAL before
-/// it, even when the workload commits asynchronously) and returns the flushed position:
-/// every transaction that committed before the call commits before it.
+/// it, even when the workload commits asynchronously) and returns a WAL position that
+/// every transaction committed before the call ends before, and that is flushed.
+///
+/// The position is the insert position read inside the flushing transaction: a record
+/// boundary below that transaction's own commit, so the whole WAL up to it is on disk once
+/// the commit returns. (The flushed position itself may lie inside a record a concurrent
+/// process is still writing; a walsender cannot decode past such a record, so a stream
+/// waiting for that position could wait until the next flush.)
 ///
 /// The transaction must write WAL besides its commit record (here a transactional logical
 /// message, which pgoutput does not forward): PostgreSQL commits a transaction that only
 /// took an xid asynchronously whatever `synchronous_commit` says.
 pub async fn flush_wal(client: &Client) -> Result<u64, AdapterError> {
-    client
-        .batch_execute(
+    let messages = client
+        .simple_query(
             "BEGIN; SET LOCAL synchronous_commit = on; \
-             SELECT pg_logical_emit_message(true, 'isocert', 'flush'); COMMIT;",
+             SELECT pg_logical_emit_message(true, 'isocert', 'flush'); \
+             SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint; COMMIT;",
         )
         .await
         .map_err(|e| AdapterError::db("flushing the WAL", e))?;
-    flushed_wal_lsn(client).await
+    let position = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse::<u64>().ok()),
+            _ => None,
+        })
+        .next_back();
+    position.ok_or_else(|| AdapterError::Protocol { message: "flushing the WAL: no insert position".into() })
 }
 
 async fn consume(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
-use super::replication::{flushed_wal_lsn, stop_requested, ReplicationSlot, Shared};
+use super::replication::{stop_requested, ReplicationSlot, Shared};
 use super::replication_decode::PgOutputDecoder;
 use super::session::connect;
 use super::walsender_wire::lsn_text;
@@ -20,6 +20,15 @@ use crate::AdapterError;
 
 /// How long the consumer sleeps when the slot had nothing new.
 const IDLE_POLL: Duration = Duration::from_millis(20);
+
+/// The WAL position up to which logical decoding can read (WAL flushed to disk).
+async fn flushed_wal_lsn(client: &Client) -> Result<u64, AdapterError> {
+    let row = client
+        .query_one("SELECT (pg_current_wal_flush_lsn() - '0/0')::bigint", &[])
+        .await
+        .map_err(|e| AdapterError::db("reading the WAL position", e))?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
 
 /// Connects and polls until stopped; `connected` is set once the connection is up.
 pub(super) async fn poll(
