@@ -419,4 +419,26 @@ mod tests {
         assert_eq!(ReplicationMode::default(), ReplicationMode::Stream);
         assert!("sql".parse::<ReplicationMode>().unwrap_err().contains("stream or poll"));
     }
+
+    #[test]
+    fn lost_connections_are_retried_and_refusals_are_not() {
+        let server = |code: &str| AdapterError::Server {
+            context: "streaming".into(),
+            severity: "FATAL".into(),
+            code: code.into(),
+            message: String::new(),
+        };
+        // Terminated by an administrator, connection failure, slot still held by the
+        // walsender of a killed connection: reconnect.
+        for code in ["57P01", "08006", "55006"] {
+            assert!(is_transient(&server(code)), "{code}");
+        }
+        // Bad password, missing slot, no privilege: report.
+        for code in ["28P01", "42704", "42501"] {
+            assert!(!is_transient(&server(code)), "{code}");
+        }
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(is_transient(&AdapterError::io("reading", reset)));
+        assert!(!is_transient(&AdapterError::Protocol { message: "bad message".into() }));
+    }
 }

@@ -33,7 +33,7 @@ const PING_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Connects, streams from `*resume` until stopped, and keeps `*resume` at the position up
 /// to which every transaction is recorded (where a reconnect starts). `connected` is set
-/// once the connection is up.
+/// once the stream has started.
 pub(super) async fn stream(
     slot: &ReplicationSlot,
     decoder: &mut PgOutputDecoder,
@@ -44,9 +44,10 @@ pub(super) async fn stream(
 ) -> Result<(), AdapterError> {
     let mut conn = WalSender::connect(&slot.url).await?;
     shared.backend_pid.store(conn.backend_pid(), Ordering::SeqCst);
-    *connected = true;
     decoder.reset();
     conn.start_logical(&slot.slot, *resume, &slot.publication).await?;
+    // Only now: a slot still held by another process (55006) is a failed attempt.
+    *connected = true;
     tracing::debug!(slot = %slot.slot, from = %lsn_text(*resume), pid = conn.backend_pid(), "streaming");
     let mut next_status = Instant::now();
     let mut next_ping = Instant::now();

@@ -281,6 +281,8 @@ impl WalSender {
             match tag {
                 b'd' => return parse_copy_data(body).map(Some),
                 b'N' => self.log_notice(&body),
+                // A reported setting that changed (harmless; not expected while streaming).
+                b'S' => {}
                 b'E' => return Err(server_error("streaming replication", &body)),
                 b'c' => {
                     let ended = std::io::Error::new(
@@ -407,6 +409,131 @@ fn protocol(message: impl Into<String>) -> AdapterError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::postgres::PgOutputDecoder;
+    use isocert_history::Scalar;
+
+    /// A backend message with its tag and length, the way the server frames it.
+    fn backend(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        out.extend(((body.len() + 4) as u32).to_be_bytes());
+        out.extend(body);
+        out
+    }
+
+    /// CopyData carrying XLogData with `payload` (walsender.c: `w`, dataStart, walEnd,
+    /// sendTime; logical walsenders put the commit's end in both positions of a
+    /// transaction's last message and 0 elsewhere).
+    fn xlogdata(lsn: u64, payload: &[u8]) -> Vec<u8> {
+        let mut body = vec![b'w'];
+        body.extend(lsn.to_be_bytes());
+        body.extend(lsn.to_be_bytes());
+        body.extend(777_000_000i64.to_be_bytes());
+        body.extend(payload);
+        backend(b'd', &body)
+    }
+
+    fn cstr(out: &mut Vec<u8>, s: &str) {
+        out.extend(s.as_bytes());
+        out.push(0);
+    }
+
+    /// pgoutput v1 Begin, Relation items(id int4 key, v int8), Insert (7, 70), Commit.
+    fn one_insert_transaction(commit_lsn: u64, end_lsn: u64) -> Vec<u8> {
+        let mut begin = vec![b'B'];
+        begin.extend(end_lsn.to_be_bytes());
+        begin.extend(5i64.to_be_bytes());
+        begin.extend(901u32.to_be_bytes());
+        let mut relation = vec![b'R'];
+        relation.extend(16400u32.to_be_bytes());
+        cstr(&mut relation, "public");
+        cstr(&mut relation, "items");
+        relation.push(b'f');
+        relation.extend(2u16.to_be_bytes());
+        for (name, oid) in [("id", 23u32), ("v", 20)] {
+            relation.push(1);
+            cstr(&mut relation, name);
+            relation.extend(oid.to_be_bytes());
+            relation.extend(u32::MAX.to_be_bytes());
+        }
+        let mut insert = vec![b'I'];
+        insert.extend(16400u32.to_be_bytes());
+        insert.push(b'N');
+        insert.extend(2u16.to_be_bytes());
+        for text in ["7", "70"] {
+            insert.push(b't');
+            insert.extend((text.len() as u32).to_be_bytes());
+            insert.extend(text.as_bytes());
+        }
+        let mut commit = vec![b'C', 0];
+        commit.extend(commit_lsn.to_be_bytes());
+        commit.extend(end_lsn.to_be_bytes());
+        commit.extend(5i64.to_be_bytes());
+        let mut out = xlogdata(0, &begin);
+        out.extend(xlogdata(0, &relation));
+        out.extend(xlogdata(0, &insert));
+        out.extend(xlogdata(end_lsn, &commit));
+        out
+    }
+
+    /// A connection whose server side is `server` (already-sent bytes) and whose client
+    /// writes go to `client_out`.
+    fn connection(server: Vec<u8>, client_out: tokio::io::DuplexStream) -> WalSender {
+        WalSender {
+            reader: Box::new(std::io::Cursor::new(server)),
+            writer: Box::new(client_out),
+            buf: BytesMut::new(),
+            out: BytesMut::new(),
+            backend_pid: 4242,
+            peer: "test".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_stream_decodes_into_transactions_then_ends_with_the_servers_error() {
+        let mut server = one_insert_transaction(0x1_0000_0100, 0x1_0000_0130);
+        let mut keepalive = vec![b'k'];
+        keepalive.extend(0x1_0000_0200u64.to_be_bytes());
+        keepalive.extend(0i64.to_be_bytes());
+        keepalive.push(1);
+        server.extend(backend(b'd', &keepalive));
+        server.extend(backend(
+            b'E',
+            b"SFATAL\0VFATAL\0C57P01\0Mterminating connection due to administrator command\0\0",
+        ));
+        let (client_out, mut server_in) = tokio::io::duplex(1024);
+        let mut conn = connection(server, client_out);
+        let mut decoder = PgOutputDecoder::new([("items".to_string(), "id".to_string())]);
+        let mut txns = Vec::new();
+        let mut keepalives = Vec::new();
+        let err = loop {
+            match conn.next_message() {
+                Ok(Some(StreamMessage::XLogData { data, .. })) => txns.extend(decoder.feed(&data).unwrap()),
+                Ok(Some(StreamMessage::Keepalive { wal_end, reply_requested })) => {
+                    keepalives.push((wal_end, reply_requested));
+                    conn.send_status(0x1_0000_0130, false).await.unwrap();
+                }
+                Ok(None) => conn.receive().await.unwrap(),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(txns.len(), 1);
+        let txn = &txns[0];
+        assert_eq!((txn.xid, txn.commit_lsn, txn.end_lsn), (901, 0x1_0000_0100, 0x1_0000_0130));
+        assert_eq!(txn.changes[0].key, Scalar::Int(7));
+        assert_eq!(txn.changes[0].row.as_ref().unwrap()[1].1, Scalar::Int(70));
+        assert_eq!(keepalives, vec![(0x1_0000_0200, true)]);
+        let AdapterError::Server { code, .. } = &err else { panic!("{err}") };
+        assert_eq!(code, "57P01");
+        // The answer to the keepalive: CopyData holding a 34-byte status update.
+        let mut sent = [0u8; 39];
+        tokio::io::AsyncReadExt::read_exact(&mut server_in, &mut sent).await.unwrap();
+        assert_eq!(&sent[..5], &[b'd', 0, 0, 0, 38]);
+        assert_eq!(sent[5], b'r');
+        assert_eq!(&sent[6..14], &0x1_0000_0130u64.to_be_bytes());
+        // After the last byte the connection reads as closed.
+        let eof = conn.receive().await.unwrap_err();
+        assert!(eof.to_string().contains("closed the connection"), "{eof}");
+    }
 
     #[test]
     fn sasl_mechanism_lists_are_read_like_the_server_writes_them() {
