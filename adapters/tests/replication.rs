@@ -10,6 +10,19 @@ use isocert_adapters::postgres::{connect, ReplicationMode, ReplicationSlot};
 use isocert_adapters::EmbeddedPostgres;
 use isocert_history::Scalar;
 
+/// A fresh `(id, v)` table with full replica identity, and the admin connection that made it.
+async fn items_table(url: &str, table: &str) -> tokio_postgres::Client {
+    let admin = connect(url).await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id integer PRIMARY KEY, v bigint NOT NULL); \
+             ALTER TABLE {table} REPLICA IDENTITY FULL"
+        ))
+        .await
+        .unwrap();
+    admin
+}
+
 /// The server under test: `$ISOCERT_TEST_PG` when set, else a private embedded one.
 fn server() -> (String, Option<EmbeddedPostgres>) {
     match std::env::var("ISOCERT_TEST_PG") {
@@ -90,14 +103,7 @@ fn kill_the_consumer_while_writers_run(mode: ReplicationMode) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let table = format!("repl_{mode}_{}", std::process::id());
-        let admin = connect(&url).await.unwrap();
-        admin
-            .batch_execute(&format!(
-                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id integer PRIMARY KEY, v bigint NOT NULL); \
-                 ALTER TABLE {table} REPLICA IDENTITY FULL"
-            ))
-            .await
-            .unwrap();
+        let admin = items_table(&url, &table).await;
         let slot = ReplicationSlot::create(&url, &format!("isocert_{table}"), &[&table]).await.unwrap();
         let consumer = slot.mode(mode).start();
 
@@ -116,8 +122,11 @@ fn kill_the_consumer_while_writers_run(mode: ReplicationMode) {
                         tokio::time::sleep(Duration::from_millis(150)).await;
                         let current = *pid.lock().unwrap();
                         if let Some(p) = current {
-                            let killed: bool =
-                                admin.query_one("SELECT pg_terminate_backend($1)", &[&p]).await.unwrap().get(0);
+                            let killed: bool = admin
+                                .query_one("SELECT pg_terminate_backend($1)", &[&p])
+                                .await
+                                .unwrap()
+                                .get(0);
                             kills += usize::from(killed);
                         }
                     }
@@ -180,7 +189,10 @@ fn kill_the_consumer_while_writers_run(mode: ReplicationMode) {
         assert!(log.txns().windows(2).all(|w| w[0].commit_lsn < w[1].commit_lsn));
 
         let left: i64 = admin
-            .query_one("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", &[&format!("isocert_{table}")])
+            .query_one(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+                &[&format!("isocert_{table}")],
+            )
             .await
             .unwrap()
             .get(0);
@@ -195,19 +207,13 @@ fn the_stream_records_commits_as_they_happen_and_finishes_when_idle() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let table = format!("live_{}", std::process::id());
-        let admin = connect(&url).await.unwrap();
-        admin
-            .batch_execute(&format!(
-                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id integer PRIMARY KEY, v bigint NOT NULL); \
-                 ALTER TABLE {table} REPLICA IDENTITY FULL"
-            ))
-            .await
-            .unwrap();
+        let admin = items_table(&url, &table).await;
 
         // Nothing committed: finish returns an empty log (the stream learns it is caught up
         // from the server's keepalive, there is no commit to see).
         let idle = ReplicationSlot::create(&url, &format!("isocert_idle_{table}"), &[&table]).await.unwrap();
-        let log = tokio::time::timeout(Duration::from_secs(60), idle.start().finish()).await.unwrap().unwrap();
+        let log =
+            tokio::time::timeout(Duration::from_secs(60), idle.start().finish()).await.unwrap().unwrap();
         assert!(log.is_empty(), "{} transactions from an idle table", log.len());
 
         // Commits are recorded while the consumer runs, before anyone calls finish.

@@ -354,6 +354,7 @@ fn run_json(args: &RunArgs, stats: &RunStats, r: Option<&PostgresRecovery>) -> s
             "resolved_committed": r.stats.resolved_committed,
             "resolved_aborted": r.stats.resolved_aborted,
             "version_sets": r.stats.version_sets,
+            "item_read_versions": r.stats.item_read_versions,
             "rechecked_rows": r.stats.rechecked_rows,
             "serialization_cycle": r.stats.serialization_cycle,
             "warnings": r.warnings,
@@ -376,7 +377,7 @@ fn write_run_json(
 fn summary(stats: &RunStats, r: &PostgresRecovery, out: &Path) -> String {
     format!(
         "run: {} committed of {} attempts in {:.2}s ({:.0} committed/s); recovered {} commits, {} row versions, \
-         {} version sets ({} rows re-checked at read committed); certificate complete {:.3}s after the last commit; \
+         {} version sets, {} item reads' versions ({} rows re-checked at read committed); certificate complete {:.3}s after the last commit; \
          files in {}",
         stats.committed,
         stats.attempts,
@@ -385,6 +386,7 @@ fn summary(stats: &RunStats, r: &PostgresRecovery, out: &Path) -> String {
         r.stats.logged_txns,
         r.stats.logged_changes,
         r.stats.version_sets,
+        r.stats.item_read_versions,
         r.stats.rechecked_rows,
         stats.recovery_lag_secs.unwrap_or_default(),
         out.display()

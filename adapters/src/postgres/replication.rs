@@ -215,7 +215,8 @@ async fn drop_slot(client: &Client, slot: &str, publication: &str) -> Result<(),
         .map_err(|e| AdapterError::db(format!("dropping publication {publication}"), e))
 }
 
-fn quote_ident(name: &str) -> String {
+/// A SQL identifier, double-quoted (slot, publication and table names).
+pub(super) fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 

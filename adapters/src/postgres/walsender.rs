@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_postgres::config::{Config, Host, SslMode};
 
+use super::replication::quote_ident;
 use super::walsender_wire::{
     lsn_text, next_frame, parse_copy_data, parse_notice, postgres_now_micros, server_error,
     standby_status_update, Frame, StreamMessage,
@@ -398,10 +399,6 @@ fn auth_method_name(code: i32) -> String {
     }
 }
 
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
 fn protocol(message: impl Into<String>) -> AdapterError {
     AdapterError::Protocol { message: format!("replication connection: {}", message.into()) }
 }
@@ -412,24 +409,13 @@ mod tests {
     use crate::postgres::PgOutputDecoder;
     use isocert_history::Scalar;
 
-    /// A backend message with its tag and length, the way the server frames it.
-    fn backend(tag: u8, body: &[u8]) -> Vec<u8> {
-        let mut out = vec![tag];
-        out.extend(((body.len() + 4) as u32).to_be_bytes());
-        out.extend(body);
-        out
-    }
+    use crate::postgres::walsender_wire::tests::backend;
 
     /// CopyData carrying XLogData with `payload` (walsender.c: `w`, dataStart, walEnd,
     /// sendTime; logical walsenders put the commit's end in both positions of a
     /// transaction's last message and 0 elsewhere).
     fn xlogdata(lsn: u64, payload: &[u8]) -> Vec<u8> {
-        let mut body = vec![b'w'];
-        body.extend(lsn.to_be_bytes());
-        body.extend(lsn.to_be_bytes());
-        body.extend(777_000_000i64.to_be_bytes());
-        body.extend(payload);
-        backend(b'd', &body)
+        backend(b'd', &crate::postgres::walsender_wire::tests::xlogdata(lsn, 777_000_000, payload))
     }
 
     fn cstr(out: &mut Vec<u8>, s: &str) {

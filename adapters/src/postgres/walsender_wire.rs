@@ -175,11 +175,11 @@ fn protocol(message: impl Into<String>) -> AdapterError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A backend message with its tag and length, the way the server frames it.
-    fn backend(tag: u8, body: &[u8]) -> Vec<u8> {
+    pub(crate) fn backend(tag: u8, body: &[u8]) -> Vec<u8> {
         let mut out = vec![tag];
         out.extend(((body.len() + 4) as u32).to_be_bytes());
         out.extend(body);
@@ -187,7 +187,7 @@ mod tests {
     }
 
     /// An XLogData CopyData body as walsender.c's WalSndPrepareWrite lays it out.
-    fn xlogdata(lsn: u64, send_time: i64, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn xlogdata(lsn: u64, send_time: i64, payload: &[u8]) -> Vec<u8> {
         let mut out = vec![b'w'];
         out.extend(lsn.to_be_bytes());
         out.extend(lsn.to_be_bytes());
