@@ -32,12 +32,14 @@ pub(crate) fn closed_universe_certificate(h: &History) -> Result<Certificate, St
                 _ => return Err("it holds operations other than reads, writes and predicate reads".into()),
             };
             match mutator.insert(obj, (t, value)) {
-                Some((other, _)) if other != t => return Err(format!(
+                Some((other, _)) if other != t => {
+                    return Err(format!(
                     "{} is mutated by both {} and {} (the closed universe mutates each key once after :init)",
                     h.object_label(obj),
                     h.txn_label(other),
                     h.txn_label(t)
-                )),
+                ))
+                }
                 _ => {}
             }
         }
