@@ -50,7 +50,17 @@ pub(crate) fn read_logs(dir: &Path) -> Result<CobraReader, FormatError> {
         .collect();
     files.sort_by_key(|p| session_name(p));
     if files.is_empty() {
-        return Err(FormatError::invalid(0, "directory", "no *.log files").in_file(dir));
+        let king_cobra = dir.join("history").is_dir() && dir.join("version_order.vo").is_file();
+        let hint = if king_cobra {
+            format!(
+                " (King Cobra's layout: give {} with --certificate {})",
+                dir.join("history").display(),
+                dir.join("version_order.vo").display()
+            )
+        } else {
+            String::new()
+        };
+        return Err(FormatError::invalid(0, "directory", format!("no *.log files{hint}")).in_file(dir));
     }
     let mut reader = CobraReader::new();
     for file in &files {

@@ -196,3 +196,11 @@ fn writing_refuses_what_the_file_cannot_name() {
     let err = write_king_cobra_version_order(&h, &Certificate::default(), &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("no version order"), "{err}");
 }
+
+#[test]
+fn a_king_cobra_example_directory_gets_a_hint() {
+    let dir = fixture("king-cobra/cyclic");
+    let err = Format::Cobra.read_path(&dir).unwrap_err().to_string();
+    assert!(err.contains("no *.log files (King Cobra's layout: give"), "{err}");
+    assert!(err.contains("--certificate") && err.contains("version_order.vo"), "{err}");
+}
