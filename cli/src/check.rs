@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use isocert_checker::{check, render_dot, render_json, render_text, CheckerKind, IsolationLevel};
+use isocert_checker::{check, render_dot, render_json, render_text, CheckError, CheckerKind, IsolationLevel};
 use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
 use isocert_oracle::Interpreter;
@@ -136,7 +136,21 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let result = check(&h, &cert, args.isolation, args.checker, &oracle);
     spinner.finish_and_clear();
-    let report = result?;
+    let report = match result {
+        Err(e @ CheckError::MissingCertificateData { .. })
+            if args.certificate.is_none() && cert.is_empty() =>
+        {
+            let carried = match args.format {
+                Format::V1 => "a v1 history".to_string(),
+                other => format!("this {other} history"),
+            };
+            return Err(anyhow::Error::new(e).context(format!(
+                "{carried} carries no certificate: give the one the database recovered with --certificate \
+                 (docs/FORMATS.md, \"Checking a foreign history\")"
+            )));
+        }
+        other => other?,
+    };
     tracing::info!(
         checker = %report.checker,
         txns = report.stats.txns,

@@ -234,3 +234,14 @@ fn closed_predicate_histories_are_certified_by_elimination() {
     let out = check("elle-closed-predicate-miss-twin.edn", "serializable");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
+
+#[test]
+fn a_foreign_history_without_a_certificate_says_what_to_give() {
+    let out = isocert(&["check", "--format", "plume", &fixture("plume-long-fork.txt"), "--isolation", "ser"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("this plume history carries no certificate") && err.contains("--certificate"),
+        "{err}"
+    );
+}
