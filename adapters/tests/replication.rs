@@ -218,7 +218,8 @@ fn the_stream_records_commits_as_they_happen_and_finishes_when_idle() {
 
         // Commits are recorded while the consumer runs, before anyone calls finish.
         let slot = ReplicationSlot::create(&url, &format!("isocert_{table}"), &[&table]).await.unwrap();
-        let consumer = slot.mode(ReplicationMode::Stream).start();
+        let mut consumer = slot.mode(ReplicationMode::Stream).start();
+        consumer.wait_started(Duration::from_secs(60)).await.expect("the stream starts");
         for i in 0..20i32 {
             admin.execute(&format!("INSERT INTO {table} (id, v) VALUES ($1, 1)"), &[&i]).await.unwrap();
         }
@@ -231,6 +232,26 @@ fn the_stream_records_commits_as_they_happen_and_finishes_when_idle() {
         let log = consumer.finish().await.unwrap();
         let keys: Vec<Scalar> = log.txns().iter().map(|t| t.changes[0].key.clone()).collect();
         assert_eq!(keys, (0..20).map(Scalar::Int).collect::<Vec<_>>());
+        admin.batch_execute(&format!("DROP TABLE {table}")).await.unwrap();
+    });
+}
+
+#[test]
+fn a_stream_that_cannot_start_is_reported_before_any_workload_runs() {
+    let (url, _pg) = server();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let table = format!("nostart_{}", std::process::id());
+        let admin = items_table(&url, &table).await;
+        let slot = ReplicationSlot::create(&url, &format!("isocert_{table}"), &[&table]).await.unwrap();
+        slot.drop().await.unwrap();
+        let mut consumer = slot.mode(ReplicationMode::Stream).start();
+        let err =
+            tokio::time::timeout(Duration::from_secs(60), consumer.wait_started(Duration::from_secs(30)))
+                .await
+                .expect("wait_started returns")
+                .expect_err("the slot is gone, so the stream cannot start");
+        assert!(err.to_string().contains("does not exist"), "{err}");
         admin.batch_execute(&format!("DROP TABLE {table}")).await.unwrap();
     });
 }

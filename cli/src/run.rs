@@ -222,7 +222,15 @@ async fn run_workload(
             let slot = ReplicationSlot::create(url, &name, &[cfg.kind.table()])
                 .await
                 .context("creating the logical replication slot")?;
-            Some(slot.mode(mode).poll_interval(interval).start())
+            let mut consumer = slot.mode(mode).poll_interval(interval).start();
+            consumer.wait_started(Duration::from_secs(60)).await.with_context(|| match mode {
+                ReplicationMode::Stream => {
+                    "starting logical replication (streaming; `--replication poll` reads the slot over an \
+                     ordinary connection if replication connections are refused)"
+                }
+                ReplicationMode::Poll => "starting logical replication",
+            })?;
+            Some(consumer)
         }
         None => None,
     };

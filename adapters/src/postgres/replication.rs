@@ -13,7 +13,7 @@
 //! position, so nothing is lost or doubled. [`ReplicationConsumer::finish`] waits until
 //! everything committed so far is recorded, then drops the slot and the publication.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -231,6 +231,9 @@ pub(super) struct Shared {
     pub(super) wanted: AtomicU64,
     /// Backend pid of the consumer's current connection (0: none).
     pub(super) backend_pid: AtomicI32,
+    /// Whether a connection has been fully set up once (streaming started, or the first
+    /// poll connection made).
+    pub(super) started: AtomicBool,
     reconnects: AtomicU64,
     pub(super) progress: Notify,
     /// Wakes the consumer to read or ask now.
@@ -263,6 +266,28 @@ impl ReplicationConsumer {
         self.shared.reconnects.load(Ordering::SeqCst)
     }
 
+    /// Waits until the consumer has connected and started reading the slot, so that a
+    /// server refusing replication connections (or the slot) is reported before a workload
+    /// runs rather than when it is finished.
+    ///
+    /// # Errors
+    /// The consumer's error if it gave up, or [`AdapterError::Protocol`] after `timeout`.
+    pub async fn wait_started(&mut self, timeout: Duration) -> Result<(), AdapterError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.shared.started.load(Ordering::SeqCst) {
+            if self.task.is_finished() {
+                return Err(stopped_early(&mut self.task).await);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(AdapterError::Protocol {
+                    message: format!("the replication consumer did not connect within {timeout:?}"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
     /// Waits until every transaction that committed before WAL position `lsn` is recorded.
     ///
     /// # Errors
@@ -276,15 +301,7 @@ impl ReplicationConsumer {
                 return Ok(());
             }
             if self.task.is_finished() {
-                return match (&mut self.task).await {
-                    Ok(Ok(())) => {
-                        Err(AdapterError::Protocol { message: "replication consumer stopped early".into() })
-                    }
-                    Ok(Err(e)) => Err(e),
-                    Err(e) => {
-                        Err(AdapterError::Protocol { message: format!("replication consumer panicked: {e}") })
-                    }
-                };
+                return Err(stopped_early(&mut self.task).await);
             }
             let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
         }
@@ -312,6 +329,15 @@ impl ReplicationConsumer {
         }
         dropped?;
         Ok(std::mem::take(&mut *self.shared.log.lock().expect("log lock")))
+    }
+}
+
+/// Why a finished consumer task stopped before it was asked to.
+async fn stopped_early(task: &mut JoinHandle<Result<(), AdapterError>>) -> AdapterError {
+    match task.await {
+        Ok(Ok(())) => AdapterError::Protocol { message: "replication consumer stopped early".into() },
+        Ok(Err(e)) => e,
+        Err(e) => AdapterError::Protocol { message: format!("replication consumer panicked: {e}") },
     }
 }
 

@@ -46,6 +46,7 @@ pub(super) async fn poll(
         .get(0);
     shared.backend_pid.store(pid, Ordering::SeqCst);
     *connected = true;
+    shared.started.store(true, Ordering::SeqCst);
     decoder.reset();
     poll_until_stopped(slot, &client, decoder, shared, stop).await
 }

@@ -48,6 +48,7 @@ pub(super) async fn stream(
     conn.start_logical(&slot.slot, *resume, &slot.publication).await?;
     // Only now: a slot still held by another process (55006) is a failed attempt.
     *connected = true;
+    shared.started.store(true, Ordering::SeqCst);
     tracing::debug!(slot = %slot.slot, from = %lsn_text(*resume), pid = conn.backend_pid(), "streaming");
     let mut next_status = Instant::now();
     let mut next_ping = Instant::now();
