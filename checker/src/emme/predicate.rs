@@ -300,21 +300,7 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         missing.sort_unstable();
         missing.dedup();
         for (obj, w) in missing {
-            items.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::CertificateContradiction,
-                    vec![t],
-                    format!(
-                        "the version set of {} op {} names {}'s version of {}, which the version order does not have",
-                        h.txn_label(t),
-                        i,
-                        h.txn_label(TxnId(w)),
-                        h.object_label(obj)
-                    ),
-                )
-                .with_ops(vec![opref])
-                .with_objects(vec![obj]),
-            );
+            items.anomalies.push(unordered_version(h, t, i, obj, TxnId(w)));
         }
         self.infos[pred.index()] = Some(info);
         Ok(())
@@ -474,21 +460,7 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         self.compare_results(t, i, op, &expected, items);
         missing.sort_unstable();
         for (obj, w) in missing {
-            items.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::CertificateContradiction,
-                    vec![t],
-                    format!(
-                        "the version set of {} op {} names {}'s version of {}, which the version order does not have",
-                        h.txn_label(t),
-                        i,
-                        h.txn_label(TxnId(w)),
-                        h.object_label(obj)
-                    ),
-                )
-                .with_ops(vec![OpRef { txn: t, op: i }])
-                .with_objects(vec![obj]),
-            );
+            items.anomalies.push(unordered_version(h, t, i, obj, TxnId(w)));
         }
         Ok(())
     }
@@ -567,4 +539,20 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
             );
         }
     }
+}
+
+/// A version set names a writer's version the version order does not have.
+fn unordered_version(h: &History, t: TxnId, op: u32, obj: ObjId, writer: TxnId) -> Anomaly {
+    Anomaly::new(
+        AnomalyKind::CertificateContradiction,
+        vec![t],
+        format!(
+            "the version set of {} op {op} names {}'s version of {}, which the version order does not have",
+            h.txn_label(t),
+            h.txn_label(writer),
+            h.object_label(obj)
+        ),
+    )
+    .with_ops(vec![OpRef { txn: t, op }])
+    .with_objects(vec![obj])
 }
