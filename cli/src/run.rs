@@ -35,7 +35,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "URL")]
     db: Option<String>,
     /// The workload: `kv` (item operations), `predicate` (range reads, predicate updates and
-    /// deletes, aggregates) or `skew` (write skew, allowed by repeatable read).
+    /// deletes, aggregates), `skew` (write skew, allowed by repeatable read) or `mini`
+    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes).
     #[arg(long, value_name = "KIND")]
     workload: WorkloadKind,
     /// The level the transactions run at: serializable, repeatable-read or read-committed.

@@ -231,6 +231,40 @@ fn repeatable_read_kv_without_deletes_is_snapshot_isolation() {
     assert!(si.is_valid(), "{}", r.explain("rr-nodel", &si));
 }
 
+/// Mini-transactions (MTC's shapes: one or two reads, read-modify-writes of read keys):
+/// certified at serializable by Emme and Enne and, having no deletes, at repeatable read as
+/// snapshot isolation; at read committed their read-modify-writes lose updates, which
+/// serializability forbids.
+#[test]
+fn mini_transactions_certify_where_postgres_promises_and_lose_updates_at_read_committed() {
+    let Some((url, _pg)) = server("mini") else { return };
+    let ser = run(&url, &config(WorkloadKind::Mini, Isolation::Serializable, 1000, 8, 8), 0);
+    assert!(committed(&ser.history) >= 1000);
+    assert!(
+        ser.history.txns.iter().all(|t| t.ops.len() <= 4),
+        "a transaction longer than a mini-transaction"
+    );
+    assert_every_committed_write_recovered(&ser);
+    let report = ser.check(IsolationLevel::Serializable);
+    assert!(report.is_valid(), "{}", ser.explain("mini-ser", &report));
+    let enne = check(
+        &ser.history,
+        &ser.recovered.certificate,
+        IsolationLevel::Serializable,
+        CheckerKind::Enne,
+        &ser.interpreter,
+    )
+    .expect("enne runs");
+    assert!(enne.is_valid(), "{}", ser.explain("mini-ser-enne", &enne));
+    let rr = run(&url, &config(WorkloadKind::Mini, Isolation::RepeatableRead, 1000, 8, 9), 0);
+    let si = rr.check(IsolationLevel::SnapshotIsolation);
+    assert!(si.is_valid(), "{}", rr.explain("mini-rr", &si));
+    let rc = run(&url, &config(WorkloadKind::Mini, Isolation::ReadCommitted, 1000, 4, 10), 0);
+    let as_rc = rc.check(IsolationLevel::ReadCommitted);
+    assert!(as_rc.is_valid(), "{}", rc.explain("mini-rc", &as_rc));
+    assert!(!rc.check(IsolationLevel::Serializable).is_valid(), "no lost update at read committed");
+}
+
 #[test]
 fn killing_the_replication_connection_mid_run_loses_no_version() {
     let Some((url, _pg)) = server("kill") else { return };

@@ -15,13 +15,16 @@ pub enum WorkloadKind {
     Predicate,
     /// Read two keys of a pair, write one of them: write skew, which repeatable read allows.
     Skew,
+    /// Mini-transactions (MTC's design): one or two item reads and at most two writes, each
+    /// write a read-modify-write of a key the transaction read, on table `kv`; no deletes.
+    Mini,
 }
 
 impl WorkloadKind {
     /// The table the workload runs on.
     pub fn table(self) -> &'static str {
         match self {
-            WorkloadKind::Kv | WorkloadKind::Skew => "kv",
+            WorkloadKind::Kv | WorkloadKind::Skew | WorkloadKind::Mini => "kv",
             WorkloadKind::Predicate => "items",
         }
     }
@@ -32,6 +35,7 @@ impl WorkloadKind {
             WorkloadKind::Kv => "kv",
             WorkloadKind::Predicate => "predicate",
             WorkloadKind::Skew => "skew",
+            WorkloadKind::Mini => "mini",
         }
     }
 }
@@ -50,10 +54,11 @@ impl FromStr for WorkloadKind {
             "kv" => WorkloadKind::Kv,
             "predicate" | "pred" => WorkloadKind::Predicate,
             "skew" | "write-skew" => WorkloadKind::Skew,
+            "mini" | "mt" | "mini-transactions" => WorkloadKind::Mini,
             _ => {
                 return Err(WorkloadError::config(
                     "workload",
-                    format!("unknown workload {s:?}: use kv, predicate or skew"),
+                    format!("unknown workload {s:?}: use kv, predicate, skew or mini"),
                 ))
             }
         })
@@ -259,7 +264,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_bad_names_are_errors() {
-        for k in [WorkloadKind::Kv, WorkloadKind::Predicate, WorkloadKind::Skew] {
+        for k in [WorkloadKind::Kv, WorkloadKind::Predicate, WorkloadKind::Skew, WorkloadKind::Mini] {
             assert_eq!(k.as_str().parse::<WorkloadKind>().unwrap(), k);
         }
         for i in [Isolation::Serializable, Isolation::RepeatableRead, Isolation::ReadCommitted] {

@@ -63,6 +63,7 @@ impl Planner {
             WorkloadKind::Kv => self.kv_plan(&mut rng),
             WorkloadKind::Skew => self.skew_plan(&mut rng),
             WorkloadKind::Predicate => self.predicate_plan(&mut rng),
+            WorkloadKind::Mini => self.mini_plan(&mut rng),
         };
         if self.deletes {
             plan
@@ -119,6 +120,22 @@ impl Planner {
             steps.push(Step::Upsert { key, columns: Vec::new() });
         }
         steps
+    }
+
+    /// A mini-transaction (MTC, Definition 8): one or two reads and at most two writes,
+    /// each write preceded by a read of its key (a read-modify-write), on distinct keys.
+    fn mini_plan(&self, rng: &mut ChaCha8Rng) -> Vec<Step> {
+        let x = self.key(rng);
+        // A second key, distinct from the first (none when the table has a single row).
+        let y = (0..16).map(|_| self.key(rng)).find(|&k| k != x);
+        let shape = rng.random_range(0u32..100);
+        match (shape, y) {
+            (0..20, _) | (20..35, None) => vec![Step::Read { key: x }],
+            (20..35, Some(y)) => vec![Step::Read { key: x }, Step::Read { key: y }],
+            (35..65, _) | (65.., None) => vec![Step::ReadModifyWrite { key: x }],
+            (65..80, Some(y)) => vec![Step::Read { key: y }, Step::ReadModifyWrite { key: x }],
+            (_, Some(y)) => vec![Step::ReadModifyWrite { key: x }, Step::ReadModifyWrite { key: y }],
+        }
     }
 
     fn item_columns(&self, rng: &mut ChaCha8Rng) -> Vec<i64> {
@@ -287,5 +304,37 @@ mod tests {
         assert!(steps.iter().any(|s| matches!(s, Step::Aggregate { function: AggregateFn::Min, .. })));
         assert!(steps.iter().any(|s| matches!(s, Step::Aggregate { function: AggregateFn::Max, .. })));
         assert!(steps.iter().any(|s| matches!(s, Step::Upsert { .. })));
+    }
+
+    #[test]
+    fn mini_plans_are_mini_transactions() {
+        let p = Planner::new(&WorkloadConfig::new(WorkloadKind::Mini, Isolation::Serializable));
+        let mut shapes = std::collections::BTreeSet::new();
+        for i in 0..500 {
+            let plan = p.plan(i);
+            let (mut reads, mut writes, mut keys) = (0, 0, Vec::new());
+            for step in &plan {
+                match step {
+                    Step::Read { .. } => reads += 1,
+                    Step::ReadModifyWrite { .. } => {
+                        reads += 1;
+                        writes += 1;
+                    }
+                    other => panic!("a mini-transaction has {other:?}"),
+                }
+                let (Step::Read { key } | Step::ReadModifyWrite { key }) = step else { unreachable!() };
+                keys.push(*key);
+            }
+            assert!((1..=2).contains(&reads) && writes <= 2, "plan {i}: {plan:?}");
+            let distinct: std::collections::BTreeSet<_> = keys.iter().collect();
+            assert_eq!(distinct.len(), keys.len(), "plan {i} touches a key twice: {plan:?}");
+            shapes.insert((reads, writes));
+        }
+        let every = [(1, 0), (2, 0), (1, 1), (2, 1), (2, 2)].into_iter().collect();
+        assert_eq!(shapes, every, "every mini-transaction shape occurs");
+        let mut one = WorkloadConfig::new(WorkloadKind::Mini, Isolation::Serializable);
+        one.keys = 1;
+        let p = Planner::new(&one);
+        assert!((0..100).all(|i| p.plan(i).len() == 1), "one row: one operation per transaction");
     }
 }

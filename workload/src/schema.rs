@@ -39,7 +39,7 @@ impl Schema {
     /// The schema of a workload.
     pub(crate) fn of(kind: WorkloadKind) -> &'static Schema {
         match kind {
-            WorkloadKind::Kv | WorkloadKind::Skew => &KV,
+            WorkloadKind::Kv | WorkloadKind::Skew | WorkloadKind::Mini => &KV,
             WorkloadKind::Predicate => &ITEMS,
         }
     }
