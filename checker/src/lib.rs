@@ -14,8 +14,8 @@
 //! - **Enne** replays the committed transactions in the certificate's serialization order
 //!   and compares every read with the replayed state.
 //!
-//! Reports render as text ([`render_text`]), JSON ([`render_json`]) and Graphviz
-//! ([`render_dot`]).
+//! Reports render as text ([`render_text`]), JSON ([`render_json`]), Graphviz
+//! ([`render_dot`]) and a self-contained HTML page ([`render_html`]).
 //!
 //! ```
 //! use isocert_checker::{check, AnomalyKind, CheckerKind, IsolationLevel};
@@ -48,16 +48,19 @@ mod colindex;
 mod emme;
 mod enne;
 mod error;
+mod html;
 mod level;
 mod render;
 mod report;
 mod values;
 mod versions;
+mod words;
 
 pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions};
 pub use check::{check, resolve};
 pub use chronos::{check_chronos, check_chronos_kv};
 pub use error::CheckError;
+pub use html::{render_html, GraphLayout, HtmlOptions};
 pub use level::{CheckerKind, IsolationLevel, ParseNameError};
-pub use render::{render_dot, render_json, render_text};
+pub use render::{render_dot, render_json, render_text, render_text_verbose};
 pub use report::{Anomaly, AnomalyKind, CheckStats, Edge, EdgeKind, Report};

@@ -6,11 +6,26 @@ use std::fmt::Write as _;
 use isocert_history::{History, ObjId, OpRef, TxnId};
 use serde_json::{json, Value as Json};
 
-use crate::{Anomaly, Edge, Report};
+use crate::{Anomaly, AnomalyKind, Edge, Report};
 
-/// The report as text for a terminal: the verdict, then each anomaly with its explanation
-/// and, for cycles, one line per edge.
+/// The report as text for a terminal: the verdict, a table of the anomalies per class, then
+/// each anomaly in plain words with, for cycles, one line per dependency saying why it
+/// orders its two transactions.
 pub fn render_text(report: &Report, h: &History) -> String {
+    text(report, h, false)
+}
+
+/// [`render_text`] plus the internal detail (`-v`): per dependency its kind, object and
+/// operation (`T5#2` is T5's operation at index 2), and the operations each anomaly names.
+pub fn render_text_verbose(report: &Report, h: &History) -> String {
+    text(report, h, true)
+}
+
+fn op_label(h: &History, op: OpRef) -> String {
+    format!("{}#{}", h.txn_label(op.txn), op.op)
+}
+
+fn text(report: &Report, h: &History, verbose: bool) -> String {
     let mut out = String::new();
     let verdict = if report.is_valid() { "VALID" } else { "INVALID" };
     let _ = writeln!(
@@ -22,6 +37,29 @@ pub fn render_text(report: &Report, h: &History) -> String {
         report.anomalies.len(),
         if report.anomalies.len() == 1 { "y" } else { "ies" }
     );
+    if !report.anomalies.is_empty() {
+        let mut counts: Vec<(AnomalyKind, usize)> = Vec::new();
+        for a in &report.anomalies {
+            match counts.iter_mut().find(|(k, _)| *k == a.kind) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((a.kind, 1)),
+            }
+        }
+        counts.sort();
+        let width = counts.iter().map(|(k, _)| k.as_str().len()).max().unwrap_or(5).max(5);
+        let _ = writeln!(out, "\n  {:<width$}  {:>6}  what it means", "class", "count");
+        for (kind, count) in counts {
+            let _ = writeln!(
+                out,
+                "  {:<width$}  {count:>6}  {}",
+                kind.as_str(),
+                crate::words::class_meaning(kind)
+            );
+        }
+    }
+    if !report.notes.is_empty() {
+        out.push('\n');
+    }
     for note in &report.notes {
         let _ = writeln!(out, "note: {note}");
     }
@@ -29,17 +67,30 @@ pub fn render_text(report: &Report, h: &History) -> String {
         let txns: Vec<String> = a.txns.iter().map(|&t| h.txn_label(t)).collect();
         let _ = writeln!(out, "\n[{}] {} ({})", i + 1, a.kind, txns.join(", "));
         let _ = writeln!(out, "    {}", a.explanation);
+        if verbose && !a.ops.is_empty() {
+            let ops: Vec<String> = a.ops.iter().map(|&op| op_label(h, op)).collect();
+            let _ = writeln!(out, "    operations: {}", ops.join(", "));
+        }
         if !a.cycle.is_empty() {
-            let _ = writeln!(out, "    cycle:");
+            let _ = writeln!(out, "    the cycle, one dependency per line:");
             for e in &a.cycle {
                 let _ = writeln!(
                     out,
-                    "      {} --{}--> {}: {}",
+                    "      {} -> {} ({}): {}",
                     h.txn_label(e.from),
-                    e.kind,
                     h.txn_label(e.to),
+                    crate::words::edge_meaning(e.kind),
                     e.explanation
                 );
+                if verbose {
+                    let _ = writeln!(
+                        out,
+                        "        [edge {}, object {}, operation {}]",
+                        e.kind,
+                        e.obj.map_or("-".to_string(), |o| h.object_label(o)),
+                        e.op.map_or("-".to_string(), |op| op_label(h, op))
+                    );
+                }
             }
         }
     }

@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use isocert_checker::{check, render_dot, render_json, render_text, CheckError, CheckerKind, IsolationLevel};
+use isocert_checker::{
+    check, render_dot, render_html, render_json, render_text, render_text_verbose, CheckError, CheckerKind,
+    GraphLayout, HtmlOptions, IsolationLevel, Report,
+};
 use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
 use isocert_oracle::Interpreter;
@@ -44,6 +47,18 @@ pub(crate) struct CheckArgs {
     /// Also write the counterexamples as a Graphviz DOT graph to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) dot: Option<PathBuf>,
+    /// Also write a self-contained HTML report to FILE: a summary, each anomaly's cycle
+    /// drawn as a graph, a timeline of its transactions, the certificate facts behind every
+    /// edge (docs/REPORTS.md).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
+    /// How the HTML report lays out graphs: auto (Graphviz `dot` when installed, else
+    /// built-in), graphviz or builtin.
+    #[arg(long, default_value = "auto", value_name = "LAYOUT")]
+    pub(crate) html_layout: GraphLayout,
+    /// How many anomalies the HTML report draws in full; the list of all follows them.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub(crate) html_drawn: usize,
     /// The format of HISTORY: v1, chronos, elle, elle-json, dbcop, dbcop-hist,
     /// dbcop-bincode, plume (PolySI/IsoVista/AWDIT text), cobra (a log directory) or viper
     /// (a log directory); see docs/FORMATS.md. CERT is a v1 certificate (or a King Cobra
@@ -162,11 +177,36 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(path, render_dot(&report, &h))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &args.html {
+        let opts = HtmlOptions { layout: args.html_layout, drawn: args.html_drawn, context: Vec::new() };
+        write_html(path, &report, &h, &cert, &opts)?;
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&render_json(&report, &h))?)?;
     } else {
-        write!(out, "{}", render_text(&report, &h))?;
+        write!(out, "{}", text_report(&report, &h))?;
     }
     Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
+}
+
+/// Writes the HTML report to `path`, naming the file in errors.
+pub(crate) fn write_html(
+    path: &Path,
+    report: &Report,
+    h: &History,
+    cert: &Certificate,
+    opts: &HtmlOptions,
+) -> anyhow::Result<()> {
+    std::fs::write(path, render_html(report, h, cert, opts))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The text report, with the internal detail when `-v` was given.
+pub(crate) fn text_report(report: &Report, h: &History) -> String {
+    if crate::verbose() {
+        render_text_verbose(report, h)
+    } else {
+        render_text(report, h)
+    }
 }

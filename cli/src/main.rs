@@ -4,6 +4,7 @@
 //! returning the process exit code: 0 valid, 1 anomalies found, 2 unusable input or error.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
             return if e.use_stderr() { exit::error() } else { exit::valid() };
         }
     };
+    VERBOSE.store(cli.verbose, Ordering::Relaxed);
     init_logging(cli.verbose);
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
@@ -55,6 +57,14 @@ fn main() -> ExitCode {
             exit::error()
         }
     }
+}
+
+/// How many `-v` were given (set once at start).
+static VERBOSE: AtomicU8 = AtomicU8::new(0);
+
+/// Whether `-v` was given: text reports then show their internal detail.
+pub(crate) fn verbose() -> bool {
+    VERBOSE.load(Ordering::Relaxed) > 0
 }
 
 fn init_logging(verbose: u8) {

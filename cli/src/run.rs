@@ -5,8 +5,8 @@
 //! replication consumer runs during the whole workload; when the workload ends, recovery
 //! only waits for the last commits to be decoded. Everything lands in `--out`:
 //! `history.jsonl` and `certificate.json` (which `isocert check` re-checks to the same
-//! verdict), `report.json`/`report.txt` (the check) and `run.json` (throughput, lag,
-//! recovery counts).
+//! verdict), `report.json`/`report.txt`/`report.html` (the check) and `run.json`
+//! (throughput, lag, recovery counts).
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -18,7 +18,7 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_adapters::postgres::{ReplicationConsumer, ReplicationMode, ReplicationSlot};
 use isocert_adapters::EmbeddedPostgres;
-use isocert_checker::{check, render_json, render_text, CheckerKind, IsolationLevel, Report};
+use isocert_checker::{check, render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
 use isocert_history::{v1, History};
 use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::{recover_postgres, PostgresRecovery, RawLog};
@@ -71,7 +71,7 @@ pub(crate) struct RunArgs {
     /// certify repeatable read as snapshot isolation without that behaviour.
     #[arg(long)]
     no_deletes: bool,
-    /// Directory for history.jsonl, certificate.json, report.json, report.txt and run.json.
+    /// Directory for history.jsonl, certificate.json, report.json, report.txt, report.html and run.json.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Run the workload without the replication consumer and without checking (for
@@ -92,6 +92,10 @@ pub(crate) struct RunArgs {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Where to write the HTML report (summary, each anomaly's graph and timeline,
+    /// docs/REPORTS.md) [default: report.html in --out].
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 /// Timings and counts of one run, written to run.json.
@@ -194,6 +198,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .context("checking the recovered certificate")?;
     stats.check_secs = Some(started.elapsed().as_secs_f64());
     write_reports(&args.out, &report, &history)?;
+    let html = args.html.clone().unwrap_or_else(|| args.out.join("report.html"));
+    let opts = HtmlOptions { context: html_context(&args, &stats), ..HtmlOptions::default() };
+    crate::check::write_html(&html, &report, &history, &recovered.certificate, &opts)?;
     write_run_json(&args.out, &args, &stats, Some(&recovered))?;
 
     if args.json {
@@ -201,7 +208,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         out["run"] = run_json(&args, &stats, Some(&recovered));
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", render_text(&report, &history));
+        print!("{}", crate::check::text_report(&report, &history));
         println!("{}", summary(&stats, &recovered, &args.out));
     }
     Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
@@ -400,6 +407,43 @@ fn summary(stats: &RunStats, r: &PostgresRecovery, out: &Path) -> String {
         stats.recovery_lag_secs.unwrap_or_default(),
         out.display()
     )
+}
+
+/// The run's facts for the HTML report's summary (never the database URL: it may hold a password).
+fn html_context(args: &RunArgs, stats: &RunStats) -> Vec<(String, String)> {
+    let database = if args.db.is_some() { "PostgreSQL (--db)" } else { "PostgreSQL (throwaway, embedded)" };
+    let mut out = vec![
+        ("database".to_string(), database.to_string()),
+        (
+            "workload".to_string(),
+            format!(
+                "{} at {}, {} transactions, {} sessions, {} keys, seed {}",
+                args.workload.as_str(),
+                args.isolation.as_str(),
+                args.txns,
+                args.sessions,
+                args.keys,
+                args.seed
+            ),
+        ),
+        (
+            "throughput".to_string(),
+            format!(
+                "{} committed in {:.2}s ({:.0} committed/s)",
+                stats.committed,
+                stats.workload_secs,
+                stats.committed as f64 / stats.workload_secs.max(1e-9)
+            ),
+        ),
+        ("aborted attempts".to_string(), (stats.attempts - stats.committed).to_string()),
+    ];
+    if let Some(lag) = stats.recovery_lag_secs {
+        out.push((
+            "recovery lag".to_string(),
+            format!("certificate complete {lag:.3}s after the last commit"),
+        ));
+    }
+    out
 }
 
 /// Rejects an output path that exists and is not a directory.

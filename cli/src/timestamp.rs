@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use isocert_checker::{
-    check_chronos_kv, render_dot, render_json, render_text, Aion, AionDelay, AionOptions, CheckerKind, Report,
+    check_chronos_kv, render_dot, render_json, Aion, AionDelay, AionOptions, CheckerKind, HtmlOptions, Report,
 };
 use isocert_history::chronos::{read_chronos, ChronosReader};
 use isocert_history::formats::Format;
-use isocert_history::{read_kv_v1, v1, FormatError, History, KvHistory, KvV1Reader, Scalar, TxnId};
+use isocert_history::{
+    read_kv_v1, v1, Certificate, FormatError, History, KvHistory, KvV1Reader, Scalar, TxnId,
+};
 
 use crate::check::CheckArgs;
 use crate::exit;
@@ -126,11 +128,15 @@ fn output(args: &CheckArgs, report: &Report, kv: &KvHistory) -> anyhow::Result<E
         std::fs::write(path, render_dot(report, &labels))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &args.html {
+        let opts = HtmlOptions { layout: args.html_layout, drawn: args.html_drawn, context: Vec::new() };
+        crate::check::write_html(path, report, &labels, &Certificate::default(), &opts)?;
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&render_json(report, &labels))?)?;
     } else {
-        write!(out, "{}", render_text(report, &labels))?;
+        write!(out, "{}", crate::check::text_report(report, &labels))?;
     }
     Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
 }

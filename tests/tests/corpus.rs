@@ -144,7 +144,7 @@ fn dot_output_names_the_cycle() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("g2-item") && text.contains("installed the next version"), "{text}");
+    assert!(text.contains("g2-item") && text.contains("the next version, which"), "{text}");
     let graph = std::fs::read_to_string(&dot).unwrap();
     std::fs::remove_file(&dot).ok();
     assert!(graph.starts_with("digraph") && graph.matches("style=dashed").count() == 2, "{graph}");

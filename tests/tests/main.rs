@@ -2,4 +2,5 @@
 
 mod corpus;
 mod generated;
+mod html;
 mod postgres;

@@ -342,9 +342,24 @@ fn isocert_run_files_recheck_to_the_same_verdict() {
         let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("run --json prints JSON");
         assert_eq!(report["valid"], expected == 0);
         assert!(report["run"]["recovered"]["logged_txns"].as_u64().unwrap() > 0);
-        for file in ["history.jsonl", "certificate.json", "report.json", "report.txt", "run.json"] {
+        for file in
+            ["history.jsonl", "certificate.json", "report.json", "report.txt", "report.html", "run.json"]
+        {
             assert!(out.join(file).is_file(), "{file} missing");
         }
+        let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+        assert!(
+            html.contains("<dt>database</dt><dd>PostgreSQL (--db)</dd>"),
+            "the run's facts are in the HTML"
+        );
+        assert!(
+            html.contains(&format!("<dd>{workload} at {isolation}, 400 transactions")),
+            "the workload is in the HTML"
+        );
+        assert!(!html.contains(&url), "the HTML report never shows the database URL");
+        let sections = html.matches("<section class=\"anomaly\"").count();
+        let anomalies = report["anomalies"].as_array().unwrap().len();
+        assert_eq!(sections, anomalies.min(50), "one drawn section per anomaly, up to 50");
         let check = std::process::Command::new(bin)
             .arg("check")
             .arg(out.join("history.jsonl"))

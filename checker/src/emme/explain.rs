@@ -1,48 +1,69 @@
 //! One sentence per dependency edge, naming transactions, objects, values and operations.
 
-use isocert_history::{History, OpRef, TxnId};
+use isocert_history::{History, OpRef, TxnId, ValueId};
 
 use super::RawEdge;
 use crate::values::ValueStore;
-use crate::versions::{writer_label, VersionTable};
+use crate::versions::{writer_label, VersionTable, INITIAL};
 use crate::{Edge, EdgeKind};
 
-/// The explained form of `e`.
+/// The explained form of `e`: one sentence in the words of Adya's thesis (who wrote which
+/// version, which version a read saw, why that orders the two transactions). Operation
+/// indices are left to [`Edge::op`] (shown by `-v`).
 pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e: &RawEdge) -> Edge {
-    let version = |g: u32| {
+    let absent = |g: u32| vt.versions[g as usize].value == ValueId::ABSENT;
+    let obj = |g: u32| h.object_label(vt.versions[g as usize].obj);
+    let value = |g: u32| {
         let v = vt.versions[g as usize];
-        format!("{}={}", h.object_label(v.obj), values.label(v.obj, v.value))
+        values.label(v.obj, v.value)
     };
     let who = |g: u32| writer_label(h, vt.versions[g as usize].writer);
+    let initial = |g: u32| vt.versions[g as usize].writer == INITIAL;
+    // A version as a reader saw it: "kv[x] = 1 (written by T3)", "no row for t[4] (T9 had deleted it)".
+    let seen = |g: u32| match (absent(g), initial(g)) {
+        (true, true) => format!("no row for {} (it did not exist yet)", obj(g)),
+        (true, false) => format!("no row for {} ({} had deleted it)", obj(g), who(g)),
+        (false, true) => format!("{} = {} (its initial value)", obj(g), value(g)),
+        (false, false) => format!("{} = {} (written by {})", obj(g), value(g), who(g)),
+    };
+    // What a writer did: "wrote kv[x] = 2", "deleted t[4]".
+    let installed = |g: u32| {
+        if absent(g) {
+            format!("deleted {}", obj(g))
+        } else {
+            format!("wrote {} = {}", obj(g), value(g))
+        }
+    };
     let from = h.txn_label(TxnId(e.from));
     let to = h.txn_label(TxnId(e.to));
     let pred = |t: u32| {
         let op = &h.txn(TxnId(t)).ops[e.op as usize];
         let sql = op.predicate().map(|p| h.predicate(p).sql.to_string()).unwrap_or_default();
-        format!("{}'s predicate read `{sql}` (op {})", h.txn_label(TxnId(t)), e.op)
+        format!("{}'s predicate read `{sql}`", h.txn_label(TxnId(t)))
     };
     let explanation = match e.kind {
-        EdgeKind::Ww => format!("{from} installed {}; {to} installed the next version, {}", version(e.ver), version(e.aux)),
-        EdgeKind::Wr => format!("{to} read {} written by {from} (op {})", version(e.ver), e.op),
+        EdgeKind::Ww => format!(
+            "{from} {}; {to} then {}, the next version in the database's order",
+            installed(e.ver),
+            installed(e.aux)
+        ),
+        EdgeKind::Wr => format!("{to} saw {}", seen(e.ver)),
         EdgeKind::Rw => format!(
-            "{from} read {} written by {} (op {}); {to} installed the next version, {}",
-            version(e.ver),
-            who(e.ver),
-            e.op,
-            version(e.aux)
+            "{from} saw {}; {to} then {}, the next version, which {from} did not see",
+            seen(e.ver),
+            installed(e.aux)
         ),
         EdgeKind::PredicateWr => format!(
-            "{from} installed {}, which changes the matches of {}, and that read saw this version or a later one{}",
-            version(e.ver),
+            "{from} {}, which changes what {} matches, and that read saw this version or a later one{}",
+            installed(e.ver),
             pred(e.to),
-            if e.aux == u32::MAX || e.aux == e.ver { String::new() } else { format!(" ({})", version(e.aux)) }
+            if e.aux == u32::MAX || e.aux == e.ver { String::new() } else { format!(" ({})", seen(e.aux)) }
         ),
         EdgeKind::PredicateRw => format!(
-            "{} saw {} (by {}); {to} installed the later version {}, which changes its matches",
+            "{} saw {}; {to} then {}, a later version that changes its matches, which the read did not see",
             pred(e.from),
-            version(e.ver),
-            who(e.ver),
-            version(e.aux)
+            seen(e.ver),
+            installed(e.aux)
         ),
         EdgeKind::Session => format!("{from} precedes {to} in their session"),
         EdgeKind::StartDep => {
@@ -51,7 +72,12 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
                 let ts = if start { txn.start_ts } else { txn.commit_ts };
                 ts.map_or("?".to_string(), |ts| ts.to_string())
             };
-            format!("{from} committed at {}, no later than {to} started at {}", ts(e.from, false), ts(e.to, true))
+            format!(
+                "{from} committed (commit_ts {}) no later than {to} started (start_ts {}), so {to}'s snapshot \
+                 includes {from}",
+                ts(e.from, false),
+                ts(e.to, true)
+            )
         }
     };
     let obj = (e.ver != u32::MAX && e.kind != EdgeKind::StartDep).then(|| vt.versions[e.ver as usize].obj);

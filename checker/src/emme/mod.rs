@@ -133,8 +133,8 @@ pub(crate) fn check(
                     anomalies.extend(found);
                     certified = true;
                     report.notes.push(
-                        "predicate dependencies certified by a topological order of the item dependencies (none \
-                         is backward), not materialised"
+                        "predicate dependencies were checked against a serial order of the item dependencies; \
+                         none goes backward, so they close no cycle"
                             .into(),
                     );
                 }

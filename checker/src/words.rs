@@ -1,0 +1,47 @@
+//! Plain words for reports: what each anomaly class means to a reader of Adya's thesis.
+
+use crate::{AnomalyKind, EdgeKind};
+
+/// One sentence saying what an anomaly of class `kind` is, for summary tables.
+pub(crate) fn class_meaning(kind: AnomalyKind) -> &'static str {
+    match kind {
+        AnomalyKind::G0 => "write cycle: transactions overwrote each other's versions in a circle",
+        AnomalyKind::G1a => "aborted read: a committed transaction saw a version an aborted transaction wrote",
+        AnomalyKind::G1b => "intermediate read: a committed transaction saw a version its writer later overwrote",
+        AnomalyKind::G1c => "circular information flow: a cycle of write and read dependencies",
+        AnomalyKind::G2Item => {
+            "a cycle with an item anti-dependency (one transaction missed another's write): write skew, lost update"
+        }
+        AnomalyKind::G2 => "a cycle with a predicate anti-dependency (a predicate read missed a later write): phantoms",
+        AnomalyKind::GSi => "a snapshot isolation violation: a transaction missed a write committed before it started, or saw one committed after",
+        AnomalyKind::GarbageRead => "a read returned a value that no transaction wrote",
+        AnomalyKind::InternalInconsistency => "a transaction did not see its own earlier write or read",
+        AnomalyKind::DuplicateWrite => "two writes installed the same value of one object, so reads of it are ambiguous",
+        AnomalyKind::ResultSetMismatch => "a predicate read returned rows that differ from the versions it evaluated",
+        AnomalyKind::CertificateContradiction => "the history and the database's certificate disagree",
+        AnomalyKind::ReplayDivergence => "replaying the transactions in the serialization order gives a different read",
+        AnomalyKind::IncompatibleOrder => "two reads of one list disagree on its order",
+        AnomalyKind::DuplicateElements => "a list read holds some element twice",
+        AnomalyKind::Session => "a session saw its own earlier transactions out of order",
+        AnomalyKind::Int => "a read inside a transaction did not follow the transaction's own writes",
+        AnomalyKind::Ext => "a read did not see the latest write of its snapshot",
+        AnomalyKind::NoConflict => "two concurrent transactions wrote the same object (snapshot isolation forbids it)",
+        #[allow(unreachable_patterns)]
+        _ => "see docs/REPORTS.md",
+    }
+}
+
+/// The name of a dependency kind in Adya's words.
+pub(crate) fn edge_meaning(kind: EdgeKind) -> &'static str {
+    match kind {
+        EdgeKind::Ww => "write-dependency",
+        EdgeKind::Wr => "read-dependency",
+        EdgeKind::Rw => "anti-dependency",
+        EdgeKind::PredicateWr => "predicate read-dependency",
+        EdgeKind::PredicateRw => "predicate anti-dependency",
+        EdgeKind::StartDep => "start-dependency",
+        EdgeKind::Session => "session order",
+        #[allow(unreachable_patterns)]
+        _ => "dependency",
+    }
+}
