@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_checker::{
     check, render_dot, render_html, render_json, render_text, render_text_verbose, CheckError, CheckerKind,
     GraphLayout, HtmlOptions, IsolationLevel, Report,
@@ -112,11 +113,10 @@ pub(crate) fn load(
             Some(other) if other != Format::V1 => format!(" (try --format {other})"),
             _ => String::new(),
         };
-        (
-            v1::read_history(BufReader::new(file))
-                .with_context(|| format!("history {}{hint}", history.display()))?,
-            None,
-        )
+        let bar = reading_bar(&file, history);
+        let read = v1::read_history(BufReader::new(bar.wrap_read(file)));
+        bar.finish_and_clear();
+        (read.with_context(|| format!("history {}{hint}", history.display()))?, None)
     } else {
         let imported = format.read_path(history).with_context(|| format!("reading a {format} history"))?;
         for note in &imported.notes {
@@ -129,6 +129,24 @@ pub(crate) fn load(
         None => carried.unwrap_or_default(),
     };
     Ok((h, cert))
+}
+
+/// A byte progress bar for reading `file` (the history at `path`) on standard error: drawn
+/// only on a terminal (indicatif hides it when standard error is piped) and for files of a
+/// megabyte or more.
+pub(crate) fn reading_bar(file: &File, path: &Path) -> ProgressBar {
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if len < 1 << 20 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(format!("reading {}", path.display()));
+    bar
 }
 
 /// Reads a v1 certificate for `h`, naming the file in errors.

@@ -52,9 +52,10 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 crate::timestamp::parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?;
             let file =
                 std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
-            let mut h = read_chronos(file, Some(&initial))
-                .with_context(|| format!("history {}", input.display()))?
-                .into_history();
+            let bar = crate::check::reading_bar(&file, input);
+            let read = read_chronos(bar.wrap_read(file), Some(&initial));
+            bar.finish_and_clear();
+            let mut h = read.with_context(|| format!("history {}", input.display()))?.into_history();
             let cert = match &args.certificate {
                 Some(path) => crate::check::read_v1_certificate(path, &mut h)?,
                 None => Certificate::default(),

@@ -166,13 +166,17 @@ fn check_html(history: &Path, cert: &Path, html: &Path, extra: &[&str]) -> Outpu
     out
 }
 
-/// A 10,000-anomaly report draws 50 and lists all: it stays under 5 MB.
+/// A 10,000-anomaly report draws 50 and lists all: it stays under 5 MB. Reading its
+/// history (over a megabyte) with standard error piped draws no progress bar.
 #[test]
 fn ten_thousand_anomalies_stay_small() {
     let dir = tempfile::tempdir().unwrap();
     let (h, c) = write_skews(dir.path(), 10_000);
     let html = dir.path().join("report.html");
-    check_html(&h, &c, &html, &[]);
+    let out = check_html(&h, &c, &html, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(std::fs::metadata(&h).unwrap().len() > 1 << 20, "the history is large enough for a progress bar");
+    assert!(!stderr.contains("reading") && !stderr.contains('\r'), "no progress bar when piped: {stderr}");
     let size = std::fs::metadata(&html).unwrap().len();
     assert!(size < 5_000_000, "the report is {size} bytes");
     let text = std::fs::read_to_string(&html).unwrap();
