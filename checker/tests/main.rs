@@ -2,7 +2,8 @@
 //! updates and own writes, aggregates, list appends, Enne's divergence reporting.
 
 use isocert_checker::{
-    check, render_dot, render_json, AnomalyKind, CheckerKind, EdgeKind, IsolationLevel, Report,
+    check, render_dot, render_html, render_json, render_text, render_text_verbose, AnomalyKind, CheckerKind,
+    EdgeKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
 };
 use isocert_history::{v1, History};
 use isocert_oracle::Interpreter;
@@ -216,7 +217,7 @@ fn a_named_version_the_read_contradicts_is_a_certificate_contradiction_naming_bo
     let a = &r.anomalies[0];
     assert_eq!(
         a.explanation,
-        "T3 read kv[\"x\"]=absent, but the certificate says it saw T1's version, kv[\"x\"]=1"
+        "T3 found no row for kv[\"x\"], but the certificate says it saw T1's version, kv[\"x\"]=1"
     );
     assert_eq!(a.txns.len(), 2);
     // T3 wrote no version of x, so the certificate names a version that does not exist.
@@ -274,4 +275,55 @@ fn a_backward_predicate_edge_falls_back_to_materialised_edges_and_an_explained_c
         r.anomalies[0].cycle[0].explanation
     );
     assert!(run(h, c, IsolationLevel::RepeatableRead, CheckerKind::Emme).is_valid());
+}
+
+/// A lost update through a deleted row: T1 writes x, T2 deletes it, T3 found no row (the
+/// unborn version the certificate names) and writes x.
+const LOST_THROUGH_DELETE: &str = r#"{"format":"isocert-history","version":1}
+{"id":1,"session":1,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"start_ts":3,"commit_ts":4,"ops":[{"f":"w","key":"x","value":null}]}
+{"id":3,"session":3,"start_ts":0,"commit_ts":5,"ops":[{"f":"r","key":"x","value":null},{"f":"w","key":"x","value":3}]}"#;
+const LOST_THROUGH_DELETE_CERT: &str = r#"{"version_order":[{"key":"x","writers":[1,2,3]}],
+"version_sets":[{"txn":3,"op":0,"versions":[{"key":"x","writer":null}]}]}"#;
+
+#[test]
+fn the_text_report_has_a_class_table_plain_words_and_detail_under_verbose() {
+    let (h, c) = load(LOST_THROUGH_DELETE, LOST_THROUGH_DELETE_CERT);
+    let r =
+        run(LOST_THROUGH_DELETE, LOST_THROUGH_DELETE_CERT, IsolationLevel::Serializable, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::G2Item]);
+    let text = render_text(&r, &h);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[2].trim_start().starts_with("class") && lines[3].trim_start().starts_with("g2-item"),
+        "{text}"
+    );
+    assert!(lines[3].contains(" 1  a cycle with an item anti-dependency"), "{text}");
+    assert!(
+        text.contains(
+            "T3 -> T1 (anti-dependency): T3 saw no row for kv[\"x\"] (it did not exist yet); T1 then wrote"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("T2 -> T3 (write-dependency): T2 deleted kv[\"x\"]; T3 then wrote kv[\"x\"] = 3"),
+        "{text}"
+    );
+    assert!(!text.contains("[edge") && !text.contains("(op "), "internal detail only under -v: {text}");
+    let verbose = render_text_verbose(&r, &h);
+    assert!(verbose.contains("[edge rw, object kv[\"x\"], operation T3#0]"), "{verbose}");
+    // The HTML shows the version order behind each edge, the involved entries in bold.
+    let html =
+        render_html(&r, &h, &c, &HtmlOptions { layout: GraphLayout::Builtin, ..HtmlOptions::default() });
+    assert!(
+        html.contains("version order of kv[&quot;x&quot;]: <b>initial</b> → <b>T1</b> → T2 → T3</td>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("version order of kv[&quot;x&quot;]: initial → T1 → <b>T2</b> → <b>T3</b></td>"),
+        "{html}"
+    );
+    assert!(html.contains(
+        "version set of T3 operation 1: it saw the version of kv[&quot;x&quot;] by the initial state"
+    ));
 }

@@ -263,8 +263,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
                 Writer::Txn(w) => self.vt.by_writer(obj, w),
             }
         };
-        let what =
-            format!("{} read {}={}", h.txn_label(t), h.object_label(obj), self.values.label(obj, shown));
+        let what = read_what(h, self.values, t, obj, shown);
         let named = version_name(h, seen.writer);
         match gid {
             None => self.contradiction(
@@ -388,8 +387,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         let written = self.sites.get_or_insert_with(|| write_sites(h)).contains_key(&(obj, value));
         let aborted_append = if written { None } else { self.uncommitted_appender(obj, value) };
         let sites = self.sites.as_ref().expect("just filled");
-        let what =
-            format!("{} read {}={}", h.txn_label(t), h.object_label(obj), self.values.label(obj, value));
+        let what = read_what(h, self.values, t, obj, value);
         let op = OpRef { txn: t, op: i };
         let anomaly = match sites.get(&(obj, value)).copied() {
             None if aborted_append.is_some() => {
@@ -459,6 +457,15 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         } else {
             self.anomalies.push(anomaly.with_objects(vec![obj]));
         }
+    }
+}
+
+/// "T5 read kv[x] = 3" or "T5 found no row for kv[x]", the start of a read's explanation.
+fn read_what(h: &History, values: &ValueStore<'_>, t: TxnId, obj: ObjId, value: ValueId) -> String {
+    if value == ValueId::ABSENT {
+        format!("{} found no row for {}", h.txn_label(t), h.object_label(obj))
+    } else {
+        format!("{} read {} = {}", h.txn_label(t), h.object_label(obj), values.label(obj, value))
     }
 }
 

@@ -80,14 +80,19 @@ fn version_order(h: &History, cert: &Certificate, obj: ObjId, e: &Edge) -> Strin
             marked.extend(pos(e.to));
         }
         EdgeKind::Rw | EdgeKind::PredicateRw => {
-            // `to` installed the version after the one `from` read (or later, for predicates).
+            // `from` read a version (the one its version set names, else for item reads the
+            // one just before `to`'s) and `to` installed a later one.
+            let seen = e.op.and_then(|op| seen_by(cert, op, obj)).map(|w| match w {
+                Writer::Initial => Some(0),
+                Writer::Txn(t) => pos(t),
+            });
             if let Some(p) = pos(e.to) {
                 marked.push(p);
-                if e.kind == EdgeKind::Rw {
+                if e.kind == EdgeKind::Rw && seen.is_none() {
                     marked.push(p - 1);
                 }
             }
-            marked.extend(pos(e.from));
+            marked.extend(seen.flatten());
         }
         _ => {
             marked.extend(pos(e.from));
