@@ -350,3 +350,29 @@ fn a_valid_report_says_valid() {
     assert!(!html.contains("<section class=\"anomaly\""));
     assert!(!html.contains("id=\"all\""));
 }
+
+/// `--html-layout graphviz` where `dot` cannot run (an empty PATH) still writes the report,
+/// drawn by the built-in layout, and the page says why.
+#[test]
+fn without_graphviz_the_builtin_layout_draws_and_the_page_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = corpus_dir().join("g2-item/write-skew");
+    let html = dir.path().join("report.html");
+    let out = Command::new(isocert_bin())
+        .env("PATH", "")
+        .arg("check")
+        .arg(case.join("history.jsonl"))
+        .arg("--certificate")
+        .arg(case.join("certificate.json"))
+        .args(["--isolation", "ser", "--html-layout", "graphviz", "--html"])
+        .arg(&html)
+        .output()
+        .expect("running isocert");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        text.contains("Graphs laid out by isocert&#39;s built-in layout (Graphviz dot could not run:"),
+        "{text}"
+    );
+    assert_eq!(structure(&text), vec!["a1 g2-item nodes=2 edges=2 [rw rw]".to_string()]);
+}

@@ -335,3 +335,42 @@ pub(super) fn builtin(h: &History, g: &Graph) -> String {
     out.push_str("</svg>");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(nodes: usize, edges: &[(usize, usize)]) -> Graph {
+        Graph {
+            n: 1,
+            nodes: (0..nodes as u32).map(TxnId).collect(),
+            edges: edges
+                .iter()
+                .map(|&(from, to)| GraphEdge {
+                    from,
+                    to,
+                    kind: EdgeKind::Rw,
+                    object: None,
+                    explanation: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_cycle_is_laid_out_in_layers_with_one_back_edge() {
+        let g = graph(3, &[(0, 1), (1, 2), (2, 0)]);
+        let back = back_edges(&g);
+        assert_eq!(back, vec![false, false, true]);
+        assert_eq!(layers(&g, &back), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn branches_share_a_layer_and_the_longest_path_wins() {
+        // 0 -> 1 -> 3, 0 -> 2 -> 3, 0 -> 3, 3 -> 0 closes the cycles.
+        let g = graph(4, &[(0, 1), (1, 3), (0, 2), (2, 3), (0, 3), (3, 0)]);
+        let back = back_edges(&g);
+        assert_eq!(back, vec![false, false, false, false, false, true]);
+        assert_eq!(layers(&g, &back), vec![0, 1, 1, 2]);
+    }
+}
