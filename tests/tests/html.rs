@@ -181,7 +181,7 @@ fn ten_thousand_anomalies_stay_small() {
     assert!(size < 5_000_000, "the report is {size} bytes");
     let text = std::fs::read_to_string(&html).unwrap();
     assert_eq!(text.matches("<section class=\"anomaly\"").count(), 50);
-    assert!(text.contains("<h2>All 10000 anomalies</h2>"));
+    assert!(text.contains("<h2>All anomalies (10000)</h2>"));
     assert!(text.contains("<td class=\"num\">10000</td>"), "the class table counts all of them");
 }
 
@@ -249,7 +249,8 @@ fn element<'a>(dom: &'a str, id: &str) -> &'a str {
 
 /// Headless Chromium opens the report of the write-skew case with `#click=a1-t1`: the DOM
 /// has the graph's two transactions and two anti-dependencies, the click showed T2's
-/// operations with the read on the cycle highlighted; a screenshot lands in
+/// operations with the read on the cycle highlighted; with `#click=a1-e1` the second
+/// dependency is highlighted in the graph, the facts table and the timeline; a screenshot lands in
 /// `target/tmp/html-report/` (skipped visibly when Chromium cannot run).
 #[test]
 fn chromium_shows_the_graph_and_a_clicked_transaction() {
@@ -288,6 +289,23 @@ fn chromium_shows_the_graph_and_a_clicked_transaction() {
         "the read on the cycle is highlighted: {panel}"
     );
     assert!(panel.contains("write kv[\"y\"] := 1"), "{panel}");
+
+    // Clicking the second dependency highlights its arrow, its facts row and its timeline arrow.
+    let picked = format!("file://{}#click=a1-e1", html.display());
+    let dom = run_chromium(&bin, &dir.path().join("p3"), &["--dump-dom".into()], &picked).expect("dump-dom");
+    assert!(
+        element(&dom, "a1-f1").starts_with("<tr id=\"a1-f1\" class=\"picked\">"),
+        "the facts row is highlighted"
+    );
+    assert!(!element(&dom, "a1-f0").starts_with("<tr id=\"a1-f0\" class=\"picked\">"), "only that row");
+    assert!(
+        element(&dom, "a1-l1").contains("class=\"tl-edge rw picked\""),
+        "the timeline arrow is highlighted"
+    );
+    assert!(
+        element(&dom, "a1-e1").contains("class=\"edge dep rw picked\""),
+        "the graph arrow is highlighted"
+    );
 
     let shot = artefacts.join("write-skew.png");
     let _ = std::fs::remove_file(&shot);

@@ -80,10 +80,11 @@ pub(super) fn color(kind: EdgeKind) -> &'static str {
     }
 }
 
-fn edge_label(h: &History, e: &GraphEdge) -> String {
+/// `#2 rw kv[x]`: the edge's row in the facts table, its kind and object.
+fn edge_label(h: &History, i: usize, e: &GraphEdge) -> String {
     match e.object {
-        Some(o) => format!("{} {}", e.kind, h.object_label(o)),
-        None => e.kind.to_string(),
+        Some(o) => format!("#{} {} {}", i + 1, e.kind, h.object_label(o)),
+        None => format!("#{} {}", i + 1, e.kind),
     }
 }
 
@@ -143,7 +144,7 @@ pub(super) fn dot_source(h: &History, g: &Graph) -> String {
             e.to,
             g.n,
             e.kind.as_str(),
-            dot_str(&edge_label(h, e)),
+            dot_str(&edge_label(h, i, e)),
             dot_str(&e.explanation),
             c = color(e.kind)
         );
@@ -312,7 +313,7 @@ pub(super) fn builtin(h: &History, g: &Graph) -> String {
             title = esc(&e.explanation),
             c = color(e.kind),
             dash = if e.kind.is_anti() { " stroke-dasharray=\"5,3\"" } else { "" },
-            label = esc(&edge_label(h, e)),
+            label = esc(&edge_label(h, i, e)),
         );
     }
     for (i, &t) in g.nodes.iter().enumerate() {

@@ -117,12 +117,16 @@ pub fn render_html(report: &Report, h: &History, cert: &Certificate, opts: &Html
     );
     summary(&mut out, report, opts, verdict);
     if !drawn.is_empty() {
+        let title = match (drawn.len(), report.anomalies.len()) {
+            (1, 1) => "The anomaly, drawn".to_string(),
+            (d, n) if d == n => "The anomalies, drawn".to_string(),
+            (d, n) => format!("The first {d} of {n} anomalies, drawn"),
+        };
         let _ = writeln!(
             out,
-            "<h2 id=\"drawn\">The first {} anomal{}, drawn</h2>\n<p class=\"hint\">Click a transaction \
-             (a box in the graph or a bar in the timeline) to see its operations. {}</p>",
-            drawn.len(),
-            if drawn.len() == 1 { "y" } else { "ies" },
+            "<h2 id=\"drawn\">{title}</h2>\n<p class=\"hint\">Click a transaction (a box in the graph or a bar \
+             in the timeline) to see its operations, a dependency (an arrow, numbered as in its table) to \
+             highlight it everywhere. {}</p>",
             esc(&layout_note)
         );
     }
@@ -279,7 +283,7 @@ fn all_list(out: &mut String, h: &History, report: &Report, drawn: usize) {
     let data = serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()).replace("</", "<\\/");
     let _ = writeln!(
         out,
-        "<section id=\"all\"><h2>All {} anomalies</h2>\n<p class=\"hint\">The first {drawn} are drawn above. \
+        "<section id=\"all\"><h2>All anomalies ({})</h2>\n<p class=\"hint\">The first {drawn} are drawn above. \
          Show class <select id=\"all-kind\"><option value=\"\">every class</option></select> \
          <button id=\"all-prev\">&larr; previous</button> <span id=\"all-page\"></span> \
          <button id=\"all-next\">next &rarr;</button></p>\n<table class=\"all\"><thead><tr><th>#</th>\

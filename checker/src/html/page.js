@@ -21,9 +21,25 @@
       g.classList.add("selected");
     });
   }
+  // Clicking a dependency (id a<N>-e<i>) highlights it in the graph, its row of the facts
+  // table (a<N>-f<i>) and its arrow in the timeline (a<N>-l<i>).
+  function pick(el) {
+    var m = /^a(\d+)-e(\d+)$/.exec(el.id || "");
+    if (!m) return;
+    var section = document.getElementById("a" + m[1]);
+    if (!section) return;
+    section.querySelectorAll(".picked").forEach(function (x) { x.classList.remove("picked"); });
+    ["e", "f", "l"].forEach(function (k) {
+      var x = document.getElementById("a" + m[1] + "-" + k + m[2]);
+      if (x) x.classList.add("picked");
+    });
+  }
   document.addEventListener("click", function (ev) {
-    var g = ev.target.closest && ev.target.closest("g.txn");
+    if (!ev.target.closest) return;
+    var g = ev.target.closest("g.txn");
     if (g) show(g);
+    var e = ev.target.closest("g.edge");
+    if (e) pick(e);
   });
 
   // The list of every anomaly, 100 rows a page, filterable by class.
