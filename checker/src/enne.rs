@@ -174,8 +174,12 @@ impl Replay<'_, '_> {
                 expected.push((obj, v));
             }
         }
-        let what =
-            format!("{} op {} ({} where {})", h.txn_label(t), i, h.table(table).name, h.predicate(pred).sql);
+        let what = format!(
+            "{} ({} where {})",
+            crate::words::nth_op(h, t, i),
+            h.table(table).name,
+            h.predicate(pred).sql
+        );
         let message = match op {
             Op::Aggregate { function, column, result, .. } => {
                 let want = aggregate(h, *function, *column, &expected);

@@ -1,5 +1,7 @@
 //! Plain words for reports: what each anomaly class means to a reader of Adya's thesis.
 
+use isocert_history::{History, TxnId};
+
 use crate::{AnomalyKind, EdgeKind};
 
 /// One sentence saying what an anomaly of class `kind` is, for summary tables.
@@ -44,4 +46,10 @@ pub(crate) fn edge_meaning(kind: EdgeKind) -> &'static str {
         #[allow(unreachable_patterns)]
         _ => "dependency",
     }
+}
+
+/// "T5's operation 3": operation index `i` (0-based, as in the file's `ops`) counted from 1,
+/// the way a person reads a transaction (the HTML lists number them the same way).
+pub(crate) fn nth_op(h: &History, t: TxnId, i: u32) -> String {
+    format!("{}'s operation {}", h.txn_label(t), i + 1)
 }

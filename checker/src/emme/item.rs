@@ -101,11 +101,14 @@ impl<'a, 'h> ItemPass<'a, 'h> {
                     AnomalyKind::InternalInconsistency,
                     vec![t],
                     format!(
-                        "{} read {}={} at op {first_op} and {} at op {i} without writing it in between",
+                        "{} read {} = {} in its operation {} and {} in its operation {} without writing it in \
+                         between",
                         h.txn_label(t),
                         h.object_label(obj),
                         self.values.label(obj, first),
-                        self.values.label(obj, value)
+                        first_op + 1,
+                        self.values.label(obj, value),
+                        i + 1
                     ),
                 )
                 .with_ops(vec![OpRef { txn: t, op: first_op }, OpRef { txn: t, op: i }])
@@ -417,7 +420,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
             Some(site) if site.txn == t => Anomaly::new(
                 AnomalyKind::InternalInconsistency,
                 vec![t],
-                format!("{what}, a value it writes only later (op {})", site.op),
+                format!("{what}, a value it writes only later (in its operation {})", site.op + 1),
             ),
             Some(site) => {
                 let w = h.txn(site.txn);
@@ -437,8 +440,9 @@ impl<'a, 'h> ItemPass<'a, 'h> {
                     (
                         AnomalyKind::G1b,
                         format!(
-                            "{what}, an intermediate version: {writer} wrote it at op {} and overwrote it later",
-                            site.op
+                            "{what}, an intermediate version: {writer} wrote it in its operation {} and overwrote \
+                             it later",
+                            site.op + 1
                         ),
                     )
                 } else {

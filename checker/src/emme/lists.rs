@@ -39,11 +39,11 @@ pub(crate) fn check(h: &History, vt: &VersionTable, anomalies: &mut Vec<Anomaly>
         let obj_reads = &reads[&obj];
         let read_label = |r: &ListRead<'_>| {
             format!(
-                "{} read {}={} (op {})",
+                "{} read {}={} (its operation {})",
                 h.txn_label(r.at.txn),
                 h.object_label(obj),
                 h.value_label(obj, r.value),
-                r.at.op
+                r.at.op + 1
             )
         };
         let mut seen_duplicates = FxHashSet::default();

@@ -260,9 +260,8 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                     AnomalyKind::InternalInconsistency,
                     vec![t],
                     format!(
-                        "{} op {} ({}): {}",
-                        h.txn_label(t),
-                        i,
+                        "{} ({}): {}",
+                        crate::words::nth_op(h, t, i),
                         h.predicate(pred).sql,
                         problems.join("; ")
                     ),
@@ -476,9 +475,8 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         let h = self.h;
         let pred = op.predicate().expect("predicate op");
         let what = format!(
-            "{} op {} ({} where {})",
-            h.txn_label(t),
-            i,
+            "{} ({} where {})",
+            crate::words::nth_op(h, t, i),
             h.table(h.predicate(pred).table).name,
             h.predicate(pred).sql
         );
