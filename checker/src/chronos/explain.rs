@@ -54,9 +54,10 @@ pub(crate) fn int(
         AnomalyKind::Int,
         vec![t],
         format!(
-            "Int: {} ops[{op}] read {} = {} but its own earlier read or write of it gives {} \
+            "Int: {} (operation {}) read {} = {} but its own earlier read or write of it gives {} \
              (expected {}, seen {})",
             kv.txn_label(t),
+            op + 1,
             kv.dict().object_label(obj),
             seen.label(kv),
             expected.label(kv),
@@ -100,9 +101,10 @@ pub(crate) fn ext(
         AnomalyKind::Ext,
         txns,
         format!(
-            "Ext: {} ops[{op}] read {} = {}, but the last value committed before {at} is {} ({by}) \
+            "Ext: {} (operation {}) read {} = {}, but the last value committed before {at} is {} ({by}) \
              (expected {}, seen {})",
             kv.txn_label(t),
+            op + 1,
             kv.dict().object_label(obj),
             seen.label(kv),
             expected.label(kv),

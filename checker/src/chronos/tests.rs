@@ -29,7 +29,9 @@ fn ext_violation_and_its_valid_twin() {
     assert_eq!(kinds(&r), [AnomalyKind::Ext]);
     let e = &r.anomalies[0].explanation;
     assert!(
-        e.contains("T2 ops[0] read kv[\"x\"] = 0") && e.contains("expected 1, seen 0") && e.contains("T1"),
+        e.contains("T2 (operation 1) read kv[\"x\"] = 0")
+            && e.contains("expected 1, seen 0")
+            && e.contains("T1"),
         "{e}"
     );
     // Twin: the reader starts before the writer commits, so 0 is right.
