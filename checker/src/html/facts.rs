@@ -32,15 +32,21 @@ pub(super) fn edge_facts(h: &History, cert: &Certificate, e: &Edge) -> String {
         )),
         _ => {
             if let Some(obj) = e.obj {
-                if let Some(set) = e.op.and_then(|op| seen_by(cert, op, obj)) {
-                    let op = e.op.expect("checked above");
-                    parts.push(format!(
-                        "version set of {} operation {}: it saw the version of {} by {}",
-                        esc(&h.txn_label(op.txn)),
-                        op.op + 1,
-                        esc(&h.object_label(obj)),
-                        esc(&writer_name(h, set))
-                    ));
+                if let Some(op) = e.op {
+                    let which =
+                        format!("version set of {} operation {}", esc(&h.txn_label(op.txn)), op.op + 1);
+                    match seen_in_set(cert, op, obj) {
+                        Some(Seen::Listed(w)) => parts.push(format!(
+                            "{which}: it saw the version of {} by {}",
+                            esc(&h.object_label(obj)),
+                            esc(&writer_name(h, w))
+                        )),
+                        Some(Seen::Unlisted) => parts.push(format!(
+                            "{which}: {} is not in it, so the operation saw it before it existed",
+                            esc(&h.object_label(obj))
+                        )),
+                        None => {}
+                    }
                 }
                 parts.push(version_order(h, cert, obj, e));
             }
@@ -49,9 +55,27 @@ pub(super) fn edge_facts(h: &History, cert: &Certificate, e: &Edge) -> String {
     parts.join("<br>")
 }
 
-/// The writer of the version of `obj` that operation `op` saw, per the certificate's version sets.
+/// What an operation's version set says about one object.
+enum Seen {
+    /// The set lists the object's version by this writer.
+    Listed(Writer),
+    /// The set does not list the object: it was unborn for the operation.
+    Unlisted,
+}
+
+/// What the certificate's version set of `op` says about `obj` (`None`: `op` has no set).
+fn seen_in_set(cert: &Certificate, op: OpRef, obj: ObjId) -> Option<Seen> {
+    let set = cert.version_sets.as_ref()?.get(&op)?;
+    Some(set.iter().find(|v| v.obj == obj).map_or(Seen::Unlisted, |v| Seen::Listed(v.writer)))
+}
+
+/// The writer of the version of `obj` that operation `op` saw, per the certificate's version
+/// sets (an unlisted object was unborn: the initial version).
 fn seen_by(cert: &Certificate, op: OpRef, obj: ObjId) -> Option<Writer> {
-    cert.version_sets.as_ref()?.get(&op)?.iter().find(|v| v.obj == obj).map(|v| v.writer)
+    match seen_in_set(cert, op, obj)? {
+        Seen::Listed(w) => Some(w),
+        Seen::Unlisted => Some(Writer::Initial),
+    }
 }
 
 fn writer_name(h: &History, w: Writer) -> String {
