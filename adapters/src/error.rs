@@ -72,6 +72,18 @@ pub enum AdapterError {
         /// What was unexpected.
         message: String,
     },
+    /// A database URL whose scheme names no database isocert knows.
+    #[error("unknown database URL scheme {}: use postgres://, postgresql://, mariadb://, mysql:// or tidb://", scheme.as_deref().map_or("(none)".to_string(), |s| format!("{s}://")))]
+    UnknownScheme {
+        /// The scheme, if the URL has one (never the whole URL: it may hold a password).
+        scheme: Option<String>,
+    },
+    /// A database isocert knows but has no adapter for yet.
+    #[error("{database} is not supported yet")]
+    NotSupported {
+        /// The database's name.
+        database: &'static str,
+    },
     /// The data directory of an embedded server could not be prepared.
     #[error("cannot prepare data directory {path}: {message}")]
     DataDir {

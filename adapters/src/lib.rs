@@ -1,7 +1,11 @@
 //! Per-database adapters: what a test client must record inside each transaction so that
 //! a version certificate can be recovered, and the database-side machinery around it.
 //!
-//! Today there is one database, PostgreSQL ([`postgres`]):
+//! [`seam`] is what every adapter implements ([`Database`], [`Session`], [`ChangeCapture`],
+//! [`ThrowawayServer`]) and the database-neutral vocabulary ([`Step`], [`RecordedOp`],
+//! [`Isolation`], [`DbError`]); docs/ADAPTERS.md is the checklist for adding a database.
+//!
+//! PostgreSQL ([`postgres`]):
 //! - [`EmbeddedPostgres`]: a throwaway server (initdb into a temporary directory, logical
 //!   WAL, a free loopback port) for tests and for `isocert run` without `--db`;
 //! - [`Snapshot`]: a parsed `pg_current_snapshot()` with PostgreSQL's visibility rule and
@@ -20,6 +24,11 @@
 
 mod error;
 pub mod postgres;
+pub mod seam;
 
 pub use error::AdapterError;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
+pub use seam::{
+    CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind, DatabaseVisitor,
+    DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer, UnknownName,
+};

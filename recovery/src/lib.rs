@@ -32,6 +32,6 @@ mod raw_log;
 mod snapshot;
 
 pub use error::RecoveryError;
-pub use postgres::{recover_postgres, PostgresRecovery, RecoveryStats, RowMatcher};
+pub use postgres::{recover_postgres, PostgresRecovery, Recovered, RecoveryStats, RowMatcher};
 pub use raw_log::{CommittedTxn, RawLog, RowChange};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};

@@ -16,16 +16,25 @@ pub struct RowChange {
 }
 
 /// A committed transaction as the change stream reports it.
+///
+/// Its identity and positions are opaque outside its adapter and recovery rule: only the
+/// adapter that captured the log and the rule that reads it give them meaning (the field
+/// names are PostgreSQL's, where they began). Every other component only compares
+/// positions for order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommittedTxn {
-    /// The transaction id as the stream carries it (PostgreSQL: the 32-bit xid of Begin).
+    /// The database's id of the transaction as the stream carries it, opaque (PostgreSQL:
+    /// the 32-bit xid of Begin; MariaDB: the binlog Xid event's id; 0 when the stream has
+    /// none, as in changefeeds).
     pub xid: u64,
-    /// Position of the commit record (PostgreSQL: the commit LSN); strictly increasing.
+    /// Position of the commit in the stream, opaque, strictly increasing (PostgreSQL: the
+    /// commit LSN; MariaDB: binlog file number << 32 | offset of the commit event).
     pub commit_lsn: u64,
-    /// Position just past the commit record: acknowledging it to the database
+    /// Position just past the commit, opaque: acknowledging it to the database
     /// acknowledges this transaction and every earlier one.
     pub end_lsn: u64,
-    /// The commit time the database reported (PostgreSQL: microseconds since 2000-01-01).
+    /// The commit time the database reported, in the adapter's unit (PostgreSQL:
+    /// microseconds since 2000-01-01; MariaDB: the event header's Unix seconds).
     pub commit_time: i64,
     /// The row changes in the order the transaction made them (a row may change twice).
     pub changes: Vec<RowChange>,

@@ -23,6 +23,9 @@ use crate::{RawLog, RecoveryError};
 
 pub use version_sets::RowMatcher;
 
+/// The former name of [`Recovered`].
+pub type PostgresRecovery = Recovered;
+
 /// What recovery produced besides the certificate, for the run report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryStats {
@@ -47,14 +50,14 @@ pub struct RecoveryStats {
     pub serialization_cycle: bool,
 }
 
-/// The recovered certificate, with statistics and warnings.
+/// The recovered certificate, with statistics and warnings (what every recovery rule returns).
 #[derive(Clone, Debug, Default)]
-pub struct PostgresRecovery {
+pub struct Recovered {
     /// Version order, version sets and serialization order.
     pub certificate: Certificate,
     /// Counts, for the report.
     pub stats: RecoveryStats,
-    /// Facts that do not fit PostgreSQL's design (snapshots that are not nested): the
+    /// Facts that do not fit the database's design (PostgreSQL: snapshots that are not nested): the
     /// certificate is still produced and the checkers will judge, but a reader should know.
     pub warnings: Vec<String>,
 }
@@ -73,7 +76,7 @@ pub fn recover_postgres(
     h: &mut History,
     log: &RawLog,
     matcher: RowMatcher<'_>,
-) -> Result<PostgresRecovery, RecoveryError> {
+) -> Result<Recovered, RecoveryError> {
     let facts = facts::read_facts(h)?;
     let matched = matching::match_log(h, &facts, log)?;
     let tl = timeline::build(h, &facts, &matched);
@@ -100,7 +103,7 @@ pub fn recover_postgres(
         version_sets: Some(sets),
         serialization_order: Some(serial),
     };
-    Ok(PostgresRecovery { certificate, stats, warnings })
+    Ok(Recovered { certificate, stats, warnings })
 }
 
 #[cfg(test)]

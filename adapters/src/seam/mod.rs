@@ -1,0 +1,378 @@
+//! The database seam: what every database adapter implements so that the test client
+//! (isocert-workload), `isocert run` and `isocert recover` work on it without knowing which
+//! database it is. docs/ADAPTERS.md is the checklist for adding one.
+//!
+//! An adapter is a type implementing [`Database`] (one value per database URL), whose
+//! [`Database::Session`] runs transactions on one connection and records the typed facts
+//! recovery needs, whose [`Database::Capture`] consumes the database's change stream (or
+//! version source) into a [`RawLog`] while the workload runs, and whose [`Database::recover`]
+//! applies the database's recovery rule (isocert-recovery) to history + log.
+//!
+//! The test client's loop, per transaction attempt, is:
+//!
+//! 1. [`Session::begin`] at an [`Isolation`] level, which returns the transaction's facts
+//!    (the adapter's `TxnFacts`, serialised into the history's `meta`);
+//! 2. [`Session::execute`] for each [`Step`]; each returns the [`RecordedOp`]s the
+//!    database answered with their `OpFacts` (serialised into the op's `meta`); an error
+//!    ends the attempt;
+//! 3. [`Session::commit`], giving a [`CommitOutcome`];
+//! 4. after an error: [`Session::note_error`] records it in the facts, then
+//!    [`Session::rollback`] unless the connection is lost; [`DbError::is_retryable`] says
+//!    whether to retry the plan as a new transaction, [`DbError::is_connection_lost`]
+//!    whether to reconnect.
+//!
+//! Everything that depends on the database's SQL dialect, error codes and facts stays in
+//! its adapter module; this module has none of it.
+
+mod dispatch;
+mod step;
+
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+use std::time::Duration;
+
+use isocert_history::History;
+use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
+use serde::Serialize;
+
+use crate::AdapterError;
+
+pub use dispatch::{DatabaseKind, DatabaseVisitor};
+pub use step::{RecordedOp, Step, TableSpec};
+
+/// The isolation level transactions run at, as the user names it; each adapter maps it to
+/// its database's statement (`BEGIN ISOLATION LEVEL ...`, `SET TRANSACTION ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// `SERIALIZABLE`.
+    Serializable,
+    /// `REPEATABLE READ` (snapshot isolation in PostgreSQL; not in InnoDB).
+    RepeatableRead,
+    /// `READ COMMITTED` (each statement sees what committed before it started).
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The standard SQL spelling after `ISOLATION LEVEL`.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "SERIALIZABLE",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::ReadCommitted => "READ COMMITTED",
+        }
+    }
+
+    /// The long name, as in the history's `meta.isolation` and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "serializable",
+            Isolation::RepeatableRead => "repeatable-read",
+            Isolation::ReadCommitted => "read-committed",
+        }
+    }
+
+    /// Whether one snapshot serves the whole transaction (repeatable read, serializable).
+    pub fn has_transaction_snapshot(self) -> bool {
+        self != Isolation::ReadCommitted
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not one of the accepted spellings.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {given:?}: use {choices}")]
+pub struct UnknownName {
+    /// What was being named (`isolation level`, `database`).
+    pub what: &'static str,
+    /// What the user gave.
+    pub given: String,
+    /// The accepted spellings, in words.
+    pub choices: &'static str,
+}
+
+impl FromStr for Isolation {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        Ok(match s {
+            "serializable" | "ser" => Isolation::Serializable,
+            "repeatable-read" | "rr" => Isolation::RepeatableRead,
+            "read-committed" | "rc" => Isolation::ReadCommitted,
+            _ => {
+                return Err(UnknownName {
+                    what: "isolation level",
+                    given: s.to_string(),
+                    choices: "serializable, repeatable-read or read-committed",
+                })
+            }
+        })
+    }
+}
+
+/// The level a history is checked against by default, named like the checker's levels
+/// (isocert-checker's `IsolationLevel` parses [`CheckedLevel::as_str`]); adapters do not
+/// depend on the checker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CheckedLevel {
+    /// PL-2.
+    ReadCommitted,
+    /// PL-2.99 (no item anti-dependency cycles).
+    RepeatableRead,
+    /// PL-SI.
+    SnapshotIsolation,
+    /// PL-3.
+    Serializable,
+}
+
+impl CheckedLevel {
+    /// The checker's spelling (`snapshot-isolation`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckedLevel::ReadCommitted => "read-committed",
+            CheckedLevel::RepeatableRead => "repeatable-read",
+            CheckedLevel::SnapshotIsolation => "snapshot-isolation",
+            CheckedLevel::Serializable => "serializable",
+        }
+    }
+}
+
+/// How a failed database request should be handled; each adapter decides it in one
+/// function from its driver's error (SQLSTATE, MySQL error number, I/O error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The database rolled the transaction back and a new attempt may succeed
+    /// (serialization failure, deadlock, lock wait timeout, write conflict).
+    Retryable,
+    /// The connection is gone (closed, I/O error, the server ended the session): the
+    /// transaction did not commit unless the loss happened during COMMIT.
+    ConnectionLost,
+    /// Anything else: the run stops with this error.
+    Fatal,
+}
+
+/// A failed database request, classified by its adapter.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct DbError {
+    /// How to handle it.
+    pub class: ErrorClass,
+    /// The database's error code as text (SQLSTATE `40001`, MySQL `1213`), if the server sent one.
+    pub code: Option<String>,
+    /// What was being done (the statement, shortened, or `connecting to ...`).
+    pub context: String,
+    /// The driver's error.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl DbError {
+    /// A classified error.
+    pub fn new(
+        class: ErrorClass,
+        code: Option<String>,
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        DbError { class, code, context: shorten(&context.into()), source: source.into() }
+    }
+
+    /// A fatal error for an answer the adapter did not expect from the database.
+    pub fn unexpected(context: &str, message: impl Into<String>) -> Self {
+        DbError::new(ErrorClass::Fatal, None, format!("unexpected result of {context}"), message.into())
+    }
+
+    /// Whether retrying the transaction may succeed (the transaction was rolled back).
+    pub fn is_retryable(&self) -> bool {
+        self.class == ErrorClass::Retryable
+    }
+
+    /// Whether the connection is gone.
+    pub fn is_connection_lost(&self) -> bool {
+        self.class == ErrorClass::ConnectionLost
+    }
+
+    /// The database's error code, if the server sent one.
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+}
+
+/// Keeps the first 200 bytes of a statement for error messages.
+fn shorten(sql: &str) -> String {
+    if sql.len() <= 200 {
+        return sql.to_string();
+    }
+    let mut end = 200;
+    while !sql.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &sql[..end])
+}
+
+/// How a `COMMIT` ended.
+#[derive(Debug)]
+pub enum CommitOutcome {
+    /// The database acknowledged the commit.
+    Committed,
+    /// The database refused to commit and rolled back; the plan may be retried
+    /// (serialization failure detected at commit).
+    AbortedRetryable(DbError),
+    /// The connection broke while COMMIT was in flight: it may or may not have committed
+    /// (the history records the attempt as `unknown`; recovery settles it from the log).
+    Unknown(DbError),
+    /// Any other failure: the attempt is recorded as aborted and the run stops.
+    Failed(DbError),
+}
+
+/// One connection of the test client, running one transaction at a time.
+///
+/// Facts are typed per adapter and serialised with serde into the history: `TxnFacts`
+/// into the transaction's `meta`, `OpFacts` into the operation's `meta` (both must
+/// serialise to a JSON object; an empty object is left out). Recovery reads them back
+/// with serde, so their field names are the on-disk format: keep them, or version them.
+pub trait Session: Send + 'static {
+    /// What the session records per transaction (PostgreSQL: xid, snapshot, isolation).
+    type TxnFacts: Serialize + Send + fmt::Debug;
+    /// What the session records per operation (PostgreSQL: the row writers' xids).
+    type OpFacts: Serialize + Send + fmt::Debug;
+
+    /// The database's id of this connection (PostgreSQL backend pid, MySQL thread id),
+    /// used by [`Database::kill_session`] for fault injection.
+    fn server_id(&self) -> u64;
+
+    /// Starts a transaction at `level` (an adapter may defer the statement to the first
+    /// [`Session::execute`] to save a round trip) and returns its facts so far.
+    fn begin(&mut self, level: Isolation) -> impl Future<Output = Result<Self::TxnFacts, DbError>> + Send;
+
+    /// Runs one step in the open transaction; returns the operations the database
+    /// reported, in order, with their facts. May add to the transaction's facts (a
+    /// snapshot read by the first statement).
+    fn execute(
+        &mut self,
+        table: &TableSpec,
+        step: &Step,
+        facts: &mut Self::TxnFacts,
+    ) -> impl Future<Output = Result<Vec<(RecordedOp, Self::OpFacts)>, DbError>> + Send;
+
+    /// Commits the open transaction (sending the deferred begin first if nothing ran),
+    /// recording what the commit reveals (PostgreSQL: the xid) in `facts`.
+    fn commit(&mut self, facts: &mut Self::TxnFacts) -> impl Future<Output = CommitOutcome> + Send;
+
+    /// Ends a failed transaction. An error here means the connection is unusable.
+    fn rollback(&mut self) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// Records in `facts` why the attempt failed or is unknown (PostgreSQL: `sqlstate`,
+    /// `connection` when the connection was lost, `client` for a client-side failure).
+    fn note_error(&self, facts: &mut Self::TxnFacts, error: &DbError);
+}
+
+/// Options for the change capture, from the command line.
+#[derive(Clone, Debug)]
+pub struct CaptureOptions {
+    /// A name unique to this run, for server-side objects the capture creates (a slot).
+    pub run_name: String,
+    /// How to consume the stream, in the adapter's words (PostgreSQL: `stream` or
+    /// `poll`); `None` for the adapter's default. An adapter refuses modes it lacks.
+    pub mode: Option<String>,
+    /// For polling modes: shortest time between two polls.
+    pub poll_interval: Duration,
+}
+
+/// The database's change stream or version source, consumed while the workload runs.
+///
+/// Started after the table is set up and before the first workload transaction, so that
+/// it sees exactly the history's transactions. It acknowledges to the database only what
+/// it has recorded, resumes after a reconnect without losing or doubling a transaction
+/// (the [`RawLog`] drops repeats by commit position), and removes what it created on the
+/// server when finished or dropped.
+pub trait ChangeCapture: Send + 'static {
+    /// Waits until the capture is running (a consumer that cannot start is reported
+    /// before the workload runs).
+    fn wait_started(&mut self, timeout: Duration) -> impl Future<Output = Result<(), AdapterError>> + Send;
+
+    /// Committed transactions recorded so far (for the progress bar).
+    fn recorded(&self) -> usize;
+
+    /// Waits until everything committed so far is recorded, cleans up, and returns the log.
+    fn finish(self) -> impl Future<Output = Result<RawLog, AdapterError>> + Send;
+}
+
+/// A throwaway server started for one run or test, removed when shut down or dropped.
+pub trait ThrowawayServer: Send + 'static {
+    /// The URL to connect to it (scheme of its adapter).
+    fn url(&self) -> String;
+
+    /// Stops the server and removes its files.
+    fn shutdown(self) -> impl Future<Output = Result<(), AdapterError>> + Send;
+}
+
+/// One database under test, reached through one URL.
+///
+/// Required: connecting, preparing the workload table, starting the change capture,
+/// recovery. Defaulted hooks: [`Database::checked_as`] (the checker level a level maps to).
+pub trait Database: Sized + Send + Sync + 'static {
+    /// One connection of the test client.
+    type Session: Session;
+    /// The change stream or version source.
+    type Capture: ChangeCapture;
+    /// The embedded throwaway server.
+    type Server: ThrowawayServer;
+
+    /// Which database this is.
+    const KIND: DatabaseKind;
+
+    /// The adapter for `url` (no connection is made yet). Fails on a URL it cannot use.
+    fn from_url(url: &str) -> Result<Self, AdapterError>;
+
+    /// Starts a throwaway server with extra server settings (`name=value`, passed to the
+    /// server's configuration) and returns it with the adapter connected to it.
+    fn start_server(
+        settings: &[(String, String)],
+    ) -> impl Future<Output = Result<(Self, Self::Server), AdapterError>> + Send;
+
+    /// Opens one test-client connection.
+    fn connect(&self) -> impl Future<Output = Result<Self::Session, DbError>> + Send;
+
+    /// Drops and recreates the workload's table (never any other object) and inserts
+    /// `rows`; committed when this returns.
+    fn prepare_table(
+        &self,
+        table: &TableSpec,
+        rows: &[Vec<i64>],
+    ) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// The table's rows, ordered by key (the history's initial versions).
+    fn read_table(&self, table: &TableSpec) -> impl Future<Output = Result<Vec<Vec<i64>>, DbError>> + Send;
+
+    /// Ends the server session of connection `server_id` ([`Session::server_id`]), to test
+    /// that lost connections and unknown commits are handled.
+    fn kill_session(&self, server_id: u64) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// Starts consuming the change stream for `table`.
+    fn start_capture(
+        &self,
+        table: &TableSpec,
+        options: &CaptureOptions,
+    ) -> impl Future<Output = Result<Self::Capture, AdapterError>> + Send;
+
+    /// The recovery rule: history (with the facts the sessions recorded) + captured log
+    /// -> certificate, with derived timestamps written into the history. `matcher` is the
+    /// predicate oracle.
+    fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError>;
+
+    /// The level a history run at `level` is checked against by default. Defaults to the
+    /// level itself, with repeatable read checked as snapshot isolation.
+    fn checked_as(level: Isolation) -> CheckedLevel {
+        match level {
+            Isolation::Serializable => CheckedLevel::Serializable,
+            Isolation::RepeatableRead => CheckedLevel::SnapshotIsolation,
+            Isolation::ReadCommitted => CheckedLevel::ReadCommitted,
+        }
+    }
+}
