@@ -75,8 +75,6 @@ pub(super) fn color(kind: EdgeKind) -> &'static str {
         EdgeKind::PredicateRw => "#d35400",
         EdgeKind::StartDep => "#1e8449",
         EdgeKind::Session => "#7f8c8d",
-        #[allow(unreachable_patterns)]
-        _ => "#555555",
     }
 }
 
