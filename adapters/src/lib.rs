@@ -29,6 +29,7 @@ pub mod seam;
 pub use error::AdapterError;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
-    CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind, DatabaseVisitor,
-    DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer, UnknownName,
+    dispatch, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,
+    DatabaseVisitor, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer,
+    UnknownName,
 };

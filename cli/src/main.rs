@@ -12,6 +12,7 @@ mod check;
 mod convert;
 mod exit;
 mod gen;
+mod recover;
 mod run;
 mod timestamp;
 
@@ -30,6 +31,7 @@ struct Cli {
 enum Command {
     Check(check::CheckArgs),
     Run(run::RunArgs),
+    Recover(recover::RecoverArgs),
     Gen(gen::GenArgs),
     Convert(convert::ConvertArgs),
 }
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Run(args) => run::run(args),
+        Command::Recover(args) => recover::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Convert(args) => convert::run(args),
     };

@@ -1,12 +1,14 @@
-//! `isocert run`: run a workload against PostgreSQL while recovering its version
-//! certificate from logical replication, then check the history.
+//! `isocert run`: run a workload against a database while recovering its version
+//! certificate from the database's change stream, then check the history.
 //!
-//! Without `--db` a throwaway PostgreSQL is started (and removed afterwards). The
-//! replication consumer runs during the whole workload; when the workload ends, recovery
-//! only waits for the last commits to be decoded. Everything lands in `--out`:
-//! `history.jsonl` and `certificate.json` (which `isocert check` re-checks to the same
-//! verdict), `report.json`/`report.txt`/`report.html` (the check) and `run.json`
-//! (throughput, lag, recovery counts).
+//! The database is reached only through the adapters' seam: `--db URL` picks the adapter
+//! by the URL's scheme; without it `--database` names the throwaway server to start (and
+//! remove afterwards). The change capture runs during the whole workload; when the
+//! workload ends, recovery only waits for the last commits to be recorded. Everything
+//! lands in `--out`: `history.jsonl` and `certificate.json` (which `isocert check`
+//! re-checks to the same verdict), `raw-log.jsonl` (the captured stream, from which
+//! `isocert recover` rebuilds the certificate), `report.json`/`report.txt`/`report.html`
+//! (the check) and `run.json` (throughput, lag, recovery counts).
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -16,24 +18,34 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use isocert_adapters::postgres::{ReplicationConsumer, ReplicationMode, ReplicationSlot};
-use isocert_adapters::EmbeddedPostgres;
+use isocert_adapters::{
+    dispatch, CaptureOptions, ChangeCapture, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer,
+};
 use isocert_checker::{check, render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
 use isocert_history::{v1, History};
 use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_recovery::{recover_postgres, PostgresRecovery, RawLog};
+use isocert_recovery::{RawLog, Recovered};
 use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
 use serde_json::json;
 
 use crate::exit;
 
-/// Run a workload on PostgreSQL, recover its version certificate concurrently, and check it.
+/// Run a workload on a database, recover its version certificate concurrently, and check it.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
-    /// PostgreSQL to test (`postgres://user@host:port/db`, needs `wal_level=logical`);
-    /// without it a throwaway server is started in a temporary directory and removed afterwards.
+    /// The database to test; the scheme picks the adapter: `postgres://user@host:port/db`
+    /// (needs `wal_level=logical`), `mariadb://` or `mysql://`, `tidb://` (README lists what
+    /// each needs). Without it a throwaway server of --database is started in a temporary
+    /// directory and removed afterwards.
     #[arg(long, value_name = "URL")]
     db: Option<String>,
+    /// Without --db: which throwaway server to start (postgres or mariadb).
+    #[arg(long, value_name = "DATABASE", default_value = "postgres", conflicts_with = "db")]
+    database: DatabaseKind,
+    /// Without --db: a setting of the throwaway server, `NAME=VALUE` (repeatable; recorded
+    /// in run.json), e.g. `--server-setting innodb_snapshot_isolation=ON` for MariaDB.
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_setting, conflicts_with = "db")]
+    server_setting: Vec<(String, String)>,
     /// The workload: `kv` (item operations), `predicate` (range reads, predicate updates and
     /// deletes, aggregates), `skew` (write skew, allowed by repeatable read) or `mini`
     /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes).
@@ -42,8 +54,8 @@ pub(crate) struct RunArgs {
     /// The level the transactions run at: serializable, repeatable-read or read-committed.
     #[arg(long, value_name = "LEVEL")]
     isolation: Isolation,
-    /// The level to check (default: the one the workload ran at; PostgreSQL's repeatable
-    /// read is checked as snapshot-isolation).
+    /// The level to check (default: the one the workload ran at as the adapter maps it;
+    /// PostgreSQL's repeatable read is checked as snapshot-isolation).
     #[arg(long, value_name = "LEVEL")]
     check: Option<IsolationLevel>,
     /// Which checker to use: auto, emme or enne.
@@ -78,15 +90,16 @@ pub(crate) struct RunArgs {
     /// measuring what recovery costs); writes only history.jsonl and run.json, exits 0.
     #[arg(long)]
     no_recovery: bool,
-    /// How recovery receives the committed changes: `stream` (the streaming replication
-    /// protocol: the server decodes each change once and pushes it; needs a connection
-    /// with `replication=database` allowed by pg_hba.conf) or `poll` (SQL reads of the
-    /// slot every --poll-interval-ms; costs the server more).
+    /// How recovery receives the committed changes (the adapter refuses modes it lacks).
+    /// PostgreSQL: `stream` (the streaming replication protocol: the server decodes each
+    /// change once and pushes it; needs a connection with `replication=database` allowed by
+    /// pg_hba.conf) or `poll` (SQL reads of the slot every --poll-interval-ms; costs the
+    /// server more).
     #[arg(long, value_name = "MODE", default_value = "stream")]
-    replication: ReplicationMode,
-    /// With `--replication poll`: shortest time between two reads of the replication slot
-    /// while the workload runs (longer: less work for the server, same completeness; the
-    /// final read is immediate).
+    replication: String,
+    /// With a polling mode (`--replication poll`): shortest time between two reads of the
+    /// change stream while the workload runs (longer: less work for the server, same
+    /// completeness; the final read is immediate).
     #[arg(long, value_name = "MS", default_value_t = 500)]
     poll_interval_ms: u64,
     /// Print the report as JSON instead of text.
@@ -110,15 +123,46 @@ struct RunStats {
     check_secs: Option<f64>,
 }
 
+/// Parses `NAME=VALUE`.
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
+}
+
 /// Runs the command; see the module doc.
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let kind = match &args.db {
+        Some(url) => DatabaseKind::from_url(url)?,
+        None => args.database,
+    };
+    dispatch(kind, RunOn(args))?
+}
+
+/// [`run_with`] on the adapter [`dispatch`] picks.
+struct RunOn(RunArgs);
+
+impl DatabaseVisitor for RunOn {
+    type Output = anyhow::Result<ExitCode>;
+
+    fn visit<D: Database>(self) -> anyhow::Result<ExitCode> {
+        run_with::<D>(self.0)
+    }
+}
+
+fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     check_out_dir(&args.out)?;
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let level = args.check.unwrap_or(match args.isolation {
-        Isolation::Serializable => IsolationLevel::Serializable,
-        Isolation::RepeatableRead => IsolationLevel::SnapshotIsolation,
-        Isolation::ReadCommitted => IsolationLevel::ReadCommitted,
-    });
+    let level = match args.check {
+        Some(level) => level,
+        None => D::checked_as(args.isolation)
+            .as_str()
+            .parse::<IsolationLevel>()
+            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
+    };
     let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
     cfg.txns = args.txns;
     cfg.sessions = args.sessions;
@@ -128,57 +172,54 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     cfg.deletes = !args.no_deletes;
     cfg.validate()?;
 
+    let name = D::KIND.display_name();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
-    let embedded = match &args.db {
-        Some(_) => None,
+    let (db, server) = match &args.db {
+        Some(url) => (D::from_url(url)?, None),
         None => {
-            eprintln!("isocert: starting a throwaway PostgreSQL (use --db to test your own)");
-            Some(rt.block_on(EmbeddedPostgres::start_async()).context("starting the embedded PostgreSQL")?)
+            eprintln!("isocert: starting a throwaway {name} (use --db to test your own)");
+            let (db, server) = rt
+                .block_on(D::start_server(&args.server_setting))
+                .with_context(|| format!("starting the embedded {name}"))?;
+            (db, Some(server))
         }
     };
-    let url = match (&args.db, &embedded) {
-        (Some(url), _) => url.clone(),
-        (None, Some(pg)) => pg.url(),
-        (None, None) => unreachable!("an embedded server is started when no URL is given"),
-    };
-    let recovery =
-        (!args.no_recovery).then(|| (args.replication, Duration::from_millis(args.poll_interval_ms)));
-    let outcome = rt.block_on(run_workload(&url, &cfg, recovery));
-    if let Some(pg) = embedded {
-        if let Err(e) = pg.shutdown() {
-            tracing::warn!("stopping the embedded PostgreSQL: {e}");
+    let capture = (!args.no_recovery).then(|| CaptureOptions {
+        run_name: format!("isocert_run_{}", std::process::id()),
+        mode: Some(args.replication.clone()),
+        poll_interval: Duration::from_millis(args.poll_interval_ms),
+    });
+    let outcome = rt.block_on(run_workload(&db, &cfg, capture));
+    if let Some(server) = server {
+        if let Err(e) = rt.block_on(server.shutdown()) {
+            tracing::warn!("stopping the embedded {name}: {e}");
         }
     }
     let (mut history, log, mut stats, last_commit) = outcome?;
 
     let Some(log) = log else {
         write_history(&args.out.join("history.jsonl"), &history)?;
-        write_run_json(&args.out, &args, &stats, None)?;
+        write_run_json::<D>(&args.out, &args, &stats, None)?;
         eprintln!(
             "isocert: {} committed transactions in {:.2}s ({:.0} txns/s), recovery off",
             stats.committed,
             stats.workload_secs,
-            stats.committed as f64 / stats.workload_secs
+            stats.committed as f64 / stats.workload_secs.max(1e-9)
         );
         return Ok(exit::valid());
     };
 
-    // Written now so that a failed recovery leaves the evidence; rewritten below with the
-    // recovered timestamps and outcomes.
+    // Written now so that a failed recovery leaves the evidence (and `isocert recover` can
+    // rebuild the certificate from them); the history is rewritten below with the recovered
+    // timestamps and outcomes.
     write_history(&args.out.join("history.jsonl"), &history)?;
+    write_raw_log(&args.out.join(RAW_LOG), &log)?;
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
     let recovering = Instant::now();
-    let recovered = match recover_postgres(&mut history, &log, &matcher) {
-        Ok(r) => r,
-        Err(e) => {
-            let path = args.out.join("replication.jsonl");
-            write_raw_log(&path, &log)?;
-            return Err(e).with_context(|| {
-                format!("recovering the certificate (the replication log is in {})", path.display())
-            });
-        }
-    };
+    let recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
+        format!("recovering the certificate (the captured log is in {})", args.out.join(RAW_LOG).display())
+    })?;
     stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
     stats.recover_secs = Some(recovering.elapsed().as_secs_f64());
     for w in &recovered.warnings {
@@ -199,13 +240,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     stats.check_secs = Some(started.elapsed().as_secs_f64());
     write_reports(&args.out, &report, &history)?;
     let html = args.html.clone().unwrap_or_else(|| args.out.join("report.html"));
-    let opts = HtmlOptions { context: html_context(&args, &stats), ..HtmlOptions::default() };
+    let opts = HtmlOptions { context: html_context::<D>(&args, &stats), ..HtmlOptions::default() };
     crate::check::write_html(&html, &report, &history, &recovered.certificate, &opts)?;
-    write_run_json(&args.out, &args, &stats, Some(&recovered))?;
+    write_run_json::<D>(&args.out, &args, &stats, Some(&recovered))?;
 
     if args.json {
         let mut out = render_json(&report, &history);
-        out["run"] = run_json(&args, &stats, Some(&recovered));
+        out["run"] = run_json::<D>(&args, &stats, Some(&recovered));
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", crate::check::text_report(&report, &history));
@@ -214,30 +255,29 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
 }
 
+/// The captured change stream's file in `--out`.
+pub(crate) const RAW_LOG: &str = "raw-log.jsonl";
+
 type Outcome = (History, Option<RawLog>, RunStats, Instant);
 
-/// Sets the table up, starts the replication consumer, runs the workload with a progress
-/// bar, and waits for the consumer to have recorded every commit.
-async fn run_workload(
-    url: &str,
+/// Sets the table up, starts the change capture, runs the workload with a progress bar,
+/// and waits for the capture to have recorded every commit.
+async fn run_workload<D: Database>(
+    db: &D,
     cfg: &WorkloadConfig,
-    recovery: Option<(ReplicationMode, Duration)>,
+    capture: Option<CaptureOptions>,
 ) -> anyhow::Result<Outcome> {
-    isocert_workload::setup(url, cfg).await.context("setting up the workload table")?;
-    let consumer: Option<ReplicationConsumer> = match recovery {
-        Some((mode, interval)) => {
-            let name = format!("isocert_run_{}", std::process::id());
-            let slot = ReplicationSlot::create(url, &name, &[cfg.kind.table()])
+    isocert_workload::setup_on(db, cfg).await.context("setting up the workload table")?;
+    let consumer = match &capture {
+        Some(options) => {
+            let mut consumer = db
+                .start_capture(&cfg.kind.table_spec(), options)
                 .await
-                .context("creating the logical replication slot")?;
-            let mut consumer = slot.mode(mode).poll_interval(interval).start();
-            consumer.wait_started(Duration::from_secs(60)).await.with_context(|| match mode {
-                ReplicationMode::Stream => {
-                    "starting logical replication (streaming; `--replication poll` reads the slot over an \
-                     ordinary connection if replication connections are refused)"
-                }
-                ReplicationMode::Poll => "starting logical replication",
-            })?;
+                .context("starting the change capture")?;
+            consumer.wait_started(Duration::from_secs(60)).await.context(
+                "starting the change capture (PostgreSQL: `--replication poll` reads the slot over an ordinary \
+                 connection if replication connections are refused)",
+            )?;
             Some(consumer)
         }
         None => None,
@@ -249,7 +289,7 @@ async fn run_workload(
             .progress_chars("=> "),
     );
     let started = Instant::now();
-    let result = isocert_workload::run(url, cfg, |done| {
+    let result = isocert_workload::run_on(db, cfg, |done| {
         bar.set_position(done);
         if let Some(c) = &consumer {
             if done % 64 == 0 {
@@ -275,14 +315,11 @@ async fn run_workload(
         Some(c) => Some(
             tokio::time::timeout(Duration::from_secs(600), c.finish())
                 .await
-                .context("the replication stream did not catch up within 10 minutes")?
-                .with_context(|| match recovery {
-                    Some((ReplicationMode::Stream, _)) => {
-                        "finishing logical replication (streaming; `--replication poll` reads the slot over \
-                         an ordinary connection if replication connections are refused)"
-                    }
-                    _ => "finishing logical replication",
-                })?,
+                .context("the change capture did not catch up within 10 minutes")?
+                .context(
+                    "finishing the change capture (PostgreSQL: `--replication poll` reads the slot over an \
+                     ordinary connection if replication connections are refused)",
+                )?,
         ),
         None => None,
     };
@@ -302,33 +339,20 @@ fn create(path: &Path) -> anyhow::Result<BufWriter<File>> {
     Ok(BufWriter::new(File::create(path).with_context(|| format!("creating {}", path.display()))?))
 }
 
-fn write_history(path: &Path, h: &History) -> anyhow::Result<()> {
+pub(crate) fn write_history(path: &Path, h: &History) -> anyhow::Result<()> {
     let mut out = create(path)?;
     v1::write_history(h, &mut out).with_context(|| format!("writing {}", path.display()))?;
     out.flush().with_context(|| format!("writing {}", path.display()))
 }
 
-/// The replication log as JSON lines (one committed transaction each), for diagnosis.
-fn write_raw_log(path: &Path, log: &RawLog) -> anyhow::Result<()> {
+/// The captured log as JSON lines (one committed transaction each), for `isocert recover`.
+pub(crate) fn write_raw_log(path: &Path, log: &RawLog) -> anyhow::Result<()> {
     let mut out = create(path)?;
-    for t in log.txns() {
-        let changes: Vec<serde_json::Value> = t
-            .changes
-            .iter()
-            .map(|c| {
-                let row = c.row.as_ref().map(|r| {
-                    r.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect::<serde_json::Map<_, _>>()
-                });
-                json!({"table": &*c.table, "key": c.key.to_json(), "row": row})
-            })
-            .collect();
-        let line = json!({"xid": t.xid, "commit_lsn": t.commit_lsn, "commit_time": t.commit_time, "changes": changes});
-        writeln!(out, "{line}").with_context(|| format!("writing {}", path.display()))?;
-    }
+    log.write_jsonl(&mut out).with_context(|| format!("writing {}", path.display()))?;
     out.flush().with_context(|| format!("writing {}", path.display()))
 }
 
-fn write_certificate(path: &Path, h: &History, r: &PostgresRecovery) -> anyhow::Result<()> {
+pub(crate) fn write_certificate(path: &Path, h: &History, r: &Recovered) -> anyhow::Result<()> {
     let mut out = create(path)?;
     v1::write_certificate(h, &r.certificate, &mut out)
         .with_context(|| format!("writing {}", path.display()))?;
@@ -343,8 +367,11 @@ fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()>
     fs::write(&text_path, render_text(report, h)).with_context(|| format!("writing {}", text_path.display()))
 }
 
-fn run_json(args: &RunArgs, stats: &RunStats, r: Option<&PostgresRecovery>) -> serde_json::Value {
+fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>) -> serde_json::Value {
     let mut out = json!({
+        "database": D::KIND.as_str(),
+        "embedded": args.db.is_none(),
+        "server_settings": args.server_setting.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
         "workload": args.workload.as_str(),
         "isolation": args.isolation.as_str(),
         "txns": args.txns,
@@ -353,7 +380,7 @@ fn run_json(args: &RunArgs, stats: &RunStats, r: Option<&PostgresRecovery>) -> s
         "seed": args.seed,
         "deletes": !args.no_deletes,
         "recovery": r.is_some(),
-        "replication": r.is_some().then(|| args.replication.as_str()),
+        "replication": r.is_some().then_some(args.replication.as_str()),
         "committed": stats.committed,
         "attempts": stats.attempts,
         "workload_secs": stats.workload_secs,
@@ -379,18 +406,18 @@ fn run_json(args: &RunArgs, stats: &RunStats, r: Option<&PostgresRecovery>) -> s
     out
 }
 
-fn write_run_json(
+fn write_run_json<D: Database>(
     dir: &Path,
     args: &RunArgs,
     stats: &RunStats,
-    r: Option<&PostgresRecovery>,
+    r: Option<&Recovered>,
 ) -> anyhow::Result<()> {
     let path = dir.join("run.json");
-    fs::write(&path, serde_json::to_string_pretty(&run_json(args, stats, r))? + "\n")
+    fs::write(&path, serde_json::to_string_pretty(&run_json::<D>(args, stats, r))? + "\n")
         .with_context(|| format!("writing {}", path.display()))
 }
 
-fn summary(stats: &RunStats, r: &PostgresRecovery, out: &Path) -> String {
+fn summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
     format!(
         "run: {} committed of {} attempts in {:.2}s ({:.0} committed/s); recovered {} commits, {} row versions, \
          {} version sets, {} item reads' versions ({} rows re-checked at read committed); certificate complete {:.3}s after the last commit; \
@@ -410,10 +437,12 @@ fn summary(stats: &RunStats, r: &PostgresRecovery, out: &Path) -> String {
 }
 
 /// The run's facts for the HTML report's summary (never the database URL: it may hold a password).
-fn html_context(args: &RunArgs, stats: &RunStats) -> Vec<(String, String)> {
-    let database = if args.db.is_some() { "PostgreSQL (--db)" } else { "PostgreSQL (throwaway, embedded)" };
+fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, String)> {
+    let name = D::KIND.display_name();
+    let database =
+        if args.db.is_some() { format!("{name} (--db)") } else { format!("{name} (throwaway, embedded)") };
     let mut out = vec![
-        ("database".to_string(), database.to_string()),
+        ("database".to_string(), database),
         (
             "workload".to_string(),
             format!(

@@ -33,5 +33,5 @@ mod snapshot;
 
 pub use error::RecoveryError;
 pub use postgres::{recover_postgres, PostgresRecovery, Recovered, RecoveryStats, RowMatcher};
-pub use raw_log::{CommittedTxn, RawLog, RowChange};
+pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};

@@ -1,8 +1,12 @@
-//! The raw version log: committed transactions in commit order, as a change stream reports them.
+//! The raw version log: committed transactions in commit order, as a change stream reports
+//! them, and its JSON-lines file (`raw-log.jsonl`), which `isocert run` saves and
+//! `isocert recover` reads back.
 
+use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use isocert_history::Scalar;
+use serde_json::{json, Map, Value as Json};
 
 /// One row change of a committed transaction.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +93,155 @@ impl RawLog {
     }
 }
 
+/// Why a raw log file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RawLogError {
+    /// The file could not be read.
+    #[error("reading the raw log: {0}")]
+    Io(#[from] std::io::Error),
+    /// A line is not a committed transaction as [`RawLog::write_jsonl`] writes it.
+    #[error("raw log line {line}: {field}: {message}")]
+    Line {
+        /// The line number, from 1.
+        line: usize,
+        /// The field at fault (`commit_lsn`, `changes[2].row`).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+fn scalar_from_json(v: &Json) -> Option<Scalar> {
+    Some(match v {
+        Json::Null => Scalar::Null,
+        Json::Bool(b) => Scalar::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Scalar::Int(i),
+            None => Scalar::Float(n.as_f64()?),
+        },
+        Json::String(t) => Scalar::Text(t.as_str().into()),
+        _ => return None,
+    })
+}
+
+impl CommittedTxn {
+    /// The transaction as one JSON object: `xid`, `commit_lsn`, `end_lsn`, `commit_time`,
+    /// `changes` (each `table`, `key`, `row`: an object of columns in order, or `null`).
+    pub fn to_json(&self) -> Json {
+        let changes: Vec<Json> = self
+            .changes
+            .iter()
+            .map(|c| {
+                let row = c
+                    .row
+                    .as_ref()
+                    .map(|r| r.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect::<Map<_, _>>());
+                json!({"table": &*c.table, "key": c.key.to_json(), "row": row})
+            })
+            .collect();
+        json!({"xid": self.xid, "commit_lsn": self.commit_lsn, "end_lsn": self.end_lsn, "commit_time": self.commit_time, "changes": changes})
+    }
+
+    fn from_json(v: &Json, line: usize) -> Result<Self, RawLogError> {
+        let bad = |field: &str, message: &str| RawLogError::Line {
+            line,
+            field: field.to_string(),
+            message: message.to_string(),
+        };
+        let obj = v.as_object().ok_or_else(|| bad("line", "is not a JSON object"))?;
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !["xid", "commit_lsn", "end_lsn", "commit_time", "changes"].contains(&k.as_str()))
+        {
+            return Err(bad(k, "unknown field"));
+        }
+        let number = |f: &str| {
+            obj.get(f).and_then(Json::as_u64).ok_or_else(|| bad(f, "missing or not a non-negative integer"))
+        };
+        let (xid, commit_lsn, end_lsn) = (number("xid")?, number("commit_lsn")?, number("end_lsn")?);
+        let commit_time = obj
+            .get("commit_time")
+            .and_then(Json::as_i64)
+            .ok_or_else(|| bad("commit_time", "missing or not an integer"))?;
+        let mut changes = Vec::new();
+        let list = obj
+            .get("changes")
+            .and_then(Json::as_array)
+            .ok_or_else(|| bad("changes", "missing or not an array"))?;
+        for (i, c) in list.iter().enumerate() {
+            let field = |f: &str| format!("changes[{i}].{f}");
+            let c = c.as_object().ok_or_else(|| bad(&format!("changes[{i}]"), "is not an object"))?;
+            let table = c
+                .get("table")
+                .and_then(Json::as_str)
+                .ok_or_else(|| bad(&field("table"), "missing or not a string"))?;
+            let key = c
+                .get("key")
+                .and_then(scalar_from_json)
+                .ok_or_else(|| bad(&field("key"), "missing or not a scalar"))?;
+            let row = match c.get("row") {
+                None | Some(Json::Null) => None,
+                Some(Json::Object(cols)) => Some(
+                    cols.iter()
+                        .map(|(k, v)| {
+                            Ok((
+                                Arc::from(k.as_str()),
+                                scalar_from_json(v)
+                                    .ok_or_else(|| bad(&field("row"), "a column is not a scalar"))?,
+                            ))
+                        })
+                        .collect::<Result<Vec<_>, RawLogError>>()?,
+                ),
+                Some(_) => return Err(bad(&field("row"), "not an object or null")),
+            };
+            changes.push(RowChange { table: table.into(), key, row });
+        }
+        Ok(CommittedTxn { xid, commit_lsn, end_lsn, commit_time, changes })
+    }
+}
+
+impl RawLog {
+    /// Writes the log as JSON lines, one committed transaction per line in commit order.
+    ///
+    /// # Errors
+    /// The writer's error.
+    pub fn write_jsonl(&self, out: &mut impl Write) -> std::io::Result<()> {
+        for t in &self.txns {
+            writeln!(out, "{}", t.to_json())?;
+        }
+        Ok(())
+    }
+
+    /// Reads a log [`RawLog::write_jsonl`] wrote (blank lines are skipped).
+    ///
+    /// # Errors
+    /// [`RawLogError::Line`] naming the line and field of a malformed transaction, or one
+    /// whose commit position does not increase.
+    pub fn read_jsonl(input: impl BufRead) -> Result<RawLog, RawLogError> {
+        let mut log = RawLog::new();
+        for (i, line) in input.lines().enumerate() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: Json = serde_json::from_str(&line).map_err(|e| RawLogError::Line {
+                line: i + 1,
+                field: "line".into(),
+                message: e.to_string(),
+            })?;
+            let txn = CommittedTxn::from_json(&v, i + 1)?;
+            if !log.push(txn) {
+                return Err(RawLogError::Line {
+                    line: i + 1,
+                    field: "commit_lsn".into(),
+                    message: "not after the previous line's".into(),
+                });
+            }
+        }
+        Ok(log)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +259,39 @@ mod tests {
         assert!(!log.push(txn(20)));
         assert!(log.push(txn(30)));
         assert_eq!(log.txns().iter().map(|t| t.commit_lsn).collect::<Vec<_>>(), vec![10, 20, 30]);
+    }
+
+    #[test]
+    fn json_lines_round_trip_and_bad_lines_are_named() {
+        let mut log = RawLog::new();
+        let row = vec![
+            ("id".into(), Scalar::Int(3)),
+            ("name".into(), Scalar::Text("x".into())),
+            ("f".into(), Scalar::Float(1.5)),
+        ];
+        log.push(CommittedTxn {
+            xid: 7,
+            commit_lsn: 0x1_0000_0100,
+            end_lsn: 0x1_0000_0130,
+            commit_time: -5,
+            changes: vec![
+                RowChange { table: "items".into(), key: Scalar::Int(3), row: Some(row) },
+                RowChange { table: "items".into(), key: Scalar::Int(4), row: None },
+            ],
+        });
+        log.push(txn(0x1_0000_0200));
+        let mut out = Vec::new();
+        log.write_jsonl(&mut out).unwrap();
+        assert_eq!(RawLog::read_jsonl(&out[..]).unwrap(), log);
+        let text = String::from_utf8(out).unwrap();
+        let swapped: String = text.lines().rev().map(|l| format!("{l}\n")).collect();
+        let e = RawLog::read_jsonl(swapped.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("line 2: commit_lsn"), "{e}");
+        let e = RawLog::read_jsonl(&b"\n{\"xid\":1,\"commit_lsn\":1,\"end_lsn\":2,\"commit_time\":0,\"changes\":[{\"table\":\"kv\",\"key\":1,\"row\":5}]}\n"[..])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2: changes[0].row"), "{e}");
+        let e = RawLog::read_jsonl(&b"{\"xid\":1,\"lsn\":1}"[..]).unwrap_err().to_string();
+        assert!(e.contains("line 1: lsn: unknown field"), "{e}");
     }
 }

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub use isocert_adapters::Isolation;
+
 use crate::WorkloadError;
 
 /// The workloads the client can run.
@@ -27,6 +29,11 @@ impl WorkloadKind {
             WorkloadKind::Kv | WorkloadKind::Skew | WorkloadKind::Mini => "kv",
             WorkloadKind::Predicate => "items",
         }
+    }
+
+    /// The table the workload runs on, as adapters see it.
+    pub fn table_spec(self) -> isocert_adapters::TableSpec {
+        crate::schema::Schema::of(self).spec()
     }
 
     /// The CLI spelling.
@@ -59,77 +66,6 @@ impl FromStr for WorkloadKind {
                 return Err(WorkloadError::config(
                     "workload",
                     format!("unknown workload {s:?}: use kv, predicate, skew or mini"),
-                ))
-            }
-        })
-    }
-}
-
-/// The PostgreSQL isolation level the transactions run at (`BEGIN ISOLATION LEVEL ...`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isolation {
-    /// `SERIALIZABLE` (serializable snapshot isolation).
-    Serializable,
-    /// `REPEATABLE READ` (snapshot isolation in PostgreSQL).
-    RepeatableRead,
-    /// `READ COMMITTED` (a new snapshot per statement).
-    ReadCommitted,
-}
-
-impl Isolation {
-    /// The SQL spelling after `ISOLATION LEVEL`.
-    pub fn sql(self) -> &'static str {
-        match self {
-            Isolation::Serializable => "SERIALIZABLE",
-            Isolation::RepeatableRead => "REPEATABLE READ",
-            Isolation::ReadCommitted => "READ COMMITTED",
-        }
-    }
-
-    /// The statement that starts a transaction at this level.
-    pub fn begin_sql(self) -> &'static str {
-        match self {
-            Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
-            Isolation::RepeatableRead => "BEGIN ISOLATION LEVEL REPEATABLE READ",
-            Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
-        }
-    }
-
-    /// The long name, as in the history's `meta.isolation` and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Serializable => "serializable",
-            Isolation::RepeatableRead => "repeatable-read",
-            Isolation::ReadCommitted => "read-committed",
-        }
-    }
-
-    /// Whether one snapshot serves the whole transaction (repeatable read, serializable).
-    pub fn has_transaction_snapshot(self) -> bool {
-        self != Isolation::ReadCommitted
-    }
-}
-
-impl fmt::Display for Isolation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Isolation {
-    type Err = WorkloadError;
-
-    fn from_str(s: &str) -> Result<Self, WorkloadError> {
-        Ok(match s {
-            "serializable" | "ser" => Isolation::Serializable,
-            "repeatable-read" | "rr" => Isolation::RepeatableRead,
-            "read-committed" | "rc" => Isolation::ReadCommitted,
-            _ => {
-                return Err(WorkloadError::config(
-                    "isolation",
-                    format!(
-                        "unknown isolation level {s:?}: use serializable, repeatable-read or read-committed"
-                    ),
                 ))
             }
         })

@@ -1,6 +1,8 @@
-//! The isocert test client: generated transactions run by concurrent sessions against
-//! PostgreSQL, recorded as a v1 [`History`](isocert_history::History) with the PostgreSQL
-//! facts certificate recovery needs (xids, snapshots, row writers; docs/POSTGRES.md).
+//! The isocert test client: generated transactions run by concurrent sessions against any
+//! database behind the adapters' seam ([`isocert_adapters::Database`]), recorded as a v1
+//! [`History`](isocert_history::History) with the facts certificate recovery needs, which
+//! each adapter records in `meta` (PostgreSQL: xids, snapshots, row writers; docs/POSTGRES.md).
+//! This crate holds the database-neutral plans and the executor; SQL lives in the adapters.
 //!
 //! Workloads ([`WorkloadKind`]): `kv` (item reads, blind updates, upserts,
 //! read-modify-writes, deletes), `predicate` (plus range reads, predicate updates and
@@ -21,7 +23,8 @@
 //! # Ok::<(), isocert_workload::WorkloadError>(())
 //! ```
 //!
-//! Call [`setup`], create the replication slot, then [`run`]:
+//! Call [`setup`] (or [`setup_on`] with an adapter), start the change capture, then
+//! [`run`] (or [`run_on`]); [`setup`] and [`run`] pick the adapter from the URL's scheme:
 //!
 //! ```no_run
 //! use isocert_workload::{run, setup, Isolation, WorkloadConfig, WorkloadKind};
@@ -35,9 +38,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Serialization failures (40001) and deadlocks (40P01) are recorded as aborted
-//! transactions and the plan is retried as a new transaction; a connection lost while
-//! `COMMIT` is in flight is recorded as `unknown`.
+//! Errors the adapter classifies as retryable (PostgreSQL: serialization failures 40001,
+//! deadlocks 40P01) are recorded as aborted transactions and the plan is retried as a new
+//! transaction; a connection lost while `COMMIT` is in flight is recorded as `unknown`.
 
 mod config;
 mod error;
@@ -47,8 +50,7 @@ mod recorder;
 mod run;
 mod schema;
 mod session;
-mod statements;
 
 pub use config::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
 pub use error::WorkloadError;
-pub use run::{run, setup};
+pub use run::{run, run_on, setup, setup_on};

@@ -6,7 +6,7 @@ use isocert_history::{
 use serde_json::{Map, Value as Json};
 
 use crate::schema::Schema;
-use crate::statements::RawOp;
+use isocert_adapters::RecordedOp;
 
 /// A finished transaction as one session saw it, before interning.
 #[derive(Debug)]
@@ -16,7 +16,7 @@ pub(crate) struct RawTxn {
     /// How it ended.
     pub(crate) status: Status,
     /// Its operations with their adapter facts, in program order.
-    pub(crate) ops: Vec<(RawOp, Map<String, Json>)>,
+    pub(crate) ops: Vec<(RecordedOp, Map<String, Json>)>,
     /// Its transaction facts (xid, isolation, snapshot, sqlstate).
     pub(crate) meta: Map<String, Json>,
 }
@@ -91,28 +91,30 @@ impl Recorder {
         let _ = self.history.push_txn(txn);
     }
 
-    fn op(&mut self, op: RawOp) -> Op {
+    fn op(&mut self, op: RecordedOp) -> Op {
         match op {
-            RawOp::Read { key, row } => Op::Read { obj: self.object(key), value: self.value(row.as_deref()) },
-            RawOp::Write { key, row } => {
+            RecordedOp::Read { key, row } => {
+                Op::Read { obj: self.object(key), value: self.value(row.as_deref()) }
+            }
+            RecordedOp::Write { key, row } => {
                 Op::Write { obj: self.object(key), value: self.value(row.as_deref()) }
             }
-            RawOp::Select { predicate, rows } => {
+            RecordedOp::Select { predicate, rows } => {
                 let predicate = self.history.intern_predicate(self.table, &predicate);
                 Op::Select { predicate, rows: self.result_rows(&rows) }
             }
-            RawOp::Update { predicate, set, rows } => {
+            RecordedOp::Update { predicate, set, rows } => {
                 let predicate = self.history.intern_predicate(self.table, &predicate);
                 let set = set.iter().map(|(c, v)| (self.column(c), Scalar::Int(*v))).collect();
                 Op::Update { predicate, set, rows: self.result_rows(&rows) }
             }
-            RawOp::Delete { predicate, keys } => {
+            RecordedOp::Delete { predicate, keys } => {
                 let predicate = self.history.intern_predicate(self.table, &predicate);
                 let rows =
                     keys.iter().map(|&k| ResultRow { obj: self.object(k), value: ValueId::ABSENT }).collect();
                 Op::Delete { predicate, rows }
             }
-            RawOp::Aggregate { predicate, function, column, result } => {
+            RecordedOp::Aggregate { predicate, function, column, result } => {
                 let predicate = self.history.intern_predicate(self.table, &predicate);
                 let result = result.map_or(Scalar::Null, Scalar::Int);
                 Op::Aggregate { predicate, function, column: Some(self.column(column)), result }

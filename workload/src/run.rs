@@ -1,9 +1,12 @@
-//! Setting up the table and running a workload to a recorded history.
+//! Setting up the table and running a workload to a recorded history, on any database
+//! behind the seam.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex};
 
-use isocert_adapters::postgres::connect;
+use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor};
 use isocert_history::History;
 use tokio::sync::mpsc;
 
@@ -11,37 +14,23 @@ use crate::plan::Planner;
 use crate::recorder::Recorder;
 use crate::schema::Schema;
 use crate::session::{run_session, Shared};
-use crate::statements::query;
 use crate::{WorkloadConfig, WorkloadError};
 
-/// Rows per `INSERT` when loading the initial rows.
-const INSERT_BATCH: usize = 1000;
-
-/// Drops and recreates the workload's table (`REPLICA IDENTITY FULL`) and inserts its
-/// initial rows; committed when this returns. Create a replication slot after this and
-/// before [`run`], so that the slot streams exactly the history's transactions.
+/// Drops and recreates the workload's table and inserts its initial rows; committed when
+/// this returns. Start the change capture after this and before [`run_on`], so that it
+/// sees exactly the history's transactions.
 ///
 /// # Errors
-/// [`WorkloadError::Config`] for a bad configuration, [`WorkloadError::Connect`] or
-/// [`WorkloadError::Statement`] when the database refuses.
-pub async fn setup(url: &str, cfg: &WorkloadConfig) -> Result<(), WorkloadError> {
+/// [`WorkloadError::Config`] for a bad configuration, [`WorkloadError::Database`] when the
+/// database refuses.
+pub async fn setup_on<D: Database>(db: &D, cfg: &WorkloadConfig) -> Result<(), WorkloadError> {
     cfg.validate()?;
     let schema = Schema::of(cfg.kind);
-    let client = connect(url).await?;
-    query(&client, &schema.create_sql()).await?;
-    for batch in schema.initial_rows(cfg).chunks(INSERT_BATCH) {
-        let values: Vec<String> = batch
-            .iter()
-            .map(|r| format!("({})", r.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")))
-            .collect();
-        let sql =
-            format!("INSERT INTO {} ({}) VALUES {}", schema.table, schema.column_list(), values.join(", "));
-        query(&client, &sql).await?;
-    }
+    db.prepare_table(&schema.spec(), &schema.initial_rows(cfg)).await?;
     Ok(())
 }
 
-/// Runs the workload against the table [`setup`] prepared and returns the recorded history.
+/// Runs the workload against the table [`setup_on`] prepared and returns the recorded history.
 ///
 /// The table's rows when the run starts become the history's initial versions. `cfg.sessions`
 /// tokio tasks each hold one connection and take plans from a shared counter until
@@ -51,25 +40,19 @@ pub async fn setup(url: &str, cfg: &WorkloadConfig) -> Result<(), WorkloadError>
 /// # Errors
 /// A configuration, connection or unexpected database error; serialization failures,
 /// deadlocks and lost connections are recorded, not returned.
-pub async fn run(url: &str, cfg: &WorkloadConfig, progress: impl Fn(u64)) -> Result<History, WorkloadError> {
+pub async fn run_on<D: Database>(
+    db: &D,
+    cfg: &WorkloadConfig,
+    progress: impl Fn(u64),
+) -> Result<History, WorkloadError> {
     cfg.validate()?;
     let schema = Schema::of(cfg.kind);
-    let client = connect(url).await?;
-    let sql = format!("SELECT {} FROM {} ORDER BY 1", schema.column_list(), schema.table);
-    let mut initial = Vec::new();
-    for r in query(&client, &sql).await? {
-        let row = (0..schema.columns.len())
-            .map(|i| r.get(i).and_then(|t| t.parse().ok()))
-            .collect::<Option<Vec<i64>>>()
-            .ok_or_else(|| WorkloadError::unexpected(&sql, "a row with a NULL or non-integer column"))?;
-        initial.push(row);
-    }
+    let initial = db.read_table(&schema.spec()).await?;
     let max_value = initial.iter().map(|r| *r.last().expect("columns")).max().unwrap_or(0);
     let mut recorder = Recorder::new(schema, cfg.sessions);
     recorder.set_initial(&initial);
-    let admin = if cfg.disconnect_rate > 0.0 { Some(connect(url).await?) } else { None };
     let shared = Arc::new(Shared {
-        url: url.to_string(),
+        db: db.clone(),
         cfg: cfg.clone(),
         planner: Planner::new(cfg),
         schema,
@@ -77,7 +60,6 @@ pub async fn run(url: &str, cfg: &WorkloadConfig, progress: impl Fn(u64)) -> Res
         fresh: AtomicI64::new(max_value + 1),
         stop: AtomicBool::new(false),
         recorder: Mutex::new(recorder),
-        admin,
         gate: tokio::sync::RwLock::new(()),
     });
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
@@ -107,4 +89,37 @@ pub async fn run(url: &str, cfg: &WorkloadConfig, progress: impl Fn(u64)) -> Res
     let recorder = shared.recorder.into_inner().expect("recorder lock");
     tracing::info!(txns = recorder.len(), "workload finished");
     Ok(recorder.finish())
+}
+
+/// A boxed future borrowing the caller's arguments.
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkloadError>> + 'a>>;
+
+/// [`setup_on`] the database `url` names by its scheme.
+///
+/// # Errors
+/// As [`setup_on`]; [`WorkloadError::Adapter`] for a URL no adapter takes.
+pub async fn setup(url: &str, cfg: &WorkloadConfig) -> Result<(), WorkloadError> {
+    struct Setup<'a>(&'a str, &'a WorkloadConfig);
+    impl<'a> DatabaseVisitor for Setup<'a> {
+        type Output = Boxed<'a, ()>;
+        fn visit<D: Database>(self) -> Boxed<'a, ()> {
+            Box::pin(async move { setup_on(&D::from_url(self.0)?, self.1).await })
+        }
+    }
+    dispatch(DatabaseKind::from_url(url)?, Setup(url, cfg))?.await
+}
+
+/// [`run_on`] the database `url` names by its scheme.
+///
+/// # Errors
+/// As [`run_on`]; [`WorkloadError::Adapter`] for a URL no adapter takes.
+pub async fn run(url: &str, cfg: &WorkloadConfig, progress: impl Fn(u64)) -> Result<History, WorkloadError> {
+    struct Run<'a, P>(&'a str, &'a WorkloadConfig, P);
+    impl<'a, P: Fn(u64) + 'a> DatabaseVisitor for Run<'a, P> {
+        type Output = Boxed<'a, History>;
+        fn visit<D: Database>(self) -> Boxed<'a, History> {
+            Box::pin(async move { run_on(&D::from_url(self.0)?, self.1, self.2).await })
+        }
+    }
+    dispatch(DatabaseKind::from_url(url)?, Run(url, cfg, progress))?.await
 }

@@ -1,5 +1,6 @@
 //! The tables the workloads run on, their DDL and their initial rows.
 
+use isocert_adapters::TableSpec;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -17,23 +18,13 @@ pub(crate) struct Schema {
     pub(crate) table: &'static str,
     /// All columns, primary key first, unique value column last.
     pub(crate) columns: &'static [&'static str],
-    /// `CREATE TABLE` column definitions.
-    definition: &'static str,
 }
 
 /// The key-value table of the kv and skew workloads (v1's table `kv`).
-pub(crate) const KV: Schema = Schema {
-    table: "kv",
-    columns: &["key", "value"],
-    definition: "key integer PRIMARY KEY, value bigint NOT NULL",
-};
+pub(crate) const KV: Schema = Schema { table: "kv", columns: &["key", "value"] };
 
 /// The table of the predicate workload.
-pub(crate) const ITEMS: Schema = Schema {
-    table: "items",
-    columns: &["id", "c1", "c2", "v"],
-    definition: "id integer PRIMARY KEY, c1 integer NOT NULL, c2 integer NOT NULL, v bigint NOT NULL",
-};
+pub(crate) const ITEMS: Schema = Schema { table: "items", columns: &["id", "c1", "c2", "v"] };
 
 impl Schema {
     /// The schema of a workload.
@@ -44,28 +35,14 @@ impl Schema {
         }
     }
 
-    /// The primary key column.
-    pub(crate) fn pk(&self) -> &'static str {
-        self.columns[0]
-    }
-
     /// Whether this is v1's key-value table, whose values are plain scalars.
     pub(crate) fn is_kv(&self) -> bool {
         self.table == KV.table
     }
 
-    /// `key, value` / `id, c1, c2, v`.
-    pub(crate) fn column_list(&self) -> String {
-        self.columns.join(", ")
-    }
-
-    /// The statements that (re)create the table.
-    pub(crate) fn create_sql(&self) -> String {
-        format!(
-            "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} ({d}); ALTER TABLE {t} REPLICA IDENTITY FULL;",
-            t = self.table,
-            d = self.definition
-        )
+    /// The table as the adapters see it (each renders its own DDL).
+    pub(crate) fn spec(&self) -> TableSpec {
+        TableSpec { name: self.table, columns: self.columns }
     }
 
     /// A full row from its key, the planned middle columns (missing ones are 0) and the

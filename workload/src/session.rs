@@ -1,22 +1,23 @@
 //! One session: a connection that runs plans one transaction at a time, retries aborted
-//! attempts as new transactions and records every attempt.
+//! attempts as new transactions and records every attempt. It speaks to the database only
+//! through the seam ([`isocert_adapters::Session`]).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use isocert_adapters::{CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep};
 use isocert_history::Status;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::{json, Map, Value as Json};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::RwLock;
-use tokio_postgres::{Client, NoTls};
 
-use crate::plan::{Planner, Step};
+use crate::plan::{items_c1_values, Planner, Step};
 use crate::recorder::{RawTxn, Recorder};
-use crate::schema::Schema;
-use crate::statements::{query, run_step, RawOp, StepContext};
+use crate::schema::{Schema, ITEMS_C2_VALUES};
 use crate::{WorkloadConfig, WorkloadError};
 
 /// How often a session tries to reconnect before giving up.
@@ -25,13 +26,10 @@ const RECONNECT_ATTEMPTS: u32 = 20;
 /// Aborted attempts of one plan after which its next attempts run alone.
 const ATTEMPTS_BEFORE_EXCLUSIVE: u32 = 10;
 
-/// Sent when a session connects.
-const DEADLOCK_TIMEOUT: &str = "SET deadlock_timeout = '20ms'";
-
 /// What all sessions of a run share.
 #[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) url: String,
+pub(crate) struct Shared<D> {
+    pub(crate) db: D,
     pub(crate) cfg: WorkloadConfig,
     pub(crate) planner: Planner,
     pub(crate) schema: &'static Schema,
@@ -39,51 +37,27 @@ pub(crate) struct Shared {
     pub(crate) fresh: AtomicI64,
     pub(crate) stop: AtomicBool,
     pub(crate) recorder: Mutex<Recorder>,
-    /// A separate connection used only to inject disconnects.
-    pub(crate) admin: Option<Client>,
     /// Attempts hold it shared; a plan that aborted too often takes it exclusively.
     pub(crate) gate: RwLock<()>,
 }
 
-/// A session's connection and its server process id.
-struct Connection {
-    client: Client,
-    pid: i32,
-}
-
-async fn connect(url: &str) -> Result<Connection, WorkloadError> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(|source| WorkloadError::Connect { url: url.to_string(), source })?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!("workload connection ended: {e}");
-        }
-    });
-    // Deadlocks are expected (predicate updates lock rows in scan order); detect them fast
-    // instead of after the default second. Only superusers may set it: ignore a refusal.
-    if let Err(e) = client.simple_query(DEADLOCK_TIMEOUT).await {
-        tracing::debug!("cannot lower deadlock_timeout: {e}");
+impl<D> Shared<D> {
+    /// A value no other write has used.
+    fn fresh(&self) -> i64 {
+        self.fresh.fetch_add(1, Ordering::SeqCst)
     }
-    let rows = query(&client, "SELECT pg_backend_pid()").await?;
-    let pid = rows
-        .first()
-        .and_then(|r| r.get(0))
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| WorkloadError::unexpected("SELECT pg_backend_pid()", "no pid"))?;
-    Ok(Connection { client, pid })
 }
 
-async fn reconnect(url: &str) -> Result<Connection, WorkloadError> {
+async fn reconnect<D: Database>(db: &D) -> Result<D::Session, WorkloadError> {
     let mut last = None;
     for attempt in 0..RECONNECT_ATTEMPTS {
-        match connect(url).await {
+        match db.connect().await {
             Ok(c) => return Ok(c),
             Err(e) => last = Some(e),
         }
         tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt + 1))).await;
     }
-    Err(last.expect("at least one attempt"))
+    Err(last.expect("at least one attempt").into())
 }
 
 /// What to do after an attempt.
@@ -95,8 +69,8 @@ enum Next {
 }
 
 /// Runs plans until there are none left; `done` gets one message per finished plan.
-pub(crate) async fn run_session(
-    shared: Arc<Shared>,
+pub(crate) async fn run_session<D: Database>(
+    shared: Arc<Shared<D>>,
     session: u32,
     done: UnboundedSender<()>,
 ) -> Result<(), WorkloadError> {
@@ -107,12 +81,12 @@ pub(crate) async fn run_session(
     result
 }
 
-async fn session_loop(
-    shared: &Shared,
+async fn session_loop<D: Database>(
+    shared: &Shared<D>,
     session: u32,
     done: &UnboundedSender<()>,
 ) -> Result<(), WorkloadError> {
-    let mut conn = connect(&shared.url).await?;
+    let mut conn = shared.db.connect().await?;
     let mut rng = ChaCha8Rng::seed_from_u64(shared.cfg.seed ^ (u64::from(session) << 32) ^ 0xfa17);
     loop {
         if shared.stop.load(Ordering::SeqCst) {
@@ -131,11 +105,13 @@ async fn session_loop(
             } else {
                 (Some(shared.gate.read().await), None)
             };
-            let (raw, next, lost) = attempt_plan(shared, &conn, session, &plan, &mut rng).await?;
-            shared.recorder.lock().expect("recorder lock").push(raw);
+            let (raw, next, lost) = attempt_plan(shared, &mut conn, session, &plan, &mut rng).await?;
+            if let Some(raw) = raw {
+                shared.recorder.lock().expect("recorder lock").push(raw);
+            }
             drop(turn);
             if lost {
-                conn = reconnect(&shared.url).await?;
+                conn = reconnect(&shared.db).await?;
             }
             match next {
                 Next::Done => break,
@@ -152,119 +128,149 @@ async fn session_loop(
     }
 }
 
-/// Runs one attempt of `plan` as one transaction. Returns the record, what to do next, and
-/// whether the connection was lost. Errors that are neither retryable nor a lost
-/// connection end the run (after the attempt is recorded as aborted).
-async fn attempt_plan(
-    shared: &Shared,
-    conn: &Connection,
+/// Facts as a `meta` object (the seam requires facts that serialise to one).
+fn to_meta(facts: &impl Serialize) -> Result<Map<String, Json>, WorkloadError> {
+    match serde_json::to_value(facts) {
+        Ok(Json::Object(map)) => Ok(map),
+        Ok(other) => Err(WorkloadError::Session {
+            session: 0,
+            message: format!("adapter facts are not an object: {other}"),
+        }),
+        Err(e) => {
+            Err(WorkloadError::Session { session: 0, message: format!("serialising adapter facts: {e}") })
+        }
+    }
+}
+
+/// The middle columns a read-modify-write installs: derived from the row read (`c2`
+/// advanced by one), or from the key when the row was absent.
+fn modified_columns(s: &Schema, key: i64, row: Option<&[i64]>, keys: u32) -> Vec<i64> {
+    if s.is_kv() {
+        return Vec::new();
+    }
+    match row {
+        Some(r) => vec![r[1], (r[2] + 1) % ITEMS_C2_VALUES],
+        None => vec![key % items_c1_values(keys), 0],
+    }
+}
+
+/// The operations and their facts recorded so far in one attempt.
+type Ops<F> = Vec<(RecordedOp, F)>;
+
+/// Runs one planned step through the seam: fresh values are drawn here, and a
+/// read-modify-write is a read followed by an upsert of a value derived from it.
+async fn run_step<D: Database>(
+    shared: &Shared<D>,
+    conn: &mut D::Session,
+    step: &Step,
+    facts: &mut <D::Session as Session>::TxnFacts,
+    ops: &mut Ops<<D::Session as Session>::OpFacts>,
+) -> Result<(), DbError> {
+    let s = shared.schema;
+    let table = s.spec();
+    let db_step = match step {
+        Step::Read { key } => DbStep::Read { key: *key },
+        Step::ReadModifyWrite { key } => {
+            let read = conn.execute(&table, &DbStep::Read { key: *key }, facts).await?;
+            let row = match read.first() {
+                Some((RecordedOp::Read { row, .. }, _)) => row.clone(),
+                _ => return Err(DbError::unexpected("a read-modify-write's read", "no read recorded")),
+            };
+            ops.extend(read);
+            let middle = modified_columns(s, *key, row.as_deref(), shared.cfg.keys);
+            DbStep::Upsert { row: s.row(*key, &middle, shared.fresh()) }
+        }
+        Step::Upsert { key, columns } => DbStep::Upsert { row: s.row(*key, columns, shared.fresh()) },
+        Step::Update { key, columns } => DbStep::Update { row: s.row(*key, columns, shared.fresh()) },
+        Step::Delete { key } => DbStep::Delete { key: *key },
+        Step::Select { predicate } => DbStep::Select { predicate: predicate.clone() },
+        Step::Aggregate { predicate, function, column } => {
+            DbStep::Aggregate { predicate: predicate.clone(), function: *function, column }
+        }
+        Step::PredicateUpdate { predicate, column, constant } => {
+            let set = vec![(*column, *constant), (*s.columns.last().expect("columns"), shared.fresh())];
+            DbStep::PredicateUpdate { predicate: predicate.clone(), set }
+        }
+        Step::PredicateDelete { predicate } => DbStep::PredicateDelete { predicate: predicate.clone() },
+    };
+    ops.extend(conn.execute(&table, &db_step, facts).await?);
+    Ok(())
+}
+
+/// Runs one attempt of `plan` as one transaction. Returns the record (none if the
+/// transaction could not even begin), what to do next, and whether the connection was
+/// lost. Errors that are neither retryable nor a lost connection end the run (after the
+/// attempt is recorded as aborted).
+async fn attempt_plan<D: Database>(
+    shared: &Shared<D>,
+    conn: &mut D::Session,
     session: u32,
     plan: &[Step],
     rng: &mut ChaCha8Rng,
-) -> Result<(RawTxn, Next, bool), WorkloadError> {
-    let isolation = shared.cfg.isolation;
-    let mut raw = RawTxn {
-        session,
-        status: Status::Committed,
-        ops: Vec::with_capacity(plan.len()),
-        meta: Map::from_iter([
-            ("xid".to_string(), Json::Null),
-            ("isolation".to_string(), json!(isolation.as_str())),
-        ]),
+) -> Result<(Option<RawTxn>, Next, bool), WorkloadError> {
+    let mut facts = match conn.begin(shared.cfg.isolation).await {
+        Ok(f) => f,
+        Err(e) if e.is_connection_lost() => return Ok((None, Next::Retry, true)),
+        Err(e) if e.is_retryable() => return Ok((None, Next::Retry, false)),
+        Err(e) => return Err(e.into()),
     };
-    let cx = StepContext {
-        schema: shared.schema,
-        isolation,
-        keys: shared.cfg.keys,
-        fresh: &shared.fresh,
-        pending_begin: AtomicBool::new(true),
-    };
-    let client = &conn.client;
-    let mut txn_snapshot = None;
-    let body = async {
-        for step in plan {
-            for mut r in run_step(client, &cx, step).await? {
-                if isolation.has_transaction_snapshot() {
-                    txn_snapshot.get_or_insert(r.snapshot);
-                } else {
-                    r.meta.insert("snapshot".into(), json!(r.snapshot.to_string()));
-                }
-                raw.ops.push((r.op, r.meta));
-            }
+    let mut ops = Vec::with_capacity(plan.len());
+    let mut body = Ok(());
+    for step in plan {
+        body = run_step(shared, conn, step, &mut facts, &mut ops).await;
+        if body.is_err() {
+            break;
         }
-        if cx.pending_begin.load(Ordering::SeqCst) {
-            query(client, isolation.begin_sql()).await?;
-        }
-        Ok::<(), WorkloadError>(())
-    }
-    .await;
-    if let Some(s) = txn_snapshot {
-        raw.meta.insert("snapshot".into(), json!(s.to_string()));
     }
     if let Err(e) = body {
-        return abort(raw, e, client).await;
+        return abort(conn, facts, ops, session, e).await;
     }
     if shared.cfg.disconnect_rate > 0.0 && rng.random_bool(shared.cfg.disconnect_rate) {
-        if let Some(admin) = &shared.admin {
-            query(admin, &format!("SELECT pg_terminate_backend({}, 5000)", conn.pid)).await?;
-        }
+        shared.db.kill_session(conn.server_id()).await?;
     }
-    // The xid and the COMMIT travel in one simple query: one round trip, and COMMIT is
-    // skipped by the server if the SELECT fails.
-    let sql = "SELECT pg_current_xact_id_if_assigned()::text; COMMIT";
-    match query(client, sql).await {
-        Ok(rows) => {
-            if let Some(x) = rows.first().and_then(|r| r.get(0)) {
-                let x: u64 =
-                    x.parse().map_err(|_| WorkloadError::unexpected(sql, format!("not an xid: {x:?}")))?;
-                raw.meta.insert("xid".into(), json!(x));
-            }
-            Ok((raw, Next::Done, false))
+    match conn.commit(&mut facts).await {
+        CommitOutcome::Committed => {
+            Ok((Some(record(session, Status::Committed, facts, ops)?), Next::Done, false))
         }
-        Err(e) => {
-            if let Some(x) = own_xid_from_writes(&raw) {
-                raw.meta.insert("xid".into(), json!(x));
-            }
-            if e.is_connection_lost() {
-                raw.status = Status::Unknown;
-                raw.meta.insert("sqlstate".into(), json!(e.sqlstate().unwrap_or("connection")));
-                tracing::debug!("commit outcome unknown: {e}");
-                Ok((raw, Next::Done, true))
-            } else {
-                abort(raw, e, client).await
-            }
+        CommitOutcome::Unknown(e) => {
+            conn.note_error(&mut facts, &e);
+            Ok((Some(record(session, Status::Unknown, facts, ops)?), Next::Done, true))
+        }
+        CommitOutcome::AbortedRetryable(e) | CommitOutcome::Failed(e) => {
+            abort(conn, facts, ops, session, e).await
         }
     }
 }
 
-/// The transaction's xid as its own writes recorded it (the `xmin` of a version it
-/// installed), for when the answer to the xid query was lost.
-fn own_xid_from_writes(raw: &RawTxn) -> Option<u64> {
-    raw.ops.iter().find_map(|(op, meta)| match op {
-        RawOp::Write { row: Some(_), .. } => meta.get("xmin")?.as_u64(),
-        RawOp::Update { rows, .. } if !rows.is_empty() => meta.get("xmins")?.get(0)?.as_u64(),
-        _ => None,
-    })
+/// The attempt as the recorder takes it.
+fn record<T: Serialize, O: Serialize>(
+    session: u32,
+    status: Status,
+    facts: T,
+    ops: Vec<(RecordedOp, O)>,
+) -> Result<RawTxn, WorkloadError> {
+    let ops = ops.into_iter().map(|(op, f)| Ok((op, to_meta(&f)?))).collect::<Result<_, WorkloadError>>()?;
+    Ok(RawTxn { session, status, ops, meta: to_meta(&facts)? })
 }
 
-/// Records a failed attempt as aborted and decides whether to retry.
-async fn abort(
-    mut raw: RawTxn,
-    e: WorkloadError,
-    client: &Client,
-) -> Result<(RawTxn, Next, bool), WorkloadError> {
-    raw.status = Status::Aborted;
-    let lost = e.is_connection_lost();
-    raw.meta
-        .insert("sqlstate".into(), json!(e.sqlstate().unwrap_or(if lost { "connection" } else { "client" })));
-    if lost {
-        return Ok((raw, Next::Retry, true));
+/// Records a failed attempt as aborted and decides whether to retry; an error that is
+/// neither retryable nor a lost connection ends the run.
+async fn abort<S: Session>(
+    conn: &mut S,
+    mut facts: S::TxnFacts,
+    ops: Vec<(RecordedOp, S::OpFacts)>,
+    session: u32,
+    e: DbError,
+) -> Result<(Option<RawTxn>, Next, bool), WorkloadError> {
+    conn.note_error(&mut facts, &e);
+    let raw = record(session, Status::Aborted, facts, ops)?;
+    if e.is_connection_lost() {
+        return Ok((Some(raw), Next::Retry, true));
     }
-    // The server already rolled back on error; ROLLBACK ends the failed transaction block.
-    let rollback = client.simple_query("ROLLBACK").await;
+    let rollback = conn.rollback().await;
     if e.is_retryable() {
-        let lost = rollback.is_err();
-        return Ok((raw, Next::Retry, lost));
+        return Ok((Some(raw), Next::Retry, rollback.is_err()));
     }
-    Err(e)
+    drop(raw);
+    Err(e.into())
 }

@@ -1,6 +1,9 @@
-//! PostgreSQL: the embedded throwaway server, snapshots, and the session hooks that record
-//! xids, snapshots and row writers (the contract is `docs/POSTGRES.md`).
+//! PostgreSQL behind the seam ([`Postgres`]): the test-client session and its SQL dialect
+//! (`client.rs`, recording xids, snapshots and row writers as `docs/POSTGRES.md` specifies),
+//! the embedded throwaway server, logical replication as the change capture.
 
+mod adapter;
+mod client;
 mod embedded;
 mod replication;
 mod replication_decode;
@@ -10,6 +13,8 @@ mod session;
 mod walsender;
 mod walsender_wire;
 
+pub use adapter::Postgres;
+pub use client::{classify, PgOpFacts, PgSession, PgTxnFacts};
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
 // PostgreSQL snapshots live in isocert-recovery (they are the recovery rule's data); the
 // test client and recovery share that one type.

@@ -106,6 +106,17 @@ pub trait DatabaseVisitor {
     fn visit<D: Database>(self) -> Self::Output;
 }
 
+/// Calls `visitor` with the adapter of `kind`: the one place that lists the adapters.
+///
+/// # Errors
+/// [`AdapterError::NotSupported`] for a database whose adapter is not built yet.
+pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V::Output, AdapterError> {
+    match kind {
+        DatabaseKind::Postgres => Ok(visitor.visit::<crate::postgres::Postgres>()),
+        other => Err(AdapterError::NotSupported { database: other.display_name() }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use crate::AdapterError;
 
-pub use dispatch::{DatabaseKind, DatabaseVisitor};
+pub use dispatch::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use step::{RecordedOp, Step, TableSpec};
 
 /// The isolation level transactions run at, as the user names it; each adapter maps it to
@@ -312,11 +312,12 @@ pub trait ThrowawayServer: Send + 'static {
     fn shutdown(self) -> impl Future<Output = Result<(), AdapterError>> + Send;
 }
 
-/// One database under test, reached through one URL.
+/// One database under test, reached through one URL (cheap to clone: each session task
+/// holds a copy).
 ///
 /// Required: connecting, preparing the workload table, starting the change capture,
 /// recovery. Defaulted hooks: [`Database::checked_as`] (the checker level a level maps to).
-pub trait Database: Sized + Send + Sync + 'static {
+pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// One connection of the test client.
     type Session: Session;
     /// The change stream or version source.

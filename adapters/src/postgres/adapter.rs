@@ -1,0 +1,195 @@
+//! PostgreSQL behind the seam: [`Postgres`] implements [`Database`] with the session of
+//! `client.rs`, logical replication as the change capture, [`EmbeddedPostgres`] as the
+//! throwaway server and [`recover_postgres`] as the recovery rule.
+
+use std::time::Duration;
+
+use isocert_history::History;
+use isocert_recovery::{recover_postgres, RawLog, Recovered, RecoveryError, RowMatcher};
+
+use super::client::{db_error, PgSession};
+use super::{
+    connect, EmbeddedPostgres, EmbeddedPostgresBuilder, ReplicationConsumer, ReplicationMode, ReplicationSlot,
+};
+use tokio_postgres::Client;
+
+use crate::seam::{
+    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, ErrorClass, TableSpec, ThrowawayServer,
+};
+use crate::AdapterError;
+
+/// Rows per `INSERT` when loading the initial rows.
+const INSERT_BATCH: usize = 1000;
+
+/// A PostgreSQL server under test (needs `wal_level=logical` for the change capture).
+#[derive(Clone, Debug)]
+pub struct Postgres {
+    url: String,
+}
+
+impl Postgres {
+    /// The adapter for `url` (`postgres://` or `postgresql://`).
+    pub fn new(url: impl Into<String>) -> Self {
+        Postgres { url: url.into() }
+    }
+
+    /// The URL it connects to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A connection for setup, reading and fault injection.
+    async fn admin_client(&self) -> Result<Client, DbError> {
+        connect(&self.url).await.map_err(|e| match e {
+            AdapterError::Db { context, source } => db_error(&context, source),
+            other => DbError::new(ErrorClass::Fatal, None, "connecting to PostgreSQL", other),
+        })
+    }
+}
+
+/// `CREATE TABLE` column definitions of a workload table.
+fn definition(table: &TableSpec) -> String {
+    let last = table.columns.len() - 1;
+    table
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match i {
+            0 => format!("{c} integer PRIMARY KEY"),
+            i if i == last => format!("{c} bigint NOT NULL"),
+            _ => format!("{c} integer NOT NULL"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Database for Postgres {
+    type Session = PgSession;
+    type Capture = ReplicationConsumer;
+    type Server = EmbeddedPostgres;
+
+    const KIND: DatabaseKind = DatabaseKind::Postgres;
+
+    fn from_url(url: &str) -> Result<Self, AdapterError> {
+        match DatabaseKind::from_url(url)? {
+            DatabaseKind::Postgres => Ok(Postgres::new(url)),
+            other => Err(AdapterError::Protocol {
+                message: format!("a {} URL given to the PostgreSQL adapter", other.display_name()),
+            }),
+        }
+    }
+
+    async fn start_server(settings: &[(String, String)]) -> Result<(Self, EmbeddedPostgres), AdapterError> {
+        let mut builder = EmbeddedPostgresBuilder::new();
+        for (name, value) in settings {
+            builder = builder.setting(name.clone(), value.clone());
+        }
+        let server = builder.start_async().await?;
+        Ok((Postgres::new(server.url()), server))
+    }
+
+    async fn connect(&self) -> Result<PgSession, DbError> {
+        PgSession::connect(&self.url).await
+    }
+
+    async fn prepare_table(&self, table: &TableSpec, rows: &[Vec<i64>]) -> Result<(), DbError> {
+        let client = self.admin_client().await?;
+        let t = table.name;
+        let create = format!(
+            "DROP TABLE IF EXISTS {t}; CREATE TABLE {t} ({}); ALTER TABLE {t} REPLICA IDENTITY FULL;",
+            definition(table)
+        );
+        client.simple_query(&create).await.map_err(|e| db_error(&create, e))?;
+        for batch in rows.chunks(INSERT_BATCH) {
+            let values: Vec<String> = batch
+                .iter()
+                .map(|r| format!("({})", r.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")))
+                .collect();
+            let sql = format!("INSERT INTO {t} ({}) VALUES {}", table.column_list(), values.join(", "));
+            client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))?;
+        }
+        Ok(())
+    }
+
+    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
+        let client = self.admin_client().await?;
+        let sql = format!("SELECT {} FROM {} ORDER BY 1", table.column_list(), table.name);
+        let messages = client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))?;
+        let mut rows = Vec::new();
+        for m in messages {
+            if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
+                let row = (0..table.columns.len())
+                    .map(|i| r.get(i).and_then(|t| t.parse().ok()))
+                    .collect::<Option<Vec<i64>>>()
+                    .ok_or_else(|| DbError::unexpected(&sql, "a row with a NULL or non-integer column"))?;
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+
+    async fn kill_session(&self, server_id: u64) -> Result<(), DbError> {
+        let client = self.admin_client().await?;
+        let sql = format!("SELECT pg_terminate_backend({server_id}, 5000)");
+        client.simple_query(&sql).await.map(|_| ()).map_err(|e| db_error(&sql, e))
+    }
+
+    async fn start_capture(
+        &self,
+        table: &TableSpec,
+        options: &CaptureOptions,
+    ) -> Result<ReplicationConsumer, AdapterError> {
+        let mode: ReplicationMode = match &options.mode {
+            Some(m) => m.parse().map_err(|message| AdapterError::Protocol { message })?,
+            None => ReplicationMode::default(),
+        };
+        let slot = ReplicationSlot::create(&self.url, &options.run_name, &[table.name]).await?;
+        Ok(slot.mode(mode).poll_interval(options.poll_interval).start())
+    }
+
+    fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {
+        recover_postgres(h, log, matcher)
+    }
+}
+
+impl ChangeCapture for ReplicationConsumer {
+    async fn wait_started(&mut self, timeout: Duration) -> Result<(), AdapterError> {
+        ReplicationConsumer::wait_started(self, timeout).await
+    }
+
+    fn recorded(&self) -> usize {
+        ReplicationConsumer::recorded(self)
+    }
+
+    async fn finish(self) -> Result<RawLog, AdapterError> {
+        ReplicationConsumer::finish(self).await
+    }
+}
+
+impl ThrowawayServer for EmbeddedPostgres {
+    fn url(&self) -> String {
+        EmbeddedPostgres::url(self)
+    }
+
+    async fn shutdown(self) -> Result<(), AdapterError> {
+        self.shutdown_async().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_get_integer_columns_with_a_bigint_value_column() {
+        let kv = TableSpec { name: "kv", columns: &["key", "value"] };
+        assert_eq!(definition(&kv), "key integer PRIMARY KEY, value bigint NOT NULL");
+        let items = TableSpec { name: "items", columns: &["id", "c1", "c2", "v"] };
+        assert_eq!(
+            definition(&items),
+            "id integer PRIMARY KEY, c1 integer NOT NULL, c2 integer NOT NULL, v bigint NOT NULL"
+        );
+        assert!(Postgres::from_url("mysql://h").is_err());
+        assert_eq!(Postgres::from_url("postgresql://h/db").unwrap().url(), "postgresql://h/db");
+    }
+}

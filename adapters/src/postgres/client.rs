@@ -1,0 +1,621 @@
+//! The PostgreSQL test-client session: the SQL dialect of each [`Step`] and the facts
+//! recorded with it (the contract is docs/POSTGRES.md).
+//!
+//! Every statement embeds `pg_current_snapshot()` so the snapshot recorded is the one the
+//! statement ran under. Statements use the simple query protocol with literal integers:
+//! one round trip, and the `where` text PostgreSQL evaluated is the text the history
+//! records. `BEGIN` travels with the transaction's first statement, and the xid with
+//! `COMMIT`.
+
+use isocert_history::AggregateFn;
+use serde::Serialize;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage, SimpleQueryRow};
+
+use crate::postgres::Snapshot;
+use crate::seam::{CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec};
+
+/// Sent when a session connects.
+const DEADLOCK_TIMEOUT: &str = "SET deadlock_timeout = '20ms'";
+
+/// What a PostgreSQL session records per transaction, serialised into its `meta` (the
+/// keys recovery reads: docs/POSTGRES.md).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PgTxnFacts {
+    /// `pg_current_xact_id_if_assigned()` just before COMMIT (`null`: read-only).
+    pub xid: Option<u64>,
+    /// The level, as [`Isolation::as_str`] spells it.
+    pub isolation: &'static str,
+    /// The transaction snapshot (repeatable read, serializable), once a statement ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// Why the attempt failed: the SQLSTATE, `connection` or `client`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sqlstate: Option<String>,
+    /// The xid the transaction's own writes recorded (the `xmin` of a version it
+    /// installed), for when the answer to the xid query is lost.
+    #[serde(skip)]
+    own_xid: Option<u64>,
+}
+
+/// What a PostgreSQL session records per operation, serialised into its `meta`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PgOpFacts {
+    /// The writer (`xmin`) of the version an item read returned or an item write installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xmin: Option<u64>,
+    /// Set when a read returned more than one version of a row (docs/POSTGRES.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versions_returned: Option<usize>,
+    /// Set on an item read that is an extra version a select returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_version_of_select: Option<bool>,
+    /// The writers of the rows a predicate operation returned or wrote, in row order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xmins: Option<Vec<u64>>,
+    /// At read committed: `[key, xmin]` of the rows matching a predicate write in its snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<(i64, u64)>>,
+    /// At read committed: the statement's snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+/// The one place PostgreSQL errors are classified: serialization failure (40001) and
+/// deadlock (40P01) are retryable; no SQLSTATE (closed, I/O) and classes 08 and 57P mean
+/// the connection is gone.
+pub fn classify(e: &tokio_postgres::Error) -> ErrorClass {
+    match e.code() {
+        None => ErrorClass::ConnectionLost,
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED => {
+            ErrorClass::Retryable
+        }
+        Some(c) if c.code().starts_with("08") || c.code().starts_with("57P") => ErrorClass::ConnectionLost,
+        Some(_) => ErrorClass::Fatal,
+    }
+}
+
+/// A [`DbError`] from a driver error, classified.
+pub(crate) fn db_error(context: &str, e: tokio_postgres::Error) -> DbError {
+    DbError::new(classify(&e), e.code().map(|c| c.code().to_string()), context, e)
+}
+
+/// One test-client connection to PostgreSQL.
+#[derive(Debug)]
+pub struct PgSession {
+    client: Client,
+    pid: i32,
+    isolation: Isolation,
+    /// `BEGIN ...` not yet sent: it goes in front of the transaction's first statement
+    /// (one simple query, so nothing runs outside the transaction if BEGIN fails).
+    pending_begin: bool,
+}
+
+impl PgSession {
+    /// Connects, lowers `deadlock_timeout` when allowed, and reads the backend pid.
+    pub(crate) async fn connect(url: &str) -> Result<Self, DbError> {
+        let (client, connection) = tokio_postgres::connect(url, NoTls)
+            .await
+            .map_err(|e| db_error(&format!("connecting to {url}"), e))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("workload connection ended: {e}");
+            }
+        });
+        // Deadlocks are expected (predicate updates lock rows in scan order); detect them fast
+        // instead of after the default second. Only superusers may set it: ignore a refusal.
+        if let Err(e) = client.simple_query(DEADLOCK_TIMEOUT).await {
+            tracing::debug!("cannot lower deadlock_timeout: {e}");
+        }
+        let sql = "SELECT pg_backend_pid()";
+        let rows = query(&client, sql).await?;
+        let pid = rows
+            .first()
+            .and_then(|r| r.get(0))
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| DbError::unexpected(sql, "no pid"))?;
+        Ok(PgSession { client, pid, isolation: Isolation::Serializable, pending_begin: false })
+    }
+
+    /// Runs `sql`, preceded by the transaction's `BEGIN` when that is still pending.
+    async fn query(&mut self, sql: &str) -> Result<Vec<SimpleQueryRow>, DbError> {
+        if std::mem::take(&mut self.pending_begin) {
+            query(&self.client, &format!("{}; {sql}", begin_sql(self.isolation))).await
+        } else {
+            query(&self.client, sql).await
+        }
+    }
+
+    /// Records an operation's statement snapshot: the transaction's first one at
+    /// repeatable read and serializable, each statement's own at read committed.
+    fn record_snapshot(&self, facts: &mut PgTxnFacts, op: &mut PgOpFacts, snap: &Snapshot) {
+        if self.isolation.has_transaction_snapshot() {
+            facts.snapshot.get_or_insert_with(|| snap.to_string());
+        } else {
+            op.snapshot = Some(snap.to_string());
+        }
+    }
+}
+
+/// The statement that starts a transaction at `level`.
+fn begin_sql(level: Isolation) -> &'static str {
+    match level {
+        Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
+        Isolation::RepeatableRead => "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
+    }
+}
+
+impl Session for PgSession {
+    type TxnFacts = PgTxnFacts;
+    type OpFacts = PgOpFacts;
+
+    fn server_id(&self) -> u64 {
+        self.pid as u64
+    }
+
+    async fn begin(&mut self, level: Isolation) -> Result<PgTxnFacts, DbError> {
+        self.isolation = level;
+        self.pending_begin = true;
+        Ok(PgTxnFacts { isolation: level.as_str(), ..PgTxnFacts::default() })
+    }
+
+    async fn execute(
+        &mut self,
+        table: &TableSpec,
+        step: &Step,
+        facts: &mut PgTxnFacts,
+    ) -> Result<Vec<(RecordedOp, PgOpFacts)>, DbError> {
+        let recorded = match step {
+            Step::Read { key } => read(self, table, *key).await?,
+            Step::Upsert { row } => vec![upsert(self, table, row.clone()).await?],
+            Step::Update { row } => update(self, table, row.clone()).await?.into_iter().collect(),
+            Step::Delete { key } => delete(self, table, *key).await?.into_iter().collect(),
+            Step::Select { predicate } => select(self, table, predicate).await?,
+            Step::Aggregate { predicate, function, column } => {
+                vec![aggregate(self, table, predicate, *function, column).await?]
+            }
+            Step::PredicateUpdate { predicate, set } => {
+                vec![predicate_update(self, table, predicate, set.clone()).await?]
+            }
+            Step::PredicateDelete { predicate } => vec![predicate_delete(self, table, predicate).await?],
+        };
+        let mut out = Vec::with_capacity(recorded.len());
+        for Recorded { op, mut meta, snapshot } in recorded {
+            self.record_snapshot(facts, &mut meta, &snapshot);
+            if facts.own_xid.is_none() {
+                facts.own_xid = match &op {
+                    RecordedOp::Write { row: Some(_), .. } => meta.xmin,
+                    RecordedOp::Update { rows, .. } if !rows.is_empty() => {
+                        meta.xmins.as_ref().and_then(|x| x.first().copied())
+                    }
+                    _ => None,
+                };
+            }
+            out.push((op, meta));
+        }
+        Ok(out)
+    }
+
+    async fn commit(&mut self, facts: &mut PgTxnFacts) -> CommitOutcome {
+        if std::mem::take(&mut self.pending_begin) {
+            if let Err(e) = query(&self.client, begin_sql(self.isolation)).await {
+                return if e.is_connection_lost() {
+                    CommitOutcome::Unknown(e)
+                } else {
+                    CommitOutcome::Failed(e)
+                };
+            }
+        }
+        // The xid and the COMMIT travel in one simple query: one round trip, and COMMIT is
+        // skipped by the server if the SELECT fails.
+        let sql = "SELECT pg_current_xact_id_if_assigned()::text; COMMIT";
+        match query(&self.client, sql).await {
+            Ok(rows) => {
+                if let Some(x) = rows.first().and_then(|r| r.get(0)) {
+                    match x.parse() {
+                        Ok(x) => facts.xid = Some(x),
+                        Err(_) => {
+                            return CommitOutcome::Failed(DbError::unexpected(
+                                sql,
+                                format!("not an xid: {x:?}"),
+                            ))
+                        }
+                    }
+                }
+                CommitOutcome::Committed
+            }
+            Err(e) => {
+                if let Some(x) = facts.own_xid {
+                    facts.xid = Some(x);
+                }
+                match e.class {
+                    ErrorClass::ConnectionLost => {
+                        tracing::debug!("commit outcome unknown: {e}");
+                        CommitOutcome::Unknown(e)
+                    }
+                    ErrorClass::Retryable => CommitOutcome::AbortedRetryable(e),
+                    ErrorClass::Fatal => CommitOutcome::Failed(e),
+                }
+            }
+        }
+    }
+
+    async fn rollback(&mut self) -> Result<(), DbError> {
+        self.pending_begin = false;
+        // The server already rolled back on error; ROLLBACK ends the failed transaction block.
+        self.client.simple_query("ROLLBACK").await.map(|_| ()).map_err(|e| db_error("ROLLBACK", e))
+    }
+
+    fn note_error(&self, facts: &mut PgTxnFacts, error: &DbError) {
+        let code = match error.code() {
+            Some(c) => c,
+            None if error.is_connection_lost() => "connection",
+            None => "client",
+        };
+        facts.sqlstate = Some(code.to_string());
+    }
+}
+
+/// An operation with its adapter facts and the snapshot of the statement that ran it.
+#[derive(Clone, Debug)]
+struct Recorded {
+    op: RecordedOp,
+    meta: PgOpFacts,
+    snapshot: Snapshot,
+}
+
+/// Runs `sql` and returns its data rows.
+async fn query(client: &Client, sql: &str) -> Result<Vec<SimpleQueryRow>, DbError> {
+    let messages = client.simple_query(sql).await.map_err(|e| db_error(sql, e))?;
+    Ok(messages
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => Some(r),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Column `i` of `row` as text (`None` for NULL).
+fn text<'r>(sql: &str, row: &'r SimpleQueryRow, i: usize) -> Result<Option<&'r str>, DbError> {
+    row.try_get(i).map_err(|e| DbError::unexpected(sql, format!("column {i}: {e}")))
+}
+
+/// Column `i` of `row` as an integer (`None` for NULL).
+fn int(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Option<i64>, DbError> {
+    match text(sql, row, i)? {
+        None => Ok(None),
+        Some(t) => t
+            .parse()
+            .map(Some)
+            .map_err(|_| DbError::unexpected(sql, format!("column {i} is not an integer: {t:?}"))),
+    }
+}
+
+fn snapshot(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Snapshot, DbError> {
+    let t = text(sql, row, i)?.ok_or_else(|| DbError::unexpected(sql, "no snapshot"))?;
+    t.parse::<Snapshot>().map_err(|e| DbError::unexpected(sql, e.to_string()))
+}
+
+/// A 32-bit `xmin` column widened to the full xid next to `snap`.
+fn xmin(sql: &str, row: &SimpleQueryRow, i: usize, snap: &Snapshot) -> Result<Option<u64>, DbError> {
+    match text(sql, row, i)? {
+        None => Ok(None),
+        Some(t) => {
+            let x: u32 =
+                t.parse().map_err(|_| DbError::unexpected(sql, format!("xmin is not an xid: {t:?}")))?;
+            Ok(Some(snap.widen(x)))
+        }
+    }
+}
+
+/// Columns `from..from+n` of `row` as a full table row; `None` when the key column is NULL.
+fn table_row(sql: &str, row: &SimpleQueryRow, from: usize, n: usize) -> Result<Option<Vec<i64>>, DbError> {
+    if int(sql, row, from)?.is_none() {
+        return Ok(None);
+    }
+    (from..from + n)
+        .map(|i| int(sql, row, i)?.ok_or_else(|| DbError::unexpected(sql, format!("column {i} is NULL"))))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+fn one_row(sql: &str, mut rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, DbError> {
+    match rows.len() {
+        1 => Ok(rows.pop().expect("one row")),
+        n => {
+            let shown: Vec<String> = rows
+                .iter()
+                .map(|r| (0..r.len()).map(|i| r.get(i).unwrap_or("NULL")).collect::<Vec<_>>().join("|"))
+                .collect();
+            Err(DbError::unexpected(sql, format!("expected one row, got {n}: {}", shown.join("; "))))
+        }
+    }
+}
+
+fn literal_row(row: &[i64]) -> String {
+    row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+async fn read(ps: &mut PgSession, s: &TableSpec, key: i64) -> Result<Vec<Recorded>, DbError> {
+    let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
+    let sql = format!(
+        "SELECT pg_current_snapshot()::text, t.xmin::text, {} FROM (SELECT 1) s LEFT JOIN {} t ON t.{} = {key}",
+        cols.join(", "),
+        s.name,
+        s.pk()
+    );
+    let result = ps.query(&sql).await?;
+    let first = result.first().ok_or_else(|| DbError::unexpected(&sql, "no row"))?;
+    let snap = snapshot(&sql, first, 0)?;
+    let mut versions = Vec::with_capacity(1);
+    for r in &result {
+        if let Some(row) = table_row(&sql, r, 2, s.columns.len())? {
+            let x = xmin(&sql, r, 1, &snap)?.ok_or_else(|| DbError::unexpected(&sql, "row without xmin"))?;
+            versions.push((row, x));
+        }
+    }
+    if versions.is_empty() {
+        return Ok(vec![Recorded {
+            op: RecordedOp::Read { key, row: None },
+            meta: PgOpFacts::default(),
+            snapshot: snap,
+        }]);
+    }
+    // Normally one version. More than one is PostgreSQL at REPEATABLE READ returning both
+    // its own insert and the snapshot's version of a row a concurrent transaction deleted:
+    // record each as a read, own (newest) first (docs/POSTGRES.md).
+    versions.sort_by_key(|(_, x)| std::cmp::Reverse(*x));
+    let n = versions.len();
+    Ok(versions
+        .into_iter()
+        .map(|(row, x)| {
+            let meta =
+                PgOpFacts { xmin: Some(x), versions_returned: (n > 1).then_some(n), ..PgOpFacts::default() };
+            Recorded { op: RecordedOp::Read { key, row: Some(row) }, meta, snapshot: snap.clone() }
+        })
+        .collect())
+}
+
+/// Runs a statement of shape `SELECT snapshot, (SELECT xmin FROM w)` for a single-row write.
+async fn write_statement(ps: &mut PgSession, sql: &str) -> Result<(Snapshot, Option<u64>), DbError> {
+    let r = one_row(sql, ps.query(sql).await?)?;
+    let snap = snapshot(sql, &r, 0)?;
+    let x = xmin(sql, &r, 1, &snap)?;
+    Ok((snap, x))
+}
+
+async fn upsert(ps: &mut PgSession, s: &TableSpec, row: Vec<i64>) -> Result<Recorded, DbError> {
+    let updates: Vec<String> = s.columns[1..].iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
+    let sql = format!(
+        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT ({pk}) DO UPDATE SET {set} RETURNING xmin) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
+        t = s.name,
+        cols = s.column_list(),
+        vals = literal_row(&row),
+        pk = s.pk(),
+        set = updates.join(", ")
+    );
+    let (snap, x) = write_statement(ps, &sql).await?;
+    let x = x.ok_or_else(|| DbError::unexpected(&sql, "an upsert installed no row"))?;
+    let meta = PgOpFacts { xmin: Some(x), ..PgOpFacts::default() };
+    Ok(Recorded { op: RecordedOp::Write { key: row[0], row: Some(row) }, meta, snapshot: snap })
+}
+
+async fn update(ps: &mut PgSession, s: &TableSpec, row: Vec<i64>) -> Result<Option<Recorded>, DbError> {
+    let set: Vec<String> = s.columns[1..].iter().zip(&row[1..]).map(|(c, v)| format!("{c} = {v}")).collect();
+    let sql = format!(
+        "WITH w AS (UPDATE {t} SET {set} WHERE {pk} = {key} RETURNING xmin) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
+        t = s.name,
+        set = set.join(", "),
+        pk = s.pk(),
+        key = row[0]
+    );
+    let (snap, x) = write_statement(ps, &sql).await?;
+    Ok(x.map(|x| Recorded {
+        op: RecordedOp::Write { key: row[0], row: Some(row) },
+        meta: PgOpFacts { xmin: Some(x), ..PgOpFacts::default() },
+        snapshot: snap,
+    }))
+}
+
+async fn delete(ps: &mut PgSession, s: &TableSpec, key: i64) -> Result<Option<Recorded>, DbError> {
+    let sql = format!(
+        "WITH d AS (DELETE FROM {t} WHERE {pk} = {key} RETURNING xmin) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM d)",
+        t = s.name,
+        pk = s.pk()
+    );
+    let (snap, x) = write_statement(ps, &sql).await?;
+    Ok(x.map(|x| Recorded {
+        op: RecordedOp::Write { key, row: None },
+        meta: PgOpFacts { xmin: Some(x), ..PgOpFacts::default() },
+        snapshot: snap,
+    }))
+}
+
+async fn select(ps: &mut PgSession, s: &TableSpec, predicate: &str) -> Result<Vec<Recorded>, DbError> {
+    let cols: Vec<String> = s.columns.iter().map(|c| format!("t.{c}")).collect();
+    let sql = format!(
+        "SELECT s.snap, t.xmin::text, {} FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT JOIN {} t ON ({predicate})",
+        cols.join(", "),
+        s.name
+    );
+    let result = ps.query(&sql).await?;
+    let first = result.first().ok_or_else(|| DbError::unexpected(&sql, "no row"))?;
+    let snap = snapshot(&sql, first, 0)?;
+    let mut versions = Vec::with_capacity(result.len());
+    for r in &result {
+        if let Some(row) = table_row(&sql, r, 2, s.columns.len())? {
+            let x = xmin(&sql, r, 1, &snap)?.ok_or_else(|| DbError::unexpected(&sql, "row without xmin"))?;
+            versions.push((row, x));
+        }
+    }
+    // A result set has one row per key; should PostgreSQL return two versions of one row
+    // (see `read`), the select keeps the newest and the others become item reads after it.
+    let mut extra = Vec::new();
+    let mut rows: Vec<Vec<i64>> = Vec::with_capacity(versions.len());
+    let mut xmins: Vec<u64> = Vec::with_capacity(versions.len());
+    for (row, x) in versions {
+        match rows.iter().position(|r| r[0] == row[0]) {
+            None => {
+                rows.push(row);
+                xmins.push(x);
+            }
+            Some(i) => {
+                let stale = if x > xmins[i] {
+                    (std::mem::replace(&mut rows[i], row), std::mem::replace(&mut xmins[i], x))
+                } else {
+                    (row, x)
+                };
+                extra.push(stale);
+            }
+        }
+    }
+    let meta = PgOpFacts { xmins: Some(xmins), ..PgOpFacts::default() };
+    let mut recorded = vec![Recorded {
+        op: RecordedOp::Select { predicate: predicate.to_string(), rows },
+        meta,
+        snapshot: snap.clone(),
+    }];
+    for (row, x) in extra {
+        let meta = PgOpFacts { xmin: Some(x), extra_version_of_select: Some(true), ..PgOpFacts::default() };
+        recorded.push(Recorded {
+            op: RecordedOp::Read { key: row[0], row: Some(row) },
+            meta,
+            snapshot: snap.clone(),
+        });
+    }
+    Ok(recorded)
+}
+
+async fn aggregate(
+    ps: &mut PgSession,
+    s: &TableSpec,
+    predicate: &str,
+    function: AggregateFn,
+    column: &'static str,
+) -> Result<Recorded, DbError> {
+    let sql = format!(
+        "SELECT pg_current_snapshot()::text, (SELECT {f}({column}) FROM {t} WHERE {predicate})",
+        f = function.as_str(),
+        t = s.name
+    );
+    let r = one_row(&sql, ps.query(&sql).await?)?;
+    let snap = snapshot(&sql, &r, 0)?;
+    let result = int(&sql, &r, 1)?;
+    Ok(Recorded {
+        op: RecordedOp::Aggregate { predicate: predicate.to_string(), function, column, result },
+        meta: PgOpFacts::default(),
+        snapshot: snap,
+    })
+}
+
+/// The rows of a predicate write statement, by tag: `s` snapshot, `c` candidate, `w` written.
+struct Tagged {
+    snapshot: Snapshot,
+    candidates: Vec<(i64, u64)>,
+    written: Vec<(Vec<i64>, u64)>,
+}
+
+/// Runs a predicate UPDATE or DELETE wrapped so that one statement returns its snapshot,
+/// at read committed the candidates (rows matching in the snapshot), and the written rows.
+async fn tagged_write(
+    ps: &mut PgSession,
+    s: &TableSpec,
+    predicate: &str,
+    write_cte: String,
+    written_columns: usize,
+) -> Result<Tagged, DbError> {
+    let nulls = |n: usize| ", NULL::bigint".repeat(n);
+    let record_candidates = !ps.isolation.has_transaction_snapshot();
+    let mut sql = String::from("WITH ");
+    if record_candidates {
+        sql.push_str(&format!(
+            "c AS (SELECT {pk}, xmin FROM {t} WHERE {predicate}), ",
+            pk = s.pk(),
+            t = s.name
+        ));
+    }
+    let written: Vec<String> = s.columns[..written_columns].iter().map(|c| format!("{c}::bigint")).collect();
+    sql.push_str(&format!(
+        "w AS ({write_cte}) SELECT 's', pg_current_snapshot()::text{n} UNION ALL SELECT 'w', xmin::text, {w} FROM w",
+        n = nulls(written_columns),
+        w = written.join(", ")
+    ));
+    if record_candidates {
+        sql.push_str(&format!(
+            " UNION ALL SELECT 'c', xmin::text, {pk}::bigint{n} FROM c",
+            pk = s.pk(),
+            n = nulls(written_columns - 1)
+        ));
+    }
+    let result = ps.query(&sql).await?;
+    let snap_row = result
+        .iter()
+        .find(|r| r.get(0) == Some("s"))
+        .ok_or_else(|| DbError::unexpected(&sql, "no snapshot row"))?;
+    let snap = snapshot(&sql, snap_row, 1)?;
+    let mut tagged = Tagged { snapshot: snap, candidates: Vec::new(), written: Vec::new() };
+    for r in &result {
+        let tag = r.get(0);
+        if tag == Some("s") {
+            continue;
+        }
+        let x = xmin(&sql, r, 1, &tagged.snapshot)?
+            .ok_or_else(|| DbError::unexpected(&sql, "row without xmin"))?;
+        let row = table_row(&sql, r, 2, if tag == Some("c") { 1 } else { written_columns })?
+            .ok_or_else(|| DbError::unexpected(&sql, "row without key"))?;
+        match tag {
+            Some("c") => tagged.candidates.push((row[0], x)),
+            Some("w") => tagged.written.push((row, x)),
+            other => return Err(DbError::unexpected(&sql, format!("unknown row tag {other:?}"))),
+        }
+    }
+    Ok(tagged)
+}
+
+async fn predicate_update(
+    ps: &mut PgSession,
+    s: &TableSpec,
+    predicate: &str,
+    set: Vec<(&'static str, i64)>,
+) -> Result<Recorded, DbError> {
+    let assignments: Vec<String> = set.iter().map(|(c, v)| format!("{c} = {v}")).collect();
+    let cte = format!(
+        "UPDATE {t} SET {a} WHERE {predicate} RETURNING xmin, {cols}",
+        t = s.name,
+        a = assignments.join(", "),
+        cols = s.column_list()
+    );
+    let tagged = tagged_write(ps, s, predicate, cte, s.columns.len()).await?;
+    let meta = PgOpFacts {
+        xmins: Some(tagged.written.iter().map(|(_, x)| *x).collect()),
+        candidates: (!ps.isolation.has_transaction_snapshot()).then_some(tagged.candidates),
+        ..PgOpFacts::default()
+    };
+    let rows = tagged.written.into_iter().map(|(r, _)| r).collect();
+    Ok(Recorded {
+        op: RecordedOp::Update { predicate: predicate.to_string(), set, rows },
+        meta,
+        snapshot: tagged.snapshot,
+    })
+}
+
+async fn predicate_delete(ps: &mut PgSession, s: &TableSpec, predicate: &str) -> Result<Recorded, DbError> {
+    let cte = format!("DELETE FROM {t} WHERE {predicate} RETURNING xmin, {pk}", t = s.name, pk = s.pk());
+    let tagged = tagged_write(ps, s, predicate, cte, 1).await?;
+    let meta = PgOpFacts {
+        xmins: Some(tagged.written.iter().map(|(_, x)| *x).collect()),
+        candidates: (!ps.isolation.has_transaction_snapshot()).then_some(tagged.candidates),
+        ..PgOpFacts::default()
+    };
+    let keys = tagged.written.into_iter().map(|(r, _)| r[0]).collect();
+    Ok(Recorded {
+        op: RecordedOp::Delete { predicate: predicate.to_string(), keys },
+        meta,
+        snapshot: tagged.snapshot,
+    })
+}

@@ -1,0 +1,95 @@
+//! `isocert recover`: rebuild a version certificate after the fact, from a recorded history
+//! and the change stream captured during its run (`raw-log.jsonl`, which `isocert run`
+//! saves), with the recovery rule of the database's adapter.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor};
+use isocert_history::{v1, History};
+use isocert_oracle::{Interpreter, MatchesOracle};
+use isocert_recovery::RawLog;
+
+use crate::exit;
+use crate::run::{write_certificate, write_history, RAW_LOG};
+
+/// Recover a version certificate from a history and the change stream captured with it.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RecoverArgs {
+    /// The database the history ran on (postgres, mariadb, ...): picks the recovery rule
+    /// and how the captured facts are read.
+    #[arg(long, value_name = "DATABASE")]
+    database: DatabaseKind,
+    /// The history the test client recorded (v1 JSON lines, with the adapter's facts in `meta`).
+    #[arg(long, value_name = "FILE")]
+    history: PathBuf,
+    /// The captured change stream: a raw-log.jsonl file, or a directory holding one
+    /// [default: raw-log.jsonl beside --history].
+    #[arg(long, value_name = "FILE_OR_DIR")]
+    source: Option<PathBuf>,
+    /// Where to write the certificate (v1 JSON).
+    #[arg(long, value_name = "CERT")]
+    out: PathBuf,
+    /// Also write the history with the recovered start/commit timestamps and settled
+    /// unknown outcomes (what `isocert run` saves as history.jsonl).
+    #[arg(long, value_name = "FILE")]
+    history_out: Option<PathBuf>,
+}
+
+/// Runs `isocert recover`: exit 0 when the certificate is written, 2 on any error.
+pub(crate) fn run(args: RecoverArgs) -> anyhow::Result<ExitCode> {
+    dispatch(args.database, RecoverOn(args))?
+}
+
+struct RecoverOn(RecoverArgs);
+
+impl DatabaseVisitor for RecoverOn {
+    type Output = anyhow::Result<ExitCode>;
+
+    fn visit<D: Database>(self) -> anyhow::Result<ExitCode> {
+        recover_with::<D>(&self.0)
+    }
+}
+
+/// The raw log file `--source` names (or the default beside the history).
+fn source_file(args: &RecoverArgs) -> PathBuf {
+    match &args.source {
+        Some(p) if p.is_dir() => p.join(RAW_LOG),
+        Some(p) => p.clone(),
+        None => args.history.parent().unwrap_or(Path::new(".")).join(RAW_LOG),
+    }
+}
+
+fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
+    let file = File::open(&args.history)
+        .with_context(|| format!("cannot open history {}", args.history.display()))?;
+    let mut history: History = v1::read_history(BufReader::new(file))
+        .with_context(|| format!("history {}", args.history.display()))?;
+    let source = source_file(args);
+    let file =
+        File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
+    let log = RawLog::read_jsonl(BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
+    let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
+    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    let recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
+        format!("recovering the {} certificate from {}", D::KIND.display_name(), source.display())
+    })?;
+    for w in &recovered.warnings {
+        eprintln!("isocert: warning: {w}");
+    }
+    write_certificate(&args.out, &history, &recovered)?;
+    if let Some(path) = &args.history_out {
+        write_history(path, &history)?;
+    }
+    eprintln!(
+        "isocert: recovered {} commits, {} row versions, {} version sets into {}",
+        recovered.stats.logged_txns,
+        recovered.stats.logged_changes,
+        recovered.stats.version_sets,
+        args.out.display()
+    );
+    Ok(exit::valid())
+}
