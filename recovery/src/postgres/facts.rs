@@ -1,7 +1,12 @@
-//! The PostgreSQL facts the test client records in `meta` (see docs/POSTGRES.md).
+//! The PostgreSQL facts the test client records in `meta` (see docs/POSTGRES.md; the
+//! adapter writes them from its `PgTxnFacts`/`PgOpFacts` structs), read back with serde
+//! field by field so that an error names the field. A transaction id may be a number or
+//! its decimal text (other tools' histories); unknown keys are ignored.
 
 use isocert_history::{History, TxnId};
-use serde_json::Value as Json;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{Map, Value as Json};
 
 use crate::{PgSnapshot, RecoveryError};
 
@@ -45,38 +50,54 @@ pub(crate) fn read_facts(h: &History) -> Result<Vec<TxnFacts>, RecoveryError> {
     h.txn_ids().map(|t| read_txn(h, t)).collect()
 }
 
+/// A transaction id as histories write it: a number, or its decimal text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum XidField {
+    Number(u64),
+    Text(String),
+}
+
+/// Field `name` of a `meta` object read with serde (`None` when absent or null); the error
+/// names the field.
+fn field<T: DeserializeOwned>(map: &Map<String, Json>, name: &str) -> Result<Option<T>, (String, String)> {
+    match map.get(name) {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => T::deserialize(v).map(Some).map_err(|e| (name.to_string(), format!("{v}: {e}"))),
+    }
+}
+
 fn read_txn(h: &History, t: TxnId) -> Result<TxnFacts, RecoveryError> {
     let txn = h.txn(t);
-    let bad = |field: String, message: String| RecoveryError::Meta { txn: h.txn_label(t), field, message };
+    let bad =
+        |(field, message): (String, String)| RecoveryError::Meta { txn: h.txn_label(t), field, message };
     let mut facts = TxnFacts::default();
     let mut isolation = None;
     if let Some(meta) = txn.meta.as_deref() {
         let Json::Object(map) = meta else {
-            return Err(bad("meta".into(), "is not an object".into()));
+            return Err(bad(("meta".into(), "is not an object".into())));
         };
-        facts.xid = match map.get("xid") {
-            None | Some(Json::Null) => None,
-            Some(Json::Number(n)) => {
-                Some(n.as_u64().ok_or_else(|| bad("xid".into(), format!("{n} is not a transaction id")))?)
+        facts.xid = match field::<XidField>(map, "xid").map_err(|(f, _)| {
+            bad((f, format!("{} is not a transaction id", map.get("xid").unwrap_or(&Json::Null))))
+        })? {
+            None => None,
+            Some(XidField::Number(n)) => Some(n),
+            Some(XidField::Text(s)) => {
+                Some(s.parse().map_err(|_| bad(("xid".into(), format!("{s:?} is not a transaction id"))))?)
             }
-            Some(Json::String(s)) => {
-                Some(s.parse().map_err(|_| bad("xid".into(), format!("{s:?} is not a transaction id")))?)
-            }
-            Some(other) => return Err(bad("xid".into(), format!("{other} is not a transaction id"))),
         };
-        facts.snapshot = snapshot_field(map.get("snapshot")).map_err(|m| bad("snapshot".into(), m))?;
-        isolation = match map.get("isolation") {
-            None | Some(Json::Null) => None,
-            Some(Json::String(s)) => Some(s.to_ascii_lowercase().replace(['-', '_'], " ")),
-            Some(other) => return Err(bad("isolation".into(), format!("{other} is not a string"))),
-        };
+        facts.snapshot = snapshot(map, "snapshot").map_err(bad)?;
+        isolation = field::<String>(map, "isolation")
+            .map_err(bad)?
+            .map(|s| s.to_ascii_lowercase().replace(['-', '_'], " "));
     }
     for (op, meta) in &txn.op_meta {
-        let field = || format!("ops[{op}].meta.snapshot");
         let Json::Object(map) = meta else {
-            return Err(bad(format!("ops[{op}].meta"), "is not an object".into()));
+            return Err(bad((format!("ops[{op}].meta"), "is not an object".into())));
         };
-        if let Some(s) = snapshot_field(map.get("snapshot")).map_err(|m| bad(field(), m))? {
+        if let Some(s) =
+            snapshot(map, "snapshot").map_err(|(_, m)| bad((format!("ops[{op}].meta.snapshot"), m)))?
+        {
             facts.op_snapshots.push((*op, s));
         }
     }
@@ -89,10 +110,11 @@ fn read_txn(h: &History, t: TxnId) -> Result<TxnFacts, RecoveryError> {
     Ok(facts)
 }
 
-fn snapshot_field(v: Option<&Json>) -> Result<Option<PgSnapshot>, String> {
-    match v {
-        None | Some(Json::Null) => Ok(None),
-        Some(Json::String(s)) => s.parse::<PgSnapshot>().map(Some).map_err(|e| e.to_string()),
-        Some(other) => Err(format!("{other} is not a snapshot string")),
+/// A snapshot field: text parsed as `xmin:xmax:xip,...`.
+fn snapshot(map: &Map<String, Json>, name: &str) -> Result<Option<PgSnapshot>, (String, String)> {
+    match field::<String>(map, name) {
+        Ok(None) => Ok(None),
+        Ok(Some(s)) => s.parse::<PgSnapshot>().map(Some).map_err(|e| (name.to_string(), e.to_string())),
+        Err((f, _)) => Err((f, format!("{} is not a snapshot string", map.get(name).unwrap_or(&Json::Null)))),
     }
 }

@@ -140,6 +140,20 @@ fn disagreements_between_history_and_log_are_errors() {
     let mut h = history(&[r#"{"id":1,"session":0,"ops":[],"meta":{"xid":"abc"}}"#]);
     let err = recover(&mut h, &RawLog::new()).unwrap_err();
     assert!(err.to_string().contains("T1: meta field xid"), "{err}");
+    for (meta, expected) in [
+        (r#"{"xid":true}"#, "T1: meta field xid: true is not a transaction id"),
+        (r#"{"xid":-3}"#, "T1: meta field xid: -3 is not a transaction id"),
+        (r#"{"xid":"7","isolation":5}"#, "T1: meta field isolation: 5: invalid type"),
+        (r#"{"xid":7,"snapshot":[1]}"#, "T1: meta field snapshot: [1] is not a snapshot string"),
+        (r#"{"xid":7,"snapshot":"9:1:"}"#, "T1: meta field snapshot: "),
+    ] {
+        let mut h = history(&[&format!(r#"{{"id":1,"session":0,"ops":[],"meta":{meta}}}"#)]);
+        let err = recover(&mut h, &RawLog::new()).unwrap_err().to_string();
+        assert!(err.contains(expected), "{meta}: {err}");
+    }
+    // Unknown keys (another tool's facts) are ignored; a decimal-text xid is read.
+    let mut h = history(&[r#"{"id":1,"session":0,"ops":[],"meta":{"xid":"7","tool":{"x":1}}}"#]);
+    assert!(recover(&mut h, &RawLog::new()).is_ok());
 
     let mut h = history(&[
         r#"{"id":1,"session":0,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[]}],"meta":{"xid":null}}"#,
