@@ -29,7 +29,7 @@ pub mod seam;
 pub use error::AdapterError;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
-    dispatch, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,
+    dispatch, redact_url, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,
     DatabaseVisitor, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer,
     UnknownName,
 };

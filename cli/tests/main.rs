@@ -2,3 +2,4 @@
 
 mod chronos;
 mod formats;
+mod seam;

@@ -13,7 +13,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage, SimpleQueryRow};
 
 use crate::postgres::Snapshot;
-use crate::seam::{CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec};
+use crate::seam::{
+    redact_url, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec,
+};
 
 /// Sent when a session connects.
 const DEADLOCK_TIMEOUT: &str = "SET deadlock_timeout = '20ms'";
@@ -96,7 +98,7 @@ impl PgSession {
     pub(crate) async fn connect(url: &str) -> Result<Self, DbError> {
         let (client, connection) = tokio_postgres::connect(url, NoTls)
             .await
-            .map_err(|e| db_error(&format!("connecting to {url}"), e))?;
+            .map_err(|e| db_error(&format!("connecting to {}", redact_url(url)), e))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("workload connection ended: {e}");

@@ -14,7 +14,7 @@ use crate::AdapterError;
 pub async fn connect(url: &str) -> Result<Client, AdapterError> {
     let (client, connection) = tokio_postgres::connect(url, NoTls)
         .await
-        .map_err(|e| AdapterError::db(format!("connecting to {url}"), e))?;
+        .map_err(|e| AdapterError::db(format!("connecting to {}", crate::seam::redact_url(url)), e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!("PostgreSQL connection ended: {e}");

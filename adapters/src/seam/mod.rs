@@ -203,6 +203,21 @@ impl DbError {
     }
 }
 
+/// `url` safe to print: a password in its user part becomes `***`
+/// (`postgres://u:***@h/db`). Adapters use it in every message that names a URL.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split_once(':').map_or(user, |(n, _)| n);
+            format!("{scheme}://{name}:***@{host}{path}")
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// Keeps the first 200 bytes of a statement for error messages.
 fn shorten(sql: &str) -> String {
     if sql.len() <= 200 {
@@ -375,5 +390,21 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
             Isolation::RepeatableRead => CheckedLevel::SnapshotIsolation,
             Isolation::ReadCommitted => CheckedLevel::ReadCommitted,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_in_urls_are_never_printed() {
+        assert_eq!(redact_url("postgres://u:s3cret@h:5432/db?x=1"), "postgres://u:***@h:5432/db?x=1");
+        assert_eq!(redact_url("mysql://root:p@ss@127.0.0.1/isocert"), "mysql://root:***@127.0.0.1/isocert");
+        assert_eq!(
+            redact_url("postgres://postgres@127.0.0.1:5432/postgres"),
+            "postgres://postgres@127.0.0.1:5432/postgres"
+        );
+        assert_eq!(redact_url("host=h password=x"), "host=h password=x");
     }
 }

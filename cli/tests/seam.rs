@@ -1,0 +1,111 @@
+//! `isocert run` and `isocert recover` pick the database adapter by URL scheme or name, and
+//! refuse the ones not built yet with a clear error and exit code 2 (no database needed).
+
+use std::process::{Command, Output};
+
+fn isocert(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_isocert")).args(args).output().expect("isocert runs")
+}
+
+fn run_on(db: &str, out: &std::path::Path) -> Output {
+    let out = out.to_str().unwrap();
+    isocert(&["run", "--db", db, "--workload", "kv", "--isolation", "serializable", "--out", out])
+}
+
+#[test]
+fn databases_without_an_adapter_are_refused_by_name_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, name) in [
+        ("cockroachdb://root@127.0.0.1:26257/defaultdb", "CockroachDB is not supported yet"),
+        ("mongodb://127.0.0.1:27017", "MongoDB is not supported yet"),
+        ("dgraph://127.0.0.1:9080", "Dgraph is not supported yet"),
+    ] {
+        let o = run_on(url, dir.path());
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{url}: {stderr}");
+        assert!(stderr.contains(name), "{url}: {stderr}");
+    }
+    let o = run_on("oracle://scott:tiger@db/orcl", dir.path());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown database URL scheme oracle://"), "{stderr}");
+    assert!(!stderr.contains("tiger"), "the password is never printed: {stderr}");
+    let o = isocert(&["run", "--database", "db2", "--workload", "kv", "--isolation", "rc", "--out", "x"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown database \"db2\""), "{stderr}");
+    let o = isocert(&["recover", "--database", "mongodb", "--history", "h", "--out", "c"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("MongoDB is not supported yet"), "{stderr}");
+}
+
+#[test]
+fn a_url_and_a_throwaway_server_choice_exclude_each_other() {
+    let o = isocert(&[
+        "run",
+        "--db",
+        "postgres://h/db",
+        "--database",
+        "mariadb",
+        "--workload",
+        "kv",
+        "--isolation",
+        "rc",
+        "--out",
+        "x",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+    let o = isocert(&[
+        "run",
+        "--server-setting",
+        "novalue",
+        "--workload",
+        "kv",
+        "--isolation",
+        "rc",
+        "--out",
+        "x",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not NAME=VALUE"));
+}
+
+#[test]
+fn recover_names_a_missing_or_malformed_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.jsonl");
+    std::fs::write(
+        &history,
+        "{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":10}],\"meta\":{\"xid\":700}}\n",
+    )
+    .unwrap();
+    let h = history.to_str().unwrap();
+    let cert = dir.path().join("cert.json");
+    let c = cert.to_str().unwrap();
+    let o = isocert(&["recover", "--database", "postgres", "--history", h, "--out", c]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot open captured log") && stderr.contains("raw-log.jsonl"), "{stderr}");
+    // The log beside the history, with the one commit: the certificate orders the write.
+    std::fs::write(
+        dir.path().join("raw-log.jsonl"),
+        "{\"xid\":700,\"commit_lsn\":1,\"end_lsn\":2,\"commit_time\":0,\"changes\":[{\"table\":\"kv\",\"key\":1,\"row\":{\"key\":1,\"value\":10}}]}\n",
+    )
+    .unwrap();
+    let o = isocert(&["recover", "--database", "postgres", "--history", h, "--out", c]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let cert: serde_json::Value = serde_json::from_slice(&std::fs::read(&cert).unwrap()).unwrap();
+    assert!(cert.to_string().contains("version_order"), "{cert}");
+    // A log whose commit the history does not record is refused (exit 2, naming the xid).
+    std::fs::write(
+        dir.path().join("raw-log.jsonl"),
+        "{\"xid\":701,\"commit_lsn\":1,\"end_lsn\":2,\"commit_time\":0,\"changes\":[{\"table\":\"kv\",\"key\":1,\"row\":{\"key\":1,\"value\":11}}]}\n",
+    )
+    .unwrap();
+    let o = isocert(&["recover", "--database", "postgres", "--history", h, "--out", c]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("701"), "{stderr}");
+}
