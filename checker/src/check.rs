@@ -8,8 +8,10 @@ use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
 /// Checks history `h` against isolation `level` using certificate `cert`.
 ///
 /// [`CheckerKind::Auto`] runs Emme when the certificate has a version order (every level,
-/// explained cycles) and Enne when it has only a serialization order and the level is
-/// serializable. `oracle` decides which rows a predicate matches.
+/// explained cycles), Enne when it has only a serialization order and the level is
+/// serializable, and MTC when the certificate is empty and the history is made of
+/// mini-transactions (serializable and snapshot isolation). `oracle` decides which rows a
+/// predicate matches.
 ///
 /// # Errors
 /// [`CheckError::MissingCertificateData`] when the certificate or the timestamps lack what
@@ -23,10 +25,24 @@ pub fn check(
     checker: CheckerKind,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
-    match resolve(cert, level, checker)? {
+    let resolved = match resolve(cert, level, checker) {
+        Err(e @ CheckError::MissingCertificateData { .. })
+            if cert.is_empty()
+                && matches!(level, IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation) =>
+        {
+            // No certificate: MTC when the history is made of mini-transactions.
+            if crate::mtc::check_shape(h).is_err() {
+                return Err(e);
+            }
+            CheckerKind::Mtc
+        }
+        other => other?,
+    };
+    match resolved {
         CheckerKind::Enne => enne::check(h, cert, level, oracle),
         CheckerKind::Chronos => crate::chronos::check_chronos(h, level),
         CheckerKind::Aion => crate::aion::check_aion(h, level),
+        CheckerKind::Mtc => crate::mtc::check(h, level),
         _ => emme::check(h, cert, level, oracle),
     }
 }

@@ -82,7 +82,8 @@ impl FromStr for IsolationLevel {
 }
 
 /// Which checker to run; [`CheckerKind::Auto`] lets [`check`](crate::check) choose from the
-/// level and what the certificate holds.
+/// level and what the certificate holds (MTC when there is no certificate and the history
+/// is made of mini-transactions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum CheckerKind {
     /// Enne when the level is serializable and the certificate has a serialization order,
@@ -97,6 +98,9 @@ pub enum CheckerKind {
     Chronos,
     /// Online timestamp-based checking.
     Aion,
+    /// Black-box checking of mini-transaction histories (MTC): the version order follows
+    /// from the read-modify-writes, no certificate needed (serializable, snapshot isolation).
+    Mtc,
 }
 
 impl CheckerKind {
@@ -108,6 +112,7 @@ impl CheckerKind {
             CheckerKind::Enne => "enne",
             CheckerKind::Chronos => "chronos",
             CheckerKind::Aion => "aion",
+            CheckerKind::Mtc => "mtc",
         }
     }
 }
@@ -128,11 +133,12 @@ impl FromStr for CheckerKind {
             "enne" => CheckerKind::Enne,
             "chronos" => CheckerKind::Chronos,
             "aion" => CheckerKind::Aion,
+            "mtc" => CheckerKind::Mtc,
             _ => {
                 return Err(ParseNameError {
                     what: "checker",
                     given: s.to_string(),
-                    expected: "auto, emme, enne, chronos, aion",
+                    expected: "auto, emme, enne, chronos, aion, mtc",
                 })
             }
         })
@@ -162,6 +168,7 @@ mod tests {
     fn checkers_parse() {
         assert_eq!("Enne".parse(), Ok(CheckerKind::Enne));
         assert_eq!("auto".parse(), Ok(CheckerKind::Auto));
+        assert_eq!("MTC".parse(), Ok(CheckerKind::Mtc));
         assert!("elle".parse::<CheckerKind>().is_err());
     }
 }

@@ -11,6 +11,8 @@
 //!   [`MatchesOracle`](isocert_oracle::MatchesOracle) which versions change a predicate's
 //!   matches), then looks for the cycles each level forbids (G0, G1c, G2-item, G2, G-SI)
 //!   and for reads no level allows (G1a, G1b, garbage reads, ...).
+//! - **MTC** (no certificate) infers the version order of a mini-transaction history from
+//!   its read-modify-writes and checks serializability and snapshot isolation in linear time.
 //! - **Enne** replays the committed transactions in the certificate's serialization order
 //!   and compares every read with the replayed state.
 //!
@@ -50,6 +52,7 @@ mod enne;
 mod error;
 mod html;
 mod level;
+mod mtc;
 mod render;
 mod report;
 mod values;
@@ -62,5 +65,6 @@ pub use chronos::{check_chronos, check_chronos_kv};
 pub use error::CheckError;
 pub use html::{render_html, GraphLayout, HtmlOptions};
 pub use level::{CheckerKind, IsolationLevel, ParseNameError};
+pub use mtc::infer_mtc_certificate;
 pub use render::{render_dot, render_json, render_text, render_text_verbose};
 pub use report::{Anomaly, AnomalyKind, CheckStats, Edge, EdgeKind, Report};

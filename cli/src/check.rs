@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_checker::{
-    check, render_dot, render_html, render_json, render_text, render_text_verbose, CheckError, CheckerKind,
-    GraphLayout, HtmlOptions, IsolationLevel, Report,
+    check, infer_mtc_certificate, render_dot, render_html, render_json, render_text, render_text_verbose,
+    CheckError, CheckerKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
 };
 use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
@@ -38,10 +38,17 @@ pub(crate) struct CheckArgs {
     /// Which checker: emme (dependency graph, every level), enne (replay of the
     /// serialization order, serializable), chronos (offline, from the history's
     /// start_ts/commit_ts; snapshot-isolation or serializable; see docs/CHRONOS.md), aion
-    /// (online: HISTORY may be `-` for standard input, one transaction per line), or auto
-    /// (emme when the certificate has a version order, else enne).
+    /// (online: HISTORY may be `-` for standard input, one transaction per line), mtc (no
+    /// certificate: mini-transaction histories, whose reads imply the version order;
+    /// serializable or snapshot-isolation), or auto (emme when the certificate has a version
+    /// order, else enne; mtc when there is no certificate and the history is made of
+    /// mini-transactions).
     #[arg(long, default_value = "auto", value_name = "CHECKER")]
     pub(crate) checker: CheckerKind,
+    /// Black-box checkers (mtc): write the version order inferred from the history to FILE
+    /// as a v1 certificate, so Emme can re-check it (`--checker emme --certificate FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) certificate_out: Option<PathBuf>,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -191,6 +198,20 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "check finished"
     );
+    if let Some(path) = &args.certificate_out {
+        anyhow::ensure!(
+            report.checker == CheckerKind::Mtc,
+            "--certificate-out writes the certificate a black-box checker inferred; {} used the one given",
+            report.checker
+        );
+        let inferred = infer_mtc_certificate(&h)?;
+        let mut out = std::io::BufWriter::new(
+            File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        v1::write_certificate(&h, &inferred, &mut out)
+            .with_context(|| format!("writing {}", path.display()))?;
+        out.flush()?;
+    }
     if let Some(path) = &args.dot {
         std::fs::write(path, render_dot(&report, &h))
             .with_context(|| format!("writing {}", path.display()))?;

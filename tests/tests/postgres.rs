@@ -256,13 +256,27 @@ fn mini_transactions_certify_where_postgres_promises_and_lose_updates_at_read_co
     )
     .expect("enne runs");
     assert!(enne.is_valid(), "{}", ser.explain("mini-ser-enne", &enne));
+    // Black-box: MTC infers the version order from the reads alone, no certificate.
+    let none = isocert_history::Certificate::default();
+    let mtc = |r: &Run, level| {
+        check(&r.history, &none, level, CheckerKind::Auto, &r.interpreter).expect("mtc runs")
+    };
+    let black = mtc(&ser, IsolationLevel::Serializable);
+    assert_eq!(black.checker, CheckerKind::Mtc);
+    assert!(black.is_valid(), "{}", ser.explain("mini-ser-mtc", &black));
     let rr = run(&url, &config(WorkloadKind::Mini, Isolation::RepeatableRead, 1000, 8, 9), 0);
     let si = rr.check(IsolationLevel::SnapshotIsolation);
     assert!(si.is_valid(), "{}", rr.explain("mini-rr", &si));
+    let black = mtc(&rr, IsolationLevel::SnapshotIsolation);
+    assert!(black.is_valid(), "{}", rr.explain("mini-rr-mtc", &black));
     let rc = run(&url, &config(WorkloadKind::Mini, Isolation::ReadCommitted, 1000, 4, 10), 0);
     let as_rc = rc.check(IsolationLevel::ReadCommitted);
     assert!(as_rc.is_valid(), "{}", rc.explain("mini-rc", &as_rc));
     assert!(!rc.check(IsolationLevel::Serializable).is_valid(), "no lost update at read committed");
+    for level in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
+        let black = mtc(&rc, level);
+        assert!(black.anomalies.iter().any(|a| !a.cycle.is_empty()), "mtc saw no lost update at {level}");
+    }
 }
 
 #[test]

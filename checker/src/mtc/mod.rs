@@ -1,0 +1,507 @@
+//! MTC: black-box checking of mini-transaction histories without a certificate (Zhang et
+//! al., "Mini-transactions", ICDE 2025, Algorithm 1 with the optimisations of its §IV-C).
+//!
+//! A history is MT-shaped when its transactions only read and write single keys, every
+//! write of a key follows a read of that key in the same transaction, and every value is
+//! written once per key (never the key's initial value, never a delete). Then the version
+//! order follows from the reads: the version a transaction installs comes right after the
+//! one it read. From that:
+//!
+//! - **wr**: the unique writer of each value read;
+//! - **ww**: from the writer of the version read to the transaction that read and then
+//!   overwrote it (no transitive closure: the paper's Theorem 1 shows it is not needed);
+//! - **rw**: from each reader of a version to every transaction that overwrote it;
+//! - **so**: session order between consecutive committed transactions of a session.
+//!
+//! Serializability holds exactly when that graph is acyclic; snapshot isolation exactly when
+//! no two transactions overwrite the same version (the Divergence pattern, a lost update)
+//! and the induced graph `(so ∪ wr ∪ ww) ; rw?` is acyclic. Both are linear in the number
+//! of operations. Reads that no level allows (of aborted or intermediate writes, of values
+//! nobody wrote, a transaction contradicting its own earlier read or write) are reported
+//! first, as Emme reports them.
+//!
+//! Strict serializability needs the clients' invocation and response times, which the v1
+//! format does not carry; MTC here decides serializable and snapshot isolation.
+
+mod graph;
+mod shape;
+#[cfg(test)]
+mod tests;
+
+use isocert_history::{Certificate, History, ObjId, Op, OpRef, Status, TxnId, ValueId, Writer};
+use rustc_hash::FxHashMap;
+
+use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
+use graph::Csr;
+pub(crate) use shape::check_shape;
+
+/// One dependency edge: its kind, object and the reading operation (`u32::MAX`: none).
+#[derive(Clone, Copy, Debug)]
+struct Dep {
+    kind: EdgeKind,
+    obj: ObjId,
+    /// The op index in the reading transaction (wr: `to`, rw: `from`).
+    op: u32,
+}
+
+/// An edge of the snapshot-isolation graph: a dependency, optionally followed by an
+/// anti-dependency (index into the rw list).
+#[derive(Clone, Copy, Debug)]
+struct SiEdge {
+    first: (u32, u32, Dep),
+    then: Option<(u32, u32, Dep)>,
+}
+
+/// What the reads of an MT-shaped history say.
+#[derive(Debug)]
+pub(crate) struct Inference {
+    /// Whether each transaction is a node: committed, or unknown and read by someone.
+    pub(crate) in_graph: Vec<bool>,
+    /// so, wr, ww edges.
+    deps: Vec<(u32, u32, Dep)>,
+    /// rw edges.
+    anti: Vec<(u32, u32, Dep)>,
+    /// Per (object, writer of the version read), the transactions that overwrote it.
+    children: FxHashMap<(ObjId, Writer), Vec<TxnId>>,
+    /// Anomalies found while resolving reads (aborted, intermediate, garbage, internal).
+    anomalies: Vec<Anomaly>,
+}
+
+/// Where each written value came from.
+#[derive(Clone, Copy, Debug)]
+struct Site {
+    txn: TxnId,
+    op: u32,
+    is_final: bool,
+}
+
+/// Resolves every read of an MT-shaped history and builds the dependency edges.
+pub(crate) fn infer(h: &History) -> Inference {
+    let n = h.txns.len();
+    let mut sites: FxHashMap<(ObjId, ValueId), Site> = FxHashMap::default();
+    sites.reserve(n * 2);
+    for t in h.txn_ids() {
+        let ops = &h.txn(t).ops;
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::Write { obj, value } = op {
+                let is_final =
+                    !ops[i + 1..].iter().any(|o| matches!(o, Op::Write { obj: o2, .. } if o2 == obj));
+                sites.insert((*obj, *value), Site { txn: t, op: i as u32, is_final });
+            }
+        }
+    }
+    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
+    let init_of = |obj: ObjId| initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
+    let mut in_graph: Vec<bool> = h.txns.iter().map(|t| t.status == Status::Committed).collect();
+    // An unknown transaction committed if a transaction that may have committed read its write.
+    for t in h.txn_ids().filter(|t| h.txn(*t).status != Status::Aborted) {
+        for op in &h.txn(t).ops {
+            if let Op::Read { obj, value } = op {
+                if let Some(s) = sites.get(&(*obj, *value)) {
+                    if s.txn != t && h.txn(s.txn).status == Status::Unknown {
+                        in_graph[s.txn.index()] = true;
+                    }
+                }
+            }
+        }
+    }
+    let mut inf = Inference {
+        in_graph,
+        deps: Vec::with_capacity(n * 3),
+        anti: Vec::with_capacity(n * 2),
+        children: FxHashMap::default(),
+        anomalies: Vec::new(),
+    };
+    inf.children.reserve(n);
+    let mut last_in_session: FxHashMap<u32, TxnId> = FxHashMap::default();
+    // Per transaction: the object, the writer of the version its first read saw, the op.
+    let mut external: Vec<(ObjId, Option<Writer>, u32)> = Vec::new();
+    let mut reads: Vec<(TxnId, ObjId, Writer, u32)> = Vec::with_capacity(n * 2);
+    for t in h.txn_ids() {
+        if !inf.in_graph[t.index()] {
+            continue;
+        }
+        let txn = h.txn(t);
+        if let Some(prev) = last_in_session.insert(txn.session.0, t) {
+            inf.deps.push((prev.0, t.0, Dep { kind: EdgeKind::Session, obj: ObjId(u32::MAX), op: u32::MAX }));
+        }
+        external.clear();
+        // The value this transaction last read or wrote per object, for internal reads.
+        let mut own: Vec<(ObjId, ValueId, bool)> = Vec::new();
+        for (i, op) in txn.ops.iter().enumerate() {
+            let (obj, value, is_read) = match op {
+                Op::Read { obj, value } => (*obj, *value, true),
+                Op::Write { obj, value } => (*obj, *value, false),
+                _ => continue,
+            };
+            let i = i as u32;
+            if let Some(entry) = own.iter_mut().find(|e| e.0 == obj) {
+                if is_read && entry.1 != value {
+                    let what = if entry.2 { "wrote" } else { "read" };
+                    inf.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::InternalInconsistency,
+                            vec![t],
+                            format!(
+                                "{} read {} at op {i} after it {what} {}",
+                                h.txn_label(t),
+                                h.value_label(obj, value),
+                                h.value_label(obj, entry.1)
+                            ),
+                        )
+                        .with_ops(vec![OpRef { txn: t, op: i }])
+                        .with_objects(vec![obj]),
+                    );
+                }
+                *entry = (obj, value, !is_read || entry.2);
+                continue;
+            }
+            own.push((obj, value, !is_read));
+            // First access of obj: a read (the shape guarantees it); resolve its writer.
+            let writer =
+                resolve(h, &inf.in_graph, &sites, init_of(obj), t, i, obj, value, &mut inf.anomalies);
+            external.push((obj, writer, i));
+            if let Some(w) = writer {
+                if let Writer::Txn(wt) = w {
+                    inf.deps.push((wt.0, t.0, Dep { kind: EdgeKind::Wr, obj, op: i }));
+                }
+                reads.push((t, obj, w, i));
+            }
+        }
+        for &(obj, writer, op) in &external {
+            let writes = txn.ops.iter().any(|o| matches!(o, Op::Write { obj: o2, .. } if *o2 == obj));
+            if let (true, Some(w)) = (writes, writer) {
+                inf.children.entry((obj, w)).or_default().push(t);
+                if let Writer::Txn(wt) = w {
+                    inf.deps.push((wt.0, t.0, Dep { kind: EdgeKind::Ww, obj, op }));
+                }
+            }
+        }
+    }
+    for (t, obj, w, op) in reads {
+        if let Some(kids) = inf.children.get(&(obj, w)) {
+            for &k in kids {
+                if k != t {
+                    inf.anti.push((t.0, k.0, Dep { kind: EdgeKind::Rw, obj, op }));
+                }
+            }
+        }
+    }
+    inf
+}
+
+/// The writer of the version an external read saw, or `None` (and an anomaly) when no
+/// committed final write explains it.
+#[allow(clippy::too_many_arguments)]
+fn resolve(
+    h: &History,
+    in_graph: &[bool],
+    sites: &FxHashMap<(ObjId, ValueId), Site>,
+    initial: ValueId,
+    t: TxnId,
+    op: u32,
+    obj: ObjId,
+    value: ValueId,
+    anomalies: &mut Vec<Anomaly>,
+) -> Option<Writer> {
+    if value == initial {
+        return Some(Writer::Initial);
+    }
+    let here = OpRef { txn: t, op };
+    let read = || format!("{} read {} at op {op}", h.txn_label(t), h.value_label(obj, value));
+    let Some(site) = sites.get(&(obj, value)) else {
+        anomalies.push(
+            Anomaly::new(
+                AnomalyKind::GarbageRead,
+                vec![t],
+                format!("{}, a value no transaction wrote", read()),
+            )
+            .with_ops(vec![here])
+            .with_objects(vec![obj]),
+        );
+        return None;
+    };
+    let w = site.txn;
+    if !in_graph[w.index()] {
+        anomalies.push(
+            Anomaly::new(
+                AnomalyKind::G1a,
+                vec![t, w],
+                format!("{}, written by {}, which did not commit", read(), h.txn_label(w)),
+            )
+            .with_ops(vec![here, OpRef { txn: w, op: site.op }])
+            .with_objects(vec![obj]),
+        );
+        return None;
+    }
+    if !site.is_final {
+        anomalies.push(
+            Anomaly::new(
+                AnomalyKind::G1b,
+                vec![t, w],
+                format!("{}, an intermediate value {} overwrote before committing", read(), h.txn_label(w)),
+            )
+            .with_ops(vec![here, OpRef { txn: w, op: site.op }])
+            .with_objects(vec![obj]),
+        );
+        return None;
+    }
+    Some(Writer::Txn(w))
+}
+
+/// The version order the reads imply: per object, the overwriting transactions in
+/// depth-first order from the initial version (a lost update puts two overwriters of one
+/// version one after the other; transactions whose predecessor is unknown come last).
+pub(crate) fn version_order(h: &History, inf: &Inference) -> FxHashMap<ObjId, Vec<TxnId>> {
+    let mut writers: FxHashMap<ObjId, Vec<TxnId>> = FxHashMap::default();
+    for t in h.txn_ids().filter(|t| inf.in_graph[t.index()]) {
+        let mut seen: Vec<ObjId> = Vec::new();
+        for op in &h.txn(t).ops {
+            if let Op::Write { obj, .. } = op {
+                if !seen.contains(obj) {
+                    seen.push(*obj);
+                    writers.entry(*obj).or_default().push(t);
+                }
+            }
+        }
+    }
+    let mut order = FxHashMap::default();
+    for (obj, ws) in writers {
+        let mut placed: FxHashMap<TxnId, bool> = ws.iter().map(|&t| (t, false)).collect();
+        let mut out = Vec::with_capacity(ws.len());
+        let roots = std::iter::once(Writer::Initial).chain(ws.iter().map(|&t| Writer::Txn(t)));
+        for root in roots {
+            if let Writer::Txn(t) = root {
+                if placed[&t] {
+                    continue;
+                }
+                placed.insert(t, true);
+                out.push(t);
+            }
+            let mut stack = vec![root];
+            while let Some(w) = stack.pop() {
+                for &k in inf.children.get(&(obj, w)).map(Vec::as_slice).unwrap_or(&[]).iter().rev() {
+                    if !placed[&k] {
+                        placed.insert(k, true);
+                        out.push(k);
+                        stack.push(Writer::Txn(k));
+                    }
+                }
+            }
+        }
+        order.insert(obj, out);
+    }
+    order
+}
+
+/// The certificate an MT-shaped history implies: its version order.
+///
+/// # Errors
+/// [`CheckError::UnsupportedHistory`] naming the first transaction that is not a
+/// mini-transaction (or the first value written twice).
+pub fn infer_mtc_certificate(h: &History) -> Result<Certificate, CheckError> {
+    check_shape(h)?;
+    let inf = infer(h);
+    Ok(Certificate { version_order: Some(version_order(h, &inf)), ..Certificate::default() })
+}
+
+/// Runs MTC at serializable or snapshot isolation.
+pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
+    if !matches!(level, IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation) {
+        return Err(CheckError::UnsupportedLevel {
+            checker: CheckerKind::Mtc,
+            level,
+            hint: "mtc decides serializable and snapshot-isolation; for weaker levels give a certificate \
+                   (--checker emme)",
+        });
+    }
+    check_shape(h)?;
+    let inf = infer(h);
+    let mut report = Report::new(level, CheckerKind::Mtc);
+    report.stats.txns = h.txns.len();
+    report.stats.committed = inf.in_graph.iter().filter(|&&b| b).count();
+    report.stats.ops = h.txns.iter().map(|t| t.ops.len()).sum();
+    report.stats.edges = inf.deps.len() + inf.anti.len();
+    report.notes.push(
+        "no certificate: the version order was inferred from the read-modify-writes of mini-transactions (MTC); \
+         session order is part of the graph"
+            .into(),
+    );
+    if h.txns.iter().any(|t| t.status == Status::Unknown) {
+        report.notes.push(
+            "transactions with unknown outcome count as committed when another transaction read their write"
+                .into(),
+        );
+    }
+    let mut anomalies = inf.anomalies.clone();
+    match level {
+        IsolationLevel::Serializable => anomalies.extend(ser_cycles(h, &inf)),
+        _ => {
+            anomalies.extend(divergences(h, &inf));
+            anomalies.extend(si_cycles(h, &inf));
+        }
+    }
+    report.anomalies = anomalies;
+    Ok(report)
+}
+
+/// One explained edge.
+fn explain(h: &History, from: u32, to: u32, dep: Dep) -> Edge {
+    let (a, b) = (TxnId(from), TxnId(to));
+    let (la, lb) = (h.txn_label(a), h.txn_label(b));
+    let reader = |t: TxnId| (dep.op != u32::MAX).then_some(OpRef { txn: t, op: dep.op });
+    let read_value = |t: TxnId| match h.txn(t).ops.get(dep.op as usize) {
+        Some(Op::Read { obj, value }) => h.value_label(*obj, *value),
+        _ => h.object_label(dep.obj),
+    };
+    let (obj, op, explanation) = match dep.kind {
+        EdgeKind::Session => (None, None, format!("{la} came before {lb} in their session")),
+        EdgeKind::Wr => (Some(dep.obj), reader(b), format!("{lb} read {} written by {la}", read_value(b))),
+        EdgeKind::Ww => (
+            Some(dep.obj),
+            reader(b),
+            format!("{lb} read {} written by {la}, then overwrote it", read_value(b)),
+        ),
+        _ => (
+            Some(dep.obj),
+            reader(a),
+            format!("{la} read {}, which {lb} read and then overwrote", read_value(a)),
+        ),
+    };
+    Edge { from: a, to: b, kind: dep.kind, obj, op, explanation }
+}
+
+/// The Adya kind of a cycle of these edge kinds (session edges count as neither).
+fn cycle_kind(kinds: impl Iterator<Item = EdgeKind>) -> AnomalyKind {
+    let (mut anti, mut read) = (false, false);
+    for k in kinds {
+        anti |= k == EdgeKind::Rw;
+        read |= k == EdgeKind::Wr || k == EdgeKind::Session;
+    }
+    if anti {
+        AnomalyKind::G2Item
+    } else if read {
+        AnomalyKind::G1c
+    } else {
+        AnomalyKind::G0
+    }
+}
+
+fn cycle_anomaly(h: &History, kind: AnomalyKind, cycle: Vec<Edge>, what: &str) -> Anomaly {
+    let txns: Vec<TxnId> = cycle.iter().map(|e| e.from).collect();
+    let objects = {
+        let mut o: Vec<ObjId> = cycle.iter().filter_map(|e| e.obj).collect();
+        o.sort_unstable();
+        o.dedup();
+        o
+    };
+    let ops = cycle.iter().filter_map(|e| e.op).collect();
+    let path: Vec<String> = cycle.iter().map(|e| format!("{} -{}->", h.txn_label(e.from), e.kind)).collect();
+    let explanation = format!("{what}: {} {}", path.join(" "), h.txn_label(cycle[0].from));
+    Anomaly { kind, txns, ops, objects, explanation, cycle }
+}
+
+/// Serializability: one shortest cycle per strongly connected component of so ∪ wr ∪ ww ∪ rw.
+fn ser_cycles(h: &History, inf: &Inference) -> Vec<Anomaly> {
+    let mut all = inf.deps.clone();
+    all.extend_from_slice(&inf.anti);
+    let g = Csr::build(h.txns.len(), &all);
+    let mut out = Vec::new();
+    let mut member = vec![false; h.txns.len()];
+    for comp in g.cyclic_components() {
+        comp.iter().for_each(|&n| member[n as usize] = true);
+        let start = *comp.iter().min().expect("components are not empty");
+        let cycle: Vec<Edge> = g
+            .shortest_cycle(start, &|n| member[n as usize])
+            .into_iter()
+            .map(|(a, b, d)| explain(h, a, b, d))
+            .collect();
+        comp.iter().for_each(|&n| member[n as usize] = false);
+        let kind = cycle_kind(cycle.iter().map(|e| e.kind));
+        out.push(cycle_anomaly(h, kind, cycle, "dependency cycle (no serial order explains the reads)"));
+    }
+    out
+}
+
+/// Snapshot isolation's Divergence pattern: two transactions overwrote the same version.
+fn divergences(h: &History, inf: &Inference) -> Vec<Anomaly> {
+    let mut found: Vec<(&(ObjId, Writer), &Vec<TxnId>)> =
+        inf.children.iter().filter(|(_, kids)| kids.len() > 1).collect();
+    found.sort_unstable_by_key(|(k, _)| **k);
+    found
+        .into_iter()
+        .map(|(&(obj, w), kids)| {
+            let (a, b) = (kids[0], kids[1]);
+            let base = match w {
+                Writer::Initial => format!("the initial version of {}", h.object_label(obj)),
+                Writer::Txn(t) => {
+                    format!("the version of {} {} installed", h.object_label(obj), h.txn_label(t))
+                }
+            };
+            let rw = |x: TxnId, y: TxnId| {
+                let op = first_read(h, x, obj);
+                explain(h, x.0, y.0, Dep { kind: EdgeKind::Rw, obj, op })
+            };
+            Anomaly {
+                kind: AnomalyKind::GSi,
+                txns: vec![a, b],
+                ops: vec![
+                    OpRef { txn: a, op: first_read(h, a, obj) },
+                    OpRef { txn: b, op: first_read(h, b, obj) },
+                ],
+                objects: vec![obj],
+                explanation: format!(
+                    "lost update (MTC's Divergence): {} and {} both read {base} and overwrote it",
+                    h.txn_label(a),
+                    h.txn_label(b)
+                ),
+                cycle: vec![rw(a, b), rw(b, a)],
+            }
+        })
+        .collect()
+}
+
+fn first_read(h: &History, t: TxnId, obj: ObjId) -> u32 {
+    h.txn(t).ops.iter().position(|o| matches!(o, Op::Read { obj: o2, .. } if *o2 == obj)).unwrap_or(0) as u32
+}
+
+/// Snapshot isolation: one shortest cycle per strongly connected component of
+/// `(so ∪ wr ∪ ww) ; rw?`, each composite edge expanded back into its two dependencies.
+fn si_cycles(h: &History, inf: &Inference) -> Vec<Anomaly> {
+    let n = h.txns.len();
+    let anti = Csr::build(n, &inf.anti.iter().map(|&(a, b, d)| (a, b, (a, b, d))).collect::<Vec<_>>());
+    let mut edges: Vec<(u32, u32, SiEdge)> = Vec::with_capacity(inf.deps.len() * 2);
+    for &(a, b, d) in &inf.deps {
+        edges.push((a, b, SiEdge { first: (a, b, d), then: None }));
+        for &(x, c, rw) in anti.payloads_from(b) {
+            edges.push((a, c, SiEdge { first: (a, b, d), then: Some((x, c, rw)) }));
+        }
+    }
+    let g = Csr::build(n, &edges);
+    let mut out = Vec::new();
+    let mut member = vec![false; n];
+    for comp in g.cyclic_components() {
+        comp.iter().for_each(|&x| member[x as usize] = true);
+        let start = *comp.iter().min().expect("components are not empty");
+        let mut cycle = Vec::new();
+        for (_, _, e) in g.shortest_cycle(start, &|x| member[x as usize]) {
+            cycle.push(explain(h, e.first.0, e.first.1, e.first.2));
+            if let Some((a, b, d)) = e.then {
+                cycle.push(explain(h, a, b, d));
+            }
+        }
+        comp.iter().for_each(|&x| member[x as usize] = false);
+        let kind = if cycle.iter().any(|e| e.kind == EdgeKind::Rw) {
+            AnomalyKind::GSi
+        } else {
+            cycle_kind(cycle.iter().map(|e| e.kind))
+        };
+        out.push(cycle_anomaly(
+            h,
+            kind,
+            cycle,
+            "cycle with no two anti-dependencies in a row (no snapshot order explains the reads)",
+        ));
+    }
+    out
+}
