@@ -2,4 +2,5 @@
 
 mod chronos;
 mod formats;
+mod mtc;
 mod seam;
