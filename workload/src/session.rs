@@ -158,7 +158,8 @@ fn modified_columns(s: &Schema, key: i64, row: Option<&[i64]>, keys: u32) -> Vec
 type Ops<F> = Vec<(RecordedOp, F)>;
 
 /// Runs one planned step through the seam: fresh values are drawn here, and a
-/// read-modify-write is a read followed by an upsert of a value derived from it.
+/// read-modify-write is a read followed by an upsert of a value derived from it. A step
+/// that fails records none of its operations (its attempt is recorded as aborted).
 async fn run_step<D: Database>(
     shared: &Shared<D>,
     conn: &mut D::Session,
@@ -176,9 +177,13 @@ async fn run_step<D: Database>(
                 Some((RecordedOp::Read { row, .. }, _)) => row.clone(),
                 _ => return Err(DbError::unexpected("a read-modify-write's read", "no read recorded")),
             };
-            ops.extend(read);
             let middle = modified_columns(s, *key, row.as_deref(), shared.cfg.keys);
-            DbStep::Upsert { row: s.row(*key, &middle, shared.fresh()) }
+            let upsert = DbStep::Upsert { row: s.row(*key, &middle, shared.fresh()) };
+            let written = conn.execute(&table, &upsert, facts).await?;
+            // Recorded only once the whole step succeeded, as every step's operations.
+            ops.extend(read);
+            ops.extend(written);
+            return Ok(());
         }
         Step::Upsert { key, columns } => DbStep::Upsert { row: s.row(*key, columns, shared.fresh()) },
         Step::Update { key, columns } => DbStep::Update { row: s.row(*key, columns, shared.fresh()) },
