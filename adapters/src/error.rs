@@ -72,6 +72,15 @@ pub enum AdapterError {
         /// What was unexpected.
         message: String,
     },
+    /// An adapter error with what was being done and how to get around it.
+    #[error("{context}")]
+    Context {
+        /// What was being done, and a hint.
+        context: String,
+        /// The error.
+        #[source]
+        source: Box<AdapterError>,
+    },
     /// A database URL whose scheme names no database isocert knows.
     #[error("unknown database URL scheme {}: use postgres://, postgresql://, mariadb://, mysql:// or tidb://", scheme.as_deref().map_or("(none)".to_string(), |s| format!("{s}://")))]
     UnknownScheme {

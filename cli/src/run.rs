@@ -274,10 +274,7 @@ async fn run_workload<D: Database>(
                 .start_capture(&cfg.kind.table_spec(), options)
                 .await
                 .context("starting the change capture")?;
-            consumer.wait_started(Duration::from_secs(60)).await.context(
-                "starting the change capture (PostgreSQL: `--replication poll` reads the slot over an ordinary \
-                 connection if replication connections are refused)",
-            )?;
+            consumer.wait_started(Duration::from_secs(60)).await?;
             Some(consumer)
         }
         None => None,
@@ -315,11 +312,7 @@ async fn run_workload<D: Database>(
         Some(c) => Some(
             tokio::time::timeout(Duration::from_secs(600), c.finish())
                 .await
-                .context("the change capture did not catch up within 10 minutes")?
-                .context(
-                    "finishing the change capture (PostgreSQL: `--replication poll` reads the slot over an \
-                     ordinary connection if replication connections are refused)",
-                )?,
+                .context("the change capture did not catch up within 10 minutes")??,
         ),
         None => None,
     };

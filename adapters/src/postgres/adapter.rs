@@ -65,7 +65,7 @@ fn definition(table: &TableSpec) -> String {
 
 impl Database for Postgres {
     type Session = PgSession;
-    type Capture = ReplicationConsumer;
+    type Capture = PgCapture;
     type Server = EmbeddedPostgres;
 
     const KIND: DatabaseKind = DatabaseKind::Postgres;
@@ -138,13 +138,13 @@ impl Database for Postgres {
         &self,
         table: &TableSpec,
         options: &CaptureOptions,
-    ) -> Result<ReplicationConsumer, AdapterError> {
+    ) -> Result<PgCapture, AdapterError> {
         let mode: ReplicationMode = match &options.mode {
             Some(m) => m.parse().map_err(|message| AdapterError::Protocol { message })?,
             None => ReplicationMode::default(),
         };
         let slot = ReplicationSlot::create(&self.url, &options.run_name, &[table.name]).await?;
-        Ok(slot.mode(mode).poll_interval(options.poll_interval).start())
+        Ok(PgCapture { consumer: slot.mode(mode).poll_interval(options.poll_interval).start(), mode })
     }
 
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {
@@ -152,17 +152,47 @@ impl Database for Postgres {
     }
 }
 
-impl ChangeCapture for ReplicationConsumer {
+/// Logical replication as the change capture: the consumer, and the mode it runs in for
+/// the hint on failure.
+#[derive(Debug)]
+pub struct PgCapture {
+    consumer: ReplicationConsumer,
+    mode: ReplicationMode,
+}
+
+impl PgCapture {
+    /// The running consumer (its pid, reconnect count).
+    pub fn consumer(&self) -> &ReplicationConsumer {
+        &self.consumer
+    }
+}
+
+/// `e` with what was being done and, when streaming, the way around a server that refuses
+/// replication connections.
+fn explain(mode: ReplicationMode, doing: &str, e: AdapterError) -> AdapterError {
+    let context = match mode {
+        ReplicationMode::Stream => format!(
+            "{doing} logical replication (streaming; `--replication poll` reads the slot over an \
+             ordinary connection if replication connections are refused)"
+        ),
+        ReplicationMode::Poll => format!("{doing} logical replication"),
+    };
+    AdapterError::Context { context, source: Box::new(e) }
+}
+
+impl ChangeCapture for PgCapture {
     async fn wait_started(&mut self, timeout: Duration) -> Result<(), AdapterError> {
-        ReplicationConsumer::wait_started(self, timeout).await
+        let started = self.consumer.wait_started(timeout).await;
+        started.map_err(|e| explain(self.mode, "starting", e))
     }
 
     fn recorded(&self) -> usize {
-        ReplicationConsumer::recorded(self)
+        self.consumer.recorded()
     }
 
     async fn finish(self) -> Result<RawLog, AdapterError> {
-        ReplicationConsumer::finish(self).await
+        let mode = self.mode;
+        self.consumer.finish().await.map_err(|e| explain(mode, "finishing", e))
     }
 }
 

@@ -13,7 +13,7 @@ mod session;
 mod walsender;
 mod walsender_wire;
 
-pub use adapter::Postgres;
+pub use adapter::{PgCapture, Postgres};
 pub use client::{classify, PgOpFacts, PgSession, PgTxnFacts};
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
 // PostgreSQL snapshots live in isocert-recovery (they are the recovery rule's data); the
