@@ -6,4 +6,5 @@ mod support;
 mod anomalies;
 mod facts;
 mod postgres_behaviour;
+mod seam;
 mod shapes;

@@ -33,7 +33,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use isocert_history::History;
-use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
+/// The recovery types the seam's signatures use, re-exported for implementers.
+pub use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
 use serde::Serialize;
 
 use crate::AdapterError;
