@@ -23,6 +23,7 @@
 //! ```
 
 mod error;
+pub mod guard;
 pub mod postgres;
 pub mod seam;
 

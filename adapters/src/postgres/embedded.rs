@@ -1,5 +1,7 @@
 //! A throwaway PostgreSQL server: initdb into a temporary directory, start on a free
-//! loopback port, stop and remove everything when dropped.
+//! loopback port, stop and remove everything when dropped, and, through a
+//! [`ServerGuard`], also when isocert is killed (SIGKILL included). Directories of servers
+//! whose isocert process is gone are removed by the next start ([`sweep_stale`]).
 
 use std::fs;
 use std::io::Write;
@@ -9,10 +11,20 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::guard::{sweep_stale, OwnerFile, ServerGuard};
 use crate::AdapterError;
 
 /// Where Debian and Ubuntu install the server programs, one folder per major version.
 const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
+
+/// The prefix of every embedded server's temporary directory.
+const DIR_PREFIX: &str = "isocert-pg-";
+
+/// The postmaster's pid file, relative to the server's directory.
+const PID_FILE: &str = "data/postmaster.pid";
+
+/// The signal for PostgreSQL's immediate shutdown (what a watchdog sends an orphan).
+const STOP_SIGNAL: &str = "QUIT";
 
 /// How many free ports to try when another process grabs the chosen one first.
 const PORT_ATTEMPTS: usize = 5;
@@ -96,14 +108,24 @@ impl EmbeddedPostgresBuilder {
         };
         let owner = if running_as_root() { Some(lookup_user(&self.server_user)?) } else { None };
         let base = if owner.is_some() { reachable_temp_dir() } else { std::env::temp_dir() };
-        let dir = tempfile::Builder::new().prefix("isocert-pg-").tempdir_in(&base).map_err(|e| {
+        for stale in sweep_stale(&base, DIR_PREFIX, PID_FILE, STOP_SIGNAL) {
+            tracing::warn!(
+                "removed {}: a throwaway PostgreSQL of isocert process {} that is gone",
+                stale.dir.display(),
+                stale.owner.pid
+            );
+        }
+        let dir = tempfile::Builder::new().prefix(DIR_PREFIX).tempdir_in(&base).map_err(|e| {
             AdapterError::io(format!("creating a temporary directory in {}", base.display()), e)
         })?;
+        OwnerFile::current().write_into(dir.path())?;
+        let guard = ServerGuard::spawn(&dir.path().join(PID_FILE), STOP_SIGNAL, dir.path())?;
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
                 .map_err(|e| AdapterError::io(format!("chown {}", dir.path().display()), e))?;
         }
-        let mut server = EmbeddedPostgres { dir: Some(dir), bin, owner, port: 0, running: false };
+        let mut server =
+            EmbeddedPostgres { dir: Some(dir), bin, owner, port: 0, running: false, guard: Some(guard) };
         server.initdb()?;
         server.write_settings(&self)?;
         let mut last_error = None;
@@ -147,6 +169,8 @@ pub struct EmbeddedPostgres {
     owner: Option<(u32, u32)>,
     port: u16,
     running: bool,
+    /// Stops the server and removes the directory if isocert dies without doing it.
+    guard: Option<ServerGuard>,
 }
 
 impl EmbeddedPostgres {
@@ -200,6 +224,11 @@ impl EmbeddedPostgres {
         self.root().join("data")
     }
 
+    /// The process id of the watchdog that cleans up if isocert dies ([`ServerGuard`]).
+    pub fn guard_pid(&self) -> Option<u32> {
+        self.guard.as_ref().map(ServerGuard::pid)
+    }
+
     /// The server log file.
     pub fn log_file(&self) -> PathBuf {
         self.root().join("server.log")
@@ -216,6 +245,9 @@ impl EmbeddedPostgres {
         if let Some(dir) = self.dir.take() {
             let path = dir.path().to_path_buf();
             dir.close().map_err(|e| AdapterError::io(format!("removing {}", path.display()), e))?;
+        }
+        if let Some(guard) = self.guard.take() {
+            guard.disarm();
         }
         Ok(())
     }
@@ -326,9 +358,24 @@ impl EmbeddedPostgres {
 }
 
 impl Drop for EmbeddedPostgres {
+    /// Stops the server; the temporary directory is removed with it. If stopping fails the
+    /// guard is dropped armed, so its watchdog stops the server by signal and removes the
+    /// directory.
     fn drop(&mut self) {
-        if let Err(e) = self.stop() {
-            tracing::warn!("stopping embedded PostgreSQL: {e}");
+        match self.stop() {
+            Ok(()) => {
+                self.dir.take();
+                if let Some(guard) = self.guard.take() {
+                    guard.disarm();
+                }
+            }
+            Err(e) => {
+                tracing::warn!("stopping embedded PostgreSQL: {e}; its watchdog will kill it");
+                // Keep the directory (and the pid file in it) for the watchdog.
+                if let Some(dir) = self.dir.take() {
+                    let _ = dir.keep();
+                }
+            }
         }
     }
 }
