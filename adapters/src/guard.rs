@@ -173,6 +173,76 @@ fn process_start(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
+/// The prefix of every server-side object name an isocert run creates (replication slots,
+/// publications): [`run_name`] and [`RunName::parse`].
+pub const RUN_PREFIX: &str = "isocert_run_";
+
+/// A name for the server-side objects of this run, `isocert_run_PID_START_HOST`, saying
+/// which process on which host owns them, so that a later run or `isocert cleanup` can tell
+/// objects whose owner is gone (killed by SIGKILL) from those of a run still going. At most
+/// 50 characters of `[a-z0-9_]`, so `_pub` and similar suffixes stay within PostgreSQL's
+/// 63-character names.
+pub fn run_name() -> String {
+    let owner = OwnerFile::current();
+    RunName { owner, host: host_tag() }.to_string()
+}
+
+/// The parts of a [`run_name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunName {
+    /// The owning process.
+    pub owner: OwnerFile,
+    /// A hash of the owner's host name ([`host_tag`]).
+    pub host: u32,
+}
+
+/// Whether the owner of a server-side object still runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// Its isocert process runs on this host.
+    Alive,
+    /// Its isocert process was on this host and is gone: safe to drop.
+    Gone,
+    /// It belongs to a process on another host, which this host cannot see.
+    OtherHost,
+}
+
+impl RunName {
+    /// Parses an object name that starts with a run name (`isocert_run_PID_START_HOST`,
+    /// possibly followed by `_pub` or another suffix); `None` for any other name.
+    pub fn parse(name: &str) -> Option<RunName> {
+        let mut parts = name.strip_prefix(RUN_PREFIX)?.split('_');
+        let pid = parts.next()?.parse().ok()?;
+        let start = parts.next()?.parse().ok()?;
+        let host = u32::from_str_radix(parts.next()?, 16).ok()?;
+        Some(RunName { owner: OwnerFile { pid, start }, host })
+    }
+
+    /// Whether its owner still runs, seen from this host.
+    pub fn ownership(&self) -> Ownership {
+        if self.host != host_tag() {
+            Ownership::OtherHost
+        } else if self.owner.is_alive() {
+            Ownership::Alive
+        } else {
+            Ownership::Gone
+        }
+    }
+}
+
+impl std::fmt::Display for RunName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{RUN_PREFIX}{}_{}_{:08x}", self.owner.pid, self.owner.start, self.host)
+    }
+}
+
+/// A 32-bit FNV-1a hash of this host's name (`/proc/sys/kernel/hostname`), to tell this
+/// host's runs from other hosts' in names on a shared server.
+pub fn host_tag() -> u32 {
+    let name = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    name.trim().bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
 /// A server directory removed by [`sweep_stale`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StaleServer {
@@ -298,6 +368,25 @@ mod tests {
         let pid = gone.id();
         gone.wait().unwrap();
         assert!(!OwnerFile { pid, start: 1 }.is_alive());
+    }
+
+    #[test]
+    fn run_names_say_whose_objects_they_are() {
+        let name = run_name();
+        assert!(
+            name.len() <= 50
+                && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        );
+        let parsed = RunName::parse(&format!("{name}_pub")).unwrap();
+        assert_eq!(parsed.owner, OwnerFile::current());
+        assert_eq!(parsed.ownership(), Ownership::Alive);
+        let gone =
+            RunName { owner: OwnerFile { pid: parsed.owner.pid, start: parsed.owner.start + 1 }, ..parsed };
+        assert_eq!(RunName::parse(&gone.to_string()).unwrap().ownership(), Ownership::Gone);
+        let elsewhere = RunName { host: parsed.host ^ 1, ..gone };
+        assert_eq!(elsewhere.ownership(), Ownership::OtherHost);
+        assert_eq!(RunName::parse("isocert_run_123"), None, "an old-style name has no owner to check");
+        assert_eq!(RunName::parse("my_slot"), None);
     }
 
     #[test]

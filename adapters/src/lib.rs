@@ -31,6 +31,6 @@ pub use error::AdapterError;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
     dispatch, redact_url, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,
-    DatabaseVisitor, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer,
-    UnknownName,
+    DatabaseVisitor, DbError, ErrorClass, Isolation, RecordedOp, Session, StaleObjects, Step, TableSpec,
+    ThrowawayServer, UnknownName,
 };

@@ -17,3 +17,9 @@ pub(crate) fn anomalies() -> ExitCode {
 pub(crate) fn error() -> ExitCode {
     ExitCode::from(2)
 }
+
+/// The run was interrupted (SIGINT/SIGTERM) and saved what completed: exit 130, as a shell
+/// reports a process ended by Ctrl-C.
+pub(crate) fn interrupted() -> ExitCode {
+    ExitCode::from(130)
+}

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use clap::{Parser, Subcommand};
 
 mod check;
+mod cleanup;
 mod convert;
 mod exit;
 mod gen;
@@ -32,6 +33,7 @@ enum Command {
     Check(check::CheckArgs),
     Run(run::RunArgs),
     Recover(recover::RecoverArgs),
+    Cleanup(cleanup::CleanupArgs),
     Gen(gen::GenArgs),
     Convert(convert::ConvertArgs),
 }
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Run(args) => run::run(args),
         Command::Recover(args) => recover::run(args),
+        Command::Cleanup(args) => cleanup::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Convert(args) => convert::run(args),
     };

@@ -14,10 +14,13 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use isocert_adapters::guard::run_name;
 use isocert_adapters::{
     dispatch, CaptureOptions, ChangeCapture, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer,
 };
@@ -105,6 +108,18 @@ pub(crate) struct RunArgs {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Write into a non-empty --out, replacing the files of an earlier run (without it, a
+    /// non-empty --out is refused so that a finished run is never overwritten).
+    #[arg(long)]
+    force: bool,
+    /// With --db: allow the run to drop and recreate the workload's table (`kv` or `items`)
+    /// when it already exists. Without it an existing table is never touched: the run
+    /// refuses, naming the table. (A table the run creates itself is dropped at the end.)
+    #[arg(long)]
+    reset_tables: bool,
+    /// With --db: keep the workload's table at the end instead of dropping it.
+    #[arg(long)]
+    keep_tables: bool,
     /// Where to write the HTML report (summary, each anomaly's graph and timeline,
     /// docs/REPORTS.md) [default: report.html in --out].
     #[arg(long, value_name = "FILE")]
@@ -121,6 +136,8 @@ struct RunStats {
     catch_up_secs: Option<f64>,
     recover_secs: Option<f64>,
     check_secs: Option<f64>,
+    /// A signal stopped the workload early.
+    interrupted: bool,
 }
 
 /// Parses `NAME=VALUE`.
@@ -154,7 +171,7 @@ impl DatabaseVisitor for RunOn {
 }
 
 fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
-    check_out_dir(&args.out)?;
+    check_out_dir(&args.out, args.force)?;
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let level = match args.check {
         Some(level) => level,
@@ -174,6 +191,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let name = D::KIND.display_name();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
+    let interrupt = rt.block_on(async { watch_signals() })?;
     let (db, server) = match &args.db {
         Some(url) => (D::from_url(url)?, None),
         None => {
@@ -185,21 +203,54 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let capture = (!args.no_recovery).then(|| CaptureOptions {
-        run_name: format!("isocert_run_{}", std::process::id()),
+        run_name: run_name(),
         mode: Some(args.replication.clone()),
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
-    let outcome = rt.block_on(run_workload(&db, &cfg, capture));
+    let table = cfg.kind.table_spec();
+    let outcome = rt.block_on(async {
+        if args.db.is_some() {
+            let stale = db.drop_stale(false).await.context("looking for objects of earlier runs")?;
+            for object in &stale.dropped {
+                eprintln!("isocert: dropped {object}, left by an isocert run that is gone");
+            }
+            if db.table_exists(&table).await? && !args.reset_tables {
+                bail!(
+                    "table {} already exists in this database; isocert never drops a table it did not \
+                     create: use another database, drop it yourself, or pass --reset-tables to let this \
+                     run drop and recreate it",
+                    table.name
+                );
+            }
+        }
+        let outcome = run_workload(&db, &cfg, capture, &interrupt).await;
+        if args.db.is_some() && !args.keep_tables {
+            if let Err(e) = db.drop_table(&table).await {
+                eprintln!("isocert: warning: could not drop the workload's table {}: {e}", table.name);
+            }
+        }
+        outcome
+    });
     if let Some(server) = server {
         if let Err(e) = rt.block_on(server.shutdown()) {
             tracing::warn!("stopping the embedded {name}: {e}");
         }
     }
     let (mut history, log, mut stats, last_commit) = outcome?;
+    stats.interrupted = interrupt.load(Ordering::SeqCst);
+    if stats.interrupted {
+        eprintln!(
+            "isocert: interrupted: {} transactions committed before the stop; saving and checking them",
+            stats.committed
+        );
+    }
 
     let Some(log) = log else {
         write_history(&args.out.join("history.jsonl"), &history)?;
         write_run_json::<D>(&args.out, &args, &stats, None)?;
+        if stats.interrupted {
+            return Ok(exit::interrupted());
+        }
         eprintln!(
             "isocert: {} committed transactions in {:.2}s ({:.0} txns/s), recovery off",
             stats.committed,
@@ -252,7 +303,44 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         print!("{}", crate::check::text_report(&report, &history));
         println!("{}", summary(&stats, &recovered, &args.out));
     }
-    Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
+    Ok(if stats.interrupted {
+        exit::interrupted()
+    } else if report.is_valid() {
+        exit::valid()
+    } else {
+        exit::anomalies()
+    })
+}
+
+/// Installs the SIGINT/SIGTERM handlers of a run and returns the flag they set. The first
+/// signal asks the workload to stop after the transactions in flight; the run then drains
+/// the change stream, saves and checks what completed, and exits 130. A second signal
+/// exits at once (130): the throwaway server's watchdog still removes it, and replication
+/// objects left on a `--db` server are dropped by the next run or `isocert cleanup`.
+fn watch_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let flag = Arc::clone(&interrupt);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if flag.swap(true, Ordering::SeqCst) {
+                eprintln!("isocert: interrupted again: exiting now");
+                #[allow(clippy::exit)]
+                std::process::exit(130);
+            }
+            eprintln!(
+                "isocert: interrupted: finishing the transactions in flight, then saving what completed \
+                 (interrupt again to quit at once)"
+            );
+        }
+    });
+    Ok(interrupt)
 }
 
 /// The captured change stream's file in `--out`.
@@ -266,6 +354,7 @@ async fn run_workload<D: Database>(
     db: &D,
     cfg: &WorkloadConfig,
     capture: Option<CaptureOptions>,
+    interrupt: &Arc<AtomicBool>,
 ) -> anyhow::Result<Outcome> {
     isocert_workload::setup_on(db, cfg).await.context("setting up the workload table")?;
     let consumer = match &capture {
@@ -286,7 +375,7 @@ async fn run_workload<D: Database>(
             .progress_chars("=> "),
     );
     let started = Instant::now();
-    let result = isocert_workload::run_on(db, cfg, |done| {
+    let result = isocert_workload::run_until(db, cfg, Arc::clone(interrupt), |done| {
         bar.set_position(done);
         if let Some(c) = &consumer {
             if done % 64 == 0 {
@@ -382,6 +471,7 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "replication_catch_up_secs": stats.catch_up_secs,
         "recover_secs": stats.recover_secs,
         "check_secs": stats.check_secs,
+        "interrupted": stats.interrupted,
     });
     if let Some(r) = r {
         out["recovered"] = json!({
@@ -468,10 +558,19 @@ fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, S
     out
 }
 
-/// Rejects an output path that exists and is not a directory.
-fn check_out_dir(path: &Path) -> anyhow::Result<()> {
+/// Rejects an output path that exists and is not a directory, or is a non-empty directory
+/// without `--force`.
+fn check_out_dir(path: &Path, force: bool) -> anyhow::Result<()> {
     if path.exists() && !path.is_dir() {
         bail!("--out {} exists and is not a directory", path.display());
+    }
+    let non_empty = fs::read_dir(path).map(|mut entries| entries.next().is_some()).unwrap_or(false);
+    if non_empty && !force {
+        bail!(
+            "--out {} is not empty (an earlier run's results?); choose another directory, or pass --force \
+             to replace its files",
+            path.display()
+        );
     }
     Ok(())
 }

@@ -4,3 +4,4 @@ mod corpus;
 mod generated;
 mod html;
 mod postgres;
+mod safety;

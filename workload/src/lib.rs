@@ -53,4 +53,4 @@ mod session;
 
 pub use config::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
 pub use error::WorkloadError;
-pub use run::{run, run_on, setup, setup_on};
+pub use run::{run, run_on, run_until, setup, setup_on};

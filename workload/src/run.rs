@@ -45,6 +45,21 @@ pub async fn run_on<D: Database>(
     cfg: &WorkloadConfig,
     progress: impl Fn(u64),
 ) -> Result<History, WorkloadError> {
+    run_until(db, cfg, Arc::new(AtomicBool::new(false)), progress).await
+}
+
+/// [`run_on`], stopping early when `interrupt` becomes true (Ctrl-C): every session
+/// finishes the attempt it has in flight, records it, and takes no new plan, so the
+/// history returned holds only whole attempts.
+///
+/// # Errors
+/// As [`run_on`].
+pub async fn run_until<D: Database>(
+    db: &D,
+    cfg: &WorkloadConfig,
+    interrupt: Arc<AtomicBool>,
+    progress: impl Fn(u64),
+) -> Result<History, WorkloadError> {
     cfg.validate()?;
     let schema = Schema::of(cfg.kind);
     let initial = db.read_table(&schema.spec()).await?;
@@ -59,6 +74,7 @@ pub async fn run_on<D: Database>(
         next_plan: AtomicU64::new(0),
         fresh: AtomicI64::new(max_value + 1),
         stop: AtomicBool::new(false),
+        interrupt,
         recorder: Mutex::new(recorder),
         gate: tokio::sync::RwLock::new(()),
     });

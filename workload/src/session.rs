@@ -36,6 +36,8 @@ pub(crate) struct Shared<D> {
     pub(crate) next_plan: AtomicU64,
     pub(crate) fresh: AtomicI64,
     pub(crate) stop: AtomicBool,
+    /// Set from outside (Ctrl-C): sessions finish the attempt in flight and take no new plan.
+    pub(crate) interrupt: Arc<AtomicBool>,
     pub(crate) recorder: Mutex<Recorder>,
     /// Attempts hold it shared; a plan that aborted too often takes it exclusively.
     pub(crate) gate: RwLock<()>,
@@ -89,7 +91,7 @@ async fn session_loop<D: Database>(
     let mut conn = shared.db.connect().await?;
     let mut rng = ChaCha8Rng::seed_from_u64(shared.cfg.seed ^ (u64::from(session) << 32) ^ 0xfa17);
     loop {
-        if shared.stop.load(Ordering::SeqCst) {
+        if shared.stop.load(Ordering::SeqCst) || shared.interrupt.load(Ordering::SeqCst) {
             return Ok(());
         }
         let i = shared.next_plan.fetch_add(1, Ordering::SeqCst);

@@ -179,6 +179,12 @@ impl Database for Memory {
         *self.rows.lock().unwrap() = rows.iter().map(|r| (r[0], r.clone())).collect();
         Ok(())
     }
+    async fn table_exists(&self, _table: &TableSpec) -> Result<bool, DbError> {
+        Ok(false)
+    }
+    async fn drop_table(&self, _table: &TableSpec) -> Result<(), DbError> {
+        Ok(())
+    }
     async fn read_table(&self, _table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
         Ok(self.rows.lock().unwrap().values().cloned().collect())
     }

@@ -9,12 +9,14 @@ use isocert_recovery::{recover_postgres, RawLog, Recovered, RecoveryError, RowMa
 
 use super::client::{db_error, PgSession};
 use super::{
-    connect, EmbeddedPostgres, EmbeddedPostgresBuilder, ReplicationConsumer, ReplicationMode, ReplicationSlot,
+    connect, replication, EmbeddedPostgres, EmbeddedPostgresBuilder, ReplicationConsumer, ReplicationMode,
+    ReplicationSlot,
 };
 use tokio_postgres::Client;
 
 use crate::seam::{
-    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, ErrorClass, TableSpec, ThrowawayServer,
+    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, ErrorClass, StaleObjects, TableSpec,
+    ThrowawayServer,
 };
 use crate::AdapterError;
 
@@ -109,6 +111,23 @@ impl Database for Postgres {
             client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))?;
         }
         Ok(())
+    }
+
+    async fn table_exists(&self, table: &TableSpec) -> Result<bool, DbError> {
+        let client = self.admin_client().await?;
+        let sql = "SELECT to_regclass($1) IS NOT NULL";
+        let row = client.query_one(sql, &[&table.name]).await.map_err(|e| db_error(sql, e))?;
+        Ok(row.get(0))
+    }
+
+    async fn drop_table(&self, table: &TableSpec) -> Result<(), DbError> {
+        let client = self.admin_client().await?;
+        let sql = format!("DROP TABLE IF EXISTS {}", table.name);
+        client.simple_query(&sql).await.map(|_| ()).map_err(|e| db_error(&sql, e))
+    }
+
+    async fn drop_stale(&self, other_hosts: bool) -> Result<StaleObjects, AdapterError> {
+        replication::drop_stale(&self.url, other_hosts).await
     }
 
     async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {

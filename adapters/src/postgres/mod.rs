@@ -20,7 +20,7 @@ pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
 // test client and recovery share that one type.
 pub use isocert_recovery::{widen_xid, PgSnapshot as Snapshot, SnapshotParseError};
 pub use replication::{
-    flush_wal, ReplicationConsumer, ReplicationMode, ReplicationSlot, DEFAULT_POLL_INTERVAL,
+    drop_stale, flush_wal, ReplicationConsumer, ReplicationMode, ReplicationSlot, DEFAULT_POLL_INTERVAL,
 };
 pub use replication_decode::PgOutputDecoder;
 pub use session::connect;

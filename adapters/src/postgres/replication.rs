@@ -28,6 +28,8 @@ use super::replication_poll::poll;
 use super::replication_stream::stream;
 use super::session::connect;
 use super::walsender_wire::lsn_text;
+use crate::guard;
+use crate::seam::StaleObjects;
 use crate::AdapterError;
 
 /// The default shortest time between the starts of two polls while changes keep coming:
@@ -132,10 +134,15 @@ impl ReplicationSlot {
             .batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {list}", quote_ident(&publication)))
             .await
             .map_err(|e| AdapterError::db(format!("creating publication {publication}"), e))?;
-        client
-            .execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&name])
-            .await
-            .map_err(|e| AdapterError::db(format!("creating replication slot {name}"), e))?;
+        let created =
+            client.execute("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", &[&name]).await;
+        if let Err(e) = created {
+            // No wal_level=logical, or a role without REPLICATION: leave nothing behind.
+            let _ = client
+                .batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_ident(&publication)))
+                .await;
+            return Err(AdapterError::db(format!("creating replication slot {name}"), e));
+        }
         Ok(ReplicationSlot {
             url: url.to_string(),
             slot: name.to_string(),
@@ -170,7 +177,7 @@ impl ReplicationSlot {
         let shared = Arc::new(Shared::default());
         let (stop_tx, stop_rx) = watch::channel(false);
         let task = tokio::spawn(consume(self.clone(), shared.clone(), stop_rx));
-        ReplicationConsumer { slot: self, shared, stop: stop_tx, task }
+        ReplicationConsumer { slot: self, shared, stop: stop_tx, task, cleaned: false }
     }
 
     /// Drops the slot and the publication.
@@ -208,6 +215,9 @@ async fn drop_slot(client: &Client, slot: &str, publication: &str) -> Result<(),
             }
             Err(e) => return Err(AdapterError::db(format!("dropping replication slot {slot}"), e)),
         }
+    }
+    if publication.is_empty() {
+        return Ok(());
     }
     client
         .batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_ident(publication)))
@@ -247,6 +257,9 @@ pub struct ReplicationConsumer {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), AdapterError>>,
+    /// Whether [`finish`](Self::finish) dropped (or tried to drop) the slot; if not, dropping
+    /// the consumer does it.
+    cleaned: bool,
 }
 
 impl ReplicationConsumer {
@@ -320,6 +333,7 @@ impl ReplicationConsumer {
         let _ = self.stop.send(true);
         let stopped = (&mut self.task).await;
         let dropped = drop_slot(&client, &self.slot.slot, &self.slot.publication).await;
+        self.cleaned = true;
         waited?;
         match stopped {
             Ok(result) => result?,
@@ -327,9 +341,107 @@ impl ReplicationConsumer {
                 return Err(AdapterError::Protocol { message: format!("replication consumer panicked: {e}") })
             }
         }
-        dropped?;
+        // The log is complete: failing to drop the slot must not cost the run.
+        if let Err(e) = dropped {
+            tracing::warn!(
+                "could not drop replication slot {} and publication {}: {e}; \
+                 `isocert cleanup --db URL` drops them once this process has exited",
+                self.slot.slot,
+                self.slot.publication
+            );
+        }
         Ok(std::mem::take(&mut *self.shared.log.lock().expect("log lock")))
     }
+}
+
+impl Drop for ReplicationConsumer {
+    /// A consumer dropped without [`finish`](ReplicationConsumer::finish) (an error or an
+    /// interruption ended the run) still drops its slot and publication, so that no slot
+    /// keeps WAL on the user's server: on a thread of its own, since a destructor cannot
+    /// await, and waited for, so the process does not exit first.
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        let _ = self.stop.send(true);
+        self.task.abort();
+        let slot = self.slot.clone();
+        let cleanup = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(async {
+                let client = connect(&slot.url).await.ok()?;
+                drop_slot(&client, &slot.slot, &slot.publication).await.ok()
+            })
+        });
+        if cleanup.join().ok().flatten().is_none() {
+            tracing::warn!(
+                "could not drop replication slot {} and publication {}; `isocert cleanup --db URL` drops them",
+                self.slot.slot,
+                self.slot.publication
+            );
+        }
+    }
+}
+
+/// Replication slots and publications named by isocert runs ([`guard::run_name`]) whose
+/// owner is gone, found on the server `url` and dropped; with `other_hosts`, also inactive
+/// ones whose owner ran on another host (which this host cannot see). Slots in use (an
+/// active walsender) are never dropped. Returns what was dropped, and what was left alone
+/// with the reason.
+///
+/// # Errors
+/// [`AdapterError::Db`] when the server refuses to list or drop.
+pub async fn drop_stale(url: &str, other_hosts: bool) -> Result<StaleObjects, AdapterError> {
+    let client = connect(url).await?;
+    let mut found = StaleObjects::default();
+    let slots = client
+        .query(
+            "SELECT slot_name::text, active_pid FROM pg_replication_slots WHERE slot_name LIKE 'isocert\\_run\\_%'",
+            &[],
+        )
+        .await
+        .map_err(|e| AdapterError::db("listing replication slots", e))?;
+    let publications = client
+        .query("SELECT pubname::text FROM pg_publication WHERE pubname LIKE 'isocert\\_run\\_%'", &[])
+        .await
+        .map_err(|e| AdapterError::db("listing publications", e))?;
+    let droppable = |name: &str, found: &mut StaleObjects| -> bool {
+        let why_not = match guard::RunName::parse(name).map(|n| n.ownership()) {
+            Some(guard::Ownership::Gone) => None,
+            Some(guard::Ownership::Alive) => Some("its isocert process is still running"),
+            Some(guard::Ownership::OtherHost) | None if other_hosts => None,
+            Some(guard::Ownership::OtherHost) => {
+                Some("made by isocert on another host (--other-hosts drops it)")
+            }
+            None => Some("its name does not say which process made it (--other-hosts drops it)"),
+        };
+        if let Some(reason) = why_not {
+            found.left.push(format!("{name}: {reason}"));
+        }
+        why_not.is_none()
+    };
+    for row in &slots {
+        let name: String = row.get(0);
+        if let Some(pid) = row.get::<_, Option<i32>>(1) {
+            found.left.push(format!("replication slot {name}: in use by server process {pid}"));
+            continue;
+        }
+        if droppable(&name, &mut found) {
+            drop_slot(&client, &name, "").await?;
+            found.dropped.push(format!("replication slot {name}"));
+        }
+    }
+    for row in &publications {
+        let name: String = row.get(0);
+        if droppable(&name, &mut found) {
+            client
+                .batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_ident(&name)))
+                .await
+                .map_err(|e| AdapterError::db(format!("dropping publication {name}"), e))?;
+            found.dropped.push(format!("publication {name}"));
+        }
+    }
+    Ok(found)
 }
 
 /// Why a finished consumer task stopped before it was asked to.

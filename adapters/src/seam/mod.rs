@@ -319,6 +319,15 @@ pub trait ChangeCapture: Send + 'static {
     fn finish(self) -> impl Future<Output = Result<RawLog, AdapterError>> + Send;
 }
 
+/// What [`Database::drop_stale`] dropped and what it left alone (with the reason).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StaleObjects {
+    /// The objects dropped, e.g. `replication slot isocert_run_1_2_3`.
+    pub dropped: Vec<String>,
+    /// The isocert-named objects left alone, each with why.
+    pub left: Vec<String>,
+}
+
 /// A throwaway server started for one run or test, removed when shut down or dropped.
 pub trait ThrowawayServer: Send + 'static {
     /// The URL to connect to it (scheme of its adapter).
@@ -356,13 +365,34 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// Opens one test-client connection.
     fn connect(&self) -> impl Future<Output = Result<Self::Session, DbError>> + Send;
 
-    /// Drops and recreates the workload's table (never any other object) and inserts
+    /// Drops and recreates the workload's table (never any other object; `isocert run`
+    /// calls it only after [`Database::table_exists`] said no or the user allowed it) and inserts
     /// `rows`; committed when this returns.
     fn prepare_table(
         &self,
         table: &TableSpec,
         rows: &[Vec<i64>],
     ) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// Whether the workload's table already exists. `isocert run` never drops a table it
+    /// did not create: it refuses to run when this is true, unless the user allows it.
+    fn table_exists(&self, table: &TableSpec) -> impl Future<Output = Result<bool, DbError>> + Send;
+
+    /// Drops the workload's table (only ever called for a table this run created).
+    fn drop_table(&self, table: &TableSpec) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// Finds the server-side objects of earlier runs whose isocert process is gone (killed
+    /// by SIGKILL before it could clean up; see `guard::run_name`) and drops them; with
+    /// `other_hosts`, also inactive ones made from other hosts. Never drops objects of a
+    /// run still going. Default: nothing to clean (an adapter whose capture creates nothing
+    /// on the server).
+    fn drop_stale(
+        &self,
+        other_hosts: bool,
+    ) -> impl Future<Output = Result<StaleObjects, AdapterError>> + Send {
+        let _ = other_hosts;
+        async { Ok(StaleObjects::default()) }
+    }
 
     /// The table's rows, ordered by key (the history's initial versions).
     fn read_table(&self, table: &TableSpec) -> impl Future<Output = Result<Vec<Vec<i64>>, DbError>> + Send;
