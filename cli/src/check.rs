@@ -168,6 +168,7 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         return crate::timestamp::run(&args);
     }
     let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format)?;
+    anyhow::ensure!(!h.txns.is_empty(), "{}", crate::timestamp::empty_history(&args.history));
     let oracle = Interpreter::new(&h).with_context(|| format!("history {}", args.history.display()))?;
     let spinner = indicatif::ProgressBar::new_spinner();
     spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());

@@ -38,7 +38,22 @@ enum Command {
     Convert(convert::ConvertArgs),
 }
 
+/// The stack of the thread that runs the command: the predicate compiler and evaluator
+/// recurse once per level of an expression, and a predicate may nest up to 10,000 levels
+/// (a long `a + b + c ...`); reserved, not committed, so it costs only what is used.
+const STACK_BYTES: usize = 512 << 20;
+
 fn main() -> ExitCode {
+    match std::thread::Builder::new().name("isocert".into()).stack_size(STACK_BYTES).spawn(run_command) {
+        Ok(worker) => worker.join().unwrap_or_else(|_| exit::error()),
+        Err(e) => {
+            eprintln!("isocert: error: cannot start the main thread: {e}");
+            exit::error()
+        }
+    }
+}
+
+fn run_command() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -118,7 +118,14 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             (report, kv)
         }
     };
+    anyhow::ensure!(report.stats.txns > 0, "{}", empty_history(&args.history));
     output(args, &report, &labels_from)
+}
+
+/// The error for a history with no transaction in it (an empty or whitespace-only file,
+/// or a header alone): nothing was checked, so no verdict is given.
+pub(crate) fn empty_history(path: &std::path::Path) -> String {
+    format!("history {}: the history is empty (no transactions): nothing to check", path.display())
 }
 
 fn output(args: &CheckArgs, report: &Report, kv: &KvHistory) -> anyhow::Result<ExitCode> {

@@ -1,5 +1,6 @@
 //! End-to-end tests of the `isocert` binary.
 
+mod bad_input;
 mod chronos;
 mod formats;
 mod mtc;

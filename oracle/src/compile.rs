@@ -128,6 +128,19 @@ impl Compiler<'_> {
         Ok((l, r))
     }
 
+    /// Compiles a whole predicate: [`condition`](Self::condition) after refusing, by
+    /// name, an expression nested deeper than [`MAX_NESTING`].
+    pub(crate) fn predicate(&self, e: &Expr) -> Result<Node, CompileError> {
+        let depth = nesting_depth(e);
+        if depth > MAX_NESTING {
+            return unsupported(format!(
+                "an expression nested {depth} levels deep (operator chains such as `a + b + c ...` \
+                 are limited to {MAX_NESTING} levels; AND and OR chains of any length are fine)"
+            ));
+        }
+        self.condition(e, "WHERE")
+    }
+
     /// Compiles a condition (the whole predicate, or an argument of AND/OR/NOT).
     pub(crate) fn condition(&self, e: &Expr, context: &str) -> Result<Node, CompileError> {
         let (n, t) = self.expr(e)?;
@@ -405,16 +418,20 @@ impl Compiler<'_> {
             BinaryOperator::Or => !is_and,
             _ => false,
         };
-        match e {
-            Expr::BinaryOp { left, op, right } if same(op) => {
-                self.flatten(left, is_and, out)?;
-                self.flatten(right, is_and, out)
-            }
-            _ => {
-                out.push(self.condition(e, if is_and { "AND" } else { "OR" })?);
-                Ok(())
+        // Iterative (an explicit stack, right operands pushed first so the arguments keep
+        // their order): a chain of tens of thousands of ANDs is one left-deep tree that
+        // recursion would overflow the stack on.
+        let mut pending = vec![e];
+        while let Some(e) = pending.pop() {
+            match e {
+                Expr::BinaryOp { left, op, right } if same(op) => {
+                    pending.push(right);
+                    pending.push(left);
+                }
+                _ => out.push(self.condition(e, if is_and { "AND" } else { "OR" })?),
             }
         }
+        Ok(())
     }
 
     fn arith_type(&self, op: ArithOp, a: Ty, b: Ty) -> Result<Ty, CompileError> {
@@ -450,6 +467,38 @@ impl Compiler<'_> {
 
 /// A numeric literal under minus signs and parentheses, with the sign they amount to:
 /// PostgreSQL's parser folds `-(-5)` into the constant 5 before typing it.
+/// How deeply the compiler, the folder and the evaluator may recurse into one expression.
+/// They recurse once per level; the `isocert` binary runs on a thread with a stack large
+/// enough for this depth in a debug build (cli/src/main.rs). AND and OR chains, the usual
+/// long predicates, are flattened into one level by an explicit stack and never count.
+pub(crate) const MAX_NESTING: usize = 10_000;
+
+/// The nesting depth of `e`, counted with an explicit stack (so that measuring a
+/// pathological expression cannot itself overflow): binary and unary operators and
+/// parentheses add a level, except AND/OR inside a chain of the same connective.
+pub(crate) fn nesting_depth(e: &Expr) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(e, 1usize, None::<bool>)];
+    while let Some((e, depth, chain)) = pending.pop() {
+        deepest = deepest.max(depth);
+        match e {
+            Expr::BinaryOp { left, op, right } => {
+                let connective = match op {
+                    BinaryOperator::And => Some(true),
+                    BinaryOperator::Or => Some(false),
+                    _ => None,
+                };
+                let next = if connective.is_some() && connective == chain { depth } else { depth + 1 };
+                pending.push((left, next, connective));
+                pending.push((right, next, connective));
+            }
+            Expr::UnaryOp { expr, .. } | Expr::Nested(expr) => pending.push((expr, depth + 1, None)),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 fn negated_literal(e: &Expr, negative: bool) -> Option<(&Value, bool)> {
     match e {
         Expr::Value(v) if matches!(v.value, Value::Number(..)) => Some((&v.value, negative)),

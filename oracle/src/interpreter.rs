@@ -203,7 +203,8 @@ fn compile_predicate(
     kinds: &[u8],
 ) -> Result<CompiledPredicate, OracleError> {
     let p = h.predicate(pred);
-    let sql = p.sql.to_string();
+    // Quoted in error messages: a pathological predicate can be megabytes long.
+    let sql = crate::error::capped(&p.sql);
     let expr = parse_predicate(&p.sql, dialect).map_err(|message| OracleError::Parse {
         pred,
         sql: sql.clone(),
@@ -211,11 +212,13 @@ fn compile_predicate(
     })?;
     let table = h.table(p.table);
     let compiler = Compiler { table, dialect, kinds };
-    let node = compiler.condition(&expr, "WHERE").map_err(|e| match e {
+    let node = compiler.predicate(&expr).map_err(|e| match e {
         CompileError::Unsupported(construct) => {
-            OracleError::Unsupported { pred, sql: sql.clone(), construct }
+            OracleError::Unsupported { pred, sql: sql.clone(), construct: crate::error::capped(&construct) }
         }
-        CompileError::Invalid(message) => OracleError::Invalid { pred, sql: sql.clone(), message },
+        CompileError::Invalid(message) => {
+            OracleError::Invalid { pred, sql: sql.clone(), message: crate::error::capped(&message) }
+        }
     })?;
     let node = fold(node, dialect).map_err(|e| OracleError::Invalid {
         pred,

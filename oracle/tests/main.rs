@@ -2,6 +2,7 @@
 
 mod bounds;
 mod common;
+mod deep;
 mod differential;
 mod grammar;
 mod histories;

@@ -9,7 +9,7 @@ use serde_json::{json, Value as Json};
 use super::json as j;
 use crate::certificate::{OpRef, SeenVersion, Writer};
 use crate::model::KV_TABLE;
-use crate::{Certificate, FormatError, History, Op, TxnId};
+use crate::{Certificate, FormatError, History, ObjId, Op, TxnId};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,6 +131,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
                 ));
             }
             let mut seen = Vec::with_capacity(s.versions.len());
+            let mut listed: FxHashMap<ObjId, usize> = FxHashMap::default();
             for (v, raw) in s.versions.iter().enumerate() {
                 let field = format!("version_sets[{i}].versions[{v}]");
                 let table = h.intern_table(raw.table.as_deref().unwrap_or(KV_TABLE));
@@ -153,6 +154,18 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
                 } else {
                     Writer::Txn(txn(h, &raw.writer, format!("{field}.writer"))?)
                 };
+                if let Some(first) = listed.insert(obj, v) {
+                    // Which of two versions the read saw would depend on the entries' order.
+                    return Err(bad(
+                        field,
+                        format!(
+                            "{} is listed twice in the version set of operation {} of {} (also at versions[{first}])",
+                            h.object_label(obj),
+                            s.op,
+                            h.txn_label(t)
+                        ),
+                    ));
+                }
                 seen.push(SeenVersion { obj, writer });
             }
             if map.insert(OpRef { txn: t, op: s.op }, seen).is_some() {

@@ -1,0 +1,37 @@
+//! Bad input is refused with exit 2 and a message naming what is wrong (issue 10).
+
+use std::process::{Command, Output};
+
+fn isocert(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_isocert")).args(args).output().expect("isocert runs")
+}
+
+#[test]
+fn an_empty_history_is_an_error_for_every_checker() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [("empty.jsonl", ""), ("blank.jsonl", "  \n\n\t\n")] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        for checker in ["emme", "enne", "chronos", "aion", "auto"] {
+            let out = isocert(&["check", path.to_str().unwrap(), "--isolation", "si", "--checker", checker]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{checker} on {name}: {stderr}");
+            assert!(stderr.contains("the history is empty"), "{checker} on {name}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn a_predicate_nested_too_deep_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.jsonl");
+    let sql = format!("value{} > 0", " + 0".repeat(20_000));
+    let line = serde_json::json!({"id": 1, "session": 1, "start_ts": 1, "commit_ts": 2,
+        "ops": [{"f": "select", "table": "kv", "where": sql, "rows": []}]});
+    std::fs::write(&path, format!("{line}\n")).unwrap();
+    let out = isocert(&["check", path.to_str().unwrap(), "--isolation", "ser"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("nested 20002 levels deep"), "{stderr}");
+    assert!(stderr.len() < 2000, "the message quotes the whole predicate ({} bytes)", stderr.len());
+}
