@@ -62,7 +62,8 @@ impl WalSender {
     /// REPLICATION privilege, too many walsenders), [`AdapterError::Protocol`] for an
     /// authentication method isocert does not speak or a URL without a needed password.
     pub(crate) async fn connect(url: &str) -> Result<Self, AdapterError> {
-        let config: Config = url.parse().map_err(|e| AdapterError::db(format!("parsing {url}"), e))?;
+        let config: Config =
+            url.parse().map_err(|e| AdapterError::db(format!("parsing {}", crate::redact_url(url)), e))?;
         if config.get_ssl_mode() == SslMode::Require {
             return Err(protocol(format!(
                 "{url} requires TLS (sslmode=require), which isocert's connections do not support"
@@ -70,7 +71,8 @@ impl WalSender {
         }
         let user = match config.get_user() {
             Some(user) => user.to_string(),
-            None => std::env::var("USER").map_err(|_| protocol(format!("{url} names no user")))?,
+            None => std::env::var("USER")
+                .map_err(|_| protocol(format!("{} names no user", crate::redact_url(url))))?,
         };
         let mut targets: Vec<Host> =
             config.get_hostaddrs().iter().map(|a| Host::Tcp(a.to_string())).collect();
@@ -78,7 +80,7 @@ impl WalSender {
             targets = config.get_hosts().to_vec();
         }
         if targets.is_empty() {
-            return Err(protocol(format!("{url} names no host")));
+            return Err(protocol(format!("{} names no host", crate::redact_url(url))));
         }
         let ports = config.get_ports();
         let mut last_error = None;

@@ -205,9 +205,12 @@ impl DbError {
 }
 
 /// `url` safe to print: a password in its user part becomes `***`
-/// (`postgres://u:***@h/db`). Adapters use it in every message that names a URL.
+/// (`postgres://u:***@h/db`), and so does the value of every `password=` parameter (in a
+/// query string, `?password=...`, or a keyword connection string, `host=h password=...`).
+/// Adapters use it in every message that names a URL.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let url = redact_password_parameters(url);
+    let Some((scheme, rest)) = url.split_once("://") else { return url };
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, path) = rest.split_at(authority_end);
     match authority.rsplit_once('@') {
@@ -215,8 +218,29 @@ pub fn redact_url(url: &str) -> String {
             let name = user.split_once(':').map_or(user, |(n, _)| n);
             format!("{scheme}://{name}:***@{host}{path}")
         }
-        _ => url.to_string(),
+        _ => url.clone(),
     }
+}
+
+/// Replaces the value after each `password=` (case-insensitive) up to `&`, `;` or white
+/// space (a quoted keyword value up to its closing quote) with `***`.
+fn redact_password_parameters(text: &str) -> String {
+    const KEY: &str = "password=";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.to_ascii_lowercase().find(KEY) {
+        out.push_str(&rest[..at + KEY.len()]);
+        let value = &rest[at + KEY.len()..];
+        let end = if let Some(quoted) = value.strip_prefix('\'') {
+            quoted.find('\'').map_or(value.len(), |q| q + 2)
+        } else {
+            value.find(['&', ';', ' ', '\t', '\n']).unwrap_or(value.len())
+        };
+        out.push_str("***");
+        rest = &value[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Keeps the first 200 bytes of a statement for error messages.
@@ -433,9 +457,18 @@ mod tests {
         assert_eq!(redact_url("postgres://u:s3cret@h:5432/db?x=1"), "postgres://u:***@h:5432/db?x=1");
         assert_eq!(redact_url("mysql://root:p@ss@127.0.0.1/isocert"), "mysql://root:***@127.0.0.1/isocert");
         assert_eq!(
+            redact_url("postgres://u@h/db?password=s3cret&sslmode=disable"),
+            "postgres://u@h/db?password=***&sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("host=h user=u password=s3cret dbname=d"),
+            "host=h user=u password=*** dbname=d"
+        );
+        assert_eq!(redact_url("host=h PASSWORD='a b' dbname=d"), "host=h PASSWORD=*** dbname=d");
+        assert_eq!(
             redact_url("postgres://postgres@127.0.0.1:5432/postgres"),
             "postgres://postgres@127.0.0.1:5432/postgres"
         );
-        assert_eq!(redact_url("host=h password=x"), "host=h password=x");
+        assert_eq!(redact_url("host=h password=x"), "host=h password=***");
     }
 }
