@@ -135,6 +135,8 @@ struct ViperReader {
     table: TableId,
     failed_writes: usize,
     counter: i64,
+    /// Where the initial transaction was (session, line): a history has one.
+    initial_at: Option<(Scalar, usize)>,
 }
 
 type MopError = (String, String);
@@ -146,7 +148,7 @@ impl ViperReader {
         for c in ["id", "val", "dead"] {
             h.intern_column(table, c);
         }
-        ViperReader { h, table, failed_writes: 0, counter: 0 }
+        ViperReader { h, table, failed_writes: 0, counter: 0, initial_at: None }
     }
 
     fn read_log<R: BufRead>(&mut self, session: Scalar, input: R) -> Result<(), FormatError> {
@@ -175,6 +177,18 @@ impl ViperReader {
                     .map_err(|(f, msg)| FormatError::invalid(line_no, format!("value[{m}]{f}"), msg))?;
             }
             if initial {
+                if let Some((first_session, first_line)) = &self.initial_at {
+                    return Err(FormatError::invalid(
+                        line_no,
+                        "isInitial",
+                        format!(
+                            "a second initial transaction (the first is at line {first_line} of log {}); \
+                             a history has one, and merging or dropping either would change what the reads saw",
+                            first_session
+                        ),
+                    ));
+                }
+                self.initial_at = Some((session.clone(), line_no));
                 for op in ops {
                     match op {
                         Op::Write { obj, value } => self.set_initial(obj, value),

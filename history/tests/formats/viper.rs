@@ -52,6 +52,10 @@ fn malformed_lines_name_file_line_and_field() {
         ("{\"value\": [[\"range\", 1, 2, [{\"val\": 1}], []]]}\n", "line 1: value[0][3][0]: missing id"),
         ("{\"other\": 1}\n", "line 1: value: missing"),
         ("{\"value\": [\n", "line 1"),
+        (
+            "{\"value\": [[\"w\", 1, 0, false]], \"isInitial\": true}\n{\"value\": [[\"w\", 2, 0, false]], \"isInitial\": true}\n",
+            "line 2: isInitial: a second initial transaction (the first is at line 1 of log 3)",
+        ),
     ] {
         let (err, message) = error_of(Format::Viper, "J3.log", text.as_bytes());
         assert!(matches!(err, FormatError::InFile { .. }), "{message}");
