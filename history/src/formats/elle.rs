@@ -126,14 +126,40 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
     let mut line = String::new();
     let mut before = String::new();
     let mut line_no = 0;
+    let mut offset = 0usize;
     let mut pushed = false;
+    // One operation per line inside one array: `[` before the first, `]` after the last.
+    let (mut opened, mut closed) = (false, false);
     loop {
         line.clear();
-        if input.read_line(&mut line)? == 0 {
+        let read = input.read_line(&mut line)?;
+        if read == 0 {
             break;
         }
         line_no += 1;
-        let t = line.trim().trim_start_matches('[').trim_end_matches(']').trim().trim_end_matches(',').trim();
+        let mut t = line.trim();
+        if closed && !t.is_empty() {
+            return Err(FormatError::Syntax {
+                line: line_no,
+                message: format!("text after the end of the history's array (byte {offset})"),
+            });
+        }
+        if !opened {
+            if let Some(rest) = t.strip_prefix('[') {
+                opened = true;
+                t = rest.trim_start();
+            }
+        }
+        if opened {
+            if let Some(rest) =
+                t.strip_suffix(']').filter(|r| r.trim_end().is_empty() || r.trim_end().ends_with('}'))
+            {
+                closed = true;
+                t = rest.trim_end();
+            }
+        }
+        let t = t.trim_end_matches(',').trim();
+        offset += read;
         if t.is_empty() {
             if !pushed {
                 before.push_str(&line);
@@ -154,12 +180,32 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
             Ok(other) => {
                 return Err(FormatError::Syntax {
                     line: line_no,
-                    message: format!("expected an operation object, found {other}"),
+                    message: format!("expected an operation object, found {}", quote(&other.to_string())),
                 })
             }
         }
     }
+    if opened && !closed {
+        return Err(FormatError::Syntax {
+            line: line_no,
+            message: format!(
+                "the history is truncated: its array is not closed (no `]` before the end, byte {offset})"
+            ),
+        });
+    }
     finish(builder)
+}
+
+/// At most 200 bytes of input, for an error message.
+fn quote(text: &str) -> String {
+    if text.len() <= 200 {
+        return text.to_string();
+    }
+    let mut end = 200;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &text[..end], text.len())
 }
 
 fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, FormatError> {
@@ -169,6 +215,13 @@ fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, 
         return Err(FormatError::invalid(1, "history", "expected an array of operations"));
     };
     for (i, op) in ops.iter().enumerate() {
+        if !op.is_object() {
+            return Err(FormatError::invalid(
+                0,
+                format!("[{i}]"),
+                format!("expected an operation object, found {}", quote(&op.to_string())),
+            ));
+        }
         builder.push(0, json_to_edn(op)).map_err(|e| match e {
             FormatError::Invalid { field, message, .. } => {
                 FormatError::invalid(0, format!("[{i}].{field}"), message)

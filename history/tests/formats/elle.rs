@@ -242,3 +242,26 @@ fn operation_maps_may_span_lines() {
     let long = format!("{{:type :invoke, :process 0, :value [[:append 1 1]\n{}]}}\n{{:type :ok, :process 0, :value [[:append 1 1]]}}\n", "\n".repeat(1500));
     assert_eq!(isocert_history::formats::read_elle_edn(long.as_bytes()).unwrap().history.txns.len(), 1);
 }
+
+/// Issue 10, item 10: a truncated or structurally wrong elle-json file is an error, never
+/// a shorter history.
+#[test]
+fn truncated_or_misshapen_elle_json_is_refused() {
+    let op = r#"{"type":"ok","f":"txn","process":0,"value":[["r","x",1]]}"#;
+    for (text, expected) in [
+        (format!("[{op},\n{op}"), "the history is truncated: its array is not closed"),
+        (format!("[{op},\n{op},\n"), "the history is truncated"),
+        ("[[]]".to_string(), "[0]: expected an operation object"),
+        (format!("[{op}\n[[[[\n"), "line 2"),
+        (format!("[{op}]\n{op}\n"), "text after the end of the history's array"),
+    ] {
+        let (_, message) = error_of(Format::ElleJson, "h.json", text.as_bytes());
+        assert!(message.contains(expected), "expected {expected:?} for {text:?} in: {message}");
+    }
+    let whole = format!("[{op},\n{op}]\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.json");
+    std::fs::write(&path, whole).unwrap();
+    let imported = Format::ElleJson.read_path(&path).expect("a closed array is read");
+    assert_eq!(imported.history.txns.len(), 2);
+}
