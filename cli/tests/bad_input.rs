@@ -35,3 +35,34 @@ fn a_predicate_nested_too_deep_is_refused_by_name() {
     assert!(stderr.contains("nested 20002 levels deep"), "{stderr}");
     assert!(stderr.len() < 2000, "the message quotes the whole predicate ({} bytes)", stderr.len());
 }
+
+/// Issue 10, item 9: integers beyond the 64-bit range used to become floats (so 2^64 and
+/// 2^64 + 1 compared equal); every reader refuses them, naming line and field.
+#[test]
+fn integers_beyond_64_bits_are_refused_not_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("big.jsonl");
+    std::fs::write(
+        &v1,
+        "{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[{\"f\":\"w\",\"key\":\"x\",\"value\":18446744073709551616}]}\n\
+         {\"id\":2,\"session\":1,\"start_ts\":3,\"commit_ts\":4,\"ops\":[{\"f\":\"w\",\"key\":\"x\",\"value\":-9223372036854775809}]}\n",
+    )
+    .unwrap();
+    for checker in ["emme", "chronos", "aion"] {
+        let out = isocert(&["check", v1.to_str().unwrap(), "--isolation", "si", "--checker", checker]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{checker}: {stderr}");
+        assert!(stderr.contains("line 1") && stderr.contains("outside the 64-bit"), "{checker}: {stderr}");
+    }
+    let elle = dir.path().join("big.json");
+    std::fs::write(
+        &elle,
+        "[{\"type\":\"invoke\",\"f\":\"txn\",\"process\":0,\"value\":[[\"w\",18446744073709551616,1]]},\n\
+         {\"type\":\"ok\",\"f\":\"txn\",\"process\":0,\"value\":[[\"w\",18446744073709551616,1]]}]\n",
+    )
+    .unwrap();
+    let out = isocert(&["check", elle.to_str().unwrap(), "--format", "elle-json", "--isolation", "rc"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("line 1") && stderr.contains("outside the 64-bit"), "{stderr}");
+}

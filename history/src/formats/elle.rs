@@ -168,7 +168,8 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
         }
         match serde_json::from_str::<Json>(t) {
             Ok(op @ Json::Object(_)) => {
-                builder.push(line_no, json_to_edn(&op))?;
+                let op = json_to_edn(&op).map_err(|m| FormatError::invalid(line_no, "value", m))?;
+                builder.push(line_no, op)?;
                 pushed = true;
             }
             _ if !pushed => {
@@ -222,7 +223,8 @@ fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, 
                 format!("expected an operation object, found {}", quote(&op.to_string())),
             ));
         }
-        builder.push(0, json_to_edn(op)).map_err(|e| match e {
+        let op = json_to_edn(op).map_err(|m| FormatError::invalid(0, format!("[{i}]"), m))?;
+        builder.push(0, op).map_err(|e| match e {
             FormatError::Invalid { field, message, .. } => {
                 FormatError::invalid(0, format!("[{i}].{field}"), message)
             }
@@ -268,20 +270,25 @@ fn finish(builder: ElleBuilder) -> Result<Imported, FormatError> {
     Ok(imported)
 }
 
-fn json_to_edn(j: &Json) -> Edn {
-    match j {
+/// Jepsen's JSON as the EDN the builder reads; numbers through the v1 reader's rule, so an
+/// integer beyond the 64-bit range is an error rather than a float that loses its value.
+fn json_to_edn(j: &Json) -> Result<Edn, String> {
+    Ok(match j {
         Json::Null => Edn::Nil,
         Json::Bool(b) => Edn::Bool(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Edn::Int(i),
-            None => Edn::Float(n.as_f64().unwrap_or(f64::NAN)),
+        Json::Number(_) => match crate::v1::json::scalar(j)? {
+            crate::Scalar::Int(i) => Edn::Int(i),
+            crate::Scalar::Float(f) => Edn::Float(f),
+            other => return Err(format!("unexpected number {other:?}")),
         },
         Json::String(s) => Edn::Str(s.clone()),
-        Json::Array(items) => Edn::Vector(items.iter().map(json_to_edn).collect()),
-        Json::Object(map) => {
-            Edn::Map(map.iter().map(|(k, v)| (Edn::Keyword(k.clone()), json_to_edn(v))).collect())
-        }
-    }
+        Json::Array(items) => Edn::Vector(items.iter().map(json_to_edn).collect::<Result<_, _>>()?),
+        Json::Object(map) => Edn::Map(
+            map.iter()
+                .map(|(k, v)| Ok((Edn::Keyword(k.clone()), json_to_edn(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+    })
 }
 
 fn edn_to_json(e: &Edn) -> Json {

@@ -300,14 +300,19 @@ impl<'a> Scan<'a> {
             return Err(Fail::bad("number with a leading zero"));
         }
         let is_float = matches!(bytes.get(i), Some(b'.' | b'e' | b'E'));
-        if !is_float && !overflow {
+        let beyond_i64 = overflow || (negative && acc > i64::MAX as u64 + 1);
+        if !is_float && beyond_i64 {
+            // As a float it would lose its exact value (two such integers could compare
+            // equal): never convert silently.
+            let text = String::from_utf8_lossy(&bytes[start..i.min(start + 40)]);
+            return Err(Fail::bad(format!(
+                "integer {text} is outside the 64-bit range and would lose its exact value; write it as a string"
+            )));
+        }
+        if !is_float {
             self.pos = i;
             return Ok(if negative {
-                if acc <= i64::MAX as u64 + 1 {
-                    Number::Int((acc as i128).wrapping_neg() as i64)
-                } else {
-                    Number::Float(-(acc as f64))
-                }
+                Number::Int((acc as i128).wrapping_neg() as i64)
             } else if acc <= i64::MAX as u64 {
                 Number::Int(acc as i64)
             } else {

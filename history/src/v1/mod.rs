@@ -11,7 +11,7 @@
 //!   writers) that recovery reads and checkers ignore.
 
 mod certificate;
-mod json;
+pub(crate) mod json;
 mod read;
 mod write;
 
