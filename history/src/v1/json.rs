@@ -18,7 +18,7 @@ pub(crate) fn scalar(json: &Json) -> Result<Scalar, String> {
                 let f = n.as_f64().unwrap_or(f64::NAN);
                 // serde_json reads an integer literal beyond the 64-bit range as the nearest
                 // float: two different such integers could then compare equal. Refuse it.
-                if f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_775_808e18 {
+                if f.fract() == 0.0 && f.abs() >= 2f64.powi(63) {
                     return Err(format!(
                         "number {n} is outside the 64-bit integer range and would lose its exact value; \
                          write it as a string"
