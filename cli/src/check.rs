@@ -206,16 +206,10 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             report.checker
         );
         let inferred = infer_mtc_certificate(&h)?;
-        let mut out = std::io::BufWriter::new(
-            File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        );
-        v1::write_certificate(&h, &inferred, &mut out)
-            .with_context(|| format!("writing {}", path.display()))?;
-        out.flush()?;
+        crate::output::write_file(path, |out| Ok(v1::write_certificate(&h, &inferred, out)?))?;
     }
     if let Some(path) = &args.dot {
-        std::fs::write(path, render_dot(&report, &h))
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::output::write_text(path, &render_dot(&report, &h))?;
     }
     if let Some(path) = &args.html {
         let opts = HtmlOptions { layout: args.html_layout, drawn: args.html_drawn, context: Vec::new() };
@@ -238,8 +232,7 @@ pub(crate) fn write_html(
     cert: &Certificate,
     opts: &HtmlOptions,
 ) -> anyhow::Result<()> {
-    std::fs::write(path, render_html(report, h, cert, opts))
-        .with_context(|| format!("writing {}", path.display()))
+    crate::output::write_text(path, &render_html(report, h, cert, opts))
 }
 
 /// The text report, with the internal detail when `-v` was given.

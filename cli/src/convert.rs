@@ -85,15 +85,12 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
 
 /// Writes `cert` to `path`: King Cobra's layout for a `.vo` file, else a v1 certificate.
 fn write_certificate(h: &History, cert: &Certificate, path: &Path) -> anyhow::Result<()> {
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-    );
-    let written = if crate::check::is_king_cobra_order(path) {
-        write_king_cobra_version_order(h, cert, &mut out)
-    } else {
-        isocert_history::v1::write_certificate(h, cert, &mut out)
-    };
-    written
-        .and_then(|()| std::io::Write::flush(&mut out).map_err(Into::into))
-        .with_context(|| format!("writing the certificate {}", path.display()))
+    crate::output::write_file(path, |mut out| {
+        if crate::check::is_king_cobra_order(path) {
+            write_king_cobra_version_order(h, cert, &mut out)?;
+        } else {
+            isocert_history::v1::write_certificate(h, cert, &mut out)?;
+        }
+        Ok(())
+    })
 }

@@ -1,8 +1,7 @@
 //! `isocert gen`: synthetic histories with certificates, valid by construction, optionally
 //! with one injected anomaly.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -143,22 +142,36 @@ pub(crate) fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
         ProgressStyle::with_template("{spinner} generating {pos}/{len} transactions [{elapsed}] {per_sec}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut cert_file = match &args.certificate {
-        Some(p) => Some(BufWriter::new(
-            File::create(p).with_context(|| format!("creating the certificate {}", p.display()))?,
-        )),
-        None => None,
-    };
-    let cert_out = cert_file.as_mut().map(|w| w as &mut dyn Write);
     let to_stdout = out_path.as_os_str() == "-";
-    let stats = if to_stdout {
-        write_stream(&cfg, Counting { inner: io::stdout().lock(), bar: bar.clone() }, cert_out)
-    } else {
-        let file = File::create(&out_path)
-            .with_context(|| format!("creating the history {}", out_path.display()))?;
-        write_stream(&cfg, Counting { inner: file, bar: bar.clone() }, cert_out)
-    }
-    .with_context(|| format!("generating {}", out_path.display()))?;
+    // The history and the certificate are written whole or not at all (crate::output).
+    let generate = |cert_out: Option<&mut dyn Write>| -> anyhow::Result<GenStats> {
+        let mut stats = None;
+        if to_stdout {
+            stats = Some(write_stream(
+                &cfg,
+                Counting { inner: io::stdout().lock(), bar: bar.clone() },
+                cert_out,
+            )?);
+        } else {
+            crate::output::write_file(&out_path, |out| {
+                stats = Some(write_stream(&cfg, Counting { inner: out, bar: bar.clone() }, cert_out)?);
+                Ok(())
+            })?;
+        }
+        stats.context("the generator wrote nothing")
+    };
+    let generated = match &args.certificate {
+        Some(p) => {
+            let mut stats = None;
+            crate::output::write_file(p, |cert| {
+                stats = Some(generate(Some(cert as &mut dyn Write))?);
+                Ok(())
+            })
+            .and_then(|()| stats.context("the generator wrote nothing"))
+        }
+        None => generate(None),
+    };
+    let stats = generated.with_context(|| format!("generating {}", out_path.display()))?;
     bar.finish_and_clear();
     tracing::info!(committed = stats.committed, aborted = stats.aborted, ops = stats.ops, "generated");
     let summary = summary(&args, &cfg, &stats, args.json);
@@ -272,9 +285,9 @@ mod tests {
         .args;
         assert_eq!(run(args).unwrap(), exit::valid());
         let mut history =
-            isocert_history::v1::read_history(io::BufReader::new(File::open(&h).unwrap())).unwrap();
+            isocert_history::v1::read_history(io::BufReader::new(std::fs::File::open(&h).unwrap())).unwrap();
         assert_eq!(history.txns.len(), 42);
-        let cert = isocert_history::v1::read_certificate(File::open(&c).unwrap(), &mut history).unwrap();
+        let cert = isocert_history::v1::read_certificate(std::fs::File::open(&c).unwrap(), &mut history).unwrap();
         assert_eq!(
             cert.serialization_order.unwrap().len(),
             history.txns.iter().filter(|t| t.is_committed()).count()

@@ -13,6 +13,7 @@ mod cleanup;
 mod convert;
 mod exit;
 mod gen;
+mod output;
 mod recover;
 mod run;
 mod timestamp;

@@ -10,8 +10,7 @@
 //! `isocert recover` rebuilds the certificate), `report.json`/`report.txt`/`report.html`
 //! (the check) and `run.json` (throughput, lag, recovery counts).
 
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +31,7 @@ use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
 use serde_json::json;
 
 use crate::exit;
+use crate::output::{write_file, write_text};
 
 /// Run a workload on a database, recover its version certificate concurrently, and check it.
 #[derive(Debug, clap::Args)]
@@ -417,36 +417,22 @@ async fn run_workload<D: Database>(
     Ok((history, log, stats, last_commit))
 }
 
-fn create(path: &Path) -> anyhow::Result<BufWriter<File>> {
-    Ok(BufWriter::new(File::create(path).with_context(|| format!("creating {}", path.display()))?))
-}
-
 pub(crate) fn write_history(path: &Path, h: &History) -> anyhow::Result<()> {
-    let mut out = create(path)?;
-    v1::write_history(h, &mut out).with_context(|| format!("writing {}", path.display()))?;
-    out.flush().with_context(|| format!("writing {}", path.display()))
+    write_file(path, |out| Ok(v1::write_history(h, out)?))
 }
 
 /// The captured log as JSON lines (one committed transaction each), for `isocert recover`.
 pub(crate) fn write_raw_log(path: &Path, log: &RawLog) -> anyhow::Result<()> {
-    let mut out = create(path)?;
-    log.write_jsonl(&mut out).with_context(|| format!("writing {}", path.display()))?;
-    out.flush().with_context(|| format!("writing {}", path.display()))
+    write_file(path, |mut out| Ok(log.write_jsonl(&mut out)?))
 }
 
 pub(crate) fn write_certificate(path: &Path, h: &History, r: &Recovered) -> anyhow::Result<()> {
-    let mut out = create(path)?;
-    v1::write_certificate(h, &r.certificate, &mut out)
-        .with_context(|| format!("writing {}", path.display()))?;
-    out.flush().with_context(|| format!("writing {}", path.display()))
+    write_file(path, |out| Ok(v1::write_certificate(h, &r.certificate, out)?))
 }
 
 fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()> {
-    let json_path = dir.join("report.json");
-    fs::write(&json_path, serde_json::to_string_pretty(&render_json(report, h))? + "\n")
-        .with_context(|| format!("writing {}", json_path.display()))?;
-    let text_path = dir.join("report.txt");
-    fs::write(&text_path, render_text(report, h)).with_context(|| format!("writing {}", text_path.display()))
+    write_text(&dir.join("report.json"), &(serde_json::to_string_pretty(&render_json(report, h))? + "\n"))?;
+    write_text(&dir.join("report.txt"), &render_text(report, h))
 }
 
 fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>) -> serde_json::Value {
@@ -495,9 +481,7 @@ fn write_run_json<D: Database>(
     stats: &RunStats,
     r: Option<&Recovered>,
 ) -> anyhow::Result<()> {
-    let path = dir.join("run.json");
-    fs::write(&path, serde_json::to_string_pretty(&run_json::<D>(args, stats, r))? + "\n")
-        .with_context(|| format!("writing {}", path.display()))
+    write_text(&dir.join("run.json"), &(serde_json::to_string_pretty(&run_json::<D>(args, stats, r))? + "\n"))
 }
 
 fn summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {

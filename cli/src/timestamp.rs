@@ -132,8 +132,7 @@ fn output(args: &CheckArgs, report: &Report, kv: &KvHistory) -> anyhow::Result<E
     // A valid report names no transaction: skip building the label history.
     let labels = if report.is_valid() { History::new() } else { kv.label_history() };
     if let Some(path) = &args.dot {
-        std::fs::write(path, render_dot(report, &labels))
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::output::write_text(path, &render_dot(report, &labels))?;
     }
     if let Some(path) = &args.html {
         let opts = HtmlOptions { layout: args.html_layout, drawn: args.html_drawn, context: Vec::new() };

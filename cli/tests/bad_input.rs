@@ -66,3 +66,39 @@ fn integers_beyond_64_bits_are_refused_not_rounded() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("line 1") && stderr.contains("outside the 64-bit"), "{stderr}");
 }
+
+/// Issue 10, item 15: a convert that fails late used to leave the half it had written,
+/// which another tool then checked as a shorter history. Now nothing is left.
+#[test]
+fn a_failed_convert_leaves_no_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("late.jsonl");
+    let mut text = String::new();
+    for i in 1..=2000 {
+        text.push_str(&format!(
+            "{{\"id\":{i},\"session\":1,\"start_ts\":{},\"commit_ts\":{},\"ops\":[{{\"f\":\"w\",\"key\":\"x\",\"value\":{i}}}]}}\n",
+            2 * i,
+            2 * i + 1
+        ));
+    }
+    text.push_str("{\"id\":2001,\"session\":1,\"start_ts\":9000,\"commit_ts\":9001,\"ops\":[{\"f\":\"select\",\"table\":\"kv\",\"where\":\"value > 0\",\"rows\":[]}]}\n");
+    std::fs::write(&input, text).unwrap();
+    for to in ["chronos", "dbcop", "elle-json"] {
+        let output = dir.path().join(format!("out.{to}"));
+        let out = isocert(&[
+            "convert",
+            "--from",
+            "v1",
+            "--to",
+            to,
+            input.to_str().unwrap(),
+            output.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{to}: {stderr}");
+        assert!(stderr.contains("T2001"), "{to}: the error names the transaction: {stderr}");
+        assert!(!output.exists(), "{to}: a partial {} was left", output.display());
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left.len(), 1, "temporary files were left: {left:?}");
+}

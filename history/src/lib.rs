@@ -17,6 +17,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod atomic;
 mod certificate;
 pub mod chronos;
 mod error;
@@ -28,6 +29,7 @@ mod timestamp;
 pub mod v1;
 mod value;
 
+pub use atomic::write_atomically;
 pub use certificate::{Certificate, OpRef, SeenVersion, Writer};
 pub use error::FormatError;
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};

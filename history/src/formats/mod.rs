@@ -38,7 +38,7 @@ mod viper;
 
 use std::fmt;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Write};
 use std::path::Path;
 use std::str::FromStr;
 
@@ -215,11 +215,7 @@ impl Format {
         } else {
             path.to_path_buf()
         };
-        let out = File::create(&file).map_err(|e| FormatError::Io(e).in_file(&file))?;
-        let mut out = BufWriter::new(out);
-        let notes = self.write(h, &mut out).map_err(|e| e.in_file(&file))?;
-        out.flush().map_err(|e| FormatError::Io(e).in_file(&file))?;
-        Ok(notes)
+        crate::write_atomically(&file, |out| self.write(h, out)).map_err(|e: FormatError| e.in_file(&file))
     }
 
     /// Writes `h` in this single-file format to `out`; returns notes on what it left out.
