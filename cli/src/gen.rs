@@ -287,7 +287,8 @@ mod tests {
         let mut history =
             isocert_history::v1::read_history(io::BufReader::new(std::fs::File::open(&h).unwrap())).unwrap();
         assert_eq!(history.txns.len(), 42);
-        let cert = isocert_history::v1::read_certificate(std::fs::File::open(&c).unwrap(), &mut history).unwrap();
+        let cert =
+            isocert_history::v1::read_certificate(std::fs::File::open(&c).unwrap(), &mut history).unwrap();
         assert_eq!(
             cert.serialization_order.unwrap().len(),
             history.txns.iter().filter(|t| t.is_committed()).count()

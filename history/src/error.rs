@@ -76,3 +76,20 @@ impl FormatError {
         FormatError::Invalid { line, field: field.into(), message: message.into() }
     }
 }
+
+/// Bytes of input (a line, a predicate, a statement) an error message quotes at most.
+pub const QUOTE_BYTES: usize = 200;
+
+/// `text` as an error message quotes it: at most [`QUOTE_BYTES`], cut at a character
+/// boundary and saying how long the whole was, so that a pathological input (a 50 MB line)
+/// never floods the terminal.
+pub fn quote_capped(text: &str) -> String {
+    if text.len() <= QUOTE_BYTES {
+        return text.to_string();
+    }
+    let mut end = QUOTE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes in all)", &text[..end], text.len())
+}

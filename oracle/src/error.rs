@@ -67,18 +67,3 @@ pub enum OracleError {
         message: String,
     },
 }
-
-/// Bytes of a predicate (or of a construct taken from it) quoted in an error message.
-pub(crate) const QUOTE_BYTES: usize = 200;
-
-/// `text` cut to [`QUOTE_BYTES`] at a character boundary, saying how much was left out.
-pub(crate) fn capped(text: &str) -> String {
-    if text.len() <= QUOTE_BYTES {
-        return text.to_string();
-    }
-    let mut end = QUOTE_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... ({} bytes in all)", &text[..end], text.len())
-}

@@ -204,7 +204,7 @@ fn compile_predicate(
 ) -> Result<CompiledPredicate, OracleError> {
     let p = h.predicate(pred);
     // Quoted in error messages: a pathological predicate can be megabytes long.
-    let sql = crate::error::capped(&p.sql);
+    let sql = isocert_history::quote_capped(&p.sql);
     let expr = parse_predicate(&p.sql, dialect).map_err(|message| OracleError::Parse {
         pred,
         sql: sql.clone(),
@@ -213,11 +213,13 @@ fn compile_predicate(
     let table = h.table(p.table);
     let compiler = Compiler { table, dialect, kinds };
     let node = compiler.predicate(&expr).map_err(|e| match e {
-        CompileError::Unsupported(construct) => {
-            OracleError::Unsupported { pred, sql: sql.clone(), construct: crate::error::capped(&construct) }
-        }
+        CompileError::Unsupported(construct) => OracleError::Unsupported {
+            pred,
+            sql: sql.clone(),
+            construct: isocert_history::quote_capped(&construct),
+        },
         CompileError::Invalid(message) => {
-            OracleError::Invalid { pred, sql: sql.clone(), message: crate::error::capped(&message) }
+            OracleError::Invalid { pred, sql: sql.clone(), message: isocert_history::quote_capped(&message) }
         }
     })?;
     let node = fold(node, dialect).map_err(|e| OracleError::Invalid {

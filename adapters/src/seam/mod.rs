@@ -180,7 +180,12 @@ impl DbError {
         context: impl Into<String>,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
-        DbError { class, code, context: shorten(&context.into()), source: source.into() }
+        DbError {
+            class,
+            code,
+            context: isocert_history::quote_capped(&context.into()),
+            source: source.into(),
+        }
     }
 
     /// A fatal error for an answer the adapter did not expect from the database.
@@ -241,18 +246,6 @@ fn redact_password_parameters(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// Keeps the first 200 bytes of a statement for error messages.
-fn shorten(sql: &str) -> String {
-    if sql.len() <= 200 {
-        return sql.to_string();
-    }
-    let mut end = 200;
-    while !sql.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &sql[..end])
 }
 
 /// How a `COMMIT` ended.

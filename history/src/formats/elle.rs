@@ -181,7 +181,10 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
             Ok(other) => {
                 return Err(FormatError::Syntax {
                     line: line_no,
-                    message: format!("expected an operation object, found {}", quote(&other.to_string())),
+                    message: format!(
+                        "expected an operation object, found {}",
+                        crate::quote_capped(&other.to_string())
+                    ),
                 })
             }
         }
@@ -197,18 +200,6 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
     finish(builder)
 }
 
-/// At most 200 bytes of input, for an error message.
-fn quote(text: &str) -> String {
-    if text.len() <= 200 {
-        return text.to_string();
-    }
-    let mut end = 200;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... ({} bytes)", &text[..end], text.len())
-}
-
 fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, FormatError> {
     let doc: Json = serde_json::from_str(text)
         .map_err(|e| FormatError::Syntax { line: e.line(), message: e.to_string() })?;
@@ -220,7 +211,7 @@ fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, 
             return Err(FormatError::invalid(
                 0,
                 format!("[{i}]"),
-                format!("expected an operation object, found {}", quote(&op.to_string())),
+                format!("expected an operation object, found {}", crate::quote_capped(&op.to_string())),
             ));
         }
         let op = json_to_edn(op).map_err(|m| FormatError::invalid(0, format!("[{i}]"), m))?;
