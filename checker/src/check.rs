@@ -9,8 +9,9 @@ use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
 ///
 /// [`CheckerKind::Auto`] runs Emme when the certificate has a version order (every level,
 /// explained cycles), Enne when it has only a serialization order and the level is
-/// serializable, and MTC when the certificate is empty and the history is made of
-/// mini-transactions (serializable and snapshot isolation). `oracle` decides which rows a
+/// serializable, and without any certificate (serializable and snapshot isolation only)
+/// MTC when the history is made of mini-transactions, else Cobra (serializable) or PolySI
+/// (snapshot isolation) when it is made of item reads and writes of unique values. `oracle` decides which rows a
 /// predicate matches.
 ///
 /// # Errors
@@ -30,11 +31,19 @@ pub fn check(
             if cert.is_empty()
                 && matches!(level, IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation) =>
         {
-            // No certificate: MTC when the history is made of mini-transactions.
-            if crate::mtc::check_shape(h).is_err() {
+            // No certificate: MTC when the history is made of mini-transactions, else the
+            // SAT checkers when it is made of item reads and writes of unique values.
+            if crate::mtc::check_shape(h).is_ok() {
+                CheckerKind::Mtc
+            } else if crate::sat::applies(h) {
+                if level == IsolationLevel::Serializable {
+                    CheckerKind::Cobra
+                } else {
+                    CheckerKind::Polysi
+                }
+            } else {
                 return Err(e);
             }
-            CheckerKind::Mtc
         }
         other => other?,
     };
@@ -43,6 +52,7 @@ pub fn check(
         CheckerKind::Chronos => crate::chronos::check_chronos(h, level),
         CheckerKind::Aion => crate::aion::check_aion(h, level),
         CheckerKind::Mtc => crate::mtc::check(h, level),
+        CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check(h, level, resolved),
         _ => emme::check(h, cert, level, oracle),
     }
 }

@@ -101,6 +101,10 @@ pub enum CheckerKind {
     /// Black-box checking of mini-transaction histories (MTC): the version order follows
     /// from the read-modify-writes, no certificate needed (serializable, snapshot isolation).
     Mtc,
+    /// Black-box serializability without a certificate (Cobra-style polygraph, SAT).
+    Cobra,
+    /// Black-box snapshot isolation without a certificate (PolySI-style polygraph, SAT).
+    Polysi,
 }
 
 impl CheckerKind {
@@ -113,6 +117,8 @@ impl CheckerKind {
             CheckerKind::Chronos => "chronos",
             CheckerKind::Aion => "aion",
             CheckerKind::Mtc => "mtc",
+            CheckerKind::Cobra => "cobra",
+            CheckerKind::Polysi => "polysi",
         }
     }
 }
@@ -134,11 +140,13 @@ impl FromStr for CheckerKind {
             "chronos" => CheckerKind::Chronos,
             "aion" => CheckerKind::Aion,
             "mtc" => CheckerKind::Mtc,
+            "cobra" => CheckerKind::Cobra,
+            "polysi" => CheckerKind::Polysi,
             _ => {
                 return Err(ParseNameError {
                     what: "checker",
                     given: s.to_string(),
-                    expected: "auto, emme, enne, chronos, aion, mtc",
+                    expected: "auto, emme, enne, chronos, aion, mtc, cobra, polysi",
                 })
             }
         })

@@ -55,6 +55,7 @@ mod level;
 mod mtc;
 mod render;
 mod report;
+mod sat;
 mod values;
 mod versions;
 mod words;

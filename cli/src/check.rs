@@ -40,9 +40,10 @@ pub(crate) struct CheckArgs {
     /// start_ts/commit_ts; snapshot-isolation or serializable; see docs/CHRONOS.md), aion
     /// (online: HISTORY may be `-` for standard input, one transaction per line), mtc (no
     /// certificate: mini-transaction histories, whose reads imply the version order;
-    /// serializable or snapshot-isolation), or auto (emme when the certificate has a version
-    /// order, else enne; mtc when there is no certificate and the history is made of
-    /// mini-transactions).
+    /// serializable or snapshot-isolation), cobra / polysi (no certificate: item reads and
+    /// writes of unique values, serializable / snapshot-isolation, the version order searched
+    /// by a SAT solver), or auto (emme when the certificate has a version order, else enne;
+    /// without a certificate mtc for mini-transactions, else cobra or polysi).
     #[arg(long, default_value = "auto", value_name = "CHECKER")]
     pub(crate) checker: CheckerKind,
     /// Black-box checkers (mtc): write the version order inferred from the history to FILE

@@ -59,8 +59,18 @@ fn a_history_that_is_not_mini_transactions_is_exit_two_naming_the_transaction() 
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("b7") && err.contains("without reading it first"), "{err}");
-    // Auto, no certificate, not MT-shaped: the certificate is still asked for.
+    // Auto, no certificate, not MT-shaped but unique values: the SAT checker.
     let out = isocert(&["check", &blind, "-i", "ser"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cobra"));
+    // A value written twice: nothing black-box applies, the certificate is asked for.
+    let twice = write(
+        dir.path(),
+        "twice.jsonl",
+        r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}
+{"id":2,"session":1,"ops":[{"f":"w","key":"x","value":1}]}"#,
+    );
+    let out = isocert(&["check", &twice, "-i", "ser"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("carries no certificate"));
 }

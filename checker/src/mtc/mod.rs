@@ -23,10 +23,10 @@
 //! Strict serializability needs the clients' invocation and response times, which the v1
 //! format does not carry; MTC here decides serializable and snapshot isolation.
 
-mod graph;
+pub(crate) mod graph;
 mod shape;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use isocert_history::{Certificate, History, ObjId, Op, OpRef, Status, TxnId, ValueId, Writer};
 use rustc_hash::FxHashMap;
@@ -37,11 +37,11 @@ pub(crate) use shape::check_shape;
 
 /// One dependency edge: its kind, object and the reading operation (`u32::MAX`: none).
 #[derive(Clone, Copy, Debug)]
-struct Dep {
-    kind: EdgeKind,
-    obj: ObjId,
+pub(crate) struct Dep {
+    pub(crate) kind: EdgeKind,
+    pub(crate) obj: ObjId,
     /// The op index in the reading transaction (wr: `to`, rw: `from`).
-    op: u32,
+    pub(crate) op: u32,
 }
 
 /// An edge of the snapshot-isolation graph: a dependency, optionally followed by an
@@ -58,13 +58,16 @@ pub(crate) struct Inference {
     /// Whether each transaction is a node: committed, or unknown and read by someone.
     pub(crate) in_graph: Vec<bool>,
     /// so, wr, ww edges.
-    deps: Vec<(u32, u32, Dep)>,
+    pub(crate) deps: Vec<(u32, u32, Dep)>,
     /// rw edges.
-    anti: Vec<(u32, u32, Dep)>,
-    /// Per (object, writer of the version read), the transactions that overwrote it.
-    children: FxHashMap<(ObjId, Writer), Vec<TxnId>>,
+    pub(crate) anti: Vec<(u32, u32, Dep)>,
+    /// Per (object, writer of the version read), the transactions that read it and then
+    /// overwrote it.
+    pub(crate) children: FxHashMap<(ObjId, Writer), Vec<TxnId>>,
+    /// Every external read resolved to a committed version: reader, object, writer, op.
+    pub(crate) reads: Vec<(TxnId, ObjId, Writer, u32)>,
     /// Anomalies found while resolving reads (aborted, intermediate, garbage, internal).
-    anomalies: Vec<Anomaly>,
+    pub(crate) anomalies: Vec<Anomaly>,
 }
 
 /// Where each written value came from.
@@ -110,6 +113,7 @@ pub(crate) fn infer(h: &History) -> Inference {
         deps: Vec::with_capacity(n * 3),
         anti: Vec::with_capacity(n * 2),
         children: FxHashMap::default(),
+        reads: Vec::new(),
         anomalies: Vec::new(),
     };
     inf.children.reserve(n);
@@ -157,7 +161,11 @@ pub(crate) fn infer(h: &History) -> Inference {
                 continue;
             }
             own.push((obj, value, !is_read));
-            // First access of obj: a read (the shape guarantees it); resolve its writer.
+            if !is_read {
+                // A blind write (never in MT-shaped histories): no version read.
+                continue;
+            }
+            // First access of obj is a read: resolve its writer.
             let writer =
                 resolve(h, &inf.in_graph, &sites, init_of(obj), t, i, obj, value, &mut inf.anomalies);
             external.push((obj, writer, i));
@@ -178,7 +186,7 @@ pub(crate) fn infer(h: &History) -> Inference {
             }
         }
     }
-    for (t, obj, w, op) in reads {
+    for &(t, obj, w, op) in &reads {
         if let Some(kids) = inf.children.get(&(obj, w)) {
             for &k in kids {
                 if k != t {
@@ -187,6 +195,7 @@ pub(crate) fn infer(h: &History) -> Inference {
             }
         }
     }
+    inf.reads = reads;
     inf
 }
 
@@ -346,7 +355,7 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
 }
 
 /// One explained edge.
-fn explain(h: &History, from: u32, to: u32, dep: Dep) -> Edge {
+pub(crate) fn explain(h: &History, from: u32, to: u32, dep: Dep) -> Edge {
     let (a, b) = (TxnId(from), TxnId(to));
     let (la, lb) = (h.txn_label(a), h.txn_label(b));
     let reader = |t: TxnId| (dep.op != u32::MAX).then_some(OpRef { txn: t, op: dep.op });
@@ -372,7 +381,7 @@ fn explain(h: &History, from: u32, to: u32, dep: Dep) -> Edge {
 }
 
 /// The Adya kind of a cycle of these edge kinds (session edges count as neither).
-fn cycle_kind(kinds: impl Iterator<Item = EdgeKind>) -> AnomalyKind {
+pub(crate) fn cycle_kind(kinds: impl Iterator<Item = EdgeKind>) -> AnomalyKind {
     let (mut anti, mut read) = (false, false);
     for k in kinds {
         anti |= k == EdgeKind::Rw;
@@ -387,7 +396,7 @@ fn cycle_kind(kinds: impl Iterator<Item = EdgeKind>) -> AnomalyKind {
     }
 }
 
-fn cycle_anomaly(h: &History, kind: AnomalyKind, cycle: Vec<Edge>, what: &str) -> Anomaly {
+pub(crate) fn cycle_anomaly(h: &History, kind: AnomalyKind, cycle: Vec<Edge>, what: &str) -> Anomaly {
     let txns: Vec<TxnId> = cycle.iter().map(|e| e.from).collect();
     let objects = {
         let mut o: Vec<ObjId> = cycle.iter().filter_map(|e| e.obj).collect();
@@ -424,7 +433,7 @@ fn ser_cycles(h: &History, inf: &Inference) -> Vec<Anomaly> {
 }
 
 /// Snapshot isolation's Divergence pattern: two transactions overwrote the same version.
-fn divergences(h: &History, inf: &Inference) -> Vec<Anomaly> {
+pub(crate) fn divergences(h: &History, inf: &Inference) -> Vec<Anomaly> {
     let mut found: Vec<(&(ObjId, Writer), &Vec<TxnId>)> =
         inf.children.iter().filter(|(_, kids)| kids.len() > 1).collect();
     found.sort_unstable_by_key(|(k, _)| **k);

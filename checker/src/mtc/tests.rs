@@ -162,6 +162,15 @@ fn auto_picks_mtc_without_a_certificate_and_refuses_other_shapes() {
     let blind = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}"#;
     let h = v1::read_history(format!("{HEADER}\n{blind}").as_bytes()).unwrap();
     let oracle = isocert_oracle::Interpreter::new(&h).unwrap();
+    let r = check_any(&h, &cert, SER, CheckerKind::Auto, &oracle).unwrap();
+    assert_eq!(r.checker, CheckerKind::Cobra);
+    let r = check_any(&h, &cert, SI, CheckerKind::Auto, &oracle).unwrap();
+    assert_eq!(r.checker, CheckerKind::Polysi);
+    // A value written twice: no black-box checker applies, the certificate is asked for.
+    let twice = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}
+{"id":2,"session":1,"ops":[{"f":"w","key":"x","value":1}]}"#;
+    let h = v1::read_history(format!("{HEADER}\n{twice}").as_bytes()).unwrap();
+    let oracle = isocert_oracle::Interpreter::new(&h).unwrap();
     assert!(matches!(
         check_any(&h, &cert, SER, CheckerKind::Auto, &oracle),
         Err(CheckError::MissingCertificateData { .. })
@@ -185,18 +194,18 @@ fn the_inferred_certificate_lets_emme_agree() {
     assert!(check_any(&h, &cert, SER, CheckerKind::Emme, &oracle).unwrap().is_valid());
 }
 
-mod oracle {
+pub(crate) mod oracle {
     //! Brute force over every order of the committed transactions, on histories of at most
     //! six transactions over two or three keys.
 
     /// A generated transaction: its session, whether it committed, and ops as
     /// (key, Some(value written) | None for a read, value).
     #[derive(Clone, Debug)]
-    pub(super) struct Txn {
-        pub(super) session: u32,
-        pub(super) committed: bool,
+    pub(crate) struct Txn {
+        pub(crate) session: u32,
+        pub(crate) committed: bool,
         /// (key, is_write, value)
-        pub(super) ops: Vec<(u8, bool, i64)>,
+        pub(crate) ops: Vec<(u8, bool, i64)>,
     }
 
     /// The external reads (first access of a key) of a transaction.
@@ -260,7 +269,7 @@ mod oracle {
     /// explains every read: `si` lets a transaction read from an earlier prefix (its
     /// snapshot) provided no other writer of its keys commits in between (first committer
     /// wins); otherwise the snapshot is the prefix right before it (serializability).
-    pub(super) fn brute_force(txns: &[Txn], keys: u8, si: bool) -> bool {
+    pub(crate) fn brute_force(txns: &[Txn], keys: u8, si: bool) -> bool {
         let committed: Vec<usize> = (0..txns.len()).filter(|&i| txns[i].committed).collect();
         if committed.iter().any(|&i| !internally_consistent(&txns[i])) {
             return false;
@@ -306,13 +315,13 @@ mod oracle {
     }
 
     /// A tiny deterministic generator (xorshift), so failures reproduce from the seed.
-    pub(super) struct Rng(u64);
+    pub(crate) struct Rng(u64);
 
     impl Rng {
-        pub(super) fn new(seed: u64) -> Self {
+        pub(crate) fn new(seed: u64) -> Self {
             Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
         }
-        pub(super) fn below(&mut self, n: u64) -> u64 {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
@@ -323,7 +332,7 @@ mod oracle {
     /// A random mini-transaction history: reads of one or two keys, some overwritten with
     /// fresh values, sometimes a read of the own write; read values drawn from the values
     /// of that key (initial, or anyone's write), so valid and invalid histories both occur.
-    pub(super) fn random(rng: &mut Rng) -> (Vec<Txn>, u8) {
+    pub(crate) fn random(rng: &mut Rng) -> (Vec<Txn>, u8) {
         let keys = 2 + rng.below(2) as u8;
         let n = 2 + rng.below(5) as usize;
         let sessions = 1 + rng.below(3) as u32;
@@ -369,7 +378,7 @@ mod oracle {
         (txns, keys)
     }
 
-    pub(super) fn to_v1(txns: &[Txn], keys: u8) -> String {
+    pub(crate) fn to_v1(txns: &[Txn], keys: u8) -> String {
         let names = ["x", "y", "z"];
         let initial: Vec<String> =
             (0..keys).map(|k| format!(r#"{{"key":"{}","value":0}}"#, names[k as usize])).collect();
