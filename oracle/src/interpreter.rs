@@ -196,6 +196,28 @@ pub(crate) fn parse_predicate(sql: &str, dialect: Dialect) -> Result<sqlparser::
     Ok(expr)
 }
 
+/// Constructs PostgreSQL accepts that sqlparser cannot parse, named so that the error says
+/// what is not supported instead of reporting a parse error at a later token:
+/// `BETWEEN SYMMETRIC` / `BETWEEN ASYMMETRIC`.
+fn unsupported_keyword_construct(sql: &str) -> Option<String> {
+    let tokens = sqlparser::tokenizer::Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let mut words = tokens.iter().filter_map(|t| match t {
+        Token::Whitespace(_) => None,
+        Token::Word(w) => Some(Some(w.value.to_ascii_uppercase())),
+        _ => Some(None),
+    });
+    let mut previous: Option<String> = None;
+    for word in &mut words {
+        if let (Some(p), Some(w)) = (previous.as_deref(), word.as_deref()) {
+            if p == "BETWEEN" && (w == "SYMMETRIC" || w == "ASYMMETRIC") {
+                return Some(format!("BETWEEN {w}"));
+            }
+        }
+        previous = word;
+    }
+    None
+}
+
 fn compile_predicate(
     h: &History,
     pred: PredId,
@@ -205,6 +227,9 @@ fn compile_predicate(
     let p = h.predicate(pred);
     // Quoted in error messages: a pathological predicate can be megabytes long.
     let sql = isocert_history::quote_capped(&p.sql);
+    if let Some(construct) = unsupported_keyword_construct(&p.sql) {
+        return Err(OracleError::Unsupported { pred, sql, construct });
+    }
     let expr = parse_predicate(&p.sql, dialect).map_err(|message| OracleError::Parse {
         pred,
         sql: sql.clone(),
