@@ -82,12 +82,14 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success());
 }
 
-/// The slots and publications on `url` named by isocert runs.
+/// The slots (of this database: slots are cluster-wide, and other tests run beside) and
+/// publications on `url` named by isocert runs.
 fn isocert_objects(url: &str) -> String {
     psql(
         url,
         "SELECT string_agg(n, ',') FROM (SELECT slot_name::text AS n FROM pg_replication_slots \
-         UNION ALL SELECT pubname::text FROM pg_publication) o WHERE n LIKE 'isocert%'",
+         WHERE database = current_database() UNION ALL SELECT pubname::text FROM pg_publication) o \
+         WHERE n LIKE 'isocert\\_run\\_%'",
     )
 }
 
@@ -221,7 +223,7 @@ fn sigkill_with_db_leaves_a_slot_that_cleanup_drops() {
     child.wait().unwrap();
     // A killed process cleans nothing; the slot is inactive once its walsender notices.
     wait_until("the killed run's slot is inactive", Duration::from_secs(30), || {
-        psql(&url, "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'isocert%' AND active")
+        psql(&url, &format!("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'isocert\\_run\\_{pid}\\_%' AND active"))
             == "0"
     });
     assert!(run_objects_exist(&url, pid), "the killed run's slot is still there before clean-up");
