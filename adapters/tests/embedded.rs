@@ -1,20 +1,15 @@
 //! The embedded server really starts, is configured for logical decoding, and goes away.
 
 use isocert_adapters::postgres::connect;
-use isocert_adapters::{AdapterError, EmbeddedPostgres};
+use isocert_adapters::EmbeddedPostgres;
 
-/// Starts a server; `None` (skip) when PostgreSQL is not installed, except under `CI=true`.
+/// Starts a server; `None` when PostgreSQL is not installed, after `isocert_testsupport`
+/// printed `SKIPPED: ...` (a failure under `CI=true`).
 fn start() -> Option<EmbeddedPostgres> {
-    match EmbeddedPostgres::start() {
-        Ok(pg) => Some(pg),
-        Err(e @ AdapterError::PostgresNotInstalled { .. })
-            if std::env::var("CI").as_deref() != Ok("true") =>
-        {
-            eprintln!("skipping embedded PostgreSQL test: {e}");
-            None
-        }
-        Err(e) => panic!("embedded PostgreSQL did not start: {e}"),
+    if !isocert_testsupport::POSTGRES.embedded(EmbeddedPostgres::is_installed()) {
+        return None;
     }
+    Some(EmbeddedPostgres::start().unwrap_or_else(|e| panic!("embedded PostgreSQL did not start: {e}")))
 }
 
 #[test]
@@ -51,7 +46,7 @@ fn starts_configured_and_is_removed_by_shutdown() {
 #[test]
 fn drop_stops_the_server_and_removes_the_directory() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    if start().is_none() {
+    if !isocert_testsupport::POSTGRES.embedded(EmbeddedPostgres::is_installed()) {
         return;
     }
     let pg = rt.block_on(EmbeddedPostgres::start_async()).unwrap();

@@ -1,7 +1,8 @@
 //! The interpreter against a real PostgreSQL: random rows with NULLs, random predicates from
 //! [`grammar`](crate::grammar), both oracles on every (predicate, row) pair.
 //!
-//! Needs `ISOCERT_TEST_PG` (skips when unset, fails when `CI=true`). Seeded: set
+//! Needs `ISOCERT_TEST_PG` (skips visibly when unset, fails when `CI=true`; see
+//! `isocert_testsupport`). Seeded: set
 //! `ISOCERT_SEED` to replay a run; `ISOCERT_DIFF_PREDICATES` scales it. Every disagreement is
 //! printed as a ready-to-paste SQL reproduction.
 
@@ -16,16 +17,7 @@ use crate::grammar::{row, Grammar, COLUMNS};
 
 /// The test database URL, or `None` (after printing why) when the test should skip.
 pub(crate) fn test_database() -> Option<String> {
-    match std::env::var("ISOCERT_TEST_PG") {
-        Ok(url) => Some(url),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("ISOCERT_TEST_PG is not set but CI=true: the differential tests need PostgreSQL")
-        }
-        Err(_) => {
-            eprintln!("skipping: ISOCERT_TEST_PG is not set (start one with scripts/pg-cluster start)");
-            None
-        }
-    }
+    isocert_testsupport::POSTGRES.url()
 }
 
 fn seed() -> u64 {

@@ -2,7 +2,8 @@
 //! consumed, the certificate is recovered, and the checkers judge it (issue 6, "Must hold").
 //!
 //! The server is `$ISOCERT_TEST_PG` when set, else a throwaway embedded one per test.
-//! Without PostgreSQL installed the tests print why and pass, unless `CI` is set.
+//! Without PostgreSQL the tests print `SKIPPED: ...` and pass, except under `CI=true`
+//! (`isocert_testsupport` decides).
 
 use std::path::Path;
 
@@ -18,12 +19,12 @@ use isocert_workload::{Isolation, WorkloadConfig, WorkloadKind};
 /// recreates its table), on `$ISOCERT_TEST_PG`'s server or a throwaway embedded one;
 /// `None` (skip) when there is no PostgreSQL outside CI.
 fn server(name: &str) -> Option<(String, Option<EmbeddedPostgres>)> {
-    let (url, pg) = match std::env::var("ISOCERT_TEST_PG") {
-        Ok(url) if !url.is_empty() => (url, None),
-        _ => match start_embedded() {
-            Some(pg) => (pg.url(), Some(pg)),
-            None => return None,
-        },
+    let (url, pg) = match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed())? {
+        isocert_testsupport::Source::Url(url) => (url, None),
+        isocert_testsupport::Source::Embedded => {
+            let pg = EmbeddedPostgres::start().expect("the embedded PostgreSQL starts");
+            (pg.url(), Some(pg))
+        }
     };
     let db = format!("isocert_e2e_{name}_{}", std::process::id());
     let rt = tokio::runtime::Runtime::new().expect("tokio");
@@ -35,17 +36,6 @@ fn server(name: &str) -> Option<(String, Option<EmbeddedPostgres>)> {
     });
     let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
     Some((format!("{base}/{db}"), pg))
-}
-
-fn start_embedded() -> Option<EmbeddedPostgres> {
-    match EmbeddedPostgres::start() {
-        Ok(pg) => Some(pg),
-        Err(e) if std::env::var("CI").is_err() => {
-            eprintln!("skipping: no PostgreSQL ({e}); set ISOCERT_TEST_PG or install the server");
-            None
-        }
-        Err(e) => panic!("CI needs PostgreSQL: {e}"),
-    }
 }
 
 /// One recorded and recovered run.

@@ -17,16 +17,10 @@ fn isocert() -> Command {
     Command::new(isocert_tests::isocert_bin())
 }
 
-/// The test server's URL, or `None` (skip, visibly) outside CI.
-fn test_pg(test: &str) -> Option<String> {
-    match std::env::var("ISOCERT_TEST_PG") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok() => panic!("CI=true but ISOCERT_TEST_PG is not set"),
-        _ => {
-            eprintln!("SKIPPED {test}: ISOCERT_TEST_PG is not set (scripts/test sets it)");
-            None
-        }
-    }
+/// The test server's URL, or `None` after `isocert_testsupport` printed `SKIPPED: ...`
+/// (a failure under `CI=true`).
+fn test_pg() -> Option<String> {
+    isocert_testsupport::POSTGRES.url()
 }
 
 fn psql(url: &str, sql: &str) -> String {
@@ -139,7 +133,7 @@ fn assert_partial_result(out: &Path) {
 
 #[test]
 fn an_existing_table_is_refused_and_kept_with_its_rows() {
-    let Some(server) = test_pg("an_existing_table_is_refused_and_kept_with_its_rows") else { return };
+    let Some(server) = test_pg() else { return };
     let url = fresh_database(&server, "existing");
     psql(&url, "CREATE TABLE kv (key int PRIMARY KEY, value bigint NOT NULL, note text)");
     psql(&url, "INSERT INTO kv VALUES (1, 10, 'precious'), (2, 20, 'also precious')");
@@ -186,7 +180,7 @@ fn a_non_empty_out_is_refused_without_force() {
 
 #[test]
 fn sigint_with_db_saves_a_partial_result_and_leaves_nothing() {
-    let Some(server) = test_pg("sigint_with_db_saves_a_partial_result_and_leaves_nothing") else { return };
+    let Some(server) = test_pg() else { return };
     let url = fresh_database(&server, "sigint");
     psql(&url, "CREATE TABLE users_table (id int PRIMARY KEY)");
     psql(&url, "INSERT INTO users_table VALUES (7)");
@@ -213,7 +207,7 @@ fn sigint_with_db_saves_a_partial_result_and_leaves_nothing() {
 
 #[test]
 fn sigkill_with_db_leaves_a_slot_that_cleanup_drops() {
-    let Some(server) = test_pg("sigkill_with_db_leaves_a_slot_that_cleanup_drops") else { return };
+    let Some(server) = test_pg() else { return };
     let url = fresh_database(&server, "sigkill");
     let dir = tempfile::tempdir().unwrap();
     let mut child = start_run(Some(&url), &dir.path().join("run"));
@@ -259,9 +253,7 @@ fn process_running(pid: u32) -> bool {
 /// Starts an embedded run, waits until its workload runs, sends `signal`; returns the
 /// child, the server directory and the postmaster's pid.
 fn embedded_run_then(signal_name: &str, out: &Path) -> Option<(Child, PathBuf, u32)> {
-    if !EmbeddedPostgres::is_installed() {
-        assert!(std::env::var("CI").is_err(), "CI needs the PostgreSQL server programs");
-        eprintln!("SKIPPED: the PostgreSQL server programs are not installed");
+    if !isocert_testsupport::POSTGRES.embedded(EmbeddedPostgres::is_installed()) {
         return None;
     }
     let child = start_run(None, out);

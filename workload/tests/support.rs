@@ -28,23 +28,17 @@ fn shared_server() -> Arc<EmbeddedPostgres> {
 }
 
 /// Whether a PostgreSQL is available: `ISOCERT_TEST_PG`, or installed server programs for
-/// an embedded one. Tests return early (skip) when it is not; under `CI=true` they fail.
+/// an embedded one. Tests return early when it is not, after `isocert_testsupport` printed
+/// `SKIPPED: ...`; under `CI=true` they fail.
 pub(crate) fn pg_available() -> bool {
-    if std::env::var("ISOCERT_TEST_PG").is_ok() || EmbeddedPostgres::is_installed() {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("CI=true but ISOCERT_TEST_PG is unset and PostgreSQL is not installed");
-    }
-    eprintln!("skipping PostgreSQL test: ISOCERT_TEST_PG is unset and PostgreSQL is not installed");
-    false
+    isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()).is_some()
 }
 
 /// A fresh database named `name` on `ISOCERT_TEST_PG` or on the shared embedded server.
 pub(crate) fn fresh_database(name: &str) -> TestDb {
-    let (server_url, server) = match std::env::var("ISOCERT_TEST_PG") {
-        Ok(url) => (url, None),
-        Err(_) => {
+    let (server_url, server) = match isocert_testsupport::POSTGRES.env_url() {
+        Some(url) => (url, None),
+        None => {
             let pg = shared_server();
             (pg.url(), Some(pg))
         }
