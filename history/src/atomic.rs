@@ -5,6 +5,11 @@
 //! check the fragment and call it consistent. [`write_atomically`] writes into a temporary
 //! file beside the target and renames it over the target only when everything was written
 //! and flushed; on failure the temporary file is removed and the target is untouched.
+//!
+//! Only regular files are replaced that way. A target that exists and is not a regular file
+//! (`/dev/null`, a named pipe, a terminal) is written in place: renaming over it would
+//! replace the device with a plain file (as root, `--out /dev/null` once did exactly that).
+//! A symbolic link is followed, so the file it points to is replaced and the link stays.
 
 use std::fs::{File, Permissions};
 use std::io::{self, BufWriter, Write};
@@ -22,6 +27,15 @@ where
     E: From<io::Error>,
     F: FnOnce(&mut BufWriter<&mut File>) -> Result<T, E>,
 {
+    let resolved;
+    let path = match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => return write_in_place(path, write),
+        Ok(_) => {
+            resolved = std::fs::canonicalize(path)?;
+            resolved.as_path()
+        }
+        Err(_) => path,
+    };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -37,6 +51,19 @@ where
     };
     tmp.as_file().set_permissions(Permissions::from_mode(0o644))?;
     tmp.persist(path).map_err(|e| e.error)?;
+    Ok(value)
+}
+
+/// Writes into an existing file that is not a regular one (a device or a pipe).
+fn write_in_place<T, E, F>(path: &Path, write: F) -> Result<T, E>
+where
+    E: From<io::Error>,
+    F: FnOnce(&mut BufWriter<&mut File>) -> Result<T, E>,
+{
+    let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let mut out = BufWriter::new(&mut file);
+    let value = write(&mut out)?;
+    out.flush()?;
     Ok(value)
 }
 
@@ -67,5 +94,35 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole\n");
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_named_pipe_is_written_in_place_and_stays_a_pipe() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write_atomically(&fifo, |w| w.write_all(b"through the pipe\n")).unwrap();
+        // Before joining: a replaced pipe would leave the reader blocked forever.
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the pipe was replaced");
+        assert_eq!(reader.join().unwrap(), "through the pipe\n");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "a temporary file was left");
+    }
+
+    #[test]
+    fn a_symbolic_link_is_followed_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("real.jsonl");
+        let link = dir.path().join("link.jsonl");
+        std::fs::write(&file, "old\n").unwrap();
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write_atomically(&link, |w| w.write_all(b"new\n")).unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
     }
 }
