@@ -20,47 +20,12 @@ use std::time::Instant;
 use isocert_checker::{check_chronos_kv, Aion, AionOptions, IsolationLevel};
 use isocert_history::chronos::read_chronos;
 use isocert_history::{read_kv_v1, KvV1Reader};
+use isocert_random::rand::Rng as _;
+use isocert_random::{Distribution, KeyChooser};
 
 const SESSIONS: usize = 50;
 const KEYS: usize = 1000;
 const OPS: usize = 15;
-
-/// xorshift64*, seeded.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
-/// Zipfian key picker over a precomputed CDF.
-struct Zipf(Vec<f64>);
-
-impl Zipf {
-    fn new(n: usize, s: f64) -> Self {
-        let weights: Vec<f64> = (1..=n).map(|k| 1.0 / (k as f64).powf(s)).collect();
-        let total: f64 = weights.iter().sum();
-        let mut acc = 0.0;
-        Zipf(
-            weights
-                .iter()
-                .map(|w| {
-                    acc += w / total;
-                    acc
-                })
-                .collect(),
-        )
-    }
-
-    fn pick(&self, rng: &mut Rng) -> usize {
-        let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-        self.0.partition_point(|&c| c < u).min(self.0.len() - 1)
-    }
-}
 
 /// One generated transaction: its reads and writes (key, value).
 struct Txn {
@@ -70,8 +35,8 @@ struct Txn {
 
 /// Generates transactions in timestamp order, calling `emit` for each.
 fn generate(txns: usize, mut emit: impl FnMut(&Txn) -> std::io::Result<()>) -> std::io::Result<()> {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let zipf = Zipf::new(KEYS, 0.99);
+    let mut rng = isocert_random::seeded(0x9E37_79B9_7F4A_7C15);
+    let zipf = KeyChooser::new(Distribution::Zipfian, KEYS as u64);
     // Committed state, and the previous transaction's writes (not yet visible at our start).
     let mut frontier = vec![0i64; KEYS];
     let mut prev_writes: Vec<(usize, i64)> = Vec::new();
@@ -81,8 +46,8 @@ fn generate(txns: usize, mut emit: impl FnMut(&Txn) -> std::io::Result<()>) -> s
         txn.ops.clear();
         let mut own: Vec<(usize, i64)> = Vec::new();
         for j in 0..OPS {
-            let mut k = zipf.pick(&mut rng);
-            if rng.next() & 1 == 0 {
+            let mut k = zipf.pick(&mut rng) as usize;
+            if rng.random::<bool>() {
                 let v = own.iter().rev().find(|(key, _)| *key == k).map_or(frontier[k], |(_, v)| *v);
                 txn.ops.push((false, k, v));
             } else {
@@ -148,15 +113,15 @@ fn gen(dir: &Path, txns: usize) -> std::io::Result<()> {
     let mut v1 = BufWriter::new(File::create(dir.join("bench.jsonl"))?);
     let mut chronos = BufWriter::new(File::create(dir.join("bench.chronos.json"))?);
     let mut displaced = BufWriter::new(File::create(dir.join("bench-displaced.jsonl"))?);
-    let mut rng = Rng(7);
+    let mut rng = isocert_random::seeded(7);
     let mut block: Vec<Vec<u8>> = Vec::new();
     let flush_block =
-        |block: &mut Vec<Vec<u8>>, rng: &mut Rng, out: &mut BufWriter<File>| -> std::io::Result<()> {
+        |block: &mut Vec<Vec<u8>>, rng: &mut isocert_random::SeededRng, out: &mut BufWriter<File>| -> std::io::Result<()> {
             // Shuffle, then restore each session's order over the shuffled slots.
             let n = block.len();
             let mut order: Vec<usize> = (0..n).collect();
             for i in (1..n).rev() {
-                order.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+                order.swap(i, rng.random_range(0..=i));
             }
             let mut slots_by_session: Vec<Vec<usize>> = vec![Vec::new(); SESSIONS];
             for (slot, &i) in order.iter().enumerate() {

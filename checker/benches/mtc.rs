@@ -16,22 +16,11 @@ use std::io::BufWriter;
 use std::time::Instant;
 
 use isocert_checker::{check, CheckerKind, IsolationLevel};
+use isocert_random::rand::Rng as _;
 use isocert_history::{v1, Certificate, History, Op, Scalar, Transaction, Value, KV_TABLE};
 
 const SESSIONS: u64 = 25;
 const KEYS: u64 = 10_000;
-
-/// xorshift64*, seeded.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
 
 fn generate(txns: usize) -> History {
     let mut h = History::new();
@@ -41,12 +30,12 @@ fn generate(txns: usize) -> History {
     h.initial = objs.iter().map(|&o| (o, zero)).collect();
     let sessions: Vec<_> = (0..SESSIONS).map(|s| h.intern_session(Scalar::Int(s as i64))).collect();
     let mut current = vec![zero; KEYS as usize];
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = isocert_random::seeded(0x9E37_79B9_7F4A_7C15);
     let mut next = 1i64;
     for i in 0..txns {
-        let x = rng.below(KEYS) as usize;
-        let y = (x + 1 + rng.below(KEYS - 1) as usize) % KEYS as usize;
-        let shape = rng.below(100);
+        let x = rng.random_range(0..KEYS) as usize;
+        let y = (x + 1 + rng.random_range(0..KEYS - 1) as usize) % KEYS as usize;
+        let shape = rng.random_range(0..100);
         let mut ops = Vec::with_capacity(4);
         let rmw = |h: &mut History, ops: &mut Vec<Op>, current: &mut [_], next: &mut i64, k: usize| {
             ops.push(Op::Read { obj: objs[k], value: current[k] });

@@ -3,55 +3,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub use isocert_random::Distribution;
+
 use crate::{GenError, Injection};
 
-/// How operations pick the key (object) they touch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Distribution {
-    /// Every key equally likely.
-    #[default]
-    Uniform,
-    /// Zipfian with exponent 0.99 (YCSB's default): key `k` has probability proportional to
-    /// `1/(k+1)^0.99`, so key 0 is the hottest.
-    Zipfian,
-    /// 80% of the accesses go to the first 10% of the keys (at least one key), the rest
-    /// uniformly to the others.
-    Hotspot,
-}
-
-impl Distribution {
-    /// The command-line spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Distribution::Uniform => "uniform",
-            Distribution::Zipfian => "zipfian",
-            Distribution::Hotspot => "hotspot",
-        }
-    }
-}
-
-impl FromStr for Distribution {
-    type Err = GenError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "uniform" => Ok(Distribution::Uniform),
-            "zipfian" | "zipf" => Ok(Distribution::Zipfian),
-            "hotspot" => Ok(Distribution::Hotspot),
-            _ => Err(GenError::UnknownName {
-                what: "distribution",
-                name: s.into(),
-                expected: "uniform, zipfian, hotspot",
-            }),
-        }
-    }
-}
-
-impl fmt::Display for Distribution {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The concurrency control the simulated store runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -145,9 +100,6 @@ impl FromStr for DataModel {
         }
     }
 }
-
-/// The zipfian chooser's cumulative table is 8 bytes per key.
-const MAX_ZIPFIAN_KEYS: usize = 1 << 24;
 
 /// Transactions in flight at once in [`GenConfig::chronos`].
 const CHRONOS_CONCURRENCY: usize = 8;
@@ -266,12 +218,6 @@ impl GenConfig {
         }
         if self.keys > 1 << 30 || self.txns > u32::MAX as usize / 2 || self.sessions > 1 << 20 {
             return bad("txns/keys/sessions", "too large for 32-bit ids".into());
-        }
-        if self.distribution == Distribution::Zipfian && self.keys > MAX_ZIPFIAN_KEYS {
-            return bad(
-                "keys",
-                format!("zipfian keeps a table of 8 bytes per key; at most {MAX_ZIPFIAN_KEYS} keys"),
-            );
         }
         for (knob, r) in [("read-ratio", self.read_ratio), ("predicate-ratio", self.predicate_ratio)] {
             if !(0.0..=1.0).contains(&r) {

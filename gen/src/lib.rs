@@ -32,7 +32,6 @@ mod config;
 mod error;
 mod inject;
 mod record;
-mod rng;
 mod sim;
 mod store;
 mod stream;

@@ -14,7 +14,8 @@ use rustc_hash::FxHashMap;
 use crate::cert::CertBuilder;
 use crate::inject::Planted;
 use crate::record::{OpRec, Outcome, PredSpec, RowVal, Seen, SeenWriter, Sink, TxnRecord, Val};
-use crate::rng::{KeyChooser, Rng};
+use isocert_random::rand::Rng as _;
+use isocert_random::{KeyChooser, SeededRng};
 use crate::store::{Store, Version, INITIAL, UNBORN};
 use crate::{DataModel, GenConfig, GenError, Isolation};
 
@@ -76,7 +77,7 @@ impl Active {
 pub(crate) struct Sim<'c> {
     pub(crate) cfg: &'c GenConfig,
     pub(crate) model: DataModel,
-    pub(crate) rng: Rng,
+    pub(crate) rng: SeededRng,
     chooser: KeyChooser,
     pub(crate) store: Store,
     /// The last timestamp handed out.
@@ -101,8 +102,8 @@ impl<'c> Sim<'c> {
         Sim {
             cfg,
             model,
-            rng: Rng::new(cfg.seed),
-            chooser: KeyChooser::new(cfg.distribution, cfg.keys),
+            rng: isocert_random::seeded(cfg.seed),
+            chooser: KeyChooser::new(cfg.distribution, cfg.keys as u64),
             store: Store::new(cfg.keys),
             clock: 0,
             stamp: 1,
@@ -129,9 +130,9 @@ impl<'c> Sim<'c> {
         while self.started < self.cfg.txns || !self.active.is_empty() {
             let may_start = self.started < self.cfg.txns && self.active.len() < in_flight;
             let session = if may_start {
-                self.rng.below(self.cfg.sessions) as u32
+                self.rng.random_range(0..self.cfg.sessions) as u32
             } else {
-                self.active[self.rng.below(self.active.len())]
+                self.active[self.rng.random_range(0..self.active.len())]
             };
             self.step(session, sink)?;
         }
@@ -147,8 +148,8 @@ impl<'c> Sim<'c> {
 
     /// A fresh row: `c0` in the predicates' domain, a unique `c1`, a small `c2`.
     pub(crate) fn random_row(&mut self) -> RowVal {
-        let c0 = self.rng.below(self.cfg.keys) as i64;
-        let c2 = self.rng.below(10) as i64;
+        let c0 = self.rng.random_range(0..self.cfg.keys) as i64;
+        let c2 = self.rng.random_range(0..10) as i64;
         RowVal { c0, c1: self.next_stamp(), c2 }
     }
 
@@ -197,10 +198,10 @@ impl<'c> Sim<'c> {
     }
 
     fn next_op(&mut self, session: u32, txn: &mut Active) -> OpRec {
-        if self.model == DataModel::SqlTable && self.rng.chance(self.cfg.predicate_ratio) {
+        if self.model == DataModel::SqlTable && self.rng.random_bool(self.cfg.predicate_ratio) {
             return self.predicate_op(txn);
         }
-        let read = self.rng.chance(self.cfg.read_ratio);
+        let read = self.rng.random_bool(self.cfg.read_ratio);
         let obj = if read || !self.cfg.avoid_conflicts {
             self.chooser.pick(&mut self.rng) as u32
         } else {
@@ -268,12 +269,12 @@ impl<'c> Sim<'c> {
 
     pub(crate) fn random_predicate(&mut self) -> PredSpec {
         let keys = self.cfg.keys as i64;
-        let width = 1 + self.rng.below((self.cfg.keys / 20).max(2)) as i64;
-        let lo = self.rng.below(self.cfg.keys) as i64 - width / 2;
-        match self.rng.below(3) {
+        let width = 1 + self.rng.random_range(0..(self.cfg.keys / 20).max(2)) as i64;
+        let lo = self.rng.random_range(0..self.cfg.keys) as i64 - width / 2;
+        match self.rng.random_range(0..3) {
             0 => PredSpec::Range { lo, hi: (lo + width).min(keys + 1) },
             1 => PredSpec::Between { lo, hi: lo + width - 1 },
-            _ => PredSpec::RangeExcept { lo, hi: lo + width, c2: self.rng.below(10) as i64 },
+            _ => PredSpec::RangeExcept { lo, hi: lo + width, c2: self.rng.random_range(0..10) },
         }
     }
 
@@ -281,7 +282,7 @@ impl<'c> Sim<'c> {
         let pred = self.random_predicate();
         let (seen, matched) = self.evaluate(pred, txn.start_ts, &txn.buffer);
         txn.pred_reads.push((pred, txn.write_log.len()));
-        let roll = self.rng.below(10);
+        let roll = self.rng.random_range(0..10);
         if roll < 6 {
             return OpRec::Select { pred, rows: matched, seen };
         }

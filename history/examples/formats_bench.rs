@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use isocert_history::formats::{read_cobra_dir_with_version_order, write_king_cobra_version_order, Format};
 use isocert_history::{Certificate, History, Op, Scalar, Transaction, Value, KV_TABLE};
+use isocert_random::rand::Rng as _;
 use rustc_hash::FxHashMap;
 
 /// A history every int format can carry: integer keys and values, initial value `initial`.
@@ -24,13 +25,7 @@ fn generate(txns: usize, initial: i64) -> History {
         h.initial.push((k, zero));
     }
     let sessions: Vec<_> = (0..8).map(|s| h.intern_session(Scalar::Int(s + 1))).collect();
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = isocert_random::seeded(0x2545_f491_4f6c_dd1d);
     let mut current = vec![initial; keys.len()];
     let mut fresh = 1i64;
     let mut order: Vec<Vec<Transaction>> = vec![Vec::new(); sessions.len()];
@@ -38,8 +33,8 @@ fn generate(txns: usize, initial: i64) -> History {
         let session = t % sessions.len();
         let mut ops = Vec::with_capacity(4);
         for _ in 0..4 {
-            let k = (next() % keys.len() as u64) as usize;
-            if next() % 2 == 0 {
+            let k = rng.random_range(0..keys.len());
+            if rng.random::<bool>() {
                 let value = h.intern_value(Value::Scalar(Scalar::Int(current[k])));
                 ops.push(Op::Read { obj: keys[k], value });
             } else {

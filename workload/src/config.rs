@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use isocert_adapters::Isolation;
+pub use isocert_random::Distribution;
 
 use crate::WorkloadError;
 
@@ -72,51 +73,6 @@ impl FromStr for WorkloadKind {
     }
 }
 
-/// How transactions pick the keys they touch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Distribution {
-    /// Every key equally likely.
-    Uniform,
-    /// Zipfian with exponent 0.99 over the keys (key 0 hottest).
-    Zipfian,
-    /// 80% of accesses go to the first 10% of the keys, the rest uniformly to all.
-    Hotspot,
-}
-
-impl Distribution {
-    /// The CLI spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Distribution::Uniform => "uniform",
-            Distribution::Zipfian => "zipfian",
-            Distribution::Hotspot => "hotspot",
-        }
-    }
-}
-
-impl fmt::Display for Distribution {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Distribution {
-    type Err = WorkloadError;
-
-    fn from_str(s: &str) -> Result<Self, WorkloadError> {
-        Ok(match s {
-            "uniform" => Distribution::Uniform,
-            "zipfian" | "zipf" => Distribution::Zipfian,
-            "hotspot" => Distribution::Hotspot,
-            _ => {
-                return Err(WorkloadError::config(
-                    "distribution",
-                    format!("unknown distribution {s:?}: use uniform, zipfian or hotspot"),
-                ))
-            }
-        })
-    }
-}
 
 /// Everything that decides a run (besides the database's own scheduling).
 #[non_exhaustive]

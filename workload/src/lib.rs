@@ -44,7 +44,6 @@
 
 mod config;
 mod error;
-mod keys;
 mod plan;
 mod recorder;
 mod run;

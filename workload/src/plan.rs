@@ -2,10 +2,10 @@
 //! the plan number alone (values that must be unique are drawn when the plan runs).
 
 use isocert_history::AggregateFn;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
+use isocert_random::SeededRng;
 
-use crate::keys::KeyChooser;
+use isocert_random::KeyChooser;
 use crate::schema::ITEMS_C2_VALUES;
 use crate::{WorkloadConfig, WorkloadKind};
 
@@ -49,8 +49,8 @@ impl Planner {
         Planner {
             kind: cfg.kind,
             seed: cfg.seed,
-            chooser: KeyChooser::new(cfg.keys, cfg.distribution),
-            pairs: KeyChooser::new((cfg.keys / 2).max(1), cfg.distribution),
+            chooser: KeyChooser::new(cfg.distribution, u64::from(cfg.keys)),
+            pairs: KeyChooser::new(cfg.distribution, u64::from((cfg.keys / 2).max(1))),
             c1_values: items_c1_values(cfg.keys),
             deletes: cfg.deletes,
         }
@@ -58,7 +58,7 @@ impl Planner {
 
     /// The steps of plan `i`.
     pub(crate) fn plan(&self, i: u64) -> Vec<Step> {
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = isocert_random::seeded(self.seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let plan = match self.kind {
             WorkloadKind::Kv => self.kv_plan(&mut rng),
             WorkloadKind::Skew => self.skew_plan(&mut rng),
@@ -73,7 +73,7 @@ impl Planner {
     }
 
     /// A delete turned into the update of the same rows.
-    fn without_delete(&self, step: Step, rng: &mut ChaCha8Rng) -> Step {
+    fn without_delete(&self, step: Step, rng: &mut SeededRng) -> Step {
         match step {
             Step::Delete { key } => {
                 let columns =
@@ -89,11 +89,11 @@ impl Planner {
         }
     }
 
-    fn key(&self, rng: &mut ChaCha8Rng) -> i64 {
-        i64::from(self.chooser.pick(rng))
+    fn key(&self, rng: &mut SeededRng) -> i64 {
+        self.chooser.pick(rng) as i64
     }
 
-    fn kv_plan(&self, rng: &mut ChaCha8Rng) -> Vec<Step> {
+    fn kv_plan(&self, rng: &mut SeededRng) -> Vec<Step> {
         let len = rng.random_range(1..=5);
         (0..len)
             .map(|_| {
@@ -111,8 +111,8 @@ impl Planner {
 
     /// Reads both keys of a pair and writes one: two such transactions on the same pair,
     /// each writing a different key, are a write skew under snapshot isolation.
-    fn skew_plan(&self, rng: &mut ChaCha8Rng) -> Vec<Step> {
-        let pair = i64::from(self.pairs.pick(rng));
+    fn skew_plan(&self, rng: &mut SeededRng) -> Vec<Step> {
+        let pair = self.pairs.pick(rng) as i64;
         let (a, b) = (2 * pair, 2 * pair + 1);
         let mut steps = vec![Step::Read { key: a }, Step::Read { key: b }];
         if rng.random_bool(0.9) {
@@ -124,7 +124,7 @@ impl Planner {
 
     /// A mini-transaction (MTC, Definition 8): one or two reads and at most two writes,
     /// each write preceded by a read of its key (a read-modify-write), on distinct keys.
-    fn mini_plan(&self, rng: &mut ChaCha8Rng) -> Vec<Step> {
+    fn mini_plan(&self, rng: &mut SeededRng) -> Vec<Step> {
         let x = self.key(rng);
         // A second key, distinct from the first (none when the table has a single row).
         let y = (0..16).map(|_| self.key(rng)).find(|&k| k != x);
@@ -138,11 +138,11 @@ impl Planner {
         }
     }
 
-    fn item_columns(&self, rng: &mut ChaCha8Rng) -> Vec<i64> {
+    fn item_columns(&self, rng: &mut SeededRng) -> Vec<i64> {
         vec![rng.random_range(0..self.c1_values), rng.random_range(0..ITEMS_C2_VALUES)]
     }
 
-    fn predicate(&self, rng: &mut ChaCha8Rng) -> String {
+    fn predicate(&self, rng: &mut SeededRng) -> String {
         let c1 = rng.random_range(0..self.c1_values);
         let c2 = rng.random_range(0..ITEMS_C2_VALUES);
         match rng.random_range(0..100) {
@@ -158,13 +158,13 @@ impl Planner {
         }
     }
 
-    fn narrow_predicate(&self, rng: &mut ChaCha8Rng) -> String {
+    fn narrow_predicate(&self, rng: &mut SeededRng) -> String {
         let c1 = rng.random_range(0..self.c1_values);
         let c2 = rng.random_range(0..ITEMS_C2_VALUES);
         format!("c1 = {c1} AND c2 <= {c2}")
     }
 
-    fn predicate_update(&self, rng: &mut ChaCha8Rng, predicate: String) -> Step {
+    fn predicate_update(&self, rng: &mut SeededRng, predicate: String) -> Step {
         if rng.random_bool(0.6) {
             Step::PredicateUpdate { predicate, column: "c1", constant: rng.random_range(0..self.c1_values) }
         } else {
@@ -172,13 +172,13 @@ impl Planner {
         }
     }
 
-    fn aggregate(&self, rng: &mut ChaCha8Rng, predicate: String) -> Step {
+    fn aggregate(&self, rng: &mut SeededRng, predicate: String) -> Step {
         let function = if rng.random_bool(0.5) { AggregateFn::Min } else { AggregateFn::Max };
         let column = ["v", "c2", "c1"][rng.random_range(0..3)];
         Step::Aggregate { predicate, function, column }
     }
 
-    fn item_step(&self, rng: &mut ChaCha8Rng) -> Step {
+    fn item_step(&self, rng: &mut SeededRng) -> Step {
         let key = self.key(rng);
         match rng.random_range(0..100) {
             0..35 => Step::Read { key },
@@ -192,7 +192,7 @@ impl Planner {
     /// Transaction shapes that make predicate anomalies likely at read committed: a range
     /// read twice around other writes (phantoms), a read of a range followed by an update
     /// of it (predicate lost update), rows moved between ranges, deletes and re-inserts.
-    fn predicate_plan(&self, rng: &mut ChaCha8Rng) -> Vec<Step> {
+    fn predicate_plan(&self, rng: &mut SeededRng) -> Vec<Step> {
         let p = self.predicate(rng);
         match rng.random_range(0..100) {
             0..25 => {

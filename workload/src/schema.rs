@@ -1,8 +1,7 @@
 //! The tables the workloads run on, their DDL and their initial rows.
 
 use isocert_adapters::TableSpec;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 
 use crate::plan::items_c1_values;
 use crate::{WorkloadConfig, WorkloadKind};
@@ -59,7 +58,7 @@ impl Schema {
 
     /// The rows `setup` inserts: every key, unique value column 0.
     pub(crate) fn initial_rows(&self, cfg: &WorkloadConfig) -> Vec<Vec<i64>> {
-        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed);
+        let mut rng = isocert_random::seeded(cfg.seed ^ 0x5eed);
         let c1_values = items_c1_values(cfg.keys);
         (0..i64::from(cfg.keys))
             .map(|key| {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use isocert_adapters::{CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep};
 use isocert_history::Status;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
+use isocert_random::SeededRng;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -89,7 +89,7 @@ async fn session_loop<D: Database>(
     done: &UnboundedSender<()>,
 ) -> Result<(), WorkloadError> {
     let mut conn = shared.db.connect().await?;
-    let mut rng = ChaCha8Rng::seed_from_u64(shared.cfg.seed ^ (u64::from(session) << 32) ^ 0xfa17);
+    let mut rng = isocert_random::seeded(shared.cfg.seed ^ (u64::from(session) << 32) ^ 0xfa17);
     loop {
         if shared.stop.load(Ordering::SeqCst) || shared.interrupt.load(Ordering::SeqCst) {
             return Ok(());
@@ -213,7 +213,7 @@ async fn attempt_plan<D: Database>(
     conn: &mut D::Session,
     session: u32,
     plan: &[Step],
-    rng: &mut ChaCha8Rng,
+    rng: &mut SeededRng,
 ) -> Result<(Option<RawTxn>, Next, bool), WorkloadError> {
     let mut facts = match conn.begin(shared.cfg.isolation).await {
         Ok(f) => f,

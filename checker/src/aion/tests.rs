@@ -1,39 +1,24 @@
 //! Aion: agreement with Chronos on shuffled arrivals, tentative Ext verdicts, GC.
 
 use isocert_history::{v1, KvHistory, Scalar, TxnId};
+use isocert_random::rand::Rng as _;
 
 use super::{check_aion_kv, Aion, AionDelay, AionOptions};
 use crate::chronos::tests::kinds;
 use crate::{check_chronos_kv, AnomalyKind, IsolationLevel, Report};
 
-/// A tiny seeded generator (xorshift) so the tests need no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// A history of `n` transactions in `sessions` sessions over `keys` keys whose reads are
 /// what snapshot isolation returns (values unique, initial value 0); `corrupt` of them
 /// read a wrong value, and overlapping writers are allowed when `conflicts` is set.
 fn generate(seed: u64, n: usize, sessions: usize, keys: u64, corrupt: usize, conflicts: bool) -> KvHistory {
-    let mut rng = Rng(seed | 1);
+    let mut rng = isocert_random::seeded(seed);
     let mut clock = vec![0u64; sessions];
     // Spans first.
     let mut txns: Vec<(usize, u64, u64)> = Vec::new();
     for _ in 0..n {
-        let s = rng.below(sessions as u64) as usize;
-        let start = clock[s] + rng.below(4);
-        let commit = start + rng.below(6);
+        let s = rng.random_range(0..sessions as u64) as usize;
+        let start = clock[s] + rng.random_range(0..4);
+        let commit = start + rng.random_range(0..6);
         clock[s] = commit;
         txns.push((s, start, commit));
     }
@@ -43,9 +28,9 @@ fn generate(seed: u64, n: usize, sessions: usize, keys: u64, corrupt: usize, con
     let mut writes: Vec<Vec<u64>> = Vec::new();
     for (i, &(_, s, c)) in txns.iter().enumerate() {
         let mut w = Vec::new();
-        if s != c || rng.below(2) == 0 {
-            for _ in 0..rng.below(3) {
-                let k = rng.below(keys);
+        if s != c || rng.random_range(0..2) == 0 {
+            for _ in 0..rng.random_range(0..3) {
+                let k = rng.random_range(0..keys);
                 let clash = txns[..i].iter().zip(&writes).any(|(&(_, s2, c2), w2)| {
                     w2.contains(&k) && (c2 > s && c > s2 || (s == c && s2 == c2 && s == s2))
                 });
@@ -73,10 +58,10 @@ fn generate(seed: u64, n: usize, sessions: usize, keys: u64, corrupt: usize, con
     for &(_, phase, i) in &events {
         if phase >= 1 {
             let mut parts = Vec::new();
-            for _ in 0..rng.below(4) {
-                let k = rng.below(keys);
+            for _ in 0..rng.random_range(0..4) {
+                let k = rng.random_range(0..keys);
                 let mut v = frontier[k as usize];
-                if corrupted < corrupt && rng.below(5) == 0 {
+                if corrupted < corrupt && rng.random_range(0..5) == 0 {
                     v += 1_000_000;
                     corrupted += 1;
                 }
@@ -110,9 +95,9 @@ fn generate(seed: u64, n: usize, sessions: usize, keys: u64, corrupt: usize, con
 
 /// File order displaced by up to `window` positions, each session's order kept.
 fn shuffled(kv: &KvHistory, seed: u64, window: usize) -> Vec<TxnId> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = isocert_random::seeded(seed);
     let mut keyed: Vec<(usize, TxnId)> =
-        kv.txn_ids().map(|t| (t.index() + rng.below(window as u64 + 1) as usize, t)).collect();
+        kv.txn_ids().map(|t| (t.index() + rng.random_range(0..window as u64 + 1) as usize, t)).collect();
     keyed.sort();
     // Restore session order among the displaced positions.
     let mut by_session: std::collections::BTreeMap<u32, Vec<TxnId>> = Default::default();

@@ -314,36 +314,24 @@ pub(crate) mod oracle {
         false
     }
 
-    /// A tiny deterministic generator (xorshift), so failures reproduce from the seed.
-    pub(crate) struct Rng(u64);
-
-    impl Rng {
-        pub(crate) fn new(seed: u64) -> Self {
-            Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-        }
-        pub(crate) fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
+    pub(crate) use isocert_random::SeededRng as Rng;
+    use isocert_random::rand::Rng as _;
 
     /// A random mini-transaction history: reads of one or two keys, some overwritten with
     /// fresh values, sometimes a read of the own write; read values drawn from the values
     /// of that key (initial, or anyone's write), so valid and invalid histories both occur.
     pub(crate) fn random(rng: &mut Rng) -> (Vec<Txn>, u8) {
-        let keys = 2 + rng.below(2) as u8;
-        let n = 2 + rng.below(5) as usize;
-        let sessions = 1 + rng.below(3) as u32;
+        let keys = 2 + rng.random_range(0..2) as u8;
+        let n = 2 + rng.random_range(0..5) as usize;
+        let sessions = 1 + rng.random_range(0..3) as u32;
         let mut next_value = 1i64;
         let mut txns: Vec<Txn> = (0..n)
             .map(|_| {
                 let mut ops = Vec::new();
-                let first = rng.below(keys as u64) as u8;
+                let first = rng.random_range(0..keys as u64) as u8;
                 let mut read_keys = vec![first];
-                if rng.below(2) == 0 {
-                    let second = rng.below(keys as u64) as u8;
+                if rng.random_range(0..2) == 0 {
+                    let second = rng.random_range(0..keys as u64) as u8;
                     if second != first {
                         read_keys.push(second);
                     }
@@ -352,15 +340,15 @@ pub(crate) mod oracle {
                     ops.push((k, false, -1));
                 }
                 for &k in &read_keys {
-                    if rng.below(3) != 0 {
+                    if rng.random_range(0..3) != 0 {
                         ops.push((k, true, next_value));
                         next_value += 1;
-                        if rng.below(4) == 0 {
+                        if rng.random_range(0..4) == 0 {
                             ops.push((k, false, next_value - 1));
                         }
                     }
                 }
-                Txn { session: rng.below(sessions as u64) as u32, committed: rng.below(8) != 0, ops }
+                Txn { session: rng.random_range(0..sessions as u64) as u32, committed: rng.random_range(0..8) != 0, ops }
             })
             .collect();
         let mut pool: Vec<Vec<i64>> = vec![vec![0]; keys as usize];
@@ -372,7 +360,7 @@ pub(crate) mod oracle {
         for t in &mut txns {
             for op in t.ops.iter_mut().filter(|op| !op.1 && op.2 == -1) {
                 let choices = &pool[op.0 as usize];
-                op.2 = choices[rng.below(choices.len() as u64) as usize];
+                op.2 = choices[rng.random_range(0..choices.len() as u64) as usize];
             }
         }
         (txns, keys)
@@ -412,7 +400,7 @@ pub(crate) mod oracle {
 fn mtc_agrees_with_brute_force_on_thousands_of_random_histories() {
     let (mut valid, mut invalid) = ([0usize; 2], [0usize; 2]);
     for seed in 0..4000u64 {
-        let mut rng = oracle::Rng::new(seed);
+        let mut rng = isocert_random::seeded(seed);
         let (txns, keys) = oracle::random(&mut rng);
         let text = oracle::to_v1(&txns, keys);
         let h = v1::read_history(text.as_bytes()).unwrap();

@@ -3,6 +3,7 @@
 //! with blind writes, where the version order is not implied by the reads.
 
 use isocert_history::v1;
+use isocert_random::rand::Rng as _;
 
 use super::check;
 use crate::mtc::tests::oracle::{self, Rng, Txn};
@@ -62,17 +63,17 @@ fn levels_and_shapes_are_checked() {
 /// Random histories of up to six transactions: reads and blind or read-modify writes,
 /// read values drawn from the key's values, internal reads mostly consistent.
 fn random_general(rng: &mut Rng) -> (Vec<Txn>, u8) {
-    let keys = 2 + rng.below(2) as u8;
-    let n = 2 + rng.below(5) as usize;
-    let sessions = 1 + rng.below(3) as u32;
+    let keys = 2 + rng.random_range(0..2) as u8;
+    let n = 2 + rng.random_range(0..5) as usize;
+    let sessions = 1 + rng.random_range(0..3) as u32;
     let mut next = 1i64;
     let mut txns: Vec<Txn> = (0..n)
         .map(|_| {
-            let len = 1 + rng.below(4) as usize;
+            let len = 1 + rng.random_range(0..4) as usize;
             let ops = (0..len)
                 .map(|_| {
-                    let k = rng.below(keys as u64) as u8;
-                    if rng.below(2) == 0 {
+                    let k = rng.random_range(0..keys as u64) as u8;
+                    if rng.random_range(0..2) == 0 {
                         (k, false, -1)
                     } else {
                         next += 1;
@@ -80,7 +81,7 @@ fn random_general(rng: &mut Rng) -> (Vec<Txn>, u8) {
                     }
                 })
                 .collect();
-            Txn { session: rng.below(sessions as u64) as u32, committed: rng.below(8) != 0, ops }
+            Txn { session: rng.random_range(0..sessions as u64) as u32, committed: rng.random_range(0..8) != 0, ops }
         })
         .collect();
     let mut pool: Vec<Vec<i64>> = vec![vec![0]; keys as usize];
@@ -106,10 +107,10 @@ fn random_general(rng: &mut Rng) -> (Vec<Txn>, u8) {
             }
             let mine = own.iter().find(|e| e.0 == op.0).map(|e| e.1);
             op.2 = match mine {
-                Some(v) if rng.below(10) != 0 => v,
+                Some(v) if rng.random_range(0..10) != 0 => v,
                 _ => {
                     let choices = &pool[op.0 as usize];
-                    choices[rng.below(choices.len() as u64) as usize]
+                    choices[rng.random_range(0..choices.len() as u64) as usize]
                 }
             };
             own.retain(|e| e.0 != op.0);
@@ -123,7 +124,7 @@ fn random_general(rng: &mut Rng) -> (Vec<Txn>, u8) {
 fn sat_checkers_agree_with_brute_force_on_thousands_of_random_histories() {
     let (mut valid, mut invalid) = ([0usize; 2], [0usize; 2]);
     for seed in 0..3000u64 {
-        let mut rng = Rng::new(seed ^ 0x5A5A);
+        let mut rng = isocert_random::seeded(seed ^ 0x5A5A);
         let (txns, keys) = random_general(&mut rng);
         let text = oracle::to_v1(&txns, keys);
         let h = v1::read_history(text.as_bytes()).unwrap();

@@ -6,35 +6,26 @@ use isocert_history::formats::{
     read_elle_edn, read_elle_json, read_plume, Format,
 };
 use isocert_history::Scalar;
+use isocert_random::rand::Rng as _;
+use isocert_random::SeededRng;
 
 use super::{fixture, v1_history};
 
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// `seed` with a few bytes flipped, inserted, deleted or the tail cut.
-    fn mutate(&mut self, seed: &[u8]) -> Vec<u8> {
-        let mut out = seed.to_vec();
-        for _ in 0..1 + self.next() % 4 {
-            let at = if out.is_empty() { 0 } else { (self.next() % out.len() as u64) as usize };
-            match self.next() % 4 {
-                0 if !out.is_empty() => out[at] = self.next() as u8,
-                1 => out.insert(at, self.next() as u8),
-                2 if !out.is_empty() => {
-                    out.remove(at);
-                }
-                _ => out.truncate(at),
+/// `seed` with a few bytes flipped, inserted, deleted or the tail cut.
+fn mutate(rng: &mut SeededRng, seed: &[u8]) -> Vec<u8> {
+    let mut out = seed.to_vec();
+    for _ in 0..rng.random_range(1..=4) {
+        let at = if out.is_empty() { 0 } else { rng.random_range(0..out.len()) };
+        match rng.random_range(0..4) {
+            0 if !out.is_empty() => out[at] = rng.random(),
+            1 => out.insert(at, rng.random()),
+            2 if !out.is_empty() => {
+                out.remove(at);
             }
+            _ => out.truncate(at),
         }
-        out
     }
+    out
 }
 
 fn seeds(format: Format, files: &[&str]) -> Vec<Vec<u8>> {
@@ -51,16 +42,16 @@ fn seeds(format: Format, files: &[&str]) -> Vec<Vec<u8>> {
 }
 
 fn hammer(seeds: &[Vec<u8>], read: impl Fn(&[u8])) {
-    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+    let mut rng = isocert_random::seeded(0x9e37_79b9_7f4a_7c15);
     for seed in seeds {
         read(seed);
         for _ in 0..1500 {
-            read(&rng.mutate(seed));
+            read(&mutate(&mut rng, seed));
         }
     }
     for _ in 0..500 {
-        let len = (rng.next() % 200) as usize;
-        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let len = rng.random_range(0..200);
+        let bytes: Vec<u8> = (0..len).map(|_| rng.random()).collect();
         read(&bytes);
     }
 }
