@@ -28,6 +28,9 @@ pub enum WorkloadError {
     /// A name on the command line or in the configuration is not known.
     #[error("bad workload configuration: {0}")]
     UnknownName(#[from] UnknownName),
+    /// A key distribution name is not known.
+    #[error("bad workload configuration: distribution: {0}")]
+    UnknownDistribution(#[from] isocert_random::UnknownDistribution),
     /// An adapter facility failed (snapshot parsing, connecting).
     #[error(transparent)]
     Adapter(#[from] isocert_adapters::AdapterError),
