@@ -115,32 +115,34 @@ fn gen(dir: &Path, txns: usize) -> std::io::Result<()> {
     let mut displaced = BufWriter::new(File::create(dir.join("bench-displaced.jsonl"))?);
     let mut rng = isocert_random::seeded(7);
     let mut block: Vec<Vec<u8>> = Vec::new();
-    let flush_block =
-        |block: &mut Vec<Vec<u8>>, rng: &mut isocert_random::SeededRng, out: &mut BufWriter<File>| -> std::io::Result<()> {
-            // Shuffle, then restore each session's order over the shuffled slots.
-            let n = block.len();
-            let mut order: Vec<usize> = (0..n).collect();
-            for i in (1..n).rev() {
-                order.swap(i, rng.random_range(0..=i));
+    let flush_block = |block: &mut Vec<Vec<u8>>,
+                       rng: &mut isocert_random::SeededRng,
+                       out: &mut BufWriter<File>|
+     -> std::io::Result<()> {
+        // Shuffle, then restore each session's order over the shuffled slots.
+        let n = block.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            order.swap(i, rng.random_range(0..=i));
+        }
+        let mut slots_by_session: Vec<Vec<usize>> = vec![Vec::new(); SESSIONS];
+        for (slot, &i) in order.iter().enumerate() {
+            slots_by_session[i % SESSIONS].push(slot);
+        }
+        let mut arranged = vec![0usize; n];
+        for (s, slots) in slots_by_session.iter_mut().enumerate() {
+            slots.sort_unstable();
+            let members = (0..n).filter(|i| i % SESSIONS == s);
+            for (slot, i) in slots.iter().zip(members) {
+                arranged[*slot] = i;
             }
-            let mut slots_by_session: Vec<Vec<usize>> = vec![Vec::new(); SESSIONS];
-            for (slot, &i) in order.iter().enumerate() {
-                slots_by_session[i % SESSIONS].push(slot);
-            }
-            let mut arranged = vec![0usize; n];
-            for (s, slots) in slots_by_session.iter_mut().enumerate() {
-                slots.sort_unstable();
-                let members = (0..n).filter(|i| i % SESSIONS == s);
-                for (slot, i) in slots.iter().zip(members) {
-                    arranged[*slot] = i;
-                }
-            }
-            for i in arranged {
-                out.write_all(&block[i])?;
-            }
-            block.clear();
-            Ok(())
-        };
+        }
+        for i in arranged {
+            out.write_all(&block[i])?;
+        }
+        block.clear();
+        Ok(())
+    };
     let mut header = String::from("{\"format\":\"isocert-history\",\"version\":1,\"initial\":[");
     for k in 0..KEYS {
         header.push_str(&format!("{}{{\"key\":{k},\"value\":0}}", if k == 0 { "" } else { "," }));

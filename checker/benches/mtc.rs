@@ -16,8 +16,8 @@ use std::io::BufWriter;
 use std::time::Instant;
 
 use isocert_checker::{check, CheckerKind, IsolationLevel};
-use isocert_random::rand::Rng as _;
 use isocert_history::{v1, Certificate, History, Op, Scalar, Transaction, Value, KV_TABLE};
+use isocert_random::rand::Rng as _;
 
 const SESSIONS: u64 = 25;
 const KEYS: u64 = 10_000;

@@ -7,7 +7,6 @@ pub use isocert_random::Distribution;
 
 use crate::{GenError, Injection};
 
-
 /// The concurrency control the simulated store runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Isolation {

@@ -14,10 +14,10 @@ use rustc_hash::FxHashMap;
 use crate::cert::CertBuilder;
 use crate::inject::Planted;
 use crate::record::{OpRec, Outcome, PredSpec, RowVal, Seen, SeenWriter, Sink, TxnRecord, Val};
-use isocert_random::rand::Rng as _;
-use isocert_random::{KeyChooser, SeededRng};
 use crate::store::{Store, Version, INITIAL, UNBORN};
 use crate::{DataModel, GenConfig, GenError, Isolation};
+use isocert_random::rand::Rng as _;
+use isocert_random::{KeyChooser, SeededRng};
 
 /// Counts of what a run produced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

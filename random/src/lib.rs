@@ -109,9 +109,13 @@ pub struct KeyChooser {
 enum Shape {
     Uniform,
     /// `cdf[k]`: the probability of a key `<= k`, scaled to `u64`.
-    ZipfianTable { cdf: Vec<u64> },
+    ZipfianTable {
+        cdf: Vec<u64>,
+    },
     ZipfianSampler(Zipf<f64>),
-    Hotspot { hot: u64 },
+    Hotspot {
+        hot: u64,
+    },
 }
 
 impl KeyChooser {
@@ -208,10 +212,8 @@ mod tests {
     fn the_zipfian_sampler_beyond_the_table_agrees_with_the_table() {
         let n = 50;
         let table = KeyChooser::new(Distribution::Zipfian, n);
-        let sampler = KeyChooser {
-            n,
-            shape: Shape::ZipfianSampler(Zipf::new(n as f64, ZIPF_EXPONENT).unwrap()),
-        };
+        let sampler =
+            KeyChooser { n, shape: Shape::ZipfianSampler(Zipf::new(n as f64, ZIPF_EXPONENT).unwrap()) };
         let mut rng = seeded(3);
         let (mut a, mut b) = (vec![0f64; n as usize], vec![0f64; n as usize]);
         for _ in 0..200_000 {

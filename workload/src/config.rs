@@ -73,7 +73,6 @@ impl FromStr for WorkloadKind {
     }
 }
 
-
 /// Everything that decides a run (besides the database's own scheduling).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]

@@ -2,12 +2,12 @@
 //! the plan number alone (values that must be unique are drawn when the plan runs).
 
 use isocert_history::AggregateFn;
-use rand::Rng;
 use isocert_random::SeededRng;
+use rand::Rng;
 
-use isocert_random::KeyChooser;
 use crate::schema::ITEMS_C2_VALUES;
 use crate::{WorkloadConfig, WorkloadKind};
+use isocert_random::KeyChooser;
 
 /// One planned statement.
 #[derive(Clone, Debug, PartialEq)]

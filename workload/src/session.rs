@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use isocert_adapters::{CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep};
 use isocert_history::Status;
-use rand::Rng;
 use isocert_random::SeededRng;
+use rand::Rng;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use tokio::sync::mpsc::UnboundedSender;

@@ -314,8 +314,8 @@ pub(crate) mod oracle {
         false
     }
 
-    pub(crate) use isocert_random::SeededRng as Rng;
     use isocert_random::rand::Rng as _;
+    pub(crate) use isocert_random::SeededRng as Rng;
 
     /// A random mini-transaction history: reads of one or two keys, some overwritten with
     /// fresh values, sometimes a read of the own write; read values drawn from the values
@@ -348,7 +348,11 @@ pub(crate) mod oracle {
                         }
                     }
                 }
-                Txn { session: rng.random_range(0..sessions as u64) as u32, committed: rng.random_range(0..8) != 0, ops }
+                Txn {
+                    session: rng.random_range(0..sessions as u64) as u32,
+                    committed: rng.random_range(0..8) != 0,
+                    ops,
+                }
             })
             .collect();
         let mut pool: Vec<Vec<i64>> = vec![vec![0]; keys as usize];

@@ -81,7 +81,11 @@ fn random_general(rng: &mut Rng) -> (Vec<Txn>, u8) {
                     }
                 })
                 .collect();
-            Txn { session: rng.random_range(0..sessions as u64) as u32, committed: rng.random_range(0..8) != 0, ops }
+            Txn {
+                session: rng.random_range(0..sessions as u64) as u32,
+                committed: rng.random_range(0..8) != 0,
+                ops,
+            }
         })
         .collect();
     let mut pool: Vec<Vec<i64>> = vec![vec![0]; keys as usize];
