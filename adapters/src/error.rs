@@ -15,8 +15,27 @@ pub enum AdapterError {
         /// Where the search looked.
         searched: String,
     },
+    /// The MariaDB server programs (`mariadbd`, `mariadb-install-db`) are not installed.
+    #[error(
+        "MariaDB server programs not found (mariadbd and mariadb-install-db on PATH or in /usr/sbin); \
+         install them with `apt-get install -y mariadb-server`"
+    )]
+    MariaDbNotInstalled,
+    /// A MariaDB/MySQL request outside a workload session failed (the change capture,
+    /// setup).
+    #[error("{context}: {source}")]
+    Mysql {
+        /// What was being done.
+        context: String,
+        /// The driver error.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// A database request outside a workload session failed, as its adapter classified it.
+    #[error(transparent)]
+    Database(#[from] crate::seam::DbError),
     /// Running as root, but there is no unprivileged user to run the server as.
-    #[error("running as root and user `{user}` does not exist: PostgreSQL refuses to run as root; create it with `useradd --system {user}`")]
+    #[error("running as root and user `{user}` does not exist: the database server refuses to run as root; create it with `useradd --system {user}`")]
     NoServerUser {
         /// The user name looked up in /etc/passwd.
         user: String,
@@ -67,7 +86,7 @@ pub enum AdapterError {
     #[error("bad PostgreSQL {0}")]
     BadSnapshot(isocert_recovery::SnapshotParseError),
     /// The server answered something the adapter did not expect.
-    #[error("unexpected answer from PostgreSQL: {message}")]
+    #[error("unexpected answer from the database: {message}")]
     Protocol {
         /// What was unexpected.
         message: String,
@@ -92,6 +111,12 @@ pub enum AdapterError {
     NotSupported {
         /// The database's name.
         database: &'static str,
+    },
+    /// An option the chosen database does not have.
+    #[error("{message}")]
+    NotSupportedHere {
+        /// What is not supported, and what to do instead.
+        message: String,
     },
     /// The data directory of an embedded server could not be prepared.
     #[error("cannot prepare data directory {path}: {message}")]

@@ -24,10 +24,13 @@
 
 mod error;
 pub mod guard;
+pub mod mariadb;
 pub mod postgres;
 pub mod seam;
+mod server_process;
 
 pub use error::AdapterError;
+pub use mariadb::{EmbeddedMariaDb, MariaDb};
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
     dispatch, redact_url, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,

@@ -1,5 +1,6 @@
 //! Integration tests of the adapters against a real PostgreSQL.
 
 mod embedded;
+mod mariadb;
 mod replication;
 mod stream_auth;

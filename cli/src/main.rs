@@ -75,10 +75,28 @@ fn run_command() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("isocert: error: {e:#}");
+            eprintln!("isocert: error: {}", error_text(&e));
             exit::error()
         }
     }
+}
+
+/// `e` and its causes joined by `: `, leaving out a cause whose words the text already
+/// holds (drivers wrap a server's error and also report it as their source, so `{:#}`
+/// printed the same server message two or three times).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// How many `-v` were given (set once at start).
@@ -101,4 +119,38 @@ fn init_logging(verbose: u8) {
     // Colour only for a person at a terminal: escapes in a log file or a pipe are noise.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_repeated_by_its_wrapper_is_printed_once() {
+        #[derive(Debug)]
+        struct Inner;
+        impl std::fmt::Display for Inner {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("ERROR 1045: Access denied")
+            }
+        }
+        impl std::error::Error for Inner {}
+        #[derive(Debug)]
+        struct Wrapper(Inner);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "Server error: `{}'", self.0)
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = anyhow::Error::new(Wrapper(Inner)).context("connecting to mysql://root:***@h/db");
+        assert_eq!(
+            error_text(&e),
+            "connecting to mysql://root:***@h/db: Server error: `ERROR 1045: Access denied'"
+        );
+    }
 }

@@ -94,12 +94,12 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     no_recovery: bool,
     /// How recovery receives the committed changes (the adapter refuses modes it lacks).
-    /// PostgreSQL: `stream` (the streaming replication protocol: the server decodes each
-    /// change once and pushes it; needs a connection with `replication=database` allowed by
-    /// pg_hba.conf) or `poll` (SQL reads of the slot every --poll-interval-ms; costs the
-    /// server more).
-    #[arg(long, value_name = "MODE", default_value = "stream")]
-    replication: String,
+    /// PostgreSQL: `stream` (the default: the streaming replication protocol; the server
+    /// decodes each change once and pushes it; needs a connection with
+    /// `replication=database` allowed by pg_hba.conf) or `poll` (SQL reads of the slot every
+    /// --poll-interval-ms; costs the server more). MariaDB has one way (the binary log).
+    #[arg(long, value_name = "MODE")]
+    replication: Option<String>,
     /// With a polling mode (`--replication poll`): shortest time between two reads of the
     /// change stream while the workload runs (longer: less work for the server, same
     /// completeness; the final read is immediate).
@@ -204,7 +204,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let capture = (!args.no_recovery).then(|| CaptureOptions {
         run_name: run_name(),
-        mode: Some(args.replication.clone()),
+        mode: args.replication.clone(),
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
     let table = cfg.kind.table_spec();
@@ -448,7 +448,7 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "seed": args.seed,
         "deletes": !args.no_deletes,
         "recovery": r.is_some(),
-        "replication": r.is_some().then_some(args.replication.as_str()),
+        "replication": if r.is_some() { args.replication.as_deref() } else { None },
         "committed": stats.committed,
         "attempts": stats.attempts,
         "workload_secs": stats.workload_secs,
@@ -468,6 +468,8 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
             "version_sets": r.stats.version_sets,
             "item_read_versions": r.stats.item_read_versions,
             "rechecked_rows": r.stats.rechecked_rows,
+            "ambiguous_reads": r.stats.ambiguous_reads,
+            "outside_window": r.stats.outside_window,
             "serialization_cycle": r.stats.serialization_cycle,
             "warnings": r.warnings,
         });

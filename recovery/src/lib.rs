@@ -27,11 +27,14 @@
 //! ```
 
 mod error;
+mod innodb;
+mod matching;
 mod postgres;
 mod raw_log;
 mod snapshot;
 
 pub use error::RecoveryError;
+pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use postgres::{recover_postgres, PostgresRecovery, Recovered, RecoveryStats, RowMatcher};
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};

@@ -3,5 +3,6 @@
 mod corpus;
 mod generated;
 mod html;
+mod mariadb;
 mod postgres;
 mod safety;

@@ -14,7 +14,7 @@
 //! - under `CI=true` a missing server is a failure (a panic naming what is missing), since
 //!   CI's `scripts/test` always starts one.
 //!
-//! Another server kind is one more [`TestServer`] constant (a MariaDB one would read
+//! Another server kind is one more [`TestServer`] constant ([`MARIADB`] reads
 //! `ISOCERT_TEST_MARIADB`).
 
 use std::io::Write as _;
@@ -36,6 +36,13 @@ pub const POSTGRES: TestServer = TestServer {
     env: "ISOCERT_TEST_PG",
     hint: "run the tests with scripts/test, start a server with `eval \"$(scripts/pg-cluster start)\"`, \
            or install the server programs (scripts/install-deps)",
+};
+
+/// MariaDB: `ISOCERT_TEST_MARIADB`, or an embedded server when its programs are installed.
+pub const MARIADB: TestServer = TestServer {
+    name: "MariaDB",
+    env: "ISOCERT_TEST_MARIADB",
+    hint: "install the server programs with scripts/install-deps (Debian's mariadb-server)",
 };
 
 /// Where a test gets its server.

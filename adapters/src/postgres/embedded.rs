@@ -5,13 +5,12 @@
 
 use std::fs;
 use std::io::Write;
-use std::net::TcpListener;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use crate::guard::{sweep_stale, OwnerFile, ServerGuard};
+use crate::server_process::{check, free_port, lookup_user, reachable_temp_dir, run, running_as_root};
 use crate::AdapterError;
 
 /// Where Debian and Ubuntu install the server programs, one folder per major version.
@@ -380,26 +379,6 @@ impl Drop for EmbeddedPostgres {
     }
 }
 
-fn run(cmd: &mut Command, program: &str) -> Result<Output, AdapterError> {
-    cmd.output().map_err(|e| AdapterError::io(format!("running {program}"), e))
-}
-
-fn check(out: Output, program: &str, log: impl FnOnce() -> String) -> Result<(), AdapterError> {
-    if out.status.success() {
-        return Ok(());
-    }
-    let mut output = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !stdout.trim().is_empty() {
-        output = format!("{}\n{output}", stdout.trim());
-    }
-    let log = log();
-    if !log.is_empty() {
-        output = format!("{output}\nserver log:\n{log}");
-    }
-    Err(AdapterError::ServerCommand { program: program.to_string(), status: out.status.to_string(), output })
-}
-
 /// The newest `/usr/lib/postgresql/<version>/bin`, else the folder of `initdb` on PATH.
 fn find_bin_dir() -> Result<PathBuf, AdapterError> {
     let mut versions: Vec<(Vec<u32>, PathBuf)> = fs::read_dir(DEBIAN_ROOT)
@@ -436,46 +415,6 @@ fn checked_bin_dir(dir: &Path) -> Result<PathBuf, AdapterError> {
 
 fn has_server_programs(dir: &Path) -> bool {
     ["initdb", "pg_ctl", "postgres"].iter().all(|p| dir.join(p).is_file())
-}
-
-/// The temporary directory, if every folder on its path lets other users through (the
-/// server runs as another user); else `/tmp`.
-fn reachable_temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir();
-    let traversable = dir.ancestors().all(|a| fs::metadata(a).is_ok_and(|m| m.mode() & 0o001 != 0));
-    if traversable {
-        dir
-    } else {
-        PathBuf::from("/tmp")
-    }
-}
-
-/// Whether this process runs as root (the owner of `/proc/self` is the effective user).
-fn running_as_root() -> bool {
-    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
-}
-
-/// The uid and gid of `user` from `/etc/passwd`.
-fn lookup_user(user: &str) -> Result<(u32, u32), AdapterError> {
-    let passwd = fs::read_to_string("/etc/passwd").map_err(|e| AdapterError::io("reading /etc/passwd", e))?;
-    passwd
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(':').collect();
-            (fields.len() >= 4 && fields[0] == user)
-                .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
-        })
-        .flatten()
-        .next()
-        .ok_or_else(|| AdapterError::NoServerUser { user: user.to_string() })
-}
-
-/// A loopback port nobody listens on right now.
-fn free_port() -> Result<u16, AdapterError> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| AdapterError::io("finding a free loopback port", e))?;
-    let port = listener.local_addr().map_err(|e| AdapterError::io("finding a free loopback port", e))?.port();
-    Ok(port)
 }
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ pub trait DatabaseVisitor {
 pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V::Output, AdapterError> {
     match kind {
         DatabaseKind::Postgres => Ok(visitor.visit::<crate::postgres::Postgres>()),
+        DatabaseKind::MariaDb => Ok(visitor.visit::<crate::mariadb::MariaDb>()),
         other => Err(AdapterError::NotSupported { database: other.display_name() }),
     }
 }

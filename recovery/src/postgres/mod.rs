@@ -12,7 +12,6 @@
 
 mod facts;
 mod item_reads;
-mod matching;
 mod serial;
 mod timeline;
 mod version_sets;
@@ -44,6 +43,12 @@ pub struct RecoveryStats {
     pub item_read_versions: usize,
     /// Rows whose version a READ COMMITTED UPDATE/DELETE re-evaluated (EvalPlanQual).
     pub rechecked_rows: usize,
+    /// Reads whose version the log could not pin down (several candidates remained; the
+    /// rule took one and says which in its warnings). PostgreSQL's snapshots leave none.
+    pub ambiguous_reads: usize,
+    /// Returned versions that were not the newest while their reader ran, by the log's
+    /// positions (taken from the row's value anyway).
+    pub outside_window: usize,
     /// Whether the recovered dependencies have a cycle, so that no order respects them all
     /// and the serialization order falls back to commit visibility (only a history that
     /// is not serializable has one; Enne will then report it).
@@ -78,7 +83,9 @@ pub fn recover_postgres(
     matcher: RowMatcher<'_>,
 ) -> Result<Recovered, RecoveryError> {
     let facts = facts::read_facts(h)?;
-    let matched = matching::match_log(h, &facts, log)?;
+    let ids: Vec<Option<u64>> = facts.iter().map(|f| f.xid).collect();
+    // The stream carries 32-bit xids; the client records full 64-bit ones.
+    let matched = crate::matching::match_log(h, &ids, log, |xid| u64::from(xid as u32))?;
     let tl = timeline::build(h, &facts, &matched);
     timeline::apply(h, &tl);
     let h: &History = h;
@@ -97,6 +104,7 @@ pub fn recover_postgres(
         item_read_versions,
         rechecked_rows: set_stats.rechecked_rows,
         serialization_cycle: cyclic,
+        ..RecoveryStats::default()
     };
     let certificate = Certificate {
         version_order: Some(matched.version_order),

@@ -14,7 +14,7 @@ use isocert_history::{History, Timestamp, TxnId};
 use rustc_hash::FxHashSet;
 
 use super::facts::TxnFacts;
-use super::matching::Matched;
+use crate::matching::Matched;
 use crate::PgSnapshot;
 
 /// The timestamps derived for every transaction, and the snapshots that broke nesting.

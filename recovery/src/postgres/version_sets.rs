@@ -10,8 +10,8 @@ use isocert_history::{History, ObjId, Op, OpRef, PredId, SeenVersion, TableId, T
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::facts::TxnFacts;
-use super::matching::Matched;
 use super::timeline::Timeline;
+use crate::matching::Matched;
 use crate::{PgSnapshot, RecoveryError};
 
 /// Decides whether version `value` of object `obj` matches predicate `pred`.

@@ -1,9 +1,10 @@
-//! Matching the replication stream's transactions to the history's, and the version order.
+//! Matching a captured log's transactions to the history's, and the version order: shared
+//! by every recovery rule whose client records an id of each transaction that the log also
+//! carries (PostgreSQL: the xid; MariaDB: the GTID sequence number).
 
 use isocert_history::{History, ObjId, Op, Scalar, Status, TableId, TxnId, Value, ValueId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::facts::TxnFacts;
 use crate::{RawLog, RecoveryError, RowChange};
 
 /// The result of matching: who wrote what, in which order.
@@ -13,7 +14,8 @@ pub(crate) struct Matched {
     pub(crate) version_order: FxHashMap<ObjId, Vec<TxnId>>,
     /// Per history transaction, its position in the stream (commit order), if it committed writes.
     pub(crate) stream_pos: Vec<Option<u32>>,
-    /// Per history transaction, its full 64-bit xid, if known.
+    /// Per history transaction, the id the client recorded (PostgreSQL: its full 64-bit
+    /// xid; MariaDB: its GTID sequence number), or the log's id once matched.
     pub(crate) xid: Vec<Option<u64>>,
     /// The value each committed writer left on each object it wrote.
     pub(crate) final_value: FxHashMap<(TxnId, ObjId), ValueId>,
@@ -90,17 +92,22 @@ fn lsn_text(lsn: u64) -> String {
     format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
 }
 
-/// Matches every logged transaction to a history transaction (by xid, or for an
-/// unknown-status transaction that never learned its xid, by the unique value it wrote),
-/// resolves unknown statuses, checks that history and log agree on every write, and builds
-/// the version order.
-pub(crate) fn match_log(h: &mut History, facts: &[TxnFacts], log: &RawLog) -> Result<Matched, RecoveryError> {
+/// Matches every logged transaction to a history transaction (by the id the client
+/// recorded, `ids[t]`, compared with the log's after `narrow`; or for an unknown-status
+/// transaction that never learned its id, by the unique value it wrote), resolves unknown
+/// statuses, checks that history and log agree on every write, and builds the version order.
+pub(crate) fn match_log(
+    h: &mut History,
+    ids: &[Option<u64>],
+    log: &RawLog,
+    narrow: fn(u64) -> u64,
+) -> Result<Matched, RecoveryError> {
     let n = h.txns.len();
     let mut m = Matched { stream_pos: vec![None; n], xid: vec![None; n], ..Matched::default() };
-    let mut by_xid: FxHashMap<u32, TxnId> = FxHashMap::default();
+    let mut by_xid: FxHashMap<u64, TxnId> = FxHashMap::default();
     for t in h.txn_ids() {
-        if let Some(x) = facts[t.index()].xid {
-            if let Some(first) = by_xid.insert(x as u32, t) {
+        if let Some(x) = ids[t.index()] {
+            if let Some(first) = by_xid.insert(narrow(x), t) {
                 return Err(RecoveryError::DuplicateXid {
                     xid: x,
                     first: h.txn_label(first),
@@ -154,7 +161,7 @@ pub(crate) fn match_log(h: &mut History, facts: &[TxnFacts], log: &RawLog) -> Re
                 by_write.get(&(*obj, h.value_id(&v)?)).copied()
             })
         };
-        let t = match by_xid.get(&(ct.xid as u32)).copied().or_else(by_value) {
+        let t = match by_xid.get(&narrow(ct.xid)).copied().or_else(by_value) {
             Some(t) => t,
             None => {
                 return Err(RecoveryError::UnknownWriter {
