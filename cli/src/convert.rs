@@ -65,13 +65,12 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         (_, Some(_)) => anyhow::bail!("--initial-value applies to --from chronos only"),
         (from, None) => crate::check::load(input, args.certificate.as_ref(), from)?,
     };
-    if let Some(path) = &args.certificate_out {
+    if args.certificate_out.is_some() {
         anyhow::ensure!(
             !carried.is_empty(),
             "--certificate-out: a {} history carries no certificate facts (give one with --certificate)",
             args.from
         );
-        write_certificate(&h, &carried, path)?;
     }
     let notes = args
         .to
@@ -80,7 +79,99 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     for note in notes {
         tracing::warn!("{}: {note}", args.output.display());
     }
+    if let Some(path) = &args.certificate_out {
+        // The certificate must name the transactions as a reader of OUT will: formats
+        // without transaction ids (dbcop's) number them anew. Read OUT back and name them
+        // as it does.
+        let written = args
+            .to
+            .read_path(&args.output)
+            .with_context(|| format!("reading back the {} history {}", args.to, args.output.display()))?
+            .history;
+        let cert = remap_certificate(&h, &written, &carried).with_context(|| {
+            format!("--certificate-out: {} does not keep the transactions of IN", args.to)
+        })?;
+        if let Err(e) = write_certificate(&written, &cert, path) {
+            let _ = std::fs::remove_file(&args.output);
+            return Err(e);
+        }
+    }
     Ok(exit::valid())
+}
+
+/// `cert`, a certificate of `from`, for the same history as written and read back (`to`):
+/// transactions matched by session (in order of first appearance) and position in the
+/// session, objects by table name and key.
+fn remap_certificate(from: &History, to: &History, cert: &Certificate) -> anyhow::Result<Certificate> {
+    use isocert_history::{ObjId, OpRef, SeenVersion, TxnId, Writer};
+    use rustc_hash::FxHashMap;
+
+    let by_session = |h: &History| {
+        let mut sessions: Vec<(isocert_history::SessionId, Vec<TxnId>)> = Vec::new();
+        for t in h.txn_ids() {
+            let s = h.txn(t).session;
+            match sessions.iter_mut().find(|(id, _)| *id == s) {
+                Some((_, list)) => list.push(t),
+                None => sessions.push((s, vec![t])),
+            }
+        }
+        sessions
+    };
+    let (a, b) = (by_session(from), by_session(to));
+    anyhow::ensure!(a.len() == b.len(), "{} sessions became {}", a.len(), b.len());
+    let mut txn: FxHashMap<TxnId, TxnId> = FxHashMap::default();
+    for ((_, xs), (_, ys)) in a.iter().zip(&b) {
+        anyhow::ensure!(xs.len() == ys.len(), "a session of {} transactions became {}", xs.len(), ys.len());
+        txn.extend(xs.iter().copied().zip(ys.iter().copied()));
+    }
+    let obj = |o: ObjId| -> anyhow::Result<ObjId> {
+        let key = from.object(o);
+        let table = to
+            .table_by_name(&from.table(key.table).name)
+            .and_then(|t| to.object_by_key(t, &key.key))
+            .ok_or_else(|| {
+                anyhow::anyhow!("object {} is not in the written history", from.object_label(o))
+            })?;
+        Ok(table)
+    };
+    let t = |x: TxnId| {
+        txn.get(&x).copied().ok_or_else(|| anyhow::anyhow!("{} has no counterpart", from.txn_label(x)))
+    };
+    let writer = |w: Writer| -> anyhow::Result<Writer> {
+        Ok(match w {
+            Writer::Initial => Writer::Initial,
+            Writer::Txn(x) => Writer::Txn(t(x)?),
+        })
+    };
+    let version_order = match &cert.version_order {
+        Some(order) => Some(
+            order
+                .iter()
+                .map(|(o, ws)| Ok((obj(*o)?, ws.iter().map(|w| t(*w)).collect::<anyhow::Result<Vec<_>>>()?)))
+                .collect::<anyhow::Result<FxHashMap<_, _>>>()?,
+        ),
+        None => None,
+    };
+    let version_sets = match &cert.version_sets {
+        Some(sets) => Some(
+            sets.iter()
+                .map(|(at, seen)| {
+                    let at = OpRef { txn: t(at.txn)?, op: at.op };
+                    let seen = seen
+                        .iter()
+                        .map(|s| Ok(SeenVersion { obj: obj(s.obj)?, writer: writer(s.writer)? }))
+                        .collect::<anyhow::Result<Vec<_>>>()?;
+                    Ok((at, seen))
+                })
+                .collect::<anyhow::Result<FxHashMap<_, _>>>()?,
+        ),
+        None => None,
+    };
+    let serialization_order = match &cert.serialization_order {
+        Some(order) => Some(order.iter().map(|x| t(*x)).collect::<anyhow::Result<Vec<_>>>()?),
+        None => None,
+    };
+    Ok(Certificate { version_order, version_sets, serialization_order })
 }
 
 /// Writes `cert` to `path`: King Cobra's layout for a `.vo` file, else a v1 certificate.
