@@ -132,3 +132,79 @@ fn between_symmetric_is_refused_by_name_and_piped_logs_have_no_colour() {
     assert!(stderr.contains("check finished"), "-vv logs the check: {stderr}");
     assert!(!stderr.contains('\u{1b}'), "colour escapes in piped logs: {stderr:?}");
 }
+
+/// Runs `isocert check` on `bytes` written to a file; returns (exit code, stderr).
+fn check_bytes(bytes: &[u8], args: &[&str]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("input");
+    std::fs::write(&path, bytes).unwrap();
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    all.push(path.to_str().unwrap());
+    let out = isocert(&all);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Issue 10, item 16: input that is not UTF-8 is reported with its line by every reader
+/// that reads lines (std's readers said "stream did not contain valid UTF-8" without one).
+#[test]
+fn text_that_is_not_utf8_is_reported_with_its_line() {
+    let cases: [(&str, &[u8]); 5] = [
+        ("v1", b"{\"id\":1,\"session\":1,\"ops\":[]}\n{\"id\":2,\"session\":1,\"ops\":[{\"f\":\"r\",\"key\":\"\xff\",\"value\":1}]}\n"),
+        ("dbcop", b"[[{\"events\":[],\"committed\":true}],\n [\"\xff\"]]"),
+        ("dbcop-hist", b"[x:=1]\n[y:=\xff]\n"),
+        ("plume", b"w(1,1,1,1)\nr(\xff,1,1,2)\n"),
+        ("elle-json", b"[{\"type\":\"invoke\",\"f\":\"txn\",\"value\":[[\"w\",1,1]],\"process\":0},\n{\"f\":\"\xff\"}]\n"),
+    ];
+    for (format, bytes) in cases {
+        let (code, stderr) = check_bytes(bytes, &["--format", format, "--isolation", "ser"]);
+        assert_eq!(code, Some(2), "{format}: {stderr}");
+        assert!(stderr.contains("line 2: the line is not UTF-8"), "{format}: {stderr}");
+    }
+}
+
+/// Issue 10, item 16: messages speak the format's words, not the reader's type names, and
+/// say -1, not `Int(-1)`.
+#[test]
+fn messages_name_the_formats_things_not_internal_types() {
+    let (code, stderr) = check_bytes(b"{\"id\":1,\"session\":1,\"ops\":[7]}\n", &["--isolation", "ser"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("expected an operation object") && !stderr.contains("Raw"), "{stderr}");
+    let dbcop = b"[[{\"events\":[{\"Wrte\":{\"variable\":1,\"version\":1}}],\"committed\":true}]]";
+    let (code, stderr) = check_bytes(dbcop, &["--format", "dbcop", "--isolation", "ser"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("an event must be") && !stderr.contains("untagged enum"), "{stderr}");
+    let chronos = b"[{\"tid\":1,\"sid\":1,\"sts\":-1,\"cts\":2,\"ops\":[{\"t\":\"w\",\"k\":1,\"v\":1}]}]";
+    let (code, stderr) = check_bytes(chronos, &["--format", "chronos", "--isolation", "si"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("timestamp -1 is not") && !stderr.contains("Int("), "{stderr}");
+}
+
+/// Issue 10, item 16: no reader echoes a huge input whole (plume quoted a 50 MB line).
+#[test]
+fn huge_lines_are_quoted_capped() {
+    let mut line = vec![b'x'; 2_000_000];
+    line.push(b'\n');
+    let (code, stderr) = check_bytes(&line, &["--format", "plume", "--isolation", "ser"]);
+    assert_eq!(code, Some(2), "{}", &stderr[..stderr.len().min(500)]);
+    assert!(stderr.len() < 2_000, "{} bytes of message", stderr.len());
+    let header = format!("{{\"format\":\"{}\",\"version\":1}}\n", "y".repeat(2_000_000));
+    for checker in ["emme", "chronos"] {
+        let (code, stderr) = check_bytes(header.as_bytes(), &["--isolation", "si", "--checker", checker]);
+        assert_eq!(code, Some(2), "{checker}");
+        assert!(stderr.len() < 2_000, "{checker}: {} bytes of message", stderr.len());
+    }
+}
+
+/// Issue 10, item 16: a predicate naming a column its table does not have is an error, as
+/// in PostgreSQL (it used to read NULL and decide the verdict on that).
+#[test]
+fn an_unknown_predicate_column_is_an_error() {
+    let history = concat!(
+        "{\"format\":\"isocert-history\",\"version\":1,\"initial\":[{\"table\":\"items\",\"key\":1,\"value\":{\"id\":1,\"c1\":5}}]}\n",
+        "{\"id\":1,\"session\":1,\"ops\":[{\"f\":\"select\",\"table\":\"items\",\"where\":\"nosuch > 1\",\"rows\":[]}]}\n"
+    );
+    let (code, stderr) = check_bytes(history.as_bytes(), &["--isolation", "ser"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("column nosuch does not exist in table items"), "{stderr}");
+}

@@ -61,7 +61,7 @@ impl Compiler<'_> {
         self.dialect == Dialect::Postgres
     }
 
-    fn column(&self, ident: &Ident) -> (Node, Ty) {
+    fn column(&self, ident: &Ident) -> Compiled {
         let name = if ident.quote_style.is_none() && self.pg() {
             ident.value.to_lowercase()
         } else {
@@ -73,7 +73,18 @@ impl Compiler<'_> {
             self.table.columns.iter().position(|c| c.eq_ignore_ascii_case(&name)).map(ColId::from_index)
         };
         let Some(id) = found else {
-            return (Node::Column(Column::Unresolved(name.into())), Ty::Any);
+            // A table no row of the history mentions has no known columns: nothing to go by.
+            if self.table.columns.is_empty() {
+                return Ok((Node::Column(Column::Unresolved(name.into())), Ty::Any));
+            }
+            // PostgreSQL (and MariaDB) reject a column the table does not have; so does the
+            // interpreter, naming it, rather than reading NULL. A database oracle (whose
+            // schema may have the column) takes over from a lenient interpreter.
+            return invalid(format!(
+                "column {name} does not exist in table {} (its rows have {})",
+                self.table.name,
+                self.table.columns.join(", ")
+            ));
         };
         let column = match (self.table.is_kv(), id.index()) {
             (true, 0) => Column::KvKey,
@@ -82,9 +93,9 @@ impl Compiler<'_> {
         };
         let node = Node::Column(column);
         if !self.pg() {
-            return (node, Ty::Any);
+            return Ok((node, Ty::Any));
         }
-        match self.kinds.get(id.index()).copied().unwrap_or(0) {
+        Ok(match self.kinds.get(id.index()).copied().unwrap_or(0) {
             schema::INT => (node, Ty::Int8),
             schema::FLOAT => (node, Ty::Float),
             // A column holding both integers and floats is double precision: read it as such.
@@ -94,7 +105,7 @@ impl Compiler<'_> {
             schema::TEXT => (node, Ty::Text),
             schema::BOOL => (node, Ty::Bool),
             _ => (node, Ty::Any),
-        }
+        })
     }
 
     /// PostgreSQL resolves a string literal to the type of the other operand when it parses
@@ -153,9 +164,9 @@ impl Compiler<'_> {
     /// Compiles an expression and infers its static type.
     pub(crate) fn expr(&self, e: &Expr) -> Compiled {
         match e {
-            Expr::Identifier(ident) => Ok(self.column(ident)),
+            Expr::Identifier(ident) => self.column(ident),
             Expr::CompoundIdentifier(parts) => match parts.as_slice() {
-                [table, col] if table.value.eq_ignore_ascii_case(&self.table.name) => Ok(self.column(col)),
+                [table, col] if table.value.eq_ignore_ascii_case(&self.table.name) => self.column(col),
                 _ => unsupported(format!("column reference {e}")),
             },
             Expr::Nested(inner) => self.expr(inner),

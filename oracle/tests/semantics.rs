@@ -40,7 +40,11 @@ fn between_in_and_null_tests() {
     assert_eq!(row("b IN (1, 2)"), None);
     assert_eq!(row("b IS NULL"), Some(true));
     assert_eq!(row("a IS NOT NULL"), Some(true));
-    assert_eq!(row("missing IS NULL"), Some(true), "a column no row has reads NULL");
+    // A column the table does not have is an error, as in PostgreSQL (it used to read NULL).
+    let cols = [("a", s("5")), ("b", s("null"))];
+    let e = eval_row(&cols, "missing IS NULL").expect_err("an unknown column is refused");
+    assert!(matches!(e, OracleError::Invalid { .. }), "{e}");
+    assert!(e.to_string().contains("column missing does not exist in table"), "{e}");
 }
 
 #[test]

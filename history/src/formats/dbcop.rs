@@ -74,9 +74,13 @@ pub(crate) type DbcopTxn = (Vec<DbcopEvent>, bool);
 /// # Errors
 /// A [`FormatError`] naming the line (for JSON errors) or the session, transaction and event.
 pub fn read_dbcop_json<R: Read>(mut input: R) -> Result<Imported, FormatError> {
-    let mut text = String::new();
-    input.read_to_string(&mut text)?;
-    let syntax = |e: serde_json::Error| FormatError::Syntax { line: e.line(), message: strip_position(&e) };
+    let mut bytes = Vec::new();
+    input.read_to_end(&mut bytes)?;
+    let text = FormatError::utf8_text(bytes)?;
+    let syntax = |e: serde_json::Error| FormatError::Syntax {
+        line: e.line(),
+        message: crate::error::json_message(&e),
+    };
     let sessions: Vec<Vec<RawTxn>> = if text.trim_start().starts_with('{') {
         serde_json::from_str::<Standalone>(&text).map_err(syntax)?.data
     } else {
@@ -97,14 +101,6 @@ pub fn read_dbcop_json<R: Read>(mut input: R) -> Result<Imported, FormatError> {
         resolved.push(txns);
     }
     Ok(Imported::plain(build(resolved)))
-}
-
-fn strip_position(e: &serde_json::Error) -> String {
-    let m = e.to_string();
-    match m.rfind(" at line ") {
-        Some(i) => format!("{} (column {})", &m[..i], e.column()),
-        None => m,
-    }
 }
 
 fn resolve(event: RawEvent) -> Result<DbcopEvent, String> {

@@ -28,7 +28,7 @@ pub fn read_dbcop_text<R: BufRead>(input: R) -> Result<Imported, FormatError> {
     let mut sessions: Vec<Vec<DbcopTxn>> = vec![Vec::new()];
     for (i, line) in input.lines().enumerate() {
         let line_no = i + 1;
-        let line = line?;
+        let line = line.map_err(|e| FormatError::reading_line(e, line_no))?;
         let text = match line.find("//") {
             Some(c) => &line[..c],
             None => &line[..],

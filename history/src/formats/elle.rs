@@ -43,7 +43,7 @@ pub fn read_elle_edn<R: Read>(input: R) -> Result<Imported, FormatError> {
     let (mut line_no, mut pending_start, mut pending_lines) = (0, 0, 0);
     loop {
         line.clear();
-        if input.read_line(&mut line).map_err(|e| not_utf8(e, line_no + 1))? == 0 {
+        if input.read_line(&mut line).map_err(|e| FormatError::reading_line(e, line_no + 1))? == 0 {
             break;
         }
         line_no += 1;
@@ -54,7 +54,7 @@ pub fn read_elle_edn<R: Read>(input: R) -> Result<Imported, FormatError> {
             }
             if t.starts_with('[') || t.starts_with('(') {
                 let mut rest = std::mem::take(&mut line);
-                input.read_to_string(&mut rest).map_err(|e| not_utf8(e, line_no))?;
+                input.read_to_string(&mut rest).map_err(|e| FormatError::reading_line(e, line_no))?;
                 return read_edn_forms(builder, &rest, line_no);
             }
             pending_start = line_no;
@@ -78,7 +78,7 @@ pub fn read_elle_edn<R: Read>(input: R) -> Result<Imported, FormatError> {
             pending.clear();
             pending_lines = 0;
         } else if pending_lines >= MAX_FORM_LINES {
-            input.read_to_string(&mut pending).map_err(|e| not_utf8(e, line_no))?;
+            input.read_to_string(&mut pending).map_err(|e| FormatError::reading_line(e, line_no))?;
             return read_edn_forms(builder, &pending, pending_start);
         }
     }
@@ -87,15 +87,6 @@ pub fn read_elle_edn<R: Read>(input: R) -> Result<Imported, FormatError> {
         while reader.next_form()?.is_some() {}
     }
     finish(builder)
-}
-
-fn not_utf8(e: std::io::Error, line: usize) -> FormatError {
-    match e.kind() {
-        std::io::ErrorKind::InvalidData => {
-            FormatError::Syntax { line, message: "the file is not UTF-8".into() }
-        }
-        _ => FormatError::Io(e),
-    }
 }
 
 fn read_edn_forms(mut builder: ElleBuilder, text: &str, first_line: usize) -> Result<Imported, FormatError> {
@@ -132,7 +123,7 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
     let (mut opened, mut closed) = (false, false);
     loop {
         line.clear();
-        let read = input.read_line(&mut line)?;
+        let read = input.read_line(&mut line).map_err(|e| FormatError::reading_line(e, line_no + 1))?;
         if read == 0 {
             break;
         }
@@ -174,7 +165,7 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
             }
             _ if !pushed => {
                 before.push_str(&line);
-                input.read_to_string(&mut before)?;
+                input.read_to_string(&mut before).map_err(|e| FormatError::reading_line(e, line_no + 1))?;
                 return read_json_document(builder, &before);
             }
             Err(e) => return Err(FormatError::Syntax { line: line_no, message: e.to_string() }),

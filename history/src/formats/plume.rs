@@ -28,7 +28,7 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
     let mut line_no = 0;
     loop {
         line.clear();
-        if input.read_line(&mut line)? == 0 {
+        if input.read_line(&mut line).map_err(|e| FormatError::reading_line(e, line_no + 1))? == 0 {
             break;
         }
         line_no += 1;
@@ -98,12 +98,11 @@ fn parse_line(text: &str) -> Result<(char, [i64; 4]), LineError> {
     let op = match text.as_bytes()[0] {
         b'r' => 'r',
         b'w' => 'w',
-        _ => return Err(("op", format!("expected r(...) or w(...), found {text:?}"))),
+        _ => return Err(("op", format!("expected r(...) or w(...), found {:?}", crate::quote_capped(text)))),
     };
-    let inner = text[1..]
-        .strip_prefix('(')
-        .and_then(|t| t.strip_suffix(')'))
-        .ok_or_else(|| ("op", format!("expected {op}(key,value,session,txn), found {text:?}")))?;
+    let inner = text[1..].strip_prefix('(').and_then(|t| t.strip_suffix(')')).ok_or_else(|| {
+        ("op", format!("expected {op}(key,value,session,txn), found {:?}", crate::quote_capped(text)))
+    })?;
     const NAMES: [&str; 4] = ["key", "value", "session", "txn"];
     let mut out = [0i64; 4];
     let mut parts = inner.split(',');

@@ -155,7 +155,7 @@ impl ViperReader {
         let mut sid: Option<SessionId> = None;
         for (i, line) in input.lines().enumerate() {
             let line_no = i + 1;
-            let line = line?;
+            let line = line.map_err(|e| FormatError::reading_line(e, line_no))?;
             if line.trim().is_empty() {
                 continue;
             }

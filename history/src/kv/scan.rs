@@ -62,6 +62,17 @@ pub(crate) enum Number {
     Float(f64),
 }
 
+impl std::fmt::Display for Number {
+    /// The number as the input wrote it (give or take float formatting).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Number::Int(i) => write!(f, "{i}"),
+            Number::BigUnsigned(u) => write!(f, "{u}"),
+            Number::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
 /// A cursor over a window of input bytes.
 #[derive(Debug)]
 pub(crate) struct Scan<'a> {

@@ -368,7 +368,7 @@ fn ts_part(s: &mut Scan<'_>) -> Scanned<u64> {
     match s.number()? {
         Number::Int(i) if i >= 0 => Ok(i as u64),
         Number::BigUnsigned(u) => Ok(u),
-        n => Err(Fail::bad(format!("timestamp {n:?} is not a non-negative integer"))),
+        n => Err(Fail::bad(format!("timestamp {n} is not a non-negative integer"))),
     }
 }
 

@@ -63,7 +63,7 @@ struct RawSeen {
 /// one version of the object read, each with the field at fault.
 pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificate, FormatError> {
     let raw: RawCertificate = serde_json::from_reader(input)
-        .map_err(|e| FormatError::Syntax { line: e.line(), message: strip_position(&e) })?;
+        .map_err(|e| FormatError::Syntax { line: e.line(), message: crate::error::json_message(&e) })?;
     let bad = |field: String, message: String| FormatError::invalid(0, field, message);
     if let Some(f) = &raw.format {
         if f != "isocert-certificate" {
@@ -184,14 +184,6 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
         );
     }
     Ok(cert)
-}
-
-fn strip_position(e: &serde_json::Error) -> String {
-    let message = e.to_string();
-    match message.rfind(" at line ") {
-        Some(i) => format!("{} (column {})", &message[..i], e.column()),
-        None => message,
-    }
 }
 
 /// Writes a certificate as one JSON document (objects and version sets sorted, so the

@@ -132,7 +132,9 @@ impl<R: BufRead> HistoryReader<R> {
     pub fn next_txn(&mut self) -> Result<Option<TxnId>, FormatError> {
         loop {
             self.buf.clear();
-            if self.input.read_line(&mut self.buf)? == 0 {
+            if self.input.read_line(&mut self.buf).map_err(|e| FormatError::reading_line(e, self.line + 1))?
+                == 0
+            {
                 return Ok(None);
             }
             self.line += 1;
@@ -176,13 +178,8 @@ fn looks_like_header(text: &str) -> bool {
 }
 
 fn syntax(line: usize, e: &serde_json::Error) -> FormatError {
-    let message = e.to_string();
     // serde_json appends " at line 1 column N"; the line of a JSON Lines file is ours.
-    let message = match message.rfind(" at line ") {
-        Some(i) => format!("{} (column {})", &message[..i], e.column()),
-        None => message,
-    };
-    FormatError::Syntax { line, message }
+    FormatError::Syntax { line, message: crate::error::json_message(e) }
 }
 
 fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), FormatError> {
