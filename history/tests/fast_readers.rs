@@ -83,6 +83,9 @@ fn style() -> impl Strategy<Value = Style> {
         })
 }
 
+/// One field of an object: its name and what writes its value.
+type Field<'a, 's> = (&'a str, Box<dyn Fn(&mut Writer<'s>) + 'a>);
+
 /// Writes JSON text with the style's whitespace, escapes and field order.
 struct Writer<'s> {
     out: String,
@@ -91,7 +94,7 @@ struct Writer<'s> {
     values: usize,
 }
 
-impl Writer<'_> {
+impl<'s> Writer<'s> {
     fn ws(&mut self) {
         self.n += 1;
         match self.style.spaces[self.n % self.style.spaces.len()] {
@@ -141,7 +144,7 @@ impl Writer<'_> {
     }
 
     /// `{"k1": v1, ...}` with fields in order or reversed.
-    fn object(&mut self, fields: Vec<(&str, Box<dyn Fn(&mut Self) + '_>)>) {
+    fn object(&mut self, fields: Vec<Field<'_, 's>>) {
         let mut fields = fields;
         if self.style.reverse_fields {
             fields.reverse();
