@@ -141,7 +141,7 @@ fn naive(txns: &[Txn], order: &[Vec<usize>]) -> Naive {
     let n = txns.len();
     // Node n is the initial transaction.
     let mut edges: Vec<Vec<(usize, u8)>> = vec![Vec::new(); n + 1];
-    let mut add = |from: usize, to: usize, kind: u8, edges: &mut Vec<Vec<(usize, u8)>>| {
+    let add = |from: usize, to: usize, kind: u8, edges: &mut Vec<Vec<(usize, u8)>>| {
         if from != to {
             edges[from].push((to, kind));
         }
@@ -344,10 +344,10 @@ fn the_naive_cycle_search_finds_exactly_the_cycles() {
     for _ in 0..500 {
         let n = rng.random_range(1..=5usize);
         let mut edges: Vec<Vec<(usize, u8)>> = vec![Vec::new(); n];
-        for a in 0..n {
+        for (a, out) in edges.iter_mut().enumerate() {
             for b in 0..n {
                 if a != b && rng.random_bool(0.25) {
-                    edges[a].push((b, WW));
+                    out.push((b, WW));
                 }
             }
         }
