@@ -121,6 +121,66 @@ impl Drop for ServerGuard {
     }
 }
 
+/// A throwaway server's temporary directory with the watchdog ([`ServerGuard`]) that
+/// removes it, and stops the server, if isocert dies first. Both embedded servers keep one:
+/// a normal stop removes the directory and disarms the watchdog; a failed stop keeps both,
+/// so the watchdog finishes the job.
+#[derive(Debug)]
+pub(crate) struct GuardedDir {
+    dir: Option<tempfile::TempDir>,
+    guard: Option<ServerGuard>,
+}
+
+impl GuardedDir {
+    /// Pairs a directory with its watchdog.
+    pub(crate) fn new(dir: tempfile::TempDir, guard: ServerGuard) -> Self {
+        GuardedDir { dir: Some(dir), guard: Some(guard) }
+    }
+
+    /// The directory (a path that does not exist once it is removed).
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"))
+    }
+
+    /// The watchdog's process id, while armed.
+    pub(crate) fn guard_pid(&self) -> Option<u32> {
+        self.guard.as_ref().map(ServerGuard::pid)
+    }
+
+    /// After the server stopped: removes the directory, reporting a failure, and disarms
+    /// the watchdog.
+    pub(crate) fn remove(&mut self) -> Result<(), AdapterError> {
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_path_buf();
+            dir.close().map_err(|e| AdapterError::io(format!("removing {}", path.display()), e))?;
+        }
+        if let Some(guard) = self.guard.take() {
+            guard.disarm();
+        }
+        Ok(())
+    }
+
+    /// When a server is dropped: if it `stopped`, removes the directory silently and
+    /// disarms the watchdog; otherwise keeps the directory (and the pid file in it) and
+    /// drops the watchdog armed, so it kills the server and removes the directory.
+    pub(crate) fn release(&mut self, stopped: Result<(), AdapterError>, server: &str) {
+        match stopped {
+            Ok(()) => {
+                self.dir.take();
+                if let Some(guard) = self.guard.take() {
+                    guard.disarm();
+                }
+            }
+            Err(e) => {
+                tracing::warn!("stopping embedded {server}: {e}; its watchdog will kill it");
+                if let Some(dir) = self.dir.take() {
+                    let _ = dir.keep();
+                }
+            }
+        }
+    }
+}
+
 /// The owner of a server directory: the pid of the isocert process and its start time
 /// (field 22 of `/proc/PID/stat`, clock ticks since boot), written as `PID START`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

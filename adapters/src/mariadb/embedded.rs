@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::guard::{sweep_stale, OwnerFile, ServerGuard};
+use crate::guard::{sweep_stale, GuardedDir, OwnerFile, ServerGuard};
 use crate::server_process::{check, free_port, lookup_user, reachable_temp_dir, run, running_as_root};
 use crate::AdapterError;
 
@@ -48,10 +48,11 @@ const BASE_OPTIONS: &[&str] = &[
 /// password, with an empty database `isocert`.
 #[derive(Debug)]
 pub struct EmbeddedMariaDb {
-    dir: Option<tempfile::TempDir>,
+    /// The temporary directory, with the watchdog that stops the server and removes it if
+    /// isocert dies without doing it.
+    dir: GuardedDir,
     port: u16,
     child: Option<Child>,
-    guard: Option<ServerGuard>,
 }
 
 /// The folder holding `mariadbd` and `mariadb-install-db`, if installed.
@@ -98,7 +99,7 @@ impl EmbeddedMariaDb {
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
                 .map_err(|e| AdapterError::io(format!("chown {}", dir.path().display()), e))?;
         }
-        let mut db = EmbeddedMariaDb { dir: Some(dir), port: 0, child: None, guard: Some(guard) };
+        let mut db = EmbeddedMariaDb { dir: GuardedDir::new(dir, guard), port: 0, child: None };
         let mut cmd = Command::new(&install);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", db.data_dir().display()))
@@ -169,7 +170,7 @@ impl EmbeddedMariaDb {
 
     /// The process id of the watchdog that cleans up if isocert dies ([`ServerGuard`]).
     pub fn guard_pid(&self) -> Option<u32> {
-        self.guard.as_ref().map(ServerGuard::pid)
+        self.dir.guard_pid()
     }
 
     /// The server's process id.
@@ -178,7 +179,7 @@ impl EmbeddedMariaDb {
     }
 
     fn root(&self) -> &Path {
-        self.dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"))
+        self.dir.path()
     }
 
     /// Waits until the server answers on its port, then creates the `isocert` database.
@@ -227,14 +228,7 @@ impl EmbeddedMariaDb {
     /// [`AdapterError::Io`] when the server cannot be signalled or the directory removed.
     pub fn shutdown(mut self) -> Result<(), AdapterError> {
         self.stop()?;
-        if let Some(dir) = self.dir.take() {
-            let path = dir.path().to_path_buf();
-            dir.close().map_err(|e| AdapterError::io(format!("removing {}", path.display()), e))?;
-        }
-        if let Some(guard) = self.guard.take() {
-            guard.disarm();
-        }
-        Ok(())
+        self.dir.remove()
     }
 
     /// [`shutdown`](Self::shutdown) on a blocking thread, for async callers.
@@ -282,19 +276,7 @@ impl Drop for EmbeddedMariaDb {
     /// guard is dropped armed, so its watchdog stops the server by signal and removes the
     /// directory.
     fn drop(&mut self) {
-        match self.stop() {
-            Ok(()) => {
-                self.dir.take();
-                if let Some(guard) = self.guard.take() {
-                    guard.disarm();
-                }
-            }
-            Err(e) => {
-                tracing::warn!("stopping embedded MariaDB: {e}; its watchdog will kill it");
-                if let Some(dir) = self.dir.take() {
-                    let _ = dir.keep();
-                }
-            }
-        }
+        let stopped = self.stop();
+        self.dir.release(stopped, "MariaDB");
     }
 }

@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::guard::{sweep_stale, OwnerFile, ServerGuard};
+use crate::guard::{sweep_stale, GuardedDir, OwnerFile, ServerGuard};
 use crate::server_process::{check, free_port, lookup_user, reachable_temp_dir, run, running_as_root};
 use crate::AdapterError;
 
@@ -124,7 +124,7 @@ impl EmbeddedPostgresBuilder {
                 .map_err(|e| AdapterError::io(format!("chown {}", dir.path().display()), e))?;
         }
         let mut server =
-            EmbeddedPostgres { dir: Some(dir), bin, owner, port: 0, running: false, guard: Some(guard) };
+            EmbeddedPostgres { dir: GuardedDir::new(dir, guard), bin, owner, port: 0, running: false };
         server.initdb()?;
         server.write_settings(&self)?;
         let mut last_error = None;
@@ -163,13 +163,13 @@ impl EmbeddedPostgresBuilder {
 /// the superuser `postgres` and the database `postgres`.
 #[derive(Debug)]
 pub struct EmbeddedPostgres {
-    dir: Option<tempfile::TempDir>,
+    /// The temporary directory, with the watchdog that stops the server and removes it if
+    /// isocert dies without doing it.
+    dir: GuardedDir,
     bin: PathBuf,
     owner: Option<(u32, u32)>,
     port: u16,
     running: bool,
-    /// Stops the server and removes the directory if isocert dies without doing it.
-    guard: Option<ServerGuard>,
 }
 
 impl EmbeddedPostgres {
@@ -225,7 +225,7 @@ impl EmbeddedPostgres {
 
     /// The process id of the watchdog that cleans up if isocert dies ([`ServerGuard`]).
     pub fn guard_pid(&self) -> Option<u32> {
-        self.guard.as_ref().map(ServerGuard::pid)
+        self.dir.guard_pid()
     }
 
     /// The server log file.
@@ -241,14 +241,7 @@ impl EmbeddedPostgres {
     /// the directory cannot be removed.
     pub fn shutdown(mut self) -> Result<(), AdapterError> {
         self.stop()?;
-        if let Some(dir) = self.dir.take() {
-            let path = dir.path().to_path_buf();
-            dir.close().map_err(|e| AdapterError::io(format!("removing {}", path.display()), e))?;
-        }
-        if let Some(guard) = self.guard.take() {
-            guard.disarm();
-        }
-        Ok(())
+        self.dir.remove()
     }
 
     /// [`shutdown`](Self::shutdown) on a blocking thread, for async callers.
@@ -262,7 +255,7 @@ impl EmbeddedPostgres {
     }
 
     fn root(&self) -> &Path {
-        self.dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"))
+        self.dir.path()
     }
 
     fn command(&self, program: &str) -> Command {
@@ -361,21 +354,8 @@ impl Drop for EmbeddedPostgres {
     /// guard is dropped armed, so its watchdog stops the server by signal and removes the
     /// directory.
     fn drop(&mut self) {
-        match self.stop() {
-            Ok(()) => {
-                self.dir.take();
-                if let Some(guard) = self.guard.take() {
-                    guard.disarm();
-                }
-            }
-            Err(e) => {
-                tracing::warn!("stopping embedded PostgreSQL: {e}; its watchdog will kill it");
-                // Keep the directory (and the pid file in it) for the watchdog.
-                if let Some(dir) = self.dir.take() {
-                    let _ = dir.keep();
-                }
-            }
-        }
+        let stopped = self.stop();
+        self.dir.release(stopped, "PostgreSQL");
     }
 }
 
