@@ -276,8 +276,11 @@ impl Reader {
                 .read_data()
                 .map_err(|e| AdapterError::Protocol { message: format!("a binary log event: {e}") })?
             {
-                Some(EventData::RotateEvent(rotate)) => {
-                    current_file = file_name(&rotate.name());
+                // The artificial rotate event that opens every dump (log position 0) names the
+                // file asked for, followed by checksum bytes the parser cannot strip yet (it
+                // comes before the format description); only real rotations change the file.
+                Some(EventData::RotateEvent(rotate)) if header.log_pos() != 0 => {
+                    current_file = rotate.name().into_owned();
                 }
                 Some(EventData::RowsEvent(rows)) => {
                     let Some(tme) = stream.get_tme(rows.table_id()) else { continue };
@@ -310,10 +313,10 @@ impl Reader {
                     }
                 }
                 Some(EventData::XidEvent(_)) => {
-                    self.commit(pending.take(), &current_file, header.log_pos(), header.timestamp());
+                    self.commit(pending.take(), &current_file, header.log_pos(), header.timestamp())?;
                 }
                 Some(EventData::QueryEvent(q)) if q.query().trim().eq_ignore_ascii_case("COMMIT") => {
-                    self.commit(pending.take(), &current_file, header.log_pos(), header.timestamp());
+                    self.commit(pending.take(), &current_file, header.log_pos(), header.timestamp())?;
                 }
                 Some(EventData::QueryEvent(_)) if pending.as_ref().is_some_and(|p| p.standalone) => {
                     // A statement outside a transaction (DDL): nothing of the workload's rows.
@@ -329,17 +332,27 @@ impl Reader {
     }
 
     /// Records a committed transaction that changed the table, and moves the resume point.
-    fn commit(&mut self, pending: Option<Pending>, file: &str, end: u32, time: u32) {
-        let Some(p) = pending else { return };
+    /// A position it cannot order is an error, never a silently dropped transaction.
+    fn commit(
+        &mut self,
+        pending: Option<Pending>,
+        file: &str,
+        end: u32,
+        time: u32,
+    ) -> Result<(), AdapterError> {
+        let Some(p) = pending else { return Ok(()) };
         self.last_seq = self.last_seq.max(p.seq);
         self.position = LogPosition { file: file.to_string(), offset: u64::from(end) };
         if p.changes.is_empty() {
-            return;
+            return Ok(());
         }
-        let Some(key) = binlog_key(file, u64::from(end)) else {
-            tracing::warn!("binary log file {file:?} has no sequence number; transaction {} skipped", p.seq);
-            return;
-        };
+        let key = binlog_key(file, u64::from(end)).ok_or_else(|| AdapterError::Protocol {
+            message: format!(
+                "binary log file {:?} has no sequence number after its last '.', so transaction {} cannot be ordered",
+                isocert_history::quote_capped(file),
+                p.seq
+            ),
+        })?;
         let pushed = self.log.push(CommittedTxn {
             xid: p.seq,
             commit_lsn: key,
@@ -350,13 +363,8 @@ impl Reader {
         if pushed {
             self.shared.recorded.fetch_add(1, Ordering::Relaxed);
         }
+        Ok(())
     }
-}
-
-/// A binary log file name from a rotate event, without the checksum bytes the fake rotate
-/// event at the start of a dump carries after it.
-fn file_name(raw: &str) -> String {
-    raw.chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).collect()
 }
 
 /// MariaDB's GTID event body: sequence number (8 bytes), domain id (4), flags (1), ...
