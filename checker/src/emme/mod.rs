@@ -12,6 +12,7 @@
 //!    elements), which needs no version order.
 
 mod cycles;
+mod dependence;
 mod explain;
 mod item;
 mod lists;

@@ -12,6 +12,7 @@ use isocert_history::{
 use isocert_oracle::MatchesOracle;
 use rustc_hash::FxHashMap;
 
+use super::dependence::Dependence;
 use super::item::ItemPass;
 use super::witness::Obligations;
 use super::RawEdge;
@@ -271,8 +272,16 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         }
         expected.sort_unstable();
         self.compare_results(t, i, op, &expected, items);
+        let aggregate_changing;
+        let changing: &[u32] = match Self::dependence(h, op, &expected) {
+            Some(dependence) => {
+                aggregate_changing = self.aggregate_changing(&info, &dependence);
+                &aggregate_changing
+            }
+            None => &info.changing,
+        };
         let mut missing: Vec<(ObjId, u32)> = Vec::new();
-        for &g in &info.changing {
+        for &g in changing {
             let v = self.vt.versions[g as usize];
             if v.writer == t.0 {
                 continue;
@@ -305,6 +314,39 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         Ok(())
     }
 
+    /// What aggregate read `op` depends on, given the rows its version set matches; `None`
+    /// for the other predicate operations, which depend on the matches.
+    fn dependence<'o>(h: &'o History, op: &'o Op, expected: &[(ObjId, ValueId)]) -> Option<Dependence<'o>> {
+        match op {
+            Op::Aggregate { function, column, result, .. } => {
+                Some(Dependence::of(h, *function, *column, result, expected))
+            }
+            _ => None,
+        }
+    }
+
+    /// The versions whose installation changes what an aggregate read depends on. Only a
+    /// transition into or out of a matching version can (an unmatched version's key is
+    /// silent), and `info.matching` holds every matching version, sorted.
+    fn aggregate_changing(&self, info: &PredInfo, dependence: &Dependence<'_>) -> Vec<u32> {
+        let mut transitions = Vec::with_capacity(info.matching.len() * 2);
+        for &g in &info.matching {
+            if self.vt.position(g) > 0 {
+                transitions.push(g);
+            }
+            if let Some(next) = self.vt.next(g) {
+                transitions.push(next);
+            }
+        }
+        transitions.sort_unstable();
+        transitions.dedup();
+        let key = |g: u32| {
+            let v = self.vt.versions[g as usize];
+            dependence.key(self.h, v.obj, v.value, info.matching.binary_search(&g).is_ok())
+        };
+        transitions.into_iter().filter(|&g| key(g) != key(g - 1)).collect()
+    }
+
     /// Whether version `gid` may match `pred`: outside the constrained column's ranges it
     /// cannot; inside, the oracle decides.
     fn maybe_matches(
@@ -329,13 +371,27 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         Ok(self.oracle.matches(h, pred, v.obj, v.value)?)
     }
 
+    /// Whether installing version `gid` changes what a read of `pred` depends on: its
+    /// matches, or for an aggregate its dependence key.
     fn changes(
         &self,
         pred: PredId,
         filter: Option<&(ColId, Vec<Range<'_>>)>,
+        dependence: Option<&Dependence<'_>>,
         gid: u32,
     ) -> Result<bool, CheckError> {
-        Ok(self.maybe_matches(pred, filter, gid)? != self.maybe_matches(pred, filter, gid - 1)?)
+        let (now, before) =
+            (self.maybe_matches(pred, filter, gid)?, self.maybe_matches(pred, filter, gid - 1)?);
+        Ok(match dependence {
+            None => now != before,
+            Some(d) => {
+                let key = |g: u32, m: bool| {
+                    let v = self.vt.versions[g as usize];
+                    d.key(self.h, v.obj, v.value, m)
+                };
+                key(gid, now) != key(gid - 1, before)
+            }
+        })
     }
 
     /// Whether every predicate edge of reader `t` on the object of version `seen` is forward
@@ -345,6 +401,7 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         t: TxnId,
         pred: PredId,
         filter: Option<&(ColId, Vec<Range<'_>>)>,
+        dependence: Option<&Dependence<'_>>,
         seen: u32,
     ) -> Result<bool, CheckError> {
         let Some((rank, obligations)) = &self.witness else { return Ok(false) };
@@ -360,7 +417,7 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                     if rank[w as usize] < rt {
                         break;
                     }
-                    if self.changes(pred, filter, k)? {
+                    if self.changes(pred, filter, dependence, k)? {
                         return Ok(false);
                     }
                 }
@@ -375,7 +432,7 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                     if rank[w as usize] > rt {
                         break;
                     }
-                    if self.changes(pred, filter, next)? {
+                    if self.changes(pred, filter, dependence, next)? {
                         return Ok(false);
                     }
                 }
@@ -403,6 +460,9 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         let filter = usable.first();
         let mut expected: Vec<(ObjId, ValueId)> = Vec::new();
         let mut missing: Vec<(ObjId, u32)> = Vec::new();
+        // The versions whose edges must be forward; checked once the result's dependence
+        // is known (an aggregate's depends on the rows matched).
+        let mut seen_versions: Vec<u32> = Vec::new();
         for sv in set {
             if h.object(sv.obj).table != table || items.own.contains_key(&sv.obj) {
                 continue;
@@ -412,23 +472,15 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                     if self.maybe_matches(pred, filter, g)? {
                         expected.push((sv.obj, self.vt.versions[g as usize].value));
                     }
-                    if !self.failed && !self.forward(t, pred, filter, g)? {
-                        self.failed = true;
-                    }
+                    seen_versions.push(g);
                 }
                 Seen::Missing(w) => missing.push((sv.obj, w)),
                 Seen::Own | Seen::Unborn => {}
             }
         }
-        if !self.failed {
-            for &obj in &self.table_objects[table.index()] {
-                if self.stamp[obj.index()] != self.opno
-                    && !items.own.contains_key(&obj)
-                    && !self.forward(t, pred, filter, self.vt.initial(obj))?
-                {
-                    self.failed = true;
-                    break;
-                }
+        for &obj in &self.table_objects[table.index()] {
+            if self.stamp[obj.index()] != self.opno && !items.own.contains_key(&obj) {
+                seen_versions.push(self.vt.initial(obj));
             }
         }
         let mut own: Vec<ObjId> = items.own.keys().copied().filter(|o| h.object(*o).table == table).collect();
@@ -437,9 +489,7 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
             match self.resolve(t, obj) {
                 Seen::Own => {
                     if let Some(g) = self.vt.by_writer(obj, t) {
-                        if !self.failed && !self.forward(t, pred, filter, g)? {
-                            self.failed = true;
-                        }
+                        seen_versions.push(g);
                     }
                     if let Some(v) = items.own[&obj].value {
                         if v != ValueId::ABSENT
@@ -456,6 +506,15 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
             }
         }
         expected.sort_unstable();
+        let dependence = Self::dependence(h, op, &expected);
+        for g in seen_versions {
+            if self.failed {
+                break;
+            }
+            if !self.forward(t, pred, filter, dependence.as_ref(), g)? {
+                self.failed = true;
+            }
+        }
         self.compare_results(t, i, op, &expected, items);
         missing.sort_unstable();
         for (obj, w) in missing {
