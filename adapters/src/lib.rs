@@ -25,9 +25,11 @@
 mod error;
 pub mod guard;
 pub mod mariadb;
+mod mysql_sql;
 pub mod postgres;
 pub mod seam;
 mod server_process;
+pub mod tidb;
 
 pub use error::AdapterError;
 pub use mariadb::{EmbeddedMariaDb, MariaDb};
@@ -37,3 +39,4 @@ pub use seam::{
     DatabaseVisitor, DbError, ErrorClass, Isolation, RecordedOp, Session, StaleObjects, Step, TableSpec,
     ThrowawayServer, UnknownName,
 };
+pub use tidb::TiDb;

@@ -75,7 +75,7 @@ fn killing_the_dump_connection_loses_and_doubles_nothing() {
             }
         }
         let last = writers.await.unwrap();
-        let log = capture.finish().await.unwrap();
+        let log = capture.finish(None).await.unwrap();
         assert!(kills >= 1, "the dump connection was never killed");
         assert_eq!(log.len(), 4 * 150, "every transaction once (killed {kills} times)");
         let seqs: Vec<u64> = log.txns().iter().map(|t| t.xid).collect();

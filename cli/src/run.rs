@@ -391,7 +391,7 @@ async fn run_workload<D: Database>(
         Ok(h) => h,
         Err(e) => {
             if let Some(c) = consumer {
-                let _ = c.finish().await;
+                let _ = c.finish(None).await;
             }
             return Err(e).context("running the workload");
         }
@@ -399,7 +399,7 @@ async fn run_workload<D: Database>(
     let catching_up = Instant::now();
     let log = match consumer {
         Some(c) => Some(
-            tokio::time::timeout(Duration::from_secs(600), c.finish())
+            tokio::time::timeout(Duration::from_secs(600), c.finish(Some(&history)))
                 .await
                 .context("the change capture did not catch up within 10 minutes")??,
         ),

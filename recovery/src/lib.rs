@@ -29,12 +29,15 @@
 mod error;
 mod innodb;
 mod matching;
+mod meta;
 mod postgres;
 mod raw_log;
 mod snapshot;
+mod tidb;
 
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use postgres::{recover_postgres, PostgresRecovery, Recovered, RecoveryStats, RowMatcher};
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
+pub use tidb::{recover_tidb, TiDbOpFacts, TiDbTxnFacts};

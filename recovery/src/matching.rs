@@ -245,3 +245,20 @@ pub(crate) fn match_log(
     }
     Ok(m)
 }
+
+/// Records `op`'s writes in `own` (object -> the value the transaction last wrote), so that
+/// its later reads see them.
+pub(crate) fn record_own_writes(op: &Op, own: &mut FxHashMap<ObjId, ValueId>) {
+    match op {
+        Op::Write { obj, value } => {
+            own.insert(*obj, *value);
+        }
+        Op::Update { rows, .. } => rows.iter().for_each(|r| {
+            own.insert(r.obj, r.value);
+        }),
+        Op::Delete { rows, .. } => rows.iter().for_each(|r| {
+            own.insert(r.obj, ValueId::ABSENT);
+        }),
+        _ => {}
+    }
+}

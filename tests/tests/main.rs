@@ -6,3 +6,4 @@ mod html;
 mod mariadb;
 mod postgres;
 mod safety;
+mod tidb;

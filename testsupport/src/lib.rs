@@ -45,6 +45,15 @@ pub const MARIADB: TestServer = TestServer {
     hint: "install the server programs with scripts/install-deps (Debian's mariadb-server)",
 };
 
+/// TiDB: `ISOCERT_TIDB_URL` (a `tidb://` URL; `ISOCERT_TIDB_STATUS_URL` names the status
+/// port when it is not the SQL host's 10080). It cannot run on isocert's machines, so its
+/// live tests use [`TestServer::live_url`].
+pub const TIDB: TestServer = TestServer {
+    name: "TiDB",
+    env: "ISOCERT_TIDB_URL",
+    hint: "bring one up with `docker compose up -d --wait tidb` and set ISOCERT_TIDB_URL=tidb://root@127.0.0.1:4000/test",
+};
+
 /// Where a test gets its server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -90,6 +99,21 @@ impl TestServer {
         url
     }
 
+    /// For live tests of a server that cannot run on isocert's machines (TiDB, CockroachDB,
+    /// MongoDB, Dgraph): the environment's URL, or `None` after a `SKIPPED:` line. Unlike
+    /// [`TestServer::url`] this never fails under `CI=true`: CI has no such server, and the
+    /// same code paths are tested there on payloads shaped like the server's.
+    pub fn live_url(&self) -> Option<String> {
+        let url = self.env_url();
+        if url.is_none() {
+            skip_visibly(&format!(
+                "{} is not set (a live test of {}, which cannot run here); {}",
+                self.env, self.name, self.hint
+            ));
+        }
+        url
+    }
+
     /// For tests that must start a private embedded server (they change its configuration):
     /// `embedded_installed`, after [`skip`] when it is false.
     pub fn embedded(&self, embedded_installed: bool) -> bool {
@@ -119,6 +143,13 @@ pub fn skip(why: &str) {
     if in_ci() {
         panic!("{test} cannot run under CI=true: {why}");
     }
+    skip_visibly(why);
+}
+
+/// Prints `SKIPPED: <test>: <why>` on stderr, uncaptured (also under `CI=true`).
+fn skip_visibly(why: &str) {
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("this test");
     let line = format!("SKIPPED: {test}: {why}\n");
     #[cfg(test)]
     if tests::SKIPS.with(|skips| skips.borrow_mut().as_mut().map(|skips| skips.push(line.clone()))).is_some()
@@ -174,6 +205,14 @@ mod tests {
             assert!(lines[0].contains("ISOCERT_TEST_NOWHERE_UNSET is not set"), "{}", lines[0]);
             assert!(lines[2].contains("server programs are not installed"), "{}", lines[2]);
         }
+    }
+
+    #[test]
+    fn a_missing_live_server_skips_visibly_even_in_ci() {
+        let (url, lines) = skips(|| NOWHERE.live_url());
+        assert_eq!(url, None);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("cannot run here"), "{}", lines[0]);
     }
 
     #[test]

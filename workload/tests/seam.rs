@@ -143,7 +143,7 @@ impl ChangeCapture for NoCapture {
     fn recorded(&self) -> usize {
         0
     }
-    async fn finish(self) -> Result<RawLog, AdapterError> {
+    async fn finish(self, _history: Option<&History>) -> Result<RawLog, AdapterError> {
         Ok(RawLog::new())
     }
 }

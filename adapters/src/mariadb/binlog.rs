@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use isocert_history::Scalar;
+use isocert_history::{History, Scalar};
 use isocert_recovery::{binlog_key, gtid_seq, CommittedTxn, RawLog, RowChange};
 use mysql_async::binlog::events::{Event, EventData};
 use mysql_async::binlog::value::BinlogValue;
@@ -168,7 +168,7 @@ impl ChangeCapture for BinlogCapture {
         self.shared.recorded.load(Ordering::Relaxed)
     }
 
-    async fn finish(self) -> Result<RawLog, AdapterError> {
+    async fn finish(self, _history: Option<&History>) -> Result<RawLog, AdapterError> {
         let mut conn = connect(&self.url).await.map_err(AdapterError::from)?;
         let sql = "SELECT @@gtid_binlog_pos";
         let end: Option<Option<String>> = conn.query_first(sql).await.map_err(|e| mysql_error(sql, e))?;

@@ -6,11 +6,12 @@
 //! The driver is mysql_async: one crate serves the sessions and the binary-log stream
 //! (`Conn::get_binlog_stream`), which sqlx's MySQL driver lacks.
 
-use isocert_history::AggregateFn;
 use isocert_recovery::{InnoDbOpFacts, InnoDbTxnFacts};
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, Row};
+use mysql_async::{Conn, Opts};
 
+pub(crate) use crate::mysql_sql::{column_list, quote};
+use crate::mysql_sql::{db_error_with, execute_step};
 use crate::seam::{
     redact_url, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec,
 };
@@ -36,11 +37,7 @@ pub fn classify(e: &mysql_async::Error) -> ErrorClass {
 
 /// A [`DbError`] from a driver error, classified.
 pub(crate) fn db_error(context: &str, e: mysql_async::Error) -> DbError {
-    let code = match &e {
-        mysql_async::Error::Server(s) => Some(s.code.to_string()),
-        _ => None,
-    };
-    DbError::new(classify(&e), code, context, e)
+    db_error_with(classify, context, e)
 }
 
 /// The driver's options for `url`: `mysql://` or `mariadb://` (read as `mysql://`).
@@ -79,10 +76,6 @@ impl MariaSession {
         Ok(self.conn.affected_rows())
     }
 
-    async fn rows(&mut self, sql: &str) -> Result<Vec<Row>, DbError> {
-        self.conn.query(sql).await.map_err(|e| db_error(sql, e))
-    }
-
     /// `@@gtid_binlog_pos` (the GTID of the last transaction written to the binary log)
     /// and this session's `@@last_gtid`.
     async fn gtids(&mut self) -> Result<(Option<String>, Option<String>), DbError> {
@@ -93,36 +86,6 @@ impl MariaSession {
         let set = |g: Option<String>| g.filter(|g| !g.is_empty());
         Ok((set(pos), set(last)))
     }
-}
-
-/// The integer columns of `row`, all of them.
-fn ints(sql: &str, row: &Row, width: usize) -> Result<Vec<i64>, DbError> {
-    (0..width)
-        .map(|i| {
-            row.get_opt::<i64, usize>(i)
-                .and_then(Result::ok)
-                .ok_or_else(|| DbError::unexpected(sql, format!("column {i} is NULL or not an integer")))
-        })
-        .collect()
-}
-
-/// An identifier quoted for MariaDB (`key` is a reserved word there).
-pub(crate) fn quote(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
-
-/// The table's columns, quoted, comma-separated.
-pub(crate) fn column_list(table: &TableSpec) -> String {
-    table.columns.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ")
-}
-
-fn assignments(table: &TableSpec, row: &[i64]) -> String {
-    let pairs = table.columns[1..].iter().zip(&row[1..]);
-    pairs.map(|(c, v)| format!("{} = {v}", quote(c))).collect::<Vec<_>>().join(", ")
-}
-
-fn values(row: &[i64]) -> String {
-    row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// How a failed COMMIT (or the query just before it) ends the attempt.
@@ -170,109 +133,17 @@ impl Session for MariaSession {
         step: &Step,
         _facts: &mut InnoDbTxnFacts,
     ) -> Result<Vec<(RecordedOp, InnoDbOpFacts)>, DbError> {
-        let t = quote(table.name);
-        let pk = quote(table.pk());
-        let cols = column_list(table);
-        let width = table.columns.len();
-        let ops = match step {
-            Step::Read { key } => {
-                let sql = format!("SELECT {cols} FROM {t} WHERE {pk} = {key}");
-                let rows = self.rows(&sql).await?;
-                let row = rows.first().map(|r| ints(&sql, r, width)).transpose()?;
-                vec![RecordedOp::Read { key: *key, row }]
-            }
-            Step::Upsert { row } => {
-                let update = table.columns[1..]
-                    .iter()
-                    .map(|c| format!("{0} = VALUES({0})", quote(c)))
-                    .collect::<Vec<_>>();
-                let sql = format!(
-                    "INSERT INTO {t} ({cols}) VALUES ({}) ON DUPLICATE KEY UPDATE {}",
-                    values(row),
-                    update.join(", ")
-                );
-                self.run(&sql).await?;
-                vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
-            }
-            Step::Update { row } => {
-                let sql = format!("UPDATE {t} SET {} WHERE {pk} = {}", assignments(table, row), row[0]);
-                match self.run(&sql).await? {
-                    0 => Vec::new(),
-                    _ => vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }],
-                }
-            }
-            Step::Delete { key } => {
-                let sql = format!("DELETE FROM {t} WHERE {pk} = {key}");
-                match self.run(&sql).await? {
-                    0 => Vec::new(),
-                    _ => vec![RecordedOp::Write { key: *key, row: None }],
-                }
-            }
-            Step::Select { predicate } => {
-                let sql = format!("SELECT {cols} FROM {t} WHERE {predicate} ORDER BY {pk}");
-                let rows = self.rows(&sql).await?;
-                let rows = rows.iter().map(|r| ints(&sql, r, width)).collect::<Result<_, _>>()?;
-                vec![RecordedOp::Select { predicate: predicate.clone(), rows }]
-            }
-            Step::PredicateUpdate { predicate, set } => {
-                let assign =
-                    set.iter().map(|(c, v)| format!("{} = {v}", quote(c))).collect::<Vec<_>>().join(", ");
-                let sql = format!("UPDATE {t} SET {assign} WHERE {predicate}");
-                self.run(&sql).await?;
-                // MariaDB's UPDATE has no RETURNING: the rows it wrote are the ones carrying
-                // the statement's fresh unique value (the last assignment), which the
-                // transaction sees as its own writes.
-                let (value_col, fresh) =
-                    set.last().ok_or_else(|| DbError::unexpected(&sql, "no assignment"))?;
-                let read =
-                    format!("SELECT {cols} FROM {t} WHERE {} = {fresh} ORDER BY {pk}", quote(value_col));
-                let rows = self.rows(&read).await?;
-                let rows = rows.iter().map(|r| ints(&read, r, width)).collect::<Result<_, _>>()?;
-                vec![RecordedOp::Update { predicate: predicate.clone(), set: set.clone(), rows }]
-            }
-            Step::PredicateDelete { predicate } => {
-                let sql = format!("DELETE FROM {t} WHERE {predicate} RETURNING {pk}");
-                let rows = self.rows(&sql).await?;
-                let mut keys =
-                    rows.iter().map(|r| ints(&sql, r, 1).map(|k| k[0])).collect::<Result<Vec<_>, _>>()?;
-                keys.sort_unstable();
-                vec![RecordedOp::Delete { predicate: predicate.clone(), keys }]
-            }
-            Step::Aggregate { predicate, function, column } => {
-                let f = match function {
-                    AggregateFn::Min => "MIN",
-                    AggregateFn::Max => "MAX",
-                    AggregateFn::Count => "COUNT",
-                    AggregateFn::Sum => "SUM",
-                };
-                // One statement, one read: the aggregate over the matching rows, repeated on
-                // each of them (a window function), with each row's key and value column.
-                let sql = format!(
-                    "SELECT {pk}, {v}, CAST({f}({c}) OVER () AS SIGNED) FROM {t} WHERE {predicate} ORDER BY {pk}",
-                    v = quote(table.value_column()),
-                    c = quote(column),
-                );
-                let rows: Vec<(i64, i64, Option<i64>)> =
-                    self.conn.query(&sql).await.map_err(|e| db_error(&sql, e))?;
-                let result = match rows.first() {
-                    Some((_, _, value)) => *value,
-                    None if *function == AggregateFn::Count => Some(0),
-                    None => None,
-                };
-                let op = RecordedOp::Aggregate {
-                    predicate: predicate.clone(),
-                    function: *function,
-                    column,
-                    result,
-                };
+        let ops = execute_step(&mut self.conn, table, step, classify).await?;
+        Ok(ops
+            .into_iter()
+            .map(|(op, aggregated_rows)| {
                 let facts = InnoDbOpFacts {
-                    aggregated_rows: Some(rows.iter().map(|(k, v, _)| [*k, *v]).collect()),
-                    value_column: Some(table.value_column().to_string()),
+                    value_column: aggregated_rows.is_some().then(|| table.value_column().to_string()),
+                    aggregated_rows,
                 };
-                return Ok(vec![(op, facts)]);
-            }
-        };
-        Ok(ops.into_iter().map(|op| (op, InnoDbOpFacts::default())).collect())
+                (op, facts)
+            })
+            .collect())
     }
 
     async fn commit(&mut self, facts: &mut InnoDbTxnFacts) -> CommitOutcome {

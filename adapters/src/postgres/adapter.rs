@@ -209,7 +209,7 @@ impl ChangeCapture for PgCapture {
         self.consumer.recorded()
     }
 
-    async fn finish(self) -> Result<RawLog, AdapterError> {
+    async fn finish(self, _history: Option<&History>) -> Result<RawLog, AdapterError> {
         let mode = self.mode;
         self.consumer.finish().await.map_err(|e| explain(mode, "finishing", e))
     }

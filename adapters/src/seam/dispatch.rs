@@ -114,6 +114,7 @@ pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V:
     match kind {
         DatabaseKind::Postgres => Ok(visitor.visit::<crate::postgres::Postgres>()),
         DatabaseKind::MariaDb => Ok(visitor.visit::<crate::mariadb::MariaDb>()),
+        DatabaseKind::TiDb => Ok(visitor.visit::<crate::tidb::TiDb>()),
         other => Err(AdapterError::NotSupported { database: other.display_name() }),
     }
 }

@@ -333,7 +333,10 @@ pub trait ChangeCapture: Send + 'static {
     fn recorded(&self) -> usize;
 
     /// Waits until everything committed so far is recorded, cleans up, and returns the log.
-    fn finish(self) -> impl Future<Output = Result<RawLog, AdapterError>> + Send;
+    /// `history` is the run's recorded history (`None` when the run failed before it was
+    /// complete): a version source read per row after the run (TiDB's MVCC API) asks for
+    /// the rows it names; a change stream ignores it.
+    fn finish(self, history: Option<&History>) -> impl Future<Output = Result<RawLog, AdapterError>> + Send;
 }
 
 /// What [`Database::drop_stale`] dropped and what it left alone (with the reason).

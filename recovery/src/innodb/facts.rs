@@ -82,12 +82,7 @@ pub fn binlog_key_text(text: &str) -> Option<u64> {
 
 /// The facts of operation `op` of transaction `t` (defaults when it has none).
 pub(crate) fn read_op(h: &History, t: TxnId, op: usize) -> Result<InnoDbOpFacts, RecoveryError> {
-    let Some(meta) = h.txn(t).op_meta(op) else { return Ok(InnoDbOpFacts::default()) };
-    serde_json::from_value(meta.clone()).map_err(|e| RecoveryError::Meta {
-        txn: h.txn_label(t),
-        field: format!("ops[{op}].meta"),
-        message: e.to_string(),
-    })
+    crate::meta::op_facts(h, t, op)
 }
 
 /// The facts of every transaction of `h` (defaults for a transaction without `meta`).
@@ -101,9 +96,7 @@ fn read_txn(h: &History, t: TxnId) -> Result<InnoDbTxnFacts, RecoveryError> {
         field: field.into(),
         message,
     };
-    let Some(meta) = h.txn(t).meta.as_deref() else { return Ok(InnoDbTxnFacts::default()) };
-    let facts: InnoDbTxnFacts =
-        serde_json::from_value(meta.clone()).map_err(|e| bad("meta", e.to_string()))?;
+    let facts: InnoDbTxnFacts = crate::meta::txn_facts(h, t)?;
     for (field, value) in [
         ("start_gtid", &facts.start_gtid),
         ("gtid", &facts.gtid),

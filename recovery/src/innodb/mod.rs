@@ -33,7 +33,7 @@ use rustc_hash::FxHashMap;
 
 pub use facts::{binlog_key, binlog_key_text, gtid_seq, InnoDbOpFacts, InnoDbTxnFacts};
 
-use crate::matching::{match_log, Matched};
+use crate::matching::{match_log, record_own_writes, Matched};
 use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
 /// One version of an object: its position in the log (`None`: the initial version), writer
@@ -279,21 +279,6 @@ fn aggregated_rows(
         .filter_map(|[key, v]| Some((h.object_by_key(table, &isocert_history::Scalar::Int(*key))?, *v)))
         .collect();
     Some((column, objects))
-}
-
-fn record_own_writes(op: &Op, own: &mut FxHashMap<ObjId, ValueId>) {
-    match op {
-        Op::Write { obj, value } => {
-            own.insert(*obj, *value);
-        }
-        Op::Update { rows, .. } => rows.iter().for_each(|r| {
-            own.insert(r.obj, r.value);
-        }),
-        Op::Delete { rows, .. } => rows.iter().for_each(|r| {
-            own.insert(r.obj, ValueId::ABSENT);
-        }),
-        _ => {}
-    }
 }
 
 /// What deciding one transaction's reads needs.

@@ -1,0 +1,155 @@
+//! The workload's steps in MySQL's SQL, shared by the adapters that speak the MySQL
+//! protocol (MariaDB, TiDB).
+
+use isocert_history::AggregateFn;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+
+use crate::seam::{DbError, ErrorClass, RecordedOp, Step, TableSpec};
+
+/// A [`DbError`] from a driver error, classified by `classify` (each server's own).
+pub(crate) fn db_error_with(
+    classify: fn(&mysql_async::Error) -> ErrorClass,
+    context: &str,
+    e: mysql_async::Error,
+) -> DbError {
+    let code = match &e {
+        mysql_async::Error::Server(s) => Some(s.code.to_string()),
+        _ => None,
+    };
+    DbError::new(classify(&e), code, context, e)
+}
+
+/// The integer columns of `row`, all of them.
+pub(crate) fn ints(sql: &str, row: &Row, width: usize) -> Result<Vec<i64>, DbError> {
+    (0..width)
+        .map(|i| {
+            row.get_opt::<i64, usize>(i)
+                .and_then(Result::ok)
+                .ok_or_else(|| DbError::unexpected(sql, format!("column {i} is NULL or not an integer")))
+        })
+        .collect()
+}
+
+/// An identifier quoted for MySQL (`key` is a reserved word there).
+pub(crate) fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// The table's columns, quoted, comma-separated.
+pub(crate) fn column_list(table: &TableSpec) -> String {
+    table.columns.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ")
+}
+
+fn assignments(table: &TableSpec, row: &[i64]) -> String {
+    let pairs = table.columns[1..].iter().zip(&row[1..]);
+    pairs.map(|(c, v)| format!("{} = {v}", quote(c))).collect::<Vec<_>>().join(", ")
+}
+
+fn values(row: &[i64]) -> String {
+    row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// A step's statements on `conn`, in the open transaction (a predicate delete as
+/// `DELETE ... RETURNING`, which MariaDB has and TiDB lacks: its session runs that step
+/// itself): the operations recorded and,
+/// for an aggregate, the rows it ranged over as `[key, value column]` pairs (read by the
+/// same statement through a window function). Errors are classified by `classify`.
+pub(crate) async fn execute_step(
+    conn: &mut Conn,
+    table: &TableSpec,
+    step: &Step,
+    classify: fn(&mysql_async::Error) -> ErrorClass,
+) -> Result<Vec<(RecordedOp, Option<Vec<[i64; 2]>>)>, DbError> {
+    let t = quote(table.name);
+    let pk = quote(table.pk());
+    let cols = column_list(table);
+    let width = table.columns.len();
+    let ops = match step {
+        Step::Read { key } => {
+            let sql = format!("SELECT {cols} FROM {t} WHERE {pk} = {key}");
+            let rows: Vec<Row> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            let row = rows.first().map(|r| ints(&sql, r, width)).transpose()?;
+            vec![RecordedOp::Read { key: *key, row }]
+        }
+        Step::Upsert { row } => {
+            let update =
+                table.columns[1..].iter().map(|c| format!("{0} = VALUES({0})", quote(c))).collect::<Vec<_>>();
+            let sql = format!(
+                "INSERT INTO {t} ({cols}) VALUES ({}) ON DUPLICATE KEY UPDATE {}",
+                values(row),
+                update.join(", ")
+            );
+            conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+        }
+        Step::Update { row } => {
+            let sql = format!("UPDATE {t} SET {} WHERE {pk} = {}", assignments(table, row), row[0]);
+            conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            match conn.affected_rows() {
+                0 => Vec::new(),
+                _ => vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }],
+            }
+        }
+        Step::Delete { key } => {
+            let sql = format!("DELETE FROM {t} WHERE {pk} = {key}");
+            conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            match conn.affected_rows() {
+                0 => Vec::new(),
+                _ => vec![RecordedOp::Write { key: *key, row: None }],
+            }
+        }
+        Step::Select { predicate } => {
+            let sql = format!("SELECT {cols} FROM {t} WHERE {predicate} ORDER BY {pk}");
+            let rows: Vec<Row> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            let rows = rows.iter().map(|r| ints(&sql, r, width)).collect::<Result<_, _>>()?;
+            vec![RecordedOp::Select { predicate: predicate.clone(), rows }]
+        }
+        Step::PredicateUpdate { predicate, set } => {
+            let assign =
+                set.iter().map(|(c, v)| format!("{} = {v}", quote(c))).collect::<Vec<_>>().join(", ");
+            let sql = format!("UPDATE {t} SET {assign} WHERE {predicate}");
+            conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            // No RETURNING on UPDATE: the rows it wrote are the ones carrying the
+            // statement's fresh unique value (the last assignment), which the transaction
+            // sees as its own writes.
+            let (value_col, fresh) = set.last().ok_or_else(|| DbError::unexpected(&sql, "no assignment"))?;
+            let read = format!("SELECT {cols} FROM {t} WHERE {} = {fresh} ORDER BY {pk}", quote(value_col));
+            let rows: Vec<Row> = conn.query(&read).await.map_err(|e| db_error_with(classify, &read, e))?;
+            let rows = rows.iter().map(|r| ints(&read, r, width)).collect::<Result<_, _>>()?;
+            vec![RecordedOp::Update { predicate: predicate.clone(), set: set.clone(), rows }]
+        }
+        Step::PredicateDelete { predicate } => {
+            let sql = format!("DELETE FROM {t} WHERE {predicate} RETURNING {pk}");
+            let mut keys: Vec<i64> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            keys.sort_unstable();
+            vec![RecordedOp::Delete { predicate: predicate.clone(), keys }]
+        }
+        Step::Aggregate { predicate, function, column } => {
+            let f = match function {
+                AggregateFn::Min => "MIN",
+                AggregateFn::Max => "MAX",
+                AggregateFn::Count => "COUNT",
+                AggregateFn::Sum => "SUM",
+            };
+            // One statement, one read: the aggregate over the matching rows, repeated on
+            // each of them (a window function), with each row's key and value column.
+            let sql = format!(
+                "SELECT {pk}, {v}, CAST({f}({c}) OVER () AS SIGNED) FROM {t} WHERE {predicate} ORDER BY {pk}",
+                v = quote(table.value_column()),
+                c = quote(column),
+            );
+            let rows: Vec<(i64, i64, Option<i64>)> =
+                conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            let result = match rows.first() {
+                Some((_, _, value)) => *value,
+                None if *function == AggregateFn::Count => Some(0),
+                None => None,
+            };
+            let op =
+                RecordedOp::Aggregate { predicate: predicate.clone(), function: *function, column, result };
+            return Ok(vec![(op, Some(rows.iter().map(|(k, v, _)| [*k, *v]).collect()))]);
+        }
+    };
+    Ok(ops.into_iter().map(|op| (op, None)).collect())
+}

@@ -1,0 +1,260 @@
+//! The TiDB test-client session: the workload's steps in MySQL's SQL (`mysql_sql.rs`), and
+//! the timestamps timestamp-ordering recovery needs ([`TiDbTxnFacts`], [`TiDbOpFacts`]).
+//!
+//! - `@@tidb_current_ts` right after `BEGIN`: the start timestamp (TiDB allocates it
+//!   there; every plain read of a REPEATABLE READ transaction is at it);
+//! - `@@tidb_last_query_info` after each statement that reads at its own timestamp (DML
+//!   and `SELECT ... FOR UPDATE` of a pessimistic transaction, every statement at READ
+//!   COMMITTED): its `for_update_ts`, the op's `read_ts`;
+//! - `@@tidb_last_txn_info` after COMMIT: its `commit_ts`.
+//!
+//! The JSON of both variables is TiDB's `sessionctx/variable` `TxnInfo` / `QueryInfo`:
+//! `{"txn_scope":"global","start_ts":N,"commit_ts":N,...}` and
+//! `{"txn_scope":"global","start_ts":N,"for_update_ts":N,"error":...}`.
+
+use isocert_recovery::{TiDbOpFacts, TiDbTxnFacts};
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+use serde::Deserialize;
+
+use super::url::TxnMode;
+use crate::mysql_sql::{db_error_with, execute_step, quote};
+use crate::seam::{
+    redact_url, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec,
+};
+
+/// TiDB error numbers after which the transaction was rolled back and a new attempt may
+/// succeed: write conflict (9007), "can not retry select for update statement" (8002),
+/// "transaction retry failed" (8022), "information schema is changed" (8028), deadlock
+/// (1213), lock wait timeout (1205).
+const RETRYABLE: &[u16] = &[9007, 8002, 8022, 8028, 1213, 1205];
+
+/// Error numbers that mean the session is gone: killed (1927), server shutdown (1053).
+const CONNECTION_GONE: &[u16] = &[1927, 1053];
+
+/// How a driver error is handled: the one place TiDB errors are classified.
+pub fn classify(e: &mysql_async::Error) -> ErrorClass {
+    match e {
+        mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => ErrorClass::Retryable,
+        mysql_async::Error::Server(s) if CONNECTION_GONE.contains(&s.code) => ErrorClass::ConnectionLost,
+        mysql_async::Error::Server(_) | mysql_async::Error::Url(_) => ErrorClass::Fatal,
+        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => ErrorClass::ConnectionLost,
+        mysql_async::Error::Other(_) => ErrorClass::Fatal,
+    }
+}
+
+fn db_error(context: &str, e: mysql_async::Error) -> DbError {
+    db_error_with(classify, context, e)
+}
+
+/// `@@tidb_last_txn_info` / `@@tidb_last_query_info`, the fields isocert reads.
+#[derive(Debug, Default, Deserialize)]
+struct TsInfo {
+    #[serde(default)]
+    start_ts: u64,
+    #[serde(default)]
+    commit_ts: u64,
+    #[serde(default)]
+    for_update_ts: u64,
+}
+
+/// One test-client connection to TiDB.
+#[derive(Debug)]
+pub struct TiDbSession {
+    conn: Conn,
+    mode: TxnMode,
+    level: Isolation,
+}
+
+impl TiDbSession {
+    /// Connects to `mysql_url` and sets the session's transaction mode.
+    pub(crate) async fn connect(mysql_url: &str, mode: TxnMode) -> Result<Self, DbError> {
+        let opts = mysql_async::Opts::from_url(mysql_url).map_err(|e| {
+            DbError::new(ErrorClass::Fatal, None, format!("reading {}", redact_url(mysql_url)), e)
+        })?;
+        let mut conn = Conn::new(opts)
+            .await
+            .map_err(|e| db_error(&format!("connecting to {}", redact_url(mysql_url)), e))?;
+        let sql = format!("SET SESSION tidb_txn_mode = '{mode}'");
+        conn.query_drop(&sql).await.map_err(|e| db_error(&sql, e))?;
+        Ok(TiDbSession { conn, mode, level: Isolation::RepeatableRead })
+    }
+
+    async fn info(&mut self, variable: &str) -> Result<TsInfo, DbError> {
+        let sql = format!("SELECT @@{variable}");
+        let text: Option<Option<String>> =
+            self.conn.query_first(&sql).await.map_err(|e| db_error(&sql, e))?;
+        match text.flatten() {
+            Some(t) if !t.is_empty() => serde_json::from_str(&t)
+                .map_err(|e| DbError::unexpected(&sql, format!("not TiDB's JSON ({e}): {t}"))),
+            _ => Ok(TsInfo::default()),
+        }
+    }
+
+    /// Whether `step` reads at its own timestamp rather than the transaction's start.
+    fn reads_at_own_ts(&self, step: &Step) -> bool {
+        self.level == Isolation::ReadCommitted
+            || (self.mode == TxnMode::Pessimistic
+                && !matches!(step, Step::Read { .. } | Step::Select { .. } | Step::Aggregate { .. }))
+    }
+
+    /// A predicate delete without `RETURNING`: lock and read the matching keys, then delete
+    /// them by key. Its `read_ts` is the locking read's.
+    async fn predicate_delete(
+        &mut self,
+        table: &TableSpec,
+        predicate: &str,
+    ) -> Result<(RecordedOp, TiDbOpFacts), DbError> {
+        let (t, pk) = (quote(table.name), quote(table.pk()));
+        let sql = format!("SELECT {pk} FROM {t} WHERE {predicate} ORDER BY {pk} FOR UPDATE");
+        let keys: Vec<i64> = self.conn.query(&sql).await.map_err(|e| db_error(&sql, e))?;
+        let facts = self.op_facts(true).await?;
+        if !keys.is_empty() {
+            let list = keys.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+            let sql = format!("DELETE FROM {t} WHERE {pk} IN ({list})");
+            self.conn.query_drop(&sql).await.map_err(|e| db_error(&sql, e))?;
+        }
+        Ok((RecordedOp::Delete { predicate: predicate.to_string(), keys }, facts))
+    }
+
+    async fn op_facts(&mut self, own_ts: bool) -> Result<TiDbOpFacts, DbError> {
+        if !own_ts {
+            return Ok(TiDbOpFacts::default());
+        }
+        let info = self.info("tidb_last_query_info").await?;
+        Ok(TiDbOpFacts { read_ts: (info.for_update_ts > 0).then_some(info.for_update_ts) })
+    }
+}
+
+fn commit_failure(e: DbError) -> CommitOutcome {
+    match e.class {
+        ErrorClass::Retryable => CommitOutcome::AbortedRetryable(e),
+        ErrorClass::ConnectionLost => CommitOutcome::Unknown(e),
+        ErrorClass::Fatal => CommitOutcome::Failed(e),
+    }
+}
+
+impl Session for TiDbSession {
+    type TxnFacts = TiDbTxnFacts;
+    type OpFacts = TiDbOpFacts;
+
+    fn server_id(&self) -> u64 {
+        u64::from(self.conn.id())
+    }
+
+    async fn begin(&mut self, level: Isolation) -> Result<TiDbTxnFacts, DbError> {
+        let refuse =
+            |message: String| DbError::new(ErrorClass::Fatal, None, "starting a transaction", message);
+        match (level, self.mode) {
+            (Isolation::Serializable, _) => {
+                return Err(refuse(
+                    "TiDB has no SERIALIZABLE level (it refuses it, or with tidb_skip_isolation_level_check runs \
+                     snapshot isolation under that name): run --isolation repeatable-read (snapshot isolation) \
+                     or read-committed"
+                        .into(),
+                ))
+            }
+            (Isolation::ReadCommitted, TxnMode::Optimistic) => {
+                return Err(refuse(
+                    "TiDB's READ COMMITTED takes effect only in pessimistic transactions: drop txn_mode=optimistic \
+                     from the URL or run --isolation repeatable-read"
+                        .into(),
+                ))
+            }
+            _ => {}
+        }
+        self.level = level;
+        let facts = TiDbTxnFacts {
+            isolation: level.as_str().to_string(),
+            txn_mode: self.mode.as_str().to_string(),
+            ..TiDbTxnFacts::default()
+        };
+        let sql = format!("SET TRANSACTION ISOLATION LEVEL {}", level.sql());
+        self.conn.query_drop(&sql).await.map_err(|e| db_error(&sql, e))?;
+        self.conn.query_drop("BEGIN").await.map_err(|e| db_error("BEGIN", e))?;
+        let sql = "SELECT @@tidb_current_ts";
+        let ts: Option<u64> = self.conn.query_first(sql).await.map_err(|e| db_error(sql, e))?;
+        Ok(TiDbTxnFacts { start_ts: ts.filter(|&t| t > 0), ..facts })
+    }
+
+    async fn execute(
+        &mut self,
+        table: &TableSpec,
+        step: &Step,
+        _facts: &mut TiDbTxnFacts,
+    ) -> Result<Vec<(RecordedOp, TiDbOpFacts)>, DbError> {
+        if let Step::PredicateDelete { predicate } = step {
+            return Ok(vec![self.predicate_delete(table, predicate).await?]);
+        }
+        let own_ts = self.reads_at_own_ts(step);
+        let ops = execute_step(&mut self.conn, table, step, classify).await?;
+        let facts = self.op_facts(own_ts).await?;
+        Ok(ops.into_iter().map(|(op, _)| (op, facts.clone())).collect())
+    }
+
+    async fn commit(&mut self, facts: &mut TiDbTxnFacts) -> CommitOutcome {
+        if let Err(e) = self.conn.query_drop("COMMIT").await {
+            return commit_failure(db_error("COMMIT", e));
+        }
+        // The commit happened; what follows only records when. Without it, recovery takes
+        // the commit timestamp from the row versions (a read-only transaction needs none).
+        match self.info("tidb_last_txn_info").await {
+            Ok(info) => {
+                if facts.start_ts.is_some_and(|s| info.start_ts != 0 && info.start_ts != s) {
+                    tracing::warn!(start_ts = info.start_ts, "tidb_last_txn_info names another transaction");
+                } else {
+                    facts.commit_ts = (info.commit_ts > 0).then_some(info.commit_ts);
+                }
+            }
+            Err(e) => tracing::debug!("reading the commit timestamp: {e}"),
+        }
+        CommitOutcome::Committed
+    }
+
+    async fn rollback(&mut self) -> Result<(), DbError> {
+        self.conn.query_drop("ROLLBACK").await.map_err(|e| db_error("ROLLBACK", e))
+    }
+
+    fn note_error(&self, facts: &mut TiDbTxnFacts, error: &DbError) {
+        facts.error = Some(match (error.code(), error.class) {
+            (Some(code), _) => code.to_string(),
+            (None, ErrorClass::ConnectionLost) => "connection".to_string(),
+            (None, _) => "client".to_string(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_conflicts_retry_and_the_info_variables_parse() {
+        let server = |code: u16| {
+            mysql_async::Error::Server(mysql_async::ServerError {
+                code,
+                message: String::new(),
+                state: String::new(),
+            })
+        };
+        for code in [9007, 8002, 8022, 8028, 1213, 1205] {
+            assert_eq!(classify(&server(code)), ErrorClass::Retryable, "{code}");
+        }
+        assert_eq!(classify(&server(1105)), ErrorClass::Fatal);
+        assert_eq!(
+            classify(&mysql_async::Error::Driver(mysql_async::DriverError::ConnectionClosed)),
+            ErrorClass::ConnectionLost
+        );
+        // Shapes from TiDB's documentation of the two system variables.
+        let txn: TsInfo = serde_json::from_str(
+            r#"{"txn_scope":"global","start_ts":419627869211545601,"commit_ts":419627869211545602,"txn_commit_mode":"2pc","async_commit_fallback":false,"one_pc_fallback":false}"#,
+        )
+        .unwrap();
+        assert_eq!((txn.start_ts, txn.commit_ts), (419627869211545601, 419627869211545602));
+        let query: TsInfo = serde_json::from_str(
+            r#"{"txn_scope":"global","start_ts":419627869211545601,"for_update_ts":419627869224652801}"#,
+        )
+        .unwrap();
+        assert_eq!(query.for_update_ts, 419627869224652801);
+    }
+}
