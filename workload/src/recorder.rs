@@ -1,7 +1,8 @@
 //! Turns what the sessions saw into the history, one finished transaction at a time.
 
 use isocert_history::{
-    ColId, History, ObjId, Op, ResultRow, Scalar, SessionId, Status, TableId, Transaction, Value, ValueId,
+    ColId, Dialect, History, ObjId, Op, ResultRow, Scalar, SessionId, Status, TableId, Transaction, Value,
+    ValueId,
 };
 use serde_json::{Map, Value as Json};
 
@@ -33,9 +34,11 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder for `schema`'s table with `sessions` sessions named 0..sessions.
-    pub(crate) fn new(schema: &'static Schema, sessions: u32) -> Self {
+    /// A recorder for `schema`'s table with `sessions` sessions named 0..sessions, whose
+    /// predicates are in `dialect`.
+    pub(crate) fn new(schema: &'static Schema, sessions: u32, dialect: Dialect) -> Self {
         let mut history = History::new();
+        history.dialect = dialect;
         let table = history.intern_table(schema.table);
         let columns = schema.columns.iter().map(|c| history.intern_column(table, c)).collect();
         let sessions = (0..sessions).map(|s| history.intern_session(Scalar::Int(i64::from(s)))).collect();

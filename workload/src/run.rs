@@ -64,7 +64,7 @@ pub async fn run_until<D: Database>(
     let schema = Schema::of(cfg.kind);
     let initial = db.read_table(&schema.spec()).await?;
     let max_value = initial.iter().map(|r| *r.last().expect("columns")).max().unwrap_or(0);
-    let mut recorder = Recorder::new(schema, cfg.sessions);
+    let mut recorder = Recorder::new(schema, cfg.sessions, D::DIALECT);
     recorder.set_initial(&initial);
     let shared = Arc::new(Shared {
         db: db.clone(),

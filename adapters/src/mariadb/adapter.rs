@@ -1,7 +1,7 @@
 //! [`MariaDb`]: the seam's [`Database`] for MariaDB (and MySQL-protocol servers with
 //! MariaDB's binary log and status variables).
 
-use isocert_history::History;
+use isocert_history::{Dialect, History};
 use isocert_recovery::{recover_innodb, RawLog, Recovered, RecoveryError, RowMatcher};
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -79,6 +79,7 @@ impl Database for MariaDb {
     type Server = EmbeddedMariaDb;
 
     const KIND: DatabaseKind = DatabaseKind::MariaDb;
+    const DIALECT: Dialect = Dialect::Mysql;
 
     fn from_url(url: &str) -> Result<Self, AdapterError> {
         match DatabaseKind::from_url(url)? {

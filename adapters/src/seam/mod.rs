@@ -32,7 +32,7 @@ use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
-use isocert_history::History;
+use isocert_history::{Dialect, History};
 /// The recovery types the seam's signatures use, re-exported for implementers.
 pub use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
 use serde::Serialize;
@@ -372,6 +372,11 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
 
     /// Which database this is.
     const KIND: DatabaseKind;
+
+    /// The SQL dialect the database evaluates predicates in (the history's `dialect`, which
+    /// the predicate oracle follows: PostgreSQL's strict types and C collation, or MySQL's
+    /// case-insensitive collation and implicit conversions).
+    const DIALECT: Dialect = Dialect::Postgres;
 
     /// The adapter for `url` (no connection is made yet). Fails on a URL it cannot use.
     fn from_url(url: &str) -> Result<Self, AdapterError>;

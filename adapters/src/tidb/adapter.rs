@@ -1,6 +1,6 @@
 //! [`TiDb`]: the seam's [`Database`] for TiDB.
 
-use isocert_history::History;
+use isocert_history::{Dialect, History};
 use isocert_recovery::{recover_tidb, RawLog, Recovered, RecoveryError, RowMatcher};
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -92,6 +92,7 @@ impl Database for TiDb {
     type Server = NoTiDbServer;
 
     const KIND: DatabaseKind = DatabaseKind::TiDb;
+    const DIALECT: Dialect = Dialect::Mysql;
 
     fn from_url(url: &str) -> Result<Self, AdapterError> {
         TiDb::new(url)
