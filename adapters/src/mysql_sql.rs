@@ -153,3 +153,103 @@ pub(crate) async fn execute_step(
     };
     Ok(ops.into_iter().map(|op| (op, None)).collect())
 }
+
+/// Rows per `INSERT` when loading the initial rows.
+const INSERT_BATCH: usize = 1000;
+
+/// The table administration of a MySQL-protocol adapter: each call opens one connection
+/// (`mysql://` URL; `mariadb://` is read as `mysql://`), runs, and closes it.
+#[derive(Clone, Debug)]
+pub(crate) struct MySqlAdmin {
+    url: String,
+    classify: fn(&mysql_async::Error) -> ErrorClass,
+}
+
+impl MySqlAdmin {
+    /// An administrator of the server at `url`, whose errors `classify` classifies.
+    pub(crate) fn new(url: &str, classify: fn(&mysql_async::Error) -> ErrorClass) -> Self {
+        MySqlAdmin { url: url.to_string(), classify }
+    }
+
+    /// The driver's options for the URL.
+    pub(crate) fn opts(&self) -> Result<mysql_async::Opts, DbError> {
+        mysql_opts(&self.url)
+    }
+
+    /// Opens a connection.
+    pub(crate) async fn connect(&self) -> Result<Conn, DbError> {
+        let context = format!("connecting to {}", crate::seam::redact_url(&self.url));
+        Conn::new(self.opts()?).await.map_err(|e| db_error_with(self.classify, &context, e))
+    }
+
+    async fn run(&self, conn: &mut Conn, sql: &str) -> Result<(), DbError> {
+        conn.query_drop(sql).await.map_err(|e| db_error_with(self.classify, sql, e))
+    }
+
+    /// Runs `statements` in order on one connection.
+    pub(crate) async fn execute(&self, statements: &[String]) -> Result<(), DbError> {
+        let mut conn = self.connect().await?;
+        for sql in statements {
+            if let Err(e) = self.run(&mut conn, sql).await {
+                let _ = conn.disconnect().await;
+                return Err(e);
+            }
+        }
+        let _ = conn.disconnect().await;
+        Ok(())
+    }
+
+    /// Drops and recreates `table` with `CREATE TABLE` text `create`, and inserts `rows`.
+    pub(crate) async fn prepare_table(
+        &self,
+        table: &TableSpec,
+        create: String,
+        rows: &[Vec<i64>],
+    ) -> Result<(), DbError> {
+        let t = quote(table.name);
+        let mut statements = vec![format!("DROP TABLE IF EXISTS {t}"), create];
+        for batch in rows.chunks(INSERT_BATCH) {
+            let values: Vec<String> = batch.iter().map(|r| format!("({})", values(r))).collect();
+            statements.push(format!("INSERT INTO {t} ({}) VALUES {}", column_list(table), values.join(", ")));
+        }
+        self.execute(&statements).await
+    }
+
+    /// Whether `table` exists in the URL's database.
+    pub(crate) async fn table_exists(&self, table: &TableSpec) -> Result<bool, DbError> {
+        let mut conn = self.connect().await?;
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{}'",
+            table.name
+        );
+        let n: Result<Option<i64>, _> = conn.query_first(&sql).await;
+        let _ = conn.disconnect().await;
+        Ok(n.map_err(|e| db_error_with(self.classify, &sql, e))?.unwrap_or(0) > 0)
+    }
+
+    /// Drops `table`.
+    pub(crate) async fn drop_table(&self, table: &TableSpec) -> Result<(), DbError> {
+        self.execute(&[format!("DROP TABLE IF EXISTS {}", quote(table.name))]).await
+    }
+
+    /// `table`'s rows, by key.
+    pub(crate) async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
+        let mut conn = self.connect().await?;
+        let sql = format!("SELECT {} FROM {} ORDER BY 1", column_list(table), quote(table.name));
+        let rows: Result<Vec<Row>, _> = conn.query(&sql).await;
+        let _ = conn.disconnect().await;
+        let rows = rows.map_err(|e| db_error_with(self.classify, &sql, e))?;
+        rows.iter().map(|r| ints(&sql, r, table.columns.len())).collect()
+    }
+}
+
+/// The driver's options for `url`: `mysql://`, or `mariadb://` read as `mysql://`.
+pub(crate) fn mysql_opts(url: &str) -> Result<mysql_async::Opts, DbError> {
+    let mysql_url = match url.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql://{rest}"),
+        _ => url.to_string(),
+    };
+    mysql_async::Opts::from_url(&mysql_url).map_err(|e| {
+        DbError::new(ErrorClass::Fatal, None, format!("reading the URL {}", crate::seam::redact_url(url)), e)
+    })
+}

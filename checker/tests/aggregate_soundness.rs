@@ -4,6 +4,9 @@
 //! every aggregate the result it returned. (Emme may reject a history some order would
 //! replay: its dependencies are sufficient, not necessary.) Both verdicts must occur often.
 
+mod common;
+
+use common::permutations;
 use isocert_checker::{check, CheckerKind, IsolationLevel};
 use isocert_history::v1;
 use isocert_oracle::Interpreter;
@@ -179,19 +182,6 @@ fn some_order_replays(txns: &[Txn], order: &[Vec<usize>], keys: usize) -> bool {
         found = true;
     });
     found
-}
-
-/// Calls `f` with every permutation of `p[k..]` (after `p[..k]`).
-fn permutations(p: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
-    if k == p.len() {
-        f(p);
-        return;
-    }
-    for i in k..p.len() {
-        p.swap(k, i);
-        permutations(p, k + 1, f);
-        p.swap(k, i);
-    }
 }
 
 #[test]

@@ -12,6 +12,9 @@
 //! replay of the same order; for serializable histories it is given an order of the graph,
 //! which must replay.
 
+mod common;
+
+use common::permutations;
 use isocert_checker::{check, CheckerKind, IsolationLevel};
 use isocert_history::v1;
 use isocert_oracle::Interpreter;
@@ -360,17 +363,5 @@ fn the_naive_cycle_search_finds_exactly_the_cycles() {
             }
         });
         assert_eq!(has_cycle(&edges, WW), !acyclic, "{edges:?}");
-    }
-}
-
-fn permutations(p: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
-    if k == p.len() {
-        f(p);
-        return;
-    }
-    for i in k..p.len() {
-        p.swap(k, i);
-        permutations(p, k + 1, f);
-        p.swap(k, i);
     }
 }

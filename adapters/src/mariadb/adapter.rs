@@ -3,25 +3,22 @@
 
 use isocert_history::{Dialect, History};
 use isocert_recovery::{recover_innodb, RawLog, Recovered, RecoveryError, RowMatcher};
-use mysql_async::prelude::Queryable;
-use mysql_async::Conn;
 
 use super::binlog::BinlogCapture;
-use super::client::{column_list, connect, db_error, opts, quote, MariaSession};
+use super::client::{classify, opts, quote, MariaSession};
 use super::embedded::EmbeddedMariaDb;
+use crate::mysql_sql::MySqlAdmin;
 use crate::seam::{
     CaptureOptions, CheckedLevel, Database, DatabaseKind, DbError, Isolation, TableSpec, ThrowawayServer,
 };
 use crate::AdapterError;
-
-/// Rows per `INSERT` when loading the initial rows.
-const INSERT_BATCH: usize = 1000;
 
 /// A MariaDB server under test (needs a row-based binary log for the change capture).
 #[derive(Clone, Debug)]
 pub struct MariaDb {
     url: String,
     database: String,
+    admin: MySqlAdmin,
 }
 
 impl MariaDb {
@@ -35,16 +32,13 @@ impl MariaDb {
             message: "a MariaDB URL must name the database the workload's tables go in (mysql://user@host:port/DATABASE)"
                 .into(),
         })?;
-        Ok(MariaDb { url, database })
+        let admin = MySqlAdmin::new(&url, classify);
+        Ok(MariaDb { url, database, admin })
     }
 
     /// The URL it connects to.
     pub fn url(&self) -> &str {
         &self.url
-    }
-
-    async fn admin(&self) -> Result<Conn, DbError> {
-        connect(&self.url).await
     }
 
     /// A server id for the capture's replica registration, unique per process.
@@ -67,10 +61,6 @@ fn definition(table: &TableSpec) -> String {
         })
         .collect();
     columns.join(", ")
-}
-
-async fn exec(conn: &mut Conn, sql: &str) -> Result<(), DbError> {
-    conn.query_drop(sql).await.map_err(|e| db_error(sql, e))
 }
 
 impl Database for MariaDb {
@@ -100,63 +90,24 @@ impl Database for MariaDb {
     }
 
     async fn prepare_table(&self, table: &TableSpec, rows: &[Vec<i64>]) -> Result<(), DbError> {
-        let mut conn = self.admin().await?;
-        let t = quote(table.name);
-        exec(&mut conn, &format!("DROP TABLE IF EXISTS {t}")).await?;
-        exec(&mut conn, &format!("CREATE TABLE {t} ({}) ENGINE=InnoDB", definition(table))).await?;
-        for batch in rows.chunks(INSERT_BATCH) {
-            let values: Vec<String> = batch
-                .iter()
-                .map(|r| format!("({})", r.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")))
-                .collect();
-            exec(
-                &mut conn,
-                &format!("INSERT INTO {t} ({}) VALUES {}", column_list(table), values.join(", ")),
-            )
-            .await?;
-        }
-        let _ = conn.disconnect().await;
-        Ok(())
+        let create = format!("CREATE TABLE {} ({}) ENGINE=InnoDB", quote(table.name), definition(table));
+        self.admin.prepare_table(table, create, rows).await
     }
 
     async fn table_exists(&self, table: &TableSpec) -> Result<bool, DbError> {
-        let mut conn = self.admin().await?;
-        let sql = format!(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{}'",
-            table.name
-        );
-        let n: Option<i64> = conn.query_first(&sql).await.map_err(|e| db_error(&sql, e))?;
-        let _ = conn.disconnect().await;
-        Ok(n.unwrap_or(0) > 0)
+        self.admin.table_exists(table).await
     }
 
     async fn drop_table(&self, table: &TableSpec) -> Result<(), DbError> {
-        let mut conn = self.admin().await?;
-        exec(&mut conn, &format!("DROP TABLE IF EXISTS {}", quote(table.name))).await?;
-        let _ = conn.disconnect().await;
-        Ok(())
+        self.admin.drop_table(table).await
     }
 
     async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
-        let mut conn = self.admin().await?;
-        let sql = format!("SELECT {} FROM {} ORDER BY 1", column_list(table), quote(table.name));
-        let rows: Vec<mysql_async::Row> = conn.query(&sql).await.map_err(|e| db_error(&sql, e))?;
-        let _ = conn.disconnect().await;
-        rows.iter()
-            .map(|r| {
-                (0..table.columns.len())
-                    .map(|i| r.get_opt::<i64, usize>(i).and_then(Result::ok))
-                    .collect::<Option<Vec<i64>>>()
-                    .ok_or_else(|| DbError::unexpected(&sql, "a row with a NULL or non-integer column"))
-            })
-            .collect()
+        self.admin.read_table(table).await
     }
 
     async fn kill_session(&self, server_id: u64) -> Result<(), DbError> {
-        let mut conn = self.admin().await?;
-        exec(&mut conn, &format!("KILL {server_id}")).await?;
-        let _ = conn.disconnect().await;
-        Ok(())
+        self.admin.execute(&[format!("KILL {server_id}")]).await
     }
 
     async fn start_capture(

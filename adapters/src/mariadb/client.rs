@@ -10,7 +10,7 @@ use isocert_recovery::{InnoDbOpFacts, InnoDbTxnFacts};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 
-pub(crate) use crate::mysql_sql::{column_list, quote};
+pub(crate) use crate::mysql_sql::quote;
 use crate::mysql_sql::{db_error_with, execute_step};
 use crate::seam::{
     redact_url, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec,
@@ -42,12 +42,7 @@ pub(crate) fn db_error(context: &str, e: mysql_async::Error) -> DbError {
 
 /// The driver's options for `url`: `mysql://` or `mariadb://` (read as `mysql://`).
 pub(crate) fn opts(url: &str) -> Result<Opts, DbError> {
-    let mysql_url = match url.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql://{rest}"),
-        _ => url.to_string(),
-    };
-    Opts::from_url(&mysql_url)
-        .map_err(|e| DbError::new(ErrorClass::Fatal, None, format!("reading the URL {}", redact_url(url)), e))
+    crate::mysql_sql::mysql_opts(url)
 }
 
 /// Opens a connection.
@@ -85,15 +80,6 @@ impl MariaSession {
         let (pos, last) = row.unwrap_or_default();
         let set = |g: Option<String>| g.filter(|g| !g.is_empty());
         Ok((set(pos), set(last)))
-    }
-}
-
-/// How a failed COMMIT (or the query just before it) ends the attempt.
-fn commit_failure(e: DbError) -> CommitOutcome {
-    match e.class {
-        ErrorClass::Retryable => CommitOutcome::AbortedRetryable(e),
-        ErrorClass::ConnectionLost => CommitOutcome::Unknown(e),
-        ErrorClass::Fatal => CommitOutcome::Failed(e),
     }
 }
 
@@ -151,10 +137,10 @@ impl Session for MariaSession {
         // was committed to the binary log at or before this position.
         match self.gtids().await {
             Ok((pos, _)) => facts.before_commit_gtid = pos,
-            Err(e) => return commit_failure(e),
+            Err(e) => return CommitOutcome::failed_with(e),
         }
         if let Err(e) = self.run("COMMIT").await {
-            return commit_failure(e);
+            return CommitOutcome::failed_with(e);
         }
         // The commit happened; what follows only records where. A failure here loses the
         // GTID (recovery then matches the transaction by the values it wrote).
@@ -172,11 +158,7 @@ impl Session for MariaSession {
     }
 
     fn note_error(&self, facts: &mut InnoDbTxnFacts, error: &DbError) {
-        facts.error = Some(match (error.code(), error.class) {
-            (Some(code), _) => code.to_string(),
-            (None, ErrorClass::ConnectionLost) => "connection".to_string(),
-            (None, _) => "client".to_string(),
-        });
+        facts.error = Some(error.fact());
     }
 }
 

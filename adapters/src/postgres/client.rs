@@ -231,14 +231,10 @@ impl Session for PgSession {
                 if let Some(x) = facts.own_xid {
                     facts.xid = Some(x);
                 }
-                match e.class {
-                    ErrorClass::ConnectionLost => {
-                        tracing::debug!("commit outcome unknown: {e}");
-                        CommitOutcome::Unknown(e)
-                    }
-                    ErrorClass::Retryable => CommitOutcome::AbortedRetryable(e),
-                    ErrorClass::Fatal => CommitOutcome::Failed(e),
+                if e.is_connection_lost() {
+                    tracing::debug!("commit outcome unknown: {e}");
                 }
+                CommitOutcome::failed_with(e)
             }
         }
     }
@@ -250,12 +246,7 @@ impl Session for PgSession {
     }
 
     fn note_error(&self, facts: &mut PgTxnFacts, error: &DbError) {
-        let code = match error.code() {
-            Some(c) => c,
-            None if error.is_connection_lost() => "connection",
-            None => "client",
-        };
-        facts.sqlstate = Some(code.to_string());
+        facts.sqlstate = Some(error.fact());
     }
 }
 

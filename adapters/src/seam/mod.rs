@@ -207,6 +207,16 @@ impl DbError {
     pub fn code(&self) -> Option<&str> {
         self.code.as_deref()
     }
+
+    /// What a session records about the failure in its facts: the server's code,
+    /// `connection` when the connection was lost without one, else `client`.
+    pub fn fact(&self) -> String {
+        match (self.code(), self.class) {
+            (Some(code), _) => code.to_string(),
+            (None, ErrorClass::ConnectionLost) => "connection".to_string(),
+            (None, _) => "client".to_string(),
+        }
+    }
 }
 
 /// `url` safe to print: a password in its user part becomes `***`
@@ -261,6 +271,18 @@ pub enum CommitOutcome {
     Unknown(DbError),
     /// Any other failure: the attempt is recorded as aborted and the run stops.
     Failed(DbError),
+}
+
+impl CommitOutcome {
+    /// How a COMMIT (or a statement just before it) that failed with `e` ends the
+    /// attempt, by the error's class.
+    pub fn failed_with(e: DbError) -> Self {
+        match e.class {
+            ErrorClass::Retryable => CommitOutcome::AbortedRetryable(e),
+            ErrorClass::ConnectionLost => CommitOutcome::Unknown(e),
+            ErrorClass::Fatal => CommitOutcome::Failed(e),
+        }
+    }
 }
 
 /// One connection of the test client, running one transaction at a time.

@@ -3,25 +3,19 @@
 use isocert_history::{Dialect, History};
 use isocert_recovery::{recover_tidb, RawLog, Recovered, RecoveryError, RowMatcher};
 use mysql_async::prelude::Queryable;
-use mysql_async::Conn;
 
 use super::mvcc::MvccCapture;
 use super::session::{classify, TiDbSession};
 use super::url::TiDbUrl;
-use crate::mysql_sql::{column_list, db_error_with, quote};
-use crate::seam::{
-    redact_url, CaptureOptions, CheckedLevel, Database, DatabaseKind, DbError, ErrorClass, Isolation,
-    TableSpec, ThrowawayServer,
-};
+use crate::mysql_sql::{db_error_with, quote, MySqlAdmin};
+use crate::seam::{CaptureOptions, Database, DatabaseKind, DbError, TableSpec, ThrowawayServer};
 use crate::AdapterError;
-
-/// Rows per `INSERT` when loading the initial rows.
-const INSERT_BATCH: usize = 1000;
 
 /// A TiDB cluster under test, reached through its SQL port and its status port.
 #[derive(Clone, Debug)]
 pub struct TiDb {
     url: TiDbUrl,
+    admin: MySqlAdmin,
 }
 
 impl TiDb {
@@ -30,29 +24,15 @@ impl TiDb {
     /// # Errors
     /// A URL [`TiDbUrl::parse`] refuses.
     pub fn new(url: &str) -> Result<Self, AdapterError> {
-        Ok(TiDb { url: TiDbUrl::parse(url)? })
+        let url = TiDbUrl::parse(url)?;
+        let admin = MySqlAdmin::new(&url.mysql_url, classify);
+        Ok(TiDb { url, admin })
     }
 
     /// The parsed URL.
     pub fn url(&self) -> &TiDbUrl {
         &self.url
     }
-
-    async fn admin(&self) -> Result<Conn, DbError> {
-        let mysql = &self.url.mysql_url;
-        let opts = mysql_async::Opts::from_url(mysql).map_err(|e| {
-            DbError::new(ErrorClass::Fatal, None, format!("reading {}", redact_url(mysql)), e)
-        })?;
-        Conn::new(opts).await.map_err(|e| db_error(&format!("connecting to {}", redact_url(mysql)), e))
-    }
-}
-
-fn db_error(context: &str, e: mysql_async::Error) -> DbError {
-    db_error_with(classify, context, e)
-}
-
-async fn exec(conn: &mut Conn, sql: &str) -> Result<(), DbError> {
-    conn.query_drop(sql).await.map_err(|e| db_error(sql, e))
 }
 
 /// `CREATE TABLE` column definitions: the integer key is the clustered row handle, which
@@ -112,56 +92,24 @@ impl Database for TiDb {
     }
 
     async fn prepare_table(&self, table: &TableSpec, rows: &[Vec<i64>]) -> Result<(), DbError> {
-        let mut conn = self.admin().await?;
-        let t = quote(table.name);
-        exec(&mut conn, &format!("DROP TABLE IF EXISTS {t}")).await?;
-        exec(&mut conn, &format!("CREATE TABLE {t} ({})", definition(table))).await?;
-        for batch in rows.chunks(INSERT_BATCH) {
-            let values: Vec<String> = batch
-                .iter()
-                .map(|r| format!("({})", r.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")))
-                .collect();
-            exec(
-                &mut conn,
-                &format!("INSERT INTO {t} ({}) VALUES {}", column_list(table), values.join(", ")),
-            )
-            .await?;
-        }
-        let _ = conn.disconnect().await;
-        Ok(())
+        let create = format!("CREATE TABLE {} ({})", quote(table.name), definition(table));
+        self.admin.prepare_table(table, create, rows).await
     }
 
     async fn table_exists(&self, table: &TableSpec) -> Result<bool, DbError> {
-        let mut conn = self.admin().await?;
-        let sql = format!(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{}'",
-            table.name
-        );
-        let n: Option<i64> = conn.query_first(&sql).await.map_err(|e| db_error(&sql, e))?;
-        let _ = conn.disconnect().await;
-        Ok(n.unwrap_or(0) > 0)
+        self.admin.table_exists(table).await
     }
 
     async fn drop_table(&self, table: &TableSpec) -> Result<(), DbError> {
-        let mut conn = self.admin().await?;
-        exec(&mut conn, &format!("DROP TABLE IF EXISTS {}", quote(table.name))).await?;
-        let _ = conn.disconnect().await;
-        Ok(())
+        self.admin.drop_table(table).await
     }
 
     async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
-        let mut conn = self.admin().await?;
-        let sql = format!("SELECT {} FROM {} ORDER BY 1", column_list(table), quote(table.name));
-        let rows: Vec<mysql_async::Row> = conn.query(&sql).await.map_err(|e| db_error(&sql, e))?;
-        let _ = conn.disconnect().await;
-        rows.iter().map(|r| crate::mysql_sql::ints(&sql, r, table.columns.len())).collect()
+        self.admin.read_table(table).await
     }
 
     async fn kill_session(&self, server_id: u64) -> Result<(), DbError> {
-        let mut conn = self.admin().await?;
-        exec(&mut conn, &format!("KILL {server_id}")).await?;
-        let _ = conn.disconnect().await;
-        Ok(())
+        self.admin.execute(&[format!("KILL {server_id}")]).await
     }
 
     async fn start_capture(
@@ -177,13 +125,17 @@ impl Database for TiDb {
             });
         }
         // Everything committed by now (the loaded table) is the initial state.
-        let mut conn = self.admin().await.map_err(AdapterError::from)?;
-        exec(&mut conn, "BEGIN").await.map_err(AdapterError::from)?;
+        let mut conn = self.admin.connect().await?;
         let sql = "SELECT @@tidb_current_ts";
-        let baseline: Option<u64> =
-            conn.query_first(sql).await.map_err(|e| AdapterError::from(db_error(sql, e)))?;
-        exec(&mut conn, "COMMIT").await.map_err(AdapterError::from)?;
+        let baseline = async {
+            conn.query_drop("BEGIN").await?;
+            let ts: Option<u64> = conn.query_first(sql).await?;
+            conn.query_drop("COMMIT").await?;
+            Ok::<_, mysql_async::Error>(ts)
+        }
+        .await;
         let _ = conn.disconnect().await;
+        let baseline = baseline.map_err(|e| AdapterError::from(db_error_with(classify, sql, e)))?;
         let baseline = baseline.filter(|&t| t > 0).ok_or_else(|| AdapterError::Protocol {
             message: "@@tidb_current_ts is 0 inside a transaction: is this TiDB?".into(),
         })?;
@@ -192,16 +144,6 @@ impl Database for TiDb {
 
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {
         recover_tidb(h, log, matcher)
-    }
-
-    /// TiDB's REPEATABLE READ is snapshot isolation (TiDB's documentation says so): it is
-    /// checked as such.
-    fn checked_as(level: Isolation) -> CheckedLevel {
-        match level {
-            Isolation::Serializable => CheckedLevel::Serializable,
-            Isolation::RepeatableRead => CheckedLevel::SnapshotIsolation,
-            Isolation::ReadCommitted => CheckedLevel::ReadCommitted,
-        }
     }
 }
 

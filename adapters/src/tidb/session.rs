@@ -126,14 +126,6 @@ impl TiDbSession {
     }
 }
 
-fn commit_failure(e: DbError) -> CommitOutcome {
-    match e.class {
-        ErrorClass::Retryable => CommitOutcome::AbortedRetryable(e),
-        ErrorClass::ConnectionLost => CommitOutcome::Unknown(e),
-        ErrorClass::Fatal => CommitOutcome::Failed(e),
-    }
-}
-
 impl Session for TiDbSession {
     type TxnFacts = TiDbTxnFacts;
     type OpFacts = TiDbOpFacts;
@@ -194,7 +186,7 @@ impl Session for TiDbSession {
 
     async fn commit(&mut self, facts: &mut TiDbTxnFacts) -> CommitOutcome {
         if let Err(e) = self.conn.query_drop("COMMIT").await {
-            return commit_failure(db_error("COMMIT", e));
+            return CommitOutcome::failed_with(db_error("COMMIT", e));
         }
         // The commit happened; what follows only records when. Without it, recovery takes
         // the commit timestamp from the row versions (a read-only transaction needs none).
@@ -216,11 +208,7 @@ impl Session for TiDbSession {
     }
 
     fn note_error(&self, facts: &mut TiDbTxnFacts, error: &DbError) {
-        facts.error = Some(match (error.code(), error.class) {
-            (Some(code), _) => code.to_string(),
-            (None, ErrorClass::ConnectionLost) => "connection".to_string(),
-            (None, _) => "client".to_string(),
-        });
+        facts.error = Some(error.fact());
     }
 }
 

@@ -148,21 +148,12 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         candidates.dedup();
         self.eval_gen += 1;
         let mut info = PredInfo::default();
-        let mut transitions = Vec::with_capacity(candidates.len() * 2);
         for &g in &candidates {
             if self.matches(pred, g)? {
                 info.matching.push(g);
             }
-            if self.vt.position(g) > 0 {
-                transitions.push(g);
-            }
-            if let Some(next) = self.vt.next(g) {
-                transitions.push(next);
-            }
         }
-        transitions.sort_unstable();
-        transitions.dedup();
-        for g in transitions {
+        for g in self.transitions(&candidates) {
             if self.matches(pred, g)? != self.matches(pred, g - 1)? {
                 info.changing.push(g);
             }
@@ -329,22 +320,28 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
     /// transition into or out of a matching version can (an unmatched version's key is
     /// silent), and `info.matching` holds every matching version, sorted.
     fn aggregate_changing(&self, info: &PredInfo, dependence: &Dependence<'_>) -> Vec<u32> {
-        let mut transitions = Vec::with_capacity(info.matching.len() * 2);
-        for &g in &info.matching {
-            if self.vt.position(g) > 0 {
-                transitions.push(g);
-            }
-            if let Some(next) = self.vt.next(g) {
-                transitions.push(next);
-            }
-        }
-        transitions.sort_unstable();
-        transitions.dedup();
         let key = |g: u32| {
             let v = self.vt.versions[g as usize];
             dependence.key(self.h, v.obj, v.value, info.matching.binary_search(&g).is_ok())
         };
-        transitions.into_iter().filter(|&g| key(g) != key(g - 1)).collect()
+        self.transitions(&info.matching).into_iter().filter(|&g| key(g) != key(g - 1)).collect()
+    }
+
+    /// The installations into or out of `versions` (sorted): each one that has a
+    /// predecessor, and each one's successor, sorted and once each.
+    fn transitions(&self, versions: &[u32]) -> Vec<u32> {
+        let mut out = Vec::with_capacity(versions.len() * 2);
+        for &g in versions {
+            if self.vt.position(g) > 0 {
+                out.push(g);
+            }
+            if let Some(next) = self.vt.next(g) {
+                out.push(next);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Whether version `gid` may match `pred`: outside the constrained column's ranges it
