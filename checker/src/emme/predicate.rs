@@ -263,6 +263,16 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         }
         expected.sort_unstable();
         self.compare_results(t, i, op, &expected, items);
+        if matches!(op, Op::Select { .. }) {
+            for &(obj, _) in &expected {
+                if let Seen::Version(g) = self.resolve(t, obj) {
+                    // A version that changed the matches already gives the predicate-wr
+                    // edge from its writer, which every cycle rule treats as a wr edge.
+                    let changed_matches = info.changing.binary_search(&g).is_ok();
+                    self.row_read_edges(t, i, g, !changed_matches, items);
+                }
+            }
+        }
         let aggregate_changing;
         let changing: &[u32] = match Self::dependence(h, op, &expected) {
             Some(dependence) => {
@@ -303,6 +313,50 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         }
         self.infos[pred.index()] = Some(info);
         Ok(())
+    }
+
+    /// A select also reads the rows it returns (Adya models a query as a predicate read
+    /// followed by item reads of the matching rows): version `g` it returned gives the item
+    /// edges of a read, wr from its writer and rw to the writer of the next version, so
+    /// that a concurrent change of a returned row's value is a dependency although the
+    /// row stays matched.
+    fn row_read_edges(&self, t: TxnId, i: u32, g: u32, read_dep: bool, items: &mut ItemPass<'_, 'h>) {
+        let writer = self.vt.versions[g as usize].writer;
+        if read_dep && writer != INITIAL && writer != t.0 {
+            items.edges.push(RawEdge {
+                from: writer,
+                to: t.0,
+                kind: EdgeKind::Wr,
+                op: i,
+                ver: g,
+                aux: u32::MAX,
+            });
+        }
+        if let Some(next) = self.vt.next(g) {
+            let nw = self.vt.versions[next as usize].writer;
+            if nw != t.0 {
+                items.edges.push(RawEdge { from: t.0, to: nw, kind: EdgeKind::Rw, op: i, ver: g, aux: next });
+            }
+        }
+    }
+
+    /// Witness mode: whether the item edges of [`Self::row_read_edges`] are forward.
+    fn row_read_forward(&self, t: TxnId, g: u32) -> bool {
+        let Some((rank, obligations)) = &self.witness else { return false };
+        let rt = rank[t.index()];
+        let writer = self.vt.versions[g as usize].writer;
+        if obligations.read_deps && writer != INITIAL && writer != t.0 && rank[writer as usize] >= rt {
+            return false;
+        }
+        if obligations.item_anti_deps {
+            if let Some(next) = self.vt.next(g) {
+                let nw = self.vt.versions[next as usize].writer;
+                if nw != t.0 && rank[nw as usize] <= rt {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// What aggregate read `op` depends on, given the rows its version set matches; `None`
@@ -468,6 +522,9 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                 Seen::Version(g) => {
                     if self.maybe_matches(pred, filter, g)? {
                         expected.push((sv.obj, self.vt.versions[g as usize].value));
+                        if matches!(op, Op::Select { .. }) && !self.failed && !self.row_read_forward(t, g) {
+                            self.failed = true;
+                        }
                     }
                     seen_versions.push(g);
                 }

@@ -27,6 +27,9 @@ pub(crate) struct Obligations {
     pub(crate) read_deps: bool,
     /// Predicate-rw edges must be forward.
     pub(crate) anti_deps: bool,
+    /// Item rw edges the predicate pass adds (a select's reads of the rows it returned)
+    /// must be forward.
+    pub(crate) item_anti_deps: bool,
 }
 
 impl Obligations {
@@ -34,11 +37,18 @@ impl Obligations {
     /// and is not certified this way).
     pub(crate) fn of(level: IsolationLevel) -> Option<Obligations> {
         match level {
-            IsolationLevel::ReadUncommitted => Some(Obligations { read_deps: false, anti_deps: false }),
-            IsolationLevel::ReadCommitted | IsolationLevel::RepeatableRead => {
-                Some(Obligations { read_deps: true, anti_deps: false })
+            IsolationLevel::ReadUncommitted => {
+                Some(Obligations { read_deps: false, anti_deps: false, item_anti_deps: false })
             }
-            IsolationLevel::Serializable => Some(Obligations { read_deps: true, anti_deps: true }),
+            IsolationLevel::ReadCommitted => {
+                Some(Obligations { read_deps: true, anti_deps: false, item_anti_deps: false })
+            }
+            IsolationLevel::RepeatableRead => {
+                Some(Obligations { read_deps: true, anti_deps: false, item_anti_deps: true })
+            }
+            IsolationLevel::Serializable => {
+                Some(Obligations { read_deps: true, anti_deps: true, item_anti_deps: true })
+            }
             IsolationLevel::SnapshotIsolation => None,
         }
     }
