@@ -83,6 +83,11 @@ pub(crate) async fn execute_step(
             conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
             vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
         }
+        Step::Insert { row } => {
+            let sql = format!("INSERT INTO {t} ({cols}) VALUES ({})", values(row));
+            conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+        }
         Step::Update { row } => {
             let sql = format!("UPDATE {t} SET {} WHERE {pk} = {}", assignments(table, row), row[0]);
             conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
@@ -221,6 +226,25 @@ impl MySqlAdmin {
         let sql = format!(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{}'",
             table.name
+        );
+        let n: Result<Option<i64>, _> = conn.query_first(&sql).await;
+        let _ = conn.disconnect().await;
+        Ok(n.map_err(|e| db_error_with(self.classify, &sql, e))?.unwrap_or(0) > 0)
+    }
+
+    /// Whether connection `thread` waits for a lock: an InnoDB row lock (its transaction in
+    /// `information_schema.INNODB_TRX` is in `LOCK WAIT`) or a metadata lock (its
+    /// `PROCESSLIST` state says it waits for one). InnoDB refreshes `INNODB_TRX` only when
+    /// it was not read for 100 ms, so callers must ask less often than that (a faster
+    /// poll sees the same stale rows forever); the transaction is recognised by its
+    /// connection id or by the statement it runs.
+    pub(crate) async fn lock_waiting(&self, thread: u64) -> Result<bool, DbError> {
+        let mut conn = self.connect().await?;
+        let sql = format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST p \
+             LEFT JOIN information_schema.INNODB_TRX t \
+               ON t.trx_state = 'LOCK WAIT' AND (t.trx_mysql_thread_id = p.id OR t.trx_query = p.info) \
+             WHERE p.id = {thread} AND (t.trx_id IS NOT NULL OR p.state LIKE 'Waiting for%lock%')"
         );
         let n: Result<Option<i64>, _> = conn.query_first(&sql).await;
         let _ = conn.disconnect().await;

@@ -16,6 +16,7 @@ mod gen;
 mod output;
 mod recover;
 mod run;
+mod scenario;
 mod timestamp;
 
 /// Prove or refute a database's isolation level with version certificates.
@@ -37,6 +38,7 @@ enum Command {
     Cleanup(cleanup::CleanupArgs),
     Gen(gen::GenArgs),
     Convert(convert::ConvertArgs),
+    Scenario(scenario::ScenarioArgs),
 }
 
 /// The stack of the thread that runs the command: the predicate compiler and evaluator
@@ -71,6 +73,7 @@ fn run_command() -> ExitCode {
         Command::Cleanup(args) => cleanup::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Scenario(args) => scenario::run(args),
     };
     match result {
         Ok(code) => code,

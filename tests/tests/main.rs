@@ -6,4 +6,5 @@ mod html;
 mod mariadb;
 mod postgres;
 mod safety;
+mod scenarios;
 mod tidb;

@@ -6,43 +6,48 @@ use isocert_history::{
 };
 use serde_json::{Map, Value as Json};
 
-use crate::schema::Schema;
-use isocert_adapters::RecordedOp;
+use isocert_adapters::{RecordedOp, TableSpec};
 
 /// A finished transaction as one session saw it, before interning.
 #[derive(Debug)]
-pub(crate) struct RawTxn {
+pub struct RawTxn {
     /// The session (0-based).
-    pub(crate) session: u32,
+    pub session: u32,
     /// How it ended.
-    pub(crate) status: Status,
+    pub status: Status,
     /// Its operations with their adapter facts, in program order.
-    pub(crate) ops: Vec<(RecordedOp, Map<String, Json>)>,
+    pub ops: Vec<(RecordedOp, Map<String, Json>)>,
     /// Its transaction facts (xid, isolation, snapshot, sqlstate).
-    pub(crate) meta: Map<String, Json>,
+    pub meta: Map<String, Json>,
 }
 
 /// The history under construction: interned table, columns and sessions, transactions in
-/// the order they finished (which keeps each session's order).
+/// the order they finished (which keeps each session's order). Random workloads and
+/// scripted scenarios (isocert-scenario) record through it.
 #[derive(Debug)]
-pub(crate) struct Recorder {
+pub struct Recorder {
     history: History,
-    schema: &'static Schema,
+    spec: TableSpec,
     table: TableId,
     columns: Vec<ColId>,
     sessions: Vec<SessionId>,
 }
 
 impl Recorder {
-    /// A recorder for `schema`'s table with `sessions` sessions named 0..sessions, whose
-    /// predicates are in `dialect`.
-    pub(crate) fn new(schema: &'static Schema, sessions: u32, dialect: Dialect) -> Self {
+    /// A recorder for table `spec` with `sessions` sessions named 0..sessions, whose
+    /// predicates are in `dialect`. The table `kv` with columns `key`, `value` is v1's
+    /// key-value table (plain scalar values); any other is recorded as rows.
+    pub fn new(spec: TableSpec, sessions: u32, dialect: Dialect) -> Self {
         let mut history = History::new();
         history.dialect = dialect;
-        let table = history.intern_table(schema.table);
-        let columns = schema.columns.iter().map(|c| history.intern_column(table, c)).collect();
+        let table = history.intern_table(spec.name);
+        let columns = spec.columns.iter().map(|c| history.intern_column(table, c)).collect();
         let sessions = (0..sessions).map(|s| history.intern_session(Scalar::Int(i64::from(s)))).collect();
-        Recorder { history, schema, table, columns, sessions }
+        Recorder { history, spec, table, columns, sessions }
+    }
+
+    fn is_kv(&self) -> bool {
+        self.spec.name == "kv" && self.spec.columns == ["key", "value"]
     }
 
     fn object(&mut self, key: i64) -> ObjId {
@@ -52,7 +57,7 @@ impl Recorder {
     fn value(&mut self, row: Option<&[i64]>) -> ValueId {
         match row {
             None => ValueId::ABSENT,
-            Some(r) if self.schema.is_kv() => self.history.intern_value(Value::Scalar(Scalar::Int(r[1]))),
+            Some(r) if self.is_kv() => self.history.intern_value(Value::Scalar(Scalar::Int(r[1]))),
             Some(r) => {
                 let cols: Vec<(ColId, Scalar)> =
                     self.columns.iter().zip(r).map(|(&c, &v)| (c, Scalar::Int(v))).collect();
@@ -62,7 +67,7 @@ impl Recorder {
     }
 
     fn column(&self, name: &str) -> ColId {
-        let i = self.schema.columns.iter().position(|c| *c == name).expect("column of the schema");
+        let i = self.spec.columns.iter().position(|c| *c == name).expect("column of the table");
         self.columns[i]
     }
 
@@ -71,12 +76,12 @@ impl Recorder {
     }
 
     /// Records the rows that exist before the first transaction (the header's `initial`).
-    pub(crate) fn set_initial(&mut self, rows: &[Vec<i64>]) {
+    pub fn set_initial(&mut self, rows: &[Vec<i64>]) {
         self.history.initial = rows.iter().map(|r| (self.object(r[0]), self.value(Some(r)))).collect();
     }
 
     /// Appends a finished transaction with the next id.
-    pub(crate) fn push(&mut self, raw: RawTxn) {
+    pub fn push(&mut self, raw: RawTxn) {
         let mut ops = Vec::with_capacity(raw.ops.len());
         let mut op_meta = Vec::new();
         for (i, (op, meta)) in raw.ops.into_iter().enumerate() {
@@ -125,13 +130,8 @@ impl Recorder {
         }
     }
 
-    /// Number of transactions recorded so far.
-    pub(crate) fn len(&self) -> usize {
-        self.history.txns.len()
-    }
-
     /// The finished history.
-    pub(crate) fn finish(self) -> History {
+    pub fn finish(self) -> History {
         self.history
     }
 }

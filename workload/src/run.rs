@@ -64,7 +64,7 @@ pub async fn run_until<D: Database>(
     let schema = Schema::of(cfg.kind);
     let initial = db.read_table(&schema.spec()).await?;
     let max_value = initial.iter().map(|r| *r.last().expect("columns")).max().unwrap_or(0);
-    let mut recorder = Recorder::new(schema, cfg.sessions, D::DIALECT);
+    let mut recorder = Recorder::new(schema.spec(), cfg.sessions, D::DIALECT);
     recorder.set_initial(&initial);
     let shared = Arc::new(Shared {
         db: db.clone(),
@@ -103,8 +103,9 @@ pub async fn run_until<D: Database>(
     let shared = Arc::try_unwrap(shared)
         .map_err(|_| WorkloadError::Session { session: 0, message: "a session outlived the run".into() })?;
     let recorder = shared.recorder.into_inner().expect("recorder lock");
-    tracing::info!(txns = recorder.len(), "workload finished");
-    Ok(recorder.finish())
+    let history = recorder.finish();
+    tracing::info!(txns = history.txns.len(), "workload finished");
+    Ok(history)
 }
 
 /// A boxed future borrowing the caller's arguments.

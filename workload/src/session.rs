@@ -237,11 +237,11 @@ async fn attempt_plan<D: Database>(
     }
     match conn.commit(&mut facts).await {
         CommitOutcome::Committed => {
-            Ok((Some(record(session, Status::Committed, facts, ops)?), Next::Done, false))
+            Ok((Some(raw_txn(session, Status::Committed, facts, ops)?), Next::Done, false))
         }
         CommitOutcome::Unknown(e) => {
             conn.note_error(&mut facts, &e);
-            Ok((Some(record(session, Status::Unknown, facts, ops)?), Next::Done, true))
+            Ok((Some(raw_txn(session, Status::Unknown, facts, ops)?), Next::Done, true))
         }
         CommitOutcome::AbortedRetryable(e) | CommitOutcome::Failed(e) => {
             abort(conn, facts, ops, session, e).await
@@ -249,8 +249,12 @@ async fn attempt_plan<D: Database>(
     }
 }
 
-/// The attempt as the recorder takes it.
-fn record<T: Serialize, O: Serialize>(
+/// A transaction attempt as the recorder takes it: its facts and its operations' facts
+/// serialised into `meta` objects.
+///
+/// # Errors
+/// Facts that do not serialise to a JSON object.
+pub fn raw_txn<T: Serialize, O: Serialize>(
     session: u32,
     status: Status,
     facts: T,
@@ -270,7 +274,7 @@ async fn abort<S: Session>(
     e: DbError,
 ) -> Result<(Option<RawTxn>, Next, bool), WorkloadError> {
     conn.note_error(&mut facts, &e);
-    let raw = record(session, Status::Aborted, facts, ops)?;
+    let raw = raw_txn(session, Status::Aborted, facts, ops)?;
     if e.is_connection_lost() {
         return Ok((Some(raw), Next::Retry, true));
     }

@@ -80,7 +80,7 @@ impl Session for MemSession {
                 let row = own.unwrap_or_else(|| rows.get(key).cloned());
                 vec![(RecordedOp::Read { key: *key, row }, facts)]
             }
-            Step::Upsert { row } | Step::Update { row } => {
+            Step::Upsert { row } | Step::Insert { row } | Step::Update { row } => {
                 if statement > self.db.fatal_after {
                     return Err(refused("disk full"));
                 }
@@ -121,6 +121,10 @@ impl Session for MemSession {
             ));
         }
         CommitOutcome::Committed
+    }
+
+    async fn execute_sql(&mut self, _sql: &str) -> Result<(), DbError> {
+        Ok(())
     }
 
     async fn rollback(&mut self) -> Result<(), DbError> {

@@ -1,6 +1,8 @@
 //! [`MariaDb`]: the seam's [`Database`] for MariaDB (and MySQL-protocol servers with
 //! MariaDB's binary log and status variables).
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use isocert_history::{Dialect, History};
 use isocert_recovery::{recover_innodb, RawLog, Recovered, RecoveryError, RowMatcher};
 
@@ -41,9 +43,13 @@ impl MariaDb {
         &self.url
     }
 
-    /// A server id for the capture's replica registration, unique per process.
+    /// A server id for the capture's replica registration, unique per capture: the
+    /// server ends an older dump of the same id when a new one registers, so a process
+    /// that captures several times (a scenario's permutations) needs a new id each time.
     fn replica_id() -> u32 {
-        1_000_000 + std::process::id() % 1_000_000_000
+        static CAPTURES: AtomicU32 = AtomicU32::new(0);
+        let n = CAPTURES.fetch_add(1, Ordering::Relaxed) % 1000;
+        1_000_000 + (std::process::id() % 1_000_000) * 1000 + n
     }
 }
 
@@ -108,6 +114,10 @@ impl Database for MariaDb {
 
     async fn kill_session(&self, server_id: u64) -> Result<(), DbError> {
         self.admin.execute(&[format!("KILL {server_id}")]).await
+    }
+
+    async fn is_blocked(&self, server_id: u64) -> Result<bool, DbError> {
+        self.admin.lock_waiting(server_id).await
     }
 
     async fn start_capture(

@@ -121,7 +121,12 @@ impl BinlogCapture {
     ) -> Result<Self, AdapterError> {
         let mut conn = connect(url).await.map_err(AdapterError::from)?;
         let from = current_position(&mut conn).await?;
+        // Everything logged so far is before `from`: finishing must not wait for it (a run
+        // that commits nothing would otherwise wait for the setup's last GTID forever).
+        let sql = "SELECT @@gtid_binlog_pos";
+        let logged: Option<Option<String>> = conn.query_first(sql).await.map_err(|e| mysql_error(sql, e))?;
         let _ = conn.disconnect().await;
+        let last_seq = logged.flatten().as_deref().and_then(gtid_seq).unwrap_or(0);
         let shared = Arc::new(Shared { recorded: AtomicUsize::new(0) });
         let (started_tx, started) = watch::channel(None);
         let (stop, stop_rx) = watch::channel(None);
@@ -134,7 +139,7 @@ impl BinlogCapture {
             shared: shared.clone(),
             log: RawLog::new(),
             position: from,
-            last_seq: 0,
+            last_seq,
         };
         let task = tokio::spawn(reader.run(started_tx, stop_rx, dump_tx));
         Ok(BinlogCapture { url: url.to_string(), shared, started, stop, task, dump_thread })

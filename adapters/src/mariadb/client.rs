@@ -58,12 +58,18 @@ pub struct MariaSession {
     /// `@@last_gtid` when the transaction began: it stays set after a transaction that
     /// writes nothing, so only a changed value is the committing transaction's GTID.
     gtid_before: Option<String>,
+    /// The level of a transaction whose start is deferred to its first statement (as
+    /// PostgreSQL's snapshot is taken by the first statement, not by `BEGIN`).
+    pending_begin: Option<Isolation>,
+    /// The consistent snapshot's `file:position` once the deferred start ran, until it is
+    /// copied into the transaction's facts.
+    snapshot: Option<String>,
 }
 
 impl MariaSession {
     /// Connects.
     pub(crate) async fn connect(url: &str) -> Result<Self, DbError> {
-        Ok(MariaSession { conn: connect(url).await?, gtid_before: None })
+        Ok(MariaSession { conn: connect(url).await?, gtid_before: None, pending_begin: None, snapshot: None })
     }
 
     async fn run(&mut self, sql: &str) -> Result<u64, DbError> {
@@ -71,8 +77,36 @@ impl MariaSession {
         Ok(self.conn.affected_rows())
     }
 
-    /// `@@gtid_binlog_pos` (the GTID of the last transaction written to the binary log)
-    /// and this session's `@@last_gtid`.
+    /// Starts the deferred transaction, if any, and moves its snapshot position into
+    /// `facts` (when given).
+    async fn start(&mut self, facts: Option<&mut InnoDbTxnFacts>) -> Result<(), DbError> {
+        if let Some(level) = self.pending_begin.take() {
+            self.run(&format!("SET TRANSACTION ISOLATION LEVEL {}", level.sql())).await?;
+            // At every level: the snapshot's binary-log position is the prefix of the log
+            // whose commits the storage engine had made when the transaction began (at
+            // REPEATABLE READ it is also what plain SELECTs read).
+            self.run("START TRANSACTION WITH CONSISTENT SNAPSHOT").await?;
+            let sql = "SELECT @@last_gtid, \
+                       (SELECT variable_value FROM information_schema.session_status \
+                        WHERE variable_name = 'BINLOG_SNAPSHOT_FILE'), \
+                       (SELECT variable_value FROM information_schema.session_status \
+                        WHERE variable_name = 'BINLOG_SNAPSHOT_POSITION')";
+            let row: Option<(Option<String>, Option<String>, Option<String>)> =
+                self.conn.query_first(sql).await.map_err(|e| db_error(sql, e))?;
+            let (last, file, position) = row.unwrap_or_default();
+            self.gtid_before = last.filter(|g| !g.is_empty());
+            if let (Some(file), Some(position)) = (file.filter(|f| !f.is_empty()), position) {
+                self.snapshot = Some(format!("{file}:{position}"));
+            }
+        }
+        if let Some(facts) = facts {
+            if facts.snapshot.is_none() {
+                facts.snapshot = self.snapshot.take();
+            }
+        }
+        Ok(())
+    }
+
     async fn gtids(&mut self) -> Result<(Option<String>, Option<String>), DbError> {
         let sql = "SELECT @@gtid_binlog_pos, @@last_gtid";
         let row: Option<(Option<String>, Option<String>)> =
@@ -92,33 +126,18 @@ impl Session for MariaSession {
     }
 
     async fn begin(&mut self, level: Isolation) -> Result<InnoDbTxnFacts, DbError> {
-        let mut facts = InnoDbTxnFacts { isolation: level.as_str().to_string(), ..InnoDbTxnFacts::default() };
-        self.run(&format!("SET TRANSACTION ISOLATION LEVEL {}", level.sql())).await?;
-        // At every level: the snapshot's binary-log position is the prefix of the log whose
-        // commits the storage engine had made when the transaction began (at REPEATABLE
-        // READ it is also what plain SELECTs read).
-        self.run("START TRANSACTION WITH CONSISTENT SNAPSHOT").await?;
-        let sql = "SELECT @@last_gtid, \
-                   (SELECT variable_value FROM information_schema.session_status \
-                    WHERE variable_name = 'BINLOG_SNAPSHOT_FILE'), \
-                   (SELECT variable_value FROM information_schema.session_status \
-                    WHERE variable_name = 'BINLOG_SNAPSHOT_POSITION')";
-        let row: Option<(Option<String>, Option<String>, Option<String>)> =
-            self.conn.query_first(sql).await.map_err(|e| db_error(sql, e))?;
-        let (last, file, position) = row.unwrap_or_default();
-        self.gtid_before = last.filter(|g| !g.is_empty());
-        if let (Some(file), Some(position)) = (file.filter(|f| !f.is_empty()), position) {
-            facts.snapshot = Some(format!("{file}:{position}"));
-        }
-        Ok(facts)
+        self.pending_begin = Some(level);
+        self.snapshot = None;
+        Ok(InnoDbTxnFacts { isolation: level.as_str().to_string(), ..InnoDbTxnFacts::default() })
     }
 
     async fn execute(
         &mut self,
         table: &TableSpec,
         step: &Step,
-        _facts: &mut InnoDbTxnFacts,
+        facts: &mut InnoDbTxnFacts,
     ) -> Result<Vec<(RecordedOp, InnoDbOpFacts)>, DbError> {
+        self.start(Some(facts)).await?;
         let ops = execute_step(&mut self.conn, table, step, classify).await?;
         Ok(ops
             .into_iter()
@@ -133,6 +152,9 @@ impl Session for MariaSession {
     }
 
     async fn commit(&mut self, facts: &mut InnoDbTxnFacts) -> CommitOutcome {
+        if let Err(e) = self.start(Some(facts)).await {
+            return CommitOutcome::failed_with(e);
+        }
         // While the transaction still holds its locks: every version a locking read saw
         // was committed to the binary log at or before this position.
         match self.gtids().await {
@@ -153,7 +175,13 @@ impl Session for MariaSession {
         CommitOutcome::Committed
     }
 
+    async fn execute_sql(&mut self, sql: &str) -> Result<(), DbError> {
+        self.start(None).await?;
+        self.conn.query_drop(sql).await.map_err(|e| db_error(sql, e))
+    }
+
     async fn rollback(&mut self) -> Result<(), DbError> {
+        self.pending_begin = None;
         self.run("ROLLBACK").await.map(|_| ())
     }
 

@@ -153,6 +153,16 @@ impl Database for Postgres {
         client.simple_query(&sql).await.map(|_| ()).map_err(|e| db_error(&sql, e))
     }
 
+    async fn is_blocked(&self, server_id: u64) -> Result<bool, DbError> {
+        let client = self.admin_client().await?;
+        let sql = format!("SELECT cardinality(pg_blocking_pids({server_id})) > 0");
+        let rows = client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))?;
+        Ok(rows.iter().any(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0) == Some("t"),
+            _ => false,
+        }))
+    }
+
     async fn start_capture(
         &self,
         table: &TableSpec,

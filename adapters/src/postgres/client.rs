@@ -171,6 +171,7 @@ impl Session for PgSession {
         let recorded = match step {
             Step::Read { key } => read(self, table, *key).await?,
             Step::Upsert { row } => vec![upsert(self, table, row.clone()).await?],
+            Step::Insert { row } => vec![insert(self, table, row.clone()).await?],
             Step::Update { row } => update(self, table, row.clone()).await?.into_iter().collect(),
             Step::Delete { key } => delete(self, table, *key).await?.into_iter().collect(),
             Step::Select { predicate } => select(self, table, predicate).await?,
@@ -237,6 +238,10 @@ impl Session for PgSession {
                 CommitOutcome::failed_with(e)
             }
         }
+    }
+
+    async fn execute_sql(&mut self, sql: &str) -> Result<(), DbError> {
+        self.query(sql).await.map(|_| ())
     }
 
     async fn rollback(&mut self) -> Result<(), DbError> {
@@ -392,6 +397,20 @@ async fn upsert(ps: &mut PgSession, s: &TableSpec, row: Vec<i64>) -> Result<Reco
     );
     let (snap, x) = write_statement(ps, &sql).await?;
     let x = x.ok_or_else(|| DbError::unexpected(&sql, "an upsert installed no row"))?;
+    let meta = PgOpFacts { xmin: Some(x), ..PgOpFacts::default() };
+    Ok(Recorded { op: RecordedOp::Write { key: row[0], row: Some(row) }, meta, snapshot: snap })
+}
+
+async fn insert(ps: &mut PgSession, s: &TableSpec, row: Vec<i64>) -> Result<Recorded, DbError> {
+    let sql = format!(
+        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) RETURNING xmin) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
+        t = s.name,
+        cols = s.column_list(),
+        vals = literal_row(&row),
+    );
+    let (snap, x) = write_statement(ps, &sql).await?;
+    let x = x.ok_or_else(|| DbError::unexpected(&sql, "an insert installed no row"))?;
     let meta = PgOpFacts { xmin: Some(x), ..PgOpFacts::default() };
     Ok(Recorded { op: RecordedOp::Write { key: row[0], row: Some(row) }, meta, snapshot: snap })
 }

@@ -315,6 +315,11 @@ pub trait Session: Send + 'static {
         facts: &mut Self::TxnFacts,
     ) -> impl Future<Output = Result<Vec<(RecordedOp, Self::OpFacts)>, DbError>> + Send;
 
+    /// Runs SQL the test client does not record (a scenario's DDL, `SET`, a statement
+    /// outside the recordable subset), inside the open transaction if there is one (sending
+    /// a deferred begin first); its result is discarded.
+    fn execute_sql(&mut self, sql: &str) -> impl Future<Output = Result<(), DbError>> + Send;
+
     /// Commits the open transaction (sending the deferred begin first if nothing ran),
     /// recording what the commit reveals (PostgreSQL: the xid) in `facts`.
     fn commit(&mut self, facts: &mut Self::TxnFacts) -> impl Future<Output = CommitOutcome> + Send;
@@ -447,6 +452,14 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// Ends the server session of connection `server_id` ([`Session::server_id`]), to test
     /// that lost connections and unknown commits are handled.
     fn kill_session(&self, server_id: u64) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// Whether connection `server_id` ([`Session::server_id`]) is waiting for a lock held
+    /// by another transaction (scenarios move on to the next step when it is). Default:
+    /// never reported, so a blocked step is only noticed by a timeout.
+    fn is_blocked(&self, server_id: u64) -> impl Future<Output = Result<bool, DbError>> + Send {
+        let _ = server_id;
+        async { Ok(false) }
+    }
 
     /// Starts consuming the change stream for `table`.
     fn start_capture(

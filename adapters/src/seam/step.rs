@@ -54,6 +54,11 @@ pub enum Step {
         /// The full row.
         row: Vec<i64>,
     },
+    /// `INSERT` of the row: fails (an error of the database) when the key exists.
+    Insert {
+        /// The full row.
+        row: Vec<i64>,
+    },
     /// `UPDATE ... SET <non-key columns> WHERE pk = row[0]`: installs a version only if the
     /// row exists (report nothing otherwise).
     Update {

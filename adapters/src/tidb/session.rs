@@ -203,6 +203,10 @@ impl Session for TiDbSession {
         CommitOutcome::Committed
     }
 
+    async fn execute_sql(&mut self, sql: &str) -> Result<(), DbError> {
+        self.conn.query_drop(sql).await.map_err(|e| db_error(sql, e))
+    }
+
     async fn rollback(&mut self) -> Result<(), DbError> {
         self.conn.query_drop("ROLLBACK").await.map_err(|e| db_error("ROLLBACK", e))
     }

@@ -1,0 +1,572 @@
+//! Running one permutation of a scenario on a database, through the seam.
+//!
+//! Per permutation: the global setup on an administrative connection, the change capture
+//! started on the recorded table, one connection per session (each in its own task, so a
+//! step that waits for a lock does not stop the others), the session setups, the steps in
+//! the permutation's order, the session teardowns, the global teardown.
+//!
+//! A step is sent to its session's task; the runner waits until it completes or until the
+//! database says the session waits for a lock ([`Database::is_blocked`]), and then starts
+//! the next step, as isolationtester does. A step of a session whose previous step is still
+//! blocked waits for it first. A statement that fails (serialization failure, deadlock)
+//! ends its transaction: it is recorded as aborted and rolled back, and the session's
+//! statements up to its next `COMMIT`/`ROLLBACK` are skipped, as PostgreSQL refuses them in
+//! a failed transaction block.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use isocert_adapters::{
+    CaptureOptions, ChangeCapture, CommitOutcome, Database, DbError, Isolation, RecordedOp, Session,
+};
+use isocert_history::{History, Status};
+use isocert_recovery::RawLog;
+use isocert_workload::{raw_txn, RawTxn, Recorder};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::spec::{Permutation, Spec};
+use crate::translate::{Action, Effect, ScenarioTable, Translator};
+
+/// How a scenario runs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The level of a transaction whose `BEGIN` names none (`--isolation`).
+    pub isolation: Isolation,
+    /// The change capture's options.
+    pub capture: CaptureOptions,
+    /// How long a step may neither finish nor be reported blocked.
+    pub step_timeout: Duration,
+    /// How often a running step is checked for a lock wait (MariaDB needs more than 100 ms:
+    /// its `INNODB_TRX` table is a cache refreshed only after that long unread).
+    pub block_check: Duration,
+}
+
+/// A statement that ran but is not in the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unrecorded {
+    /// The step (or `setup of s1`).
+    pub step: String,
+    /// The statement.
+    pub sql: String,
+    /// Why it is not recorded.
+    pub why: String,
+    /// Whether it writes the recorded table (then the permutation cannot be certified).
+    pub writes_table: bool,
+}
+
+/// What one permutation did.
+#[derive(Debug)]
+pub struct PermutationRun {
+    /// The permutation, as its step names.
+    pub steps: Vec<String>,
+    /// The recorded history (initial rows, every transaction of every session).
+    pub history: History,
+    /// The captured change stream (none without a recorded table).
+    pub log: Option<RawLog>,
+    /// Statements that ran unrecorded.
+    pub unrecorded: Vec<Unrecorded>,
+    /// Statements that failed, as `step: error`.
+    pub errors: Vec<String>,
+    /// Steps the database reported waiting for a lock.
+    pub blocked: Vec<String>,
+    /// Why the permutation could not run as written (isolationtester's "invalid
+    /// permutation"): a step of a session whose previous step still waits for a lock.
+    pub invalid: Option<String>,
+}
+
+/// Why a permutation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// A database request outside any step failed.
+    #[error("{what}: {source}")]
+    Database {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: DbError,
+    },
+    /// The change capture failed.
+    #[error("the change capture: {0}")]
+    Capture(#[from] isocert_adapters::AdapterError),
+    /// A step neither finished nor waited for a lock in time.
+    #[error("step {step} neither finished nor waited for a lock within {secs} s")]
+    Stuck {
+        /// The step.
+        step: String,
+        /// The timeout.
+        secs: u64,
+    },
+    /// The change capture did not record the last commit in time.
+    #[error("the change capture did not catch up within {0} s")]
+    CatchUp(u64),
+    /// A session's task ended unexpectedly.
+    #[error("session {0}'s task ended")]
+    Lost(String),
+    /// The recorded facts could not be serialised.
+    #[error("{0}")]
+    Facts(String),
+}
+
+/// A failed statement in a line: the database's code and the first line of its most
+/// specific message.
+fn describe(e: &DbError) -> String {
+    let mut message = e.source.to_string();
+    let mut source = e.source.source();
+    while let Some(inner) = source {
+        message = inner.to_string();
+        source = inner.source();
+    }
+    let message = message.lines().next().unwrap_or_default().trim_start_matches("ERROR: ").to_string();
+    match e.code() {
+        Some(code) => format!("{code} {message}"),
+        None => message,
+    }
+}
+
+fn failed(what: impl Into<String>) -> impl FnOnce(DbError) -> ScenarioError {
+    let what = what.into();
+    move |source| ScenarioError::Database { what, source }
+}
+
+/// How long a step waits for its session's previous, blocked step before the permutation
+/// is declared invalid.
+const INVALID_AFTER: Duration = Duration::from_secs(2);
+
+/// How long the change capture may take to record the permutation's last commit.
+const CATCH_UP: Duration = Duration::from_secs(120);
+
+/// What a session's task reports when a step is done.
+#[derive(Debug)]
+struct StepDone {
+    session: usize,
+    step: String,
+    errors: Vec<String>,
+    unrecorded: Vec<Unrecorded>,
+}
+
+enum Command {
+    Run {
+        step: String,
+        actions: Vec<Action>,
+    },
+    /// The permutation is abandoned: roll back the open transaction.
+    Abandon,
+    Finish,
+}
+
+/// A transaction a session has open.
+struct Open<S: Session> {
+    facts: S::TxnFacts,
+    ops: Vec<(RecordedOp, S::OpFacts)>,
+}
+
+/// One session's connection and its transaction state.
+struct Worker<S: Session> {
+    index: usize,
+    session: S,
+    table: Option<ScenarioTable>,
+    default_level: Isolation,
+    next_level: Option<Isolation>,
+    open: Option<Open<S>>,
+    /// A statement failed in the open transaction block: skip until COMMIT/ROLLBACK.
+    failed: bool,
+    finished: Vec<(u64, RawTxn)>,
+    order: Arc<AtomicU64>,
+}
+
+impl<S: Session> Worker<S> {
+    fn record(&mut self, status: Status, open: Open<S>) -> Result<(), String> {
+        let raw = raw_txn(self.index as u32, status, open.facts, open.ops).map_err(|e| e.to_string())?;
+        self.finished.push((self.order.fetch_add(1, Ordering::SeqCst), raw));
+        Ok(())
+    }
+
+    async fn begin(&mut self, level: Option<Isolation>) -> Result<(), DbError> {
+        let level = level.or(self.next_level.take()).unwrap_or(self.default_level);
+        let facts = self.session.begin(level).await?;
+        self.open = Some(Open { facts, ops: Vec::new() });
+        Ok(())
+    }
+
+    /// Ends the open transaction after `e`: recorded as aborted, rolled back.
+    async fn fail(&mut self, e: &DbError, block: bool) -> Result<(), String> {
+        if let Some(mut open) = self.open.take() {
+            self.session.note_error(&mut open.facts, e);
+            self.record(Status::Aborted, open)?;
+        }
+        if !e.is_connection_lost() {
+            let _ = self.session.rollback().await;
+        }
+        self.failed = block;
+        Ok(())
+    }
+
+    async fn commit(&mut self) -> Result<Option<String>, String> {
+        let Some(mut open) = self.open.take() else { return Ok(None) };
+        match self.session.commit(&mut open.facts).await {
+            CommitOutcome::Committed => {
+                self.record(Status::Committed, open)?;
+                Ok(None)
+            }
+            CommitOutcome::Unknown(e) => {
+                self.session.note_error(&mut open.facts, &e);
+                self.record(Status::Unknown, open)?;
+                Ok(Some(describe(&e)))
+            }
+            CommitOutcome::AbortedRetryable(e) | CommitOutcome::Failed(e) => {
+                self.open = Some(open);
+                self.fail(&e, false).await?;
+                Ok(Some(describe(&e)))
+            }
+        }
+    }
+
+    /// Runs a step's actions; returns the errors and the unrecorded statements.
+    async fn run(
+        &mut self,
+        step: &str,
+        actions: Vec<Action>,
+    ) -> Result<(Vec<String>, Vec<Unrecorded>), String> {
+        let mut errors = Vec::new();
+        let mut unrecorded = Vec::new();
+        for action in actions {
+            if self.failed && !matches!(action, Action::Commit | Action::Rollback) {
+                errors.push("skipped: the transaction had failed".to_string());
+                continue;
+            }
+            match action {
+                Action::Begin(level) => {
+                    if self.open.is_none() {
+                        if let Err(e) = self.begin(level).await {
+                            errors.push(describe(&e));
+                        }
+                    }
+                }
+                Action::SetLevel(level) => match self.open.as_ref().map(|o| o.ops.is_empty()) {
+                    Some(true) => {
+                        if let Err(e) = self.begin(Some(level)).await {
+                            errors.push(describe(&e));
+                        }
+                    }
+                    Some(false) => {
+                        errors.push("SET TRANSACTION after the transaction's first statement: ignored".into())
+                    }
+                    None => self.next_level = Some(level),
+                },
+                Action::Commit => {
+                    self.failed = false;
+                    errors.extend(self.commit().await?);
+                }
+                Action::Rollback => {
+                    self.failed = false;
+                    if let Some(open) = self.open.take() {
+                        self.record(Status::Aborted, open)?;
+                        if let Err(e) = self.session.rollback().await {
+                            errors.push(describe(&e));
+                        }
+                    }
+                }
+                Action::Record(db_step) => {
+                    let Some(table) = self.table else { continue };
+                    let autocommit = self.open.is_none();
+                    if autocommit {
+                        if let Err(e) = self.begin(None).await {
+                            errors.push(describe(&e));
+                            continue;
+                        }
+                    }
+                    let open = self.open.as_mut().expect("a transaction is open");
+                    match self.session.execute(&table.spec, &db_step, &mut open.facts).await {
+                        Ok(ops) => {
+                            open.ops.extend(ops);
+                            if autocommit {
+                                errors.extend(self.commit().await?);
+                            }
+                        }
+                        Err(e) => {
+                            errors.push(describe(&e));
+                            self.fail(&e, !autocommit).await?;
+                        }
+                    }
+                }
+                Action::Raw { sql, effect, why } => {
+                    if effect != Effect::None {
+                        unrecorded.push(Unrecorded {
+                            step: step.to_string(),
+                            sql: sql.clone(),
+                            why,
+                            writes_table: effect == Effect::WritesTable,
+                        });
+                    }
+                    if let Err(e) = self.session.execute_sql(&sql).await {
+                        errors.push(describe(&e));
+                        if self.open.is_some() {
+                            self.fail(&e, true).await?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok((errors, unrecorded))
+    }
+}
+
+/// Runs permutation `perm` of `spec` on `db`. `table` is the recorded table (none: the
+/// statements run, nothing is recorded).
+///
+/// # Errors
+/// A [`ScenarioError`] when setup, the capture or a step goes wrong outside what a step
+/// may do (a failing statement inside a step is recorded, not an error).
+pub async fn run_permutation<D: Database>(
+    db: &D,
+    spec: &Spec,
+    table: Option<ScenarioTable>,
+    perm: &Permutation,
+    options: &RunOptions,
+) -> Result<PermutationRun, ScenarioError> {
+    let translator = Translator::new(table, D::DIALECT);
+    let mut admin = db.connect().await.map_err(failed("connecting"))?;
+    // The global setup makes the initial state: it runs as written, before the capture.
+    for block in &spec.setup {
+        for sql in crate::translate::split_statements(&block.sql) {
+            admin.execute_sql(&sql).await.map_err(failed(format!("setup (line {}): {sql}", block.line)))?;
+        }
+    }
+    let result = run_sessions(db, spec, table, perm, options, &translator).await;
+    if let Some(block) = &spec.teardown {
+        for sql in crate::translate::split_statements(&block.sql) {
+            if let Err(e) = admin.execute_sql(&sql).await {
+                tracing::warn!("teardown (line {}): {sql}: {e}", block.line);
+            }
+        }
+    }
+    result
+}
+
+async fn run_sessions<D: Database>(
+    db: &D,
+    spec: &Spec,
+    table: Option<ScenarioTable>,
+    perm: &Permutation,
+    options: &RunOptions,
+    translator: &Translator,
+) -> Result<PermutationRun, ScenarioError> {
+    let initial = match table {
+        Some(t) => db.read_table(&t.spec).await.map_err(failed("reading the table after setup"))?,
+        None => Vec::new(),
+    };
+    let mut capture = match table {
+        Some(t) => {
+            let mut c = db.start_capture(&t.spec, &options.capture).await?;
+            c.wait_started(Duration::from_secs(60)).await?;
+            Some(c)
+        }
+        None => None,
+    };
+    let order = Arc::new(AtomicU64::new(0));
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Result<StepDone, String>>();
+    let mut senders = Vec::new();
+    let mut server_ids = Vec::new();
+    let mut tasks = Vec::new();
+    for (index, s) in spec.sessions.iter().enumerate() {
+        let session = db.connect().await.map_err(failed(format!("connecting session {}", s.name)))?;
+        server_ids.push(session.server_id());
+        let (tx, mut rx) = mpsc::unbounded_channel::<Command>();
+        senders.push(tx);
+        let mut worker = Worker {
+            index,
+            session,
+            table,
+            default_level: options.isolation,
+            next_level: None,
+            open: None,
+            failed: false,
+            finished: Vec::new(),
+            order: Arc::clone(&order),
+        };
+        let done = done_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(command) = rx.recv().await {
+                match command {
+                    Command::Run { step, actions } => {
+                        let outcome = worker.run(&step, actions).await.map(|(errors, unrecorded)| StepDone {
+                            session: index,
+                            step,
+                            errors,
+                            unrecorded,
+                        });
+                        let _ = done.send(outcome);
+                    }
+                    Command::Abandon => {
+                        if let Some(open) = worker.open.take() {
+                            let _ = worker.session.rollback().await;
+                            let _ = worker.record(Status::Aborted, open);
+                        }
+                        worker.failed = false;
+                    }
+                    Command::Finish => break,
+                }
+            }
+            // A transaction left open ends with the connection: rolled back.
+            if let Some(open) = worker.open.take() {
+                let _ = worker.session.rollback().await;
+                let _ = worker.record(Status::Aborted, open);
+            }
+            worker.finished
+        }));
+    }
+    drop(done_tx);
+
+    let mut run = PermutationRun {
+        steps: perm.steps.iter().map(|s| s.name.clone()).collect(),
+        history: History::new(),
+        log: None,
+        unrecorded: Vec::new(),
+        errors: Vec::new(),
+        blocked: Vec::new(),
+        invalid: None,
+    };
+    let mut pending: Vec<Option<String>> = vec![None; spec.sessions.len()];
+    let send = |session: usize, step: String, actions: Vec<Action>, pending: &mut Vec<Option<String>>| {
+        pending[session] = Some(step.clone());
+        senders[session]
+            .send(Command::Run { step, actions })
+            .map_err(|_| ScenarioError::Lost(spec.sessions[session].name.clone()))
+    };
+    let mut absorb =
+        |done: Result<StepDone, String>, pending: &mut Vec<Option<String>>, run: &mut PermutationRun| {
+            let done = done.map_err(ScenarioError::Facts)?;
+            pending[done.session] = None;
+            run.errors.extend(done.errors.iter().map(|e| format!("{}: {e}", done.step)));
+            run.unrecorded.extend(done.unrecorded);
+            Ok::<usize, ScenarioError>(done.session)
+        };
+
+    // Session setups, each to completion.
+    for (i, s) in spec.sessions.iter().enumerate() {
+        if let Some(block) = &s.setup {
+            send(i, format!("setup of {}", s.name), translator.block(&block.sql), &mut pending)?;
+            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout).await?;
+        }
+    }
+    for pstep in &perm.steps {
+        let i = spec.session_of(&pstep.name).expect("the parser checked every step name");
+        if pending[i].is_some() {
+            // The session's previous step waits for a lock: only a step of another session
+            // could release it, so if it does not finish soon the permutation is invalid.
+            let grace = options.step_timeout.min(INVALID_AFTER);
+            if let Err(ScenarioError::Stuck { step, .. }) =
+                wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, grace).await
+            {
+                run.invalid = Some(format!(
+                    "step {} cannot start: {step} of its session still waits for a lock",
+                    pstep.name
+                ));
+                break;
+            }
+        }
+        let step = spec.step(&pstep.name).expect("a step of the spec");
+        send(i, pstep.name.clone(), translator.block(&step.sql.sql), &mut pending)?;
+        let started = Instant::now();
+        loop {
+            match tokio::time::timeout(options.block_check, done_rx.recv()).await {
+                Ok(Some(done)) => {
+                    if absorb(done, &mut pending, &mut run)? == i && pending[i].is_none() {
+                        break;
+                    }
+                }
+                Ok(None) => return Err(ScenarioError::Lost(spec.sessions[i].name.clone())),
+                Err(_) => {
+                    if db.is_blocked(server_ids[i]).await.map_err(failed("asking for lock waits"))? {
+                        run.blocked.push(pstep.name.clone());
+                        break;
+                    }
+                    if started.elapsed() > options.step_timeout {
+                        return Err(ScenarioError::Stuck {
+                            step: pstep.name.clone(),
+                            secs: options.step_timeout.as_secs(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    if run.invalid.is_some() {
+        // Roll back the sessions that are not waiting, which releases the waiting ones.
+        for (i, tx) in senders.iter().enumerate() {
+            if pending[i].is_none() {
+                let _ = tx.send(Command::Abandon);
+            }
+        }
+    }
+    for i in 0..spec.sessions.len() {
+        if pending[i].is_some() {
+            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout).await?;
+        }
+    }
+    if run.invalid.is_some() {
+        for tx in &senders {
+            let _ = tx.send(Command::Abandon);
+        }
+    }
+    for (i, s) in spec.sessions.iter().enumerate() {
+        if let Some(block) = &s.teardown {
+            send(i, format!("teardown of {}", s.name), translator.block(&block.sql), &mut pending)?;
+            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout).await?;
+        }
+    }
+    let mut finished = Vec::new();
+    for (tx, task) in senders.iter().zip(tasks) {
+        let _ = tx.send(Command::Finish);
+        finished.extend(task.await.map_err(|e| ScenarioError::Lost(e.to_string()))?);
+    }
+    finished.sort_by_key(|(seq, _)| *seq);
+    if let Some(t) = table {
+        let mut recorder = Recorder::new(t.spec, spec.sessions.len() as u32, D::DIALECT);
+        recorder.set_initial(&initial);
+        for (_, raw) in finished {
+            recorder.push(raw);
+        }
+        run.history = recorder.finish();
+    }
+    if let Some(c) = capture.take() {
+        let finish = tokio::time::timeout(CATCH_UP, c.finish(Some(&run.history)));
+        run.log = Some(finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))??);
+    }
+    Ok(run)
+}
+
+/// Waits until session `i`'s pending step completes (absorbing other completions).
+async fn wait_for(
+    i: usize,
+    pending: &mut Vec<Option<String>>,
+    done_rx: &mut mpsc::UnboundedReceiver<Result<StepDone, String>>,
+    absorb: &mut impl FnMut(
+        Result<StepDone, String>,
+        &mut Vec<Option<String>>,
+        &mut PermutationRun,
+    ) -> Result<usize, ScenarioError>,
+    run: &mut PermutationRun,
+    timeout: Duration,
+) -> Result<(), ScenarioError> {
+    let started = Instant::now();
+    while pending[i].is_some() {
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, done_rx.recv()).await {
+            Ok(Some(done)) => {
+                absorb(done, pending, run)?;
+            }
+            Ok(None) => return Err(ScenarioError::Lost(format!("{i}"))),
+            Err(_) => {
+                return Err(ScenarioError::Stuck {
+                    step: pending[i].clone().unwrap_or_default(),
+                    secs: timeout.as_secs(),
+                })
+            }
+        }
+    }
+    Ok(())
+}

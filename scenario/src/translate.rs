@@ -1,0 +1,615 @@
+//! A scenario's SQL as what the runner does with it: transaction control, a statement the
+//! test client records (a [`Step`] of the seam: the adapter runs its own equivalent
+//! statement and records what the database answered with its facts), or SQL run as
+//! written and listed as unrecorded.
+//!
+//! Recorded, on the scenario's table (integer columns, one integer primary key):
+//! - `SELECT * | cols FROM t [WHERE p]` → an item read (`WHERE pk = N`) or a predicate read;
+//!   `SELECT count(*) | count(c) | sum(c) | min(c) | max(c) FROM t [WHERE p]` → an aggregate;
+//! - `INSERT INTO t [(cols)] VALUES (...), ...` with every column an integer literal;
+//! - `UPDATE t SET c = N, ... [WHERE p]` with integer constants;
+//! - `DELETE FROM t [WHERE p]`.
+//!
+//! Not recorded (run as written): anything with a join, subquery, `GROUP BY`, `ORDER BY`
+//! with `LIMIT`, locking clauses (`FOR UPDATE`/`FOR SHARE`: the locks differ from a plain
+//! read), `RETURNING`, `ON CONFLICT`, expressions in `SET`, a predicate isocert's oracle
+//! cannot evaluate; statements on other tables; DDL; anything sqlparser cannot parse.
+
+use isocert_adapters::{Isolation, Step, TableSpec};
+use isocert_history::{AggregateFn, Dialect, History};
+use isocert_oracle::Interpreter;
+use sqlparser::ast::{
+    AssignmentTarget, BinaryOperator, ColumnOption, DataType, Expr, FromTable, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, ObjectName, ObjectNamePart, Query, SelectItem, Set, SetExpr, Statement,
+    TableConstraint, TableFactor, TableObject, TableWithJoins, TransactionIsolationLevel, TransactionMode,
+    UnaryOperator, Value,
+};
+use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect};
+use sqlparser::parser::Parser;
+
+/// The table a scenario's statements are recorded on: the first table its setup creates
+/// with integer columns and a one-column integer primary key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScenarioTable {
+    /// Its name and columns, primary key first (the seam's vocabulary).
+    pub spec: TableSpec,
+}
+
+/// What an unrecorded statement may do to the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing the history would hold (`SET`, `SHOW`, DDL of other objects, `SELECT 1`).
+    None,
+    /// It may read or write the recorded table, or something else, unseen: the verdict is
+    /// partial.
+    Unseen,
+    /// It writes the recorded table: the version order holds writes the history lacks, so
+    /// the permutation cannot be certified.
+    WritesTable,
+}
+
+/// What the runner does with one statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// `BEGIN` / `START TRANSACTION`, with a level if it names one.
+    Begin(Option<Isolation>),
+    /// `SET TRANSACTION ISOLATION LEVEL ...`: the level of the open or next transaction.
+    SetLevel(Isolation),
+    /// `COMMIT` / `END`.
+    Commit,
+    /// `ROLLBACK` / `ABORT`.
+    Rollback,
+    /// A recorded statement.
+    Record(Step),
+    /// SQL run as written.
+    Raw {
+        /// The statement.
+        sql: String,
+        /// What it may do.
+        effect: Effect,
+        /// Why it is not recorded (empty for [`Effect::None`]).
+        why: String,
+    },
+}
+
+/// Splits an SQL block into statements at `;` outside quotes, dollar quotes and comments.
+pub fn split_statements(block: &str) -> Vec<String> {
+    let chars: Vec<char> = block.chars().collect();
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\'' | '"' | '`' => {
+                current.push(c);
+                i += 1;
+                while i < chars.len() {
+                    current.push(chars[i]);
+                    i += 1;
+                    if chars[i - 1] == c {
+                        break;
+                    }
+                }
+                continue;
+            }
+            '$' => {
+                // A dollar quote: $tag$ ... $tag$.
+                let rest: String = chars[i..].iter().collect();
+                if let Some(end) = rest[1..].find('$') {
+                    let tag = &rest[..end + 2];
+                    if tag[1..tag.len() - 1].chars().all(|c| c.is_alphanumeric() || c == '_') {
+                        if let Some(close) = rest[tag.len()..].find(tag) {
+                            let quoted = &rest[..tag.len() + close + tag.len()];
+                            current.push_str(quoted);
+                            i += quoted.chars().count();
+                            continue;
+                        }
+                    }
+                }
+            }
+            '-' if chars.get(i + 1) == Some(&'-') => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            '/' if chars.get(i + 1) == Some(&'*') => {
+                i += 2;
+                while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
+                    i += 1;
+                }
+                i += 2;
+                continue;
+            }
+            ';' => {
+                if !current.trim().is_empty() {
+                    out.push(current.trim().to_string());
+                }
+                current.clear();
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+        i += 1;
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+fn parse_one(sql: &str, dialect: Dialect) -> Option<Statement> {
+    let parsed = match dialect {
+        Dialect::Postgres => Parser::parse_sql(&PostgreSqlDialect {}, sql),
+        Dialect::Mysql => Parser::parse_sql(&MySqlDialect {}, sql),
+    };
+    let mut statements = parsed.ok()?;
+    (statements.len() == 1).then(|| statements.remove(0))
+}
+
+fn last_name(name: &ObjectName) -> Option<String> {
+    match name.0.last()? {
+        ObjectNamePart::Identifier(id) => Some(id.value.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+fn is_integer_type(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int(_)
+            | DataType::Integer(_)
+            | DataType::BigInt(_)
+            | DataType::SmallInt(_)
+            | DataType::TinyInt(_)
+            | DataType::MediumInt(_)
+            | DataType::Int2(_)
+            | DataType::Int4(_)
+            | DataType::Int8(_)
+    )
+}
+
+/// The first table `setup` creates that the runner can record (see [`ScenarioTable`]).
+pub fn find_table(setup: &[String], dialect: Dialect) -> Option<ScenarioTable> {
+    for sql in setup.iter().flat_map(|b| split_statements(b)) {
+        let Some(Statement::CreateTable(create)) = parse_one(&sql, dialect) else { continue };
+        let Some(name) = last_name(&create.name) else { continue };
+        if create.columns.is_empty() || !create.columns.iter().all(|c| is_integer_type(&c.data_type)) {
+            continue;
+        }
+        let mut keys: Vec<String> = create
+            .columns
+            .iter()
+            .filter(|c| {
+                c.options.iter().any(|o| matches!(o.option, ColumnOption::Unique { is_primary: true, .. }))
+            })
+            .map(|c| c.name.value.to_ascii_lowercase())
+            .collect();
+        for constraint in &create.constraints {
+            if let TableConstraint::PrimaryKey { columns, .. } = constraint {
+                keys.extend(columns.iter().map(|c| c.column.expr.to_string().to_ascii_lowercase()));
+            }
+        }
+        let [pk] = keys.as_slice() else { continue };
+        let mut columns = vec![pk.clone()];
+        columns.extend(create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).filter(|c| c != pk));
+        // The seam's vocabulary names tables and columns with 'static strings (workload
+        // tables are constants); a scenario's few names are leaked once per table.
+        let columns: Vec<&'static str> =
+            columns.into_iter().map(|c| &*Box::leak(c.into_boxed_str())).collect();
+        return Some(ScenarioTable {
+            spec: TableSpec {
+                name: Box::leak(name.into_boxed_str()),
+                columns: Box::leak(columns.into_boxed_slice()),
+            },
+        });
+    }
+    None
+}
+
+fn level(l: &TransactionIsolationLevel) -> Option<Isolation> {
+    match l {
+        TransactionIsolationLevel::Serializable => Some(Isolation::Serializable),
+        TransactionIsolationLevel::RepeatableRead | TransactionIsolationLevel::Snapshot => {
+            Some(Isolation::RepeatableRead)
+        }
+        // PostgreSQL runs READ UNCOMMITTED as READ COMMITTED; isocert records it so.
+        TransactionIsolationLevel::ReadCommitted | TransactionIsolationLevel::ReadUncommitted => {
+            Some(Isolation::ReadCommitted)
+        }
+    }
+}
+
+fn mode_level(modes: &[TransactionMode]) -> Option<Isolation> {
+    modes.iter().find_map(|m| match m {
+        TransactionMode::IsolationLevel(l) => level(l),
+        _ => None,
+    })
+}
+
+fn integer(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => integer(expr).map(|n| -n),
+        Expr::Nested(e) => integer(e),
+        _ => None,
+    }
+}
+
+fn column_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Identifier(id) => Some(id.value.to_ascii_lowercase()),
+        Expr::CompoundIdentifier(ids) => ids.last().map(|id| id.value.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+/// The statement's single table, if it names exactly one plain table without joins.
+fn single_table(from: &[TableWithJoins]) -> Option<String> {
+    let [t] = from else { return None };
+    if !t.joins.is_empty() {
+        return None;
+    }
+    match &t.relation {
+        TableFactor::Table { name, args: None, .. } => last_name(name),
+        _ => None,
+    }
+}
+
+/// Translates statements for one recorded table.
+#[derive(Debug)]
+pub struct Translator {
+    table: Option<ScenarioTable>,
+    dialect: Dialect,
+}
+
+impl Translator {
+    /// A translator recording on `table` (none: nothing is recorded), in `dialect`.
+    pub fn new(table: Option<ScenarioTable>, dialect: Dialect) -> Self {
+        Translator { table, dialect }
+    }
+
+    /// The actions of an SQL block, one per statement.
+    pub fn block(&self, sql: &str) -> Vec<Action> {
+        split_statements(sql).into_iter().map(|s| self.statement(&s)).collect()
+    }
+
+    fn raw(&self, sql: &str, effect: Effect, why: &str) -> Action {
+        Action::Raw {
+            sql: sql.to_string(),
+            effect,
+            why: if effect == Effect::None { String::new() } else { why.to_string() },
+        }
+    }
+
+    /// The action of one statement.
+    pub fn statement(&self, sql: &str) -> Action {
+        // PostgreSQL's spellings sqlparser does not know.
+        match sql.trim().to_ascii_lowercase().as_str() {
+            "abort" | "abort work" | "abort transaction" => return Action::Rollback,
+            "end" | "end work" | "end transaction" => return Action::Commit,
+            _ => {}
+        }
+        let Some(statement) = parse_one(sql, self.dialect) else {
+            return self.raw(sql, self.unparsed_effect(sql), "sqlparser cannot parse it");
+        };
+        match &statement {
+            Statement::StartTransaction { modes, .. } => Action::Begin(mode_level(modes)),
+            Statement::Set(Set::SetTransaction { modes, session: false, .. }) => match mode_level(modes) {
+                Some(l) => Action::SetLevel(l),
+                None => self.raw(sql, Effect::None, ""),
+            },
+            Statement::Commit { .. } => Action::Commit,
+            Statement::Rollback { savepoint: None, .. } => Action::Rollback,
+            Statement::Query(q) => self.query(sql, q),
+            Statement::Insert(insert) => self.insert(sql, insert),
+            Statement::Update { table, assignments, from, selection, returning, limit, .. } => {
+                let Some(name) = single_table(std::slice::from_ref(table)) else {
+                    return self.raw(sql, Effect::Unseen, "an UPDATE of a join");
+                };
+                let Some(t) = self.ours(&name) else { return self.raw(sql, Effect::None, "") };
+                if from.is_some() || returning.is_some() || limit.is_some() {
+                    return self.raw(sql, Effect::WritesTable, "UPDATE with FROM, RETURNING or LIMIT");
+                }
+                let mut set = Vec::new();
+                for a in assignments {
+                    let AssignmentTarget::ColumnName(c) = &a.target else {
+                        return self.raw(sql, Effect::WritesTable, "a tuple assignment");
+                    };
+                    let (Some(col), Some(v)) =
+                        (last_name(c).and_then(|c| self.column(&t, &c)), integer(&a.value))
+                    else {
+                        return self.raw(
+                            sql,
+                            Effect::WritesTable,
+                            "SET of something other than an integer constant",
+                        );
+                    };
+                    if col == t.spec.pk() {
+                        return self.raw(sql, Effect::WritesTable, "an UPDATE of the primary key");
+                    }
+                    set.push((col, v));
+                }
+                match self.predicate(&t, selection.as_ref()) {
+                    Ok(predicate) => Action::Record(Step::PredicateUpdate { predicate, set }),
+                    Err(why) => self.raw(sql, Effect::WritesTable, &why),
+                }
+            }
+            Statement::Delete(delete) => {
+                let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &delete.from;
+                let Some(name) = single_table(from) else {
+                    return self.raw(sql, Effect::Unseen, "a DELETE of several tables");
+                };
+                let Some(t) = self.ours(&name) else { return self.raw(sql, Effect::None, "") };
+                if delete.using.is_some() || delete.returning.is_some() || delete.limit.is_some() {
+                    return self.raw(sql, Effect::WritesTable, "DELETE with USING, RETURNING or LIMIT");
+                }
+                if let Some(key) = self.key_equality(&t, delete.selection.as_ref()) {
+                    return Action::Record(Step::Delete { key });
+                }
+                match self.predicate(&t, delete.selection.as_ref()) {
+                    Ok(predicate) => Action::Record(Step::PredicateDelete { predicate }),
+                    Err(why) => self.raw(sql, Effect::WritesTable, &why),
+                }
+            }
+            Statement::CreateTable(c) if last_name(&c.name).is_some_and(|n| self.ours(&n).is_some()) => {
+                self.raw(sql, Effect::WritesTable, "DDL of the recorded table")
+            }
+            Statement::Set(_)
+            | Statement::ShowVariable { .. }
+            | Statement::CreateTable(_)
+            | Statement::CreateIndex(_) => self.raw(sql, Effect::None, ""),
+            _ => self.raw(sql, Effect::Unseen, "outside the recordable subset"),
+        }
+    }
+
+    /// An unparsable statement that names the table may write it.
+    fn unparsed_effect(&self, sql: &str) -> Effect {
+        let lower = sql.to_ascii_lowercase();
+        let mut words = lower.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+        match &self.table {
+            Some(t) if words.any(|w| w == t.spec.name) => Effect::WritesTable,
+            _ => Effect::Unseen,
+        }
+    }
+
+    fn ours(&self, name: &str) -> Option<ScenarioTable> {
+        self.table.filter(|t| t.spec.name == name)
+    }
+
+    fn column(&self, t: &ScenarioTable, name: &str) -> Option<&'static str> {
+        t.spec.columns.iter().copied().find(|c| *c == name)
+    }
+
+    fn key_equality(&self, t: &ScenarioTable, selection: Option<&Expr>) -> Option<i64> {
+        let Some(Expr::BinaryOp { left, op: BinaryOperator::Eq, right }) = selection else { return None };
+        let pk = t.spec.pk();
+        match (column_name(left), column_name(right)) {
+            (Some(c), _) if c == pk => integer(right),
+            (_, Some(c)) if c == pk => integer(left),
+            _ => None,
+        }
+    }
+
+    /// The `WHERE` text, if isocert's oracle can evaluate it on the table.
+    fn predicate(&self, t: &ScenarioTable, selection: Option<&Expr>) -> Result<String, String> {
+        let text = selection.map_or_else(|| "true".to_string(), ToString::to_string);
+        let mut h = History::new();
+        h.dialect = self.dialect;
+        let table = h.intern_table(t.spec.name);
+        for c in t.spec.columns {
+            h.intern_column(table, c);
+        }
+        h.intern_predicate(table, &text);
+        Interpreter::new(&h)
+            .map(|_| text)
+            .map_err(|e| format!("the oracle cannot evaluate the predicate ({e})"))
+    }
+
+    fn query(&self, sql: &str, q: &Query) -> Action {
+        let SetExpr::Select(select) = q.body.as_ref() else {
+            return self.raw(sql, Effect::Unseen, "a query that is not a plain SELECT");
+        };
+        let Some(name) = single_table(&select.from) else {
+            return match select.from.is_empty() {
+                true => self.raw(sql, Effect::None, ""),
+                false => self.raw(sql, Effect::Unseen, "a join or a table function"),
+            };
+        };
+        let Some(t) = self.ours(&name) else { return self.raw(sql, Effect::None, "") };
+        let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
+        if q.with.is_some()
+            || !q.locks.is_empty()
+            || q.limit_clause.is_some()
+            || q.fetch.is_some()
+            || grouped
+            || select.having.is_some()
+            || select.distinct.is_some()
+        {
+            return self.raw(sql, Effect::Unseen, "WITH, FOR UPDATE/SHARE, LIMIT, GROUP BY or DISTINCT");
+        }
+        if let [SelectItem::UnnamedExpr(Expr::Function(f))
+        | SelectItem::ExprWithAlias { expr: Expr::Function(f), .. }] = select.projection.as_slice()
+        {
+            let function = match last_name(&f.name).as_deref() {
+                Some("count") => AggregateFn::Count,
+                Some("sum") => AggregateFn::Sum,
+                Some("min") => AggregateFn::Min,
+                Some("max") => AggregateFn::Max,
+                _ => return self.raw(sql, Effect::Unseen, "a function other than count, sum, min or max"),
+            };
+            let column = match &f.args {
+                FunctionArguments::List(list)
+                    if list.duplicate_treatment.is_none() && list.args.len() == 1 =>
+                {
+                    match &list.args[0] {
+                        FunctionArg::Unnamed(FunctionArgExpr::Wildcard) if function == AggregateFn::Count => {
+                            Some(t.spec.pk())
+                        }
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => {
+                            column_name(e).and_then(|c| self.column(&t, &c))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let Some(column) = column else {
+                return self.raw(sql, Effect::Unseen, "an aggregate of something other than one column");
+            };
+            return match self.predicate(&t, select.selection.as_ref()) {
+                Ok(predicate) => Action::Record(Step::Aggregate { predicate, function, column }),
+                Err(why) => self.raw(sql, Effect::Unseen, &why),
+            };
+        }
+        let plain = select.projection.iter().all(|item| match item {
+            SelectItem::Wildcard(_) => true,
+            SelectItem::UnnamedExpr(e) => column_name(e).is_some_and(|c| self.column(&t, &c).is_some()),
+            _ => false,
+        });
+        if !plain {
+            return self.raw(sql, Effect::Unseen, "a projection of something other than the table's columns");
+        }
+        if let Some(key) = self.key_equality(&t, select.selection.as_ref()) {
+            return Action::Record(Step::Read { key });
+        }
+        match self.predicate(&t, select.selection.as_ref()) {
+            Ok(predicate) => Action::Record(Step::Select { predicate }),
+            Err(why) => self.raw(sql, Effect::Unseen, &why),
+        }
+    }
+
+    fn insert(&self, sql: &str, insert: &sqlparser::ast::Insert) -> Action {
+        let TableObject::TableName(name) = &insert.table else {
+            return self.raw(sql, Effect::Unseen, "INSERT into a table function");
+        };
+        let Some(t) = last_name(name).and_then(|n| self.ours(&n)) else {
+            return self.raw(sql, Effect::None, "");
+        };
+        if insert.on.is_some() || insert.returning.is_some() || insert.ignore || insert.replace_into {
+            return self.raw(
+                sql,
+                Effect::WritesTable,
+                "INSERT with ON CONFLICT, RETURNING, IGNORE or REPLACE",
+            );
+        }
+        let Some(SetExpr::Values(values)) = insert.source.as_deref().map(|q| q.body.as_ref()) else {
+            return self.raw(sql, Effect::WritesTable, "INSERT ... SELECT");
+        };
+        let columns: Vec<Option<&'static str>> = if insert.columns.is_empty() {
+            // Without a column list the values follow the table's definition, which
+            // `find_table` reordered to put the key first: only the key-first layout is known.
+            t.spec.columns.iter().map(|c| Some(*c)).collect()
+        } else {
+            insert.columns.iter().map(|c| self.column(&t, &c.value.to_ascii_lowercase())).collect()
+        };
+        if columns.len() != t.spec.columns.len() || columns.iter().any(Option::is_none) {
+            return self.raw(sql, Effect::WritesTable, "an INSERT that does not give every column");
+        }
+        let mut steps = Vec::new();
+        for row in &values.rows {
+            let mut full = vec![0i64; t.spec.columns.len()];
+            if row.len() != columns.len() {
+                return self.raw(sql, Effect::WritesTable, "a VALUES row of another width");
+            }
+            for (c, e) in columns.iter().zip(row) {
+                let Some(v) = integer(e) else {
+                    return self.raw(sql, Effect::WritesTable, "a value that is not an integer literal");
+                };
+                let i = t.spec.columns.iter().position(|x| Some(*x) == *c).expect("a column of the table");
+                full[i] = v;
+            }
+            steps.push(full);
+        }
+        match steps.as_slice() {
+            [row] => Action::Record(Step::Insert { row: row.clone() }),
+            _ => self.raw(sql, Effect::WritesTable, "a multi-row INSERT (write one row per statement)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> ScenarioTable {
+        find_table(
+            &["CREATE TABLE t (v int NOT NULL, id int PRIMARY KEY, c int);".to_string()],
+            Dialect::Postgres,
+        )
+        .expect("a recordable table")
+    }
+
+    #[test]
+    fn the_recorded_table_puts_its_key_first() {
+        let t = table();
+        assert_eq!((t.spec.name, t.spec.columns), ("t", &["id", "v", "c"][..]));
+        let constraint =
+            find_table(&["CREATE TABLE u (a int, b bigint, PRIMARY KEY (b))".into()], Dialect::Postgres);
+        assert_eq!(constraint.unwrap().spec.columns, &["b", "a"]);
+        assert!(
+            find_table(&["CREATE TABLE w (a int PRIMARY KEY, b text)".into()], Dialect::Postgres).is_none()
+        );
+    }
+
+    #[test]
+    fn statements_become_steps_or_stay_raw_with_a_reason() {
+        let tr = Translator::new(Some(table()), Dialect::Postgres);
+        let actions = tr.block(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM t WHERE id = 1; \
+             SELECT * FROM t WHERE v > 5; SELECT count(*) FROM t WHERE c = 2; \
+             INSERT INTO t (id, v, c) VALUES (3, 30, -1); UPDATE t SET v = 11 WHERE id = 1; \
+             DELETE FROM t WHERE id = 2; DELETE FROM t WHERE v < 0; COMMIT",
+        );
+        assert_eq!(actions[0], Action::Begin(Some(Isolation::RepeatableRead)));
+        assert_eq!(actions[1], Action::Record(Step::Read { key: 1 }));
+        assert_eq!(actions[2], Action::Record(Step::Select { predicate: "v > 5".into() }));
+        assert_eq!(
+            actions[3],
+            Action::Record(Step::Aggregate {
+                predicate: "c = 2".into(),
+                function: AggregateFn::Count,
+                column: "id"
+            })
+        );
+        assert_eq!(actions[4], Action::Record(Step::Insert { row: vec![3, 30, -1] }));
+        assert_eq!(
+            actions[5],
+            Action::Record(Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", 11)] })
+        );
+        assert_eq!(actions[6], Action::Record(Step::Delete { key: 2 }));
+        assert_eq!(actions[7], Action::Record(Step::PredicateDelete { predicate: "v < 0".into() }));
+        assert_eq!(actions[8], Action::Commit);
+        let raw = |sql: &str| match tr.statement(sql) {
+            Action::Raw { effect, why, .. } => (effect, why),
+            other => panic!("{sql}: {other:?}"),
+        };
+        assert_eq!(raw("UPDATE t SET v = v + 1 WHERE id = 1").0, Effect::WritesTable);
+        assert!(raw("SELECT * FROM t WHERE id = 1 FOR UPDATE").1.contains("FOR UPDATE"));
+        assert_eq!(raw("SELECT * FROM t JOIN u ON t.id = u.id").0, Effect::Unseen);
+        assert_eq!(raw("SET enable_seqscan = off").0, Effect::None);
+        assert_eq!(raw("SELECT pg_sleep(0.1)").0, Effect::None);
+        assert_eq!(raw("DO $$ BEGIN UPDATE t SET v = 1; END $$").0, Effect::WritesTable);
+        assert_eq!(raw("INSERT INTO t (id, v) VALUES (9, 9)").0, Effect::WritesTable);
+        assert_eq!(
+            tr.statement("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+            Action::SetLevel(Isolation::Serializable)
+        );
+        assert_eq!(tr.statement("START TRANSACTION"), Action::Begin(None));
+        assert_eq!(tr.statement("ABORT"), Action::Rollback);
+    }
+
+    #[test]
+    fn statements_split_outside_quotes_and_comments() {
+        assert_eq!(
+            split_statements("SELECT ';'; -- a; comment\nDO $f$ BEGIN NULL; END $f$; /* x; */ COMMIT"),
+            vec!["SELECT ';'", "DO $f$ BEGIN NULL; END $f$", "COMMIT"]
+        );
+    }
+}
