@@ -7,6 +7,18 @@ use mysql_async::{Conn, Row};
 
 use crate::seam::{DbError, ErrorClass, RecordedOp, Step, TableSpec};
 
+/// How a MySQL-protocol driver error is handled, given the server's error numbers that
+/// mean "retry the transaction" and "the session is gone" (each server has its own).
+pub(crate) fn classify_codes(e: &mysql_async::Error, retryable: &[u16], gone: &[u16]) -> ErrorClass {
+    match e {
+        mysql_async::Error::Server(s) if retryable.contains(&s.code) => ErrorClass::Retryable,
+        mysql_async::Error::Server(s) if gone.contains(&s.code) => ErrorClass::ConnectionLost,
+        mysql_async::Error::Server(_) | mysql_async::Error::Url(_) => ErrorClass::Fatal,
+        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => ErrorClass::ConnectionLost,
+        mysql_async::Error::Other(_) => ErrorClass::Fatal,
+    }
+}
+
 /// A [`DbError`] from a driver error, classified by `classify` (each server's own).
 pub(crate) fn db_error_with(
     classify: fn(&mysql_async::Error) -> ErrorClass,

@@ -26,13 +26,7 @@ const CONNECTION_GONE: &[u16] = &[1927, 1053];
 
 /// How a driver error is handled: the one place MariaDB errors are classified.
 pub fn classify(e: &mysql_async::Error) -> ErrorClass {
-    match e {
-        mysql_async::Error::Server(s) if RETRYABLE.contains(&s.code) => ErrorClass::Retryable,
-        mysql_async::Error::Server(s) if CONNECTION_GONE.contains(&s.code) => ErrorClass::ConnectionLost,
-        mysql_async::Error::Server(_) | mysql_async::Error::Url(_) => ErrorClass::Fatal,
-        mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => ErrorClass::ConnectionLost,
-        mysql_async::Error::Other(_) => ErrorClass::Fatal,
-    }
+    crate::mysql_sql::classify_codes(e, RETRYABLE, CONNECTION_GONE)
 }
 
 /// A [`DbError`] from a driver error, classified.
