@@ -3,6 +3,7 @@
 use std::fmt;
 
 use isocert_history::{ObjId, OpRef, TxnId};
+use rustc_hash::FxHashMap;
 
 use crate::{CheckerKind, IsolationLevel};
 
@@ -272,12 +273,22 @@ pub struct Report {
     pub stats: CheckStats,
     /// Notes on how the input was interpreted (unknown transactions taken as committed, ...).
     pub notes: Vec<String>,
+    /// Black-box checkers, on a valid verdict: the version order they found (per object,
+    /// its writers oldest first), so `--certificate-out` can hand it to Emme.
+    pub inferred_version_order: Option<FxHashMap<ObjId, Vec<TxnId>>>,
 }
 
 impl Report {
     /// An empty (valid) report.
     pub fn new(level: IsolationLevel, checker: CheckerKind) -> Self {
-        Report { level, checker, anomalies: Vec::new(), stats: CheckStats::default(), notes: Vec::new() }
+        Report {
+            level,
+            checker,
+            anomalies: Vec::new(),
+            stats: CheckStats::default(),
+            notes: Vec::new(),
+            inferred_version_order: None,
+        }
     }
 
     /// Whether the history satisfies the level: no anomaly was found.

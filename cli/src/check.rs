@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_checker::{
-    check, infer_mtc_certificate, render_dot, render_html, render_json, render_text, render_text_verbose,
-    CheckError, CheckerKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
+    check, render_dot, render_html, render_json, render_text, render_text_verbose, CheckError, CheckerKind,
+    GraphLayout, HtmlOptions, IsolationLevel, Report,
 };
 use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
@@ -46,8 +46,9 @@ pub(crate) struct CheckArgs {
     /// without a certificate mtc for mini-transactions, else cobra or polysi).
     #[arg(long, default_value = "auto", value_name = "CHECKER")]
     pub(crate) checker: CheckerKind,
-    /// Black-box checkers (mtc): write the version order inferred from the history to FILE
-    /// as a v1 certificate, so Emme can re-check it (`--checker emme --certificate FILE`).
+    /// Black-box checkers: write the version order found for the history to FILE as a v1
+    /// certificate, so Emme can re-check it (`--checker emme --certificate FILE`): mtc's is
+    /// implied by the reads, cobra's and polysi's is the solver's (valid histories only).
     #[arg(long, value_name = "FILE")]
     pub(crate) certificate_out: Option<PathBuf>,
     /// Print the report as JSON instead of text.
@@ -202,12 +203,19 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     );
     if let Some(path) = &args.certificate_out {
         anyhow::ensure!(
-            report.checker == CheckerKind::Mtc,
-            "--certificate-out writes the certificate a black-box checker inferred; {} used the one given",
+            matches!(report.checker, CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi),
+            "--certificate-out writes the version order a black-box checker found; {} used the certificate given",
             report.checker
         );
-        let inferred = infer_mtc_certificate(&h)?;
-        crate::output::write_file(path, |out| Ok(v1::write_certificate(&h, &inferred, out)?))?;
+        match report.inferred_version_order.clone() {
+            Some(order) => {
+                let inferred = Certificate { version_order: Some(order), ..Certificate::default() };
+                crate::output::write_file(path, |out| Ok(v1::write_certificate(&h, &inferred, out)?))?;
+            }
+            None => {
+                tracing::warn!("{}: not written: no version order avoids the anomalies below", path.display())
+            }
+        }
     }
     if let Some(path) = &args.dot {
         crate::output::write_text(path, &render_dot(&report, &h))?;

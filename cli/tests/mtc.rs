@@ -74,3 +74,61 @@ fn a_history_that_is_not_mini_transactions_is_exit_two_naming_the_transaction() 
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("carries no certificate"));
 }
+
+#[test]
+fn cobra_writes_the_order_it_found_and_emme_rechecks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Blind writes of x by T1 and T2; T3 reads T1's x after T2's: the order T2, T1 is the
+    // only one, which no read states.
+    let blind = write(
+        dir.path(),
+        "blind.jsonl",
+        r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"w","key":"x","value":2},{"f":"w","key":"y","value":2}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"y","value":2},{"f":"r","key":"x","value":1}]}"#,
+    );
+    let cert = dir.path().join("cert.json");
+    let cert = cert.to_str().unwrap();
+    let out = isocert(&["check", &blind, "-i", "ser", "--checker", "cobra", "--certificate-out", cert]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = std::fs::read_to_string(cert).unwrap();
+    let emme = isocert(&["check", &blind, "-i", "ser", "--certificate", cert, "--checker", "emme"]);
+    assert_eq!(emme.status.code(), Some(0), "{written}\n{}", String::from_utf8_lossy(&emme.stdout));
+    // Its twin: T3 reads T2's x; T1 before T2 now explains every read (the solver prefers
+    // transaction order where nothing decides), and that order is written.
+    let twin = write(
+        dir.path(),
+        "twin.jsonl",
+        r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"w","key":"x","value":2},{"f":"w","key":"y","value":2}]}
+{"id":3,"session":3,"ops":[{"f":"r","key":"y","value":2},{"f":"r","key":"x","value":2}]}"#,
+    );
+    let out = isocert(&["check", &twin, "-i", "ser", "--checker", "cobra", "--certificate-out", cert]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(std::fs::read_to_string(cert).unwrap(), written);
+    // An invalid history writes nothing and says so, exit 1.
+    let skew = write(
+        dir.path(),
+        "skew.jsonl",
+        r#"{"id":1,"session":1,"ops":[{"f":"r","key":"x","value":0},{"f":"r","key":"y","value":0},{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"ops":[{"f":"r","key":"x","value":0},{"f":"r","key":"y","value":0},{"f":"w","key":"y","value":1}]}"#,
+    );
+    let none = dir.path().join("none.json");
+    let out = isocert(&[
+        "check",
+        &skew,
+        "-i",
+        "ser",
+        "--checker",
+        "cobra",
+        "--certificate-out",
+        none.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!none.exists());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not written"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -44,6 +44,11 @@ impl<E: Copy> Csr<E> {
         &self.payload[self.out(n)]
     }
 
+    /// The targets of the edges leaving `n`.
+    pub(crate) fn targets_from(&self, n: u32) -> &[u32] {
+        &self.targets[self.out(n)]
+    }
+
     /// Node count.
     pub(crate) fn nodes(&self) -> usize {
         self.start.len() - 1

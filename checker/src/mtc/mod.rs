@@ -342,6 +342,7 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
                 .into(),
         );
     }
+    report.inferred_version_order = Some(version_order(h, &inf));
     let mut anomalies = inf.anomalies.clone();
     match level {
         IsolationLevel::Serializable => anomalies.extend(ser_cycles(h, &inf)),
