@@ -21,7 +21,7 @@ fn run(body: &str, level: IsolationLevel) -> Report {
 }
 
 #[test]
-fn blind_writes_need_the_solver_and_a_bad_order_is_refuted() {
+fn blind_writes_need_an_order_search_and_pruning_refutes_a_bad_one() {
     // T1 and T2 blindly write x and y; T3 reads x from T1 and y from T2, so T2's write of x
     // came before T1's and T1's write of y before T2's: no single order explains it.
     let bad = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1},{"f":"w","key":"y","value":1}]}
