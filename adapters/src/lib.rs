@@ -36,7 +36,7 @@ pub use mariadb::{EmbeddedMariaDb, MariaDb};
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
     dispatch, redact_url, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,
-    DatabaseVisitor, DbError, ErrorClass, Isolation, RecordedOp, Session, StaleObjects, Step, TableSpec,
-    ThrowawayServer, UnknownName,
+    DatabaseVisitor, DbError, ErrorClass, FeedProgress, FeedSink, FeedTxn, Isolation, RecordedOp, Session,
+    StaleObjects, Step, TableIncarnation, TableSpec, ThrowawayServer, UnknownName,
 };
 pub use tidb::TiDb;

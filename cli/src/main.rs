@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod certificate;
 mod check;
 mod cleanup;
 mod convert;
@@ -17,6 +18,7 @@ mod output;
 mod recover;
 mod run;
 mod scenario;
+mod serve;
 mod timestamp;
 
 /// Prove or refute a database's isolation level with version certificates.
@@ -39,6 +41,8 @@ enum Command {
     Gen(gen::GenArgs),
     Convert(convert::ConvertArgs),
     Scenario(scenario::ScenarioArgs),
+    Serve(serve::ServeArgs),
+    Certificate(certificate::CertificateArgs),
 }
 
 /// The stack of the thread that runs the command: the predicate compiler and evaluator
@@ -74,6 +78,8 @@ fn run_command() -> ExitCode {
         Command::Gen(args) => gen::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Scenario(args) => scenario::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Certificate(args) => certificate::run(args),
     };
     match result {
         Ok(code) => code,

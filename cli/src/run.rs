@@ -124,6 +124,18 @@ pub(crate) struct RunArgs {
     /// docs/REPORTS.md) [default: report.html in --out].
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Fetch the certificate from an `isocert serve` API (docs/API.md) instead of
+    /// consuming the change stream: the run needs no replication privilege and creates no
+    /// slot. Needs --token-file.
+    #[arg(long, value_name = "URL", requires = "token_file", conflicts_with_all = ["no_recovery", "replication"])]
+    certificate_api: Option<String>,
+    /// With --certificate-api: a file whose first line is the API token.
+    #[arg(long, value_name = "FILE", requires = "certificate_api")]
+    token_file: Option<PathBuf>,
+    /// With --certificate-api: the schema the workload's table is in, when the token may
+    /// read that table name in several schemas.
+    #[arg(long, value_name = "SCHEMA", requires = "certificate_api")]
+    schema: Option<String>,
 }
 
 /// Timings and counts of one run, written to run.json.
@@ -202,7 +214,11 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
             (db, Some(server))
         }
     };
-    let capture = (!args.no_recovery).then(|| CaptureOptions {
+    let api = match (&args.certificate_api, &args.token_file) {
+        (Some(url), Some(file)) => Some(isocert_server::client::CertificateClient::new(url, file)?),
+        _ => None,
+    };
+    let capture = (!args.no_recovery && api.is_none()).then(|| CaptureOptions {
         run_name: run_name(),
         mode: args.replication.clone(),
         poll_interval: Duration::from_millis(args.poll_interval_ms),
@@ -245,6 +261,16 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let log = match (log, &api) {
+        (Some(log), _) => Some(log),
+        (None, Some(api)) => {
+            let recovered =
+                rt.block_on(fetch_certificate(api, &mut history, args.schema.as_deref(), &args.out))?;
+            stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
+            return finish::<D>(&args, history, recovered, stats, level);
+        }
+        (None, None) => None,
+    };
     let Some(log) = log else {
         write_history(&args.out.join("history.jsonl"), &history)?;
         write_run_json::<D>(&args.out, &args, &stats, None)?;
@@ -282,6 +308,41 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
              follows commit visibility"
         );
     }
+    finish::<D>(&args, history, recovered, stats, level)
+}
+
+/// Fetches the certificate of `history` from the API (the history is saved first, so a
+/// refusal leaves it for `isocert certificate`), applying the outcomes and timestamps it
+/// carries to the history.
+async fn fetch_certificate(
+    api: &isocert_server::client::CertificateClient,
+    history: &mut History,
+    schema: Option<&str>,
+    out: &Path,
+) -> anyhow::Result<Recovered> {
+    let path = out.join("history.jsonl");
+    write_history(&path, history)?;
+    let mut text = Vec::new();
+    v1::write_history(history, &mut text)?;
+    eprintln!("isocert: fetching the certificate from the certificate API");
+    let body = api
+        .fetch(&text, isocert_server::client::Request::Certificate, schema)
+        .await
+        .with_context(|| format!("fetching the certificate (the history is in {})", path.display()))?;
+    let certificate =
+        v1::read_certificate(&body[..], history).context("reading the certificate the API sent")?;
+    Ok(Recovered { certificate, ..Recovered::default() })
+}
+
+/// Writes the history and certificate, checks, writes the reports and prints the verdict.
+fn finish<D: Database>(
+    args: &RunArgs,
+    history: History,
+    recovered: Recovered,
+    mut stats: RunStats,
+    level: IsolationLevel,
+) -> anyhow::Result<ExitCode> {
+    let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     write_history(&args.out.join("history.jsonl"), &history)?;
     write_certificate(&args.out.join("certificate.json"), &history, &recovered)?;
 
@@ -291,13 +352,13 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     stats.check_secs = Some(started.elapsed().as_secs_f64());
     write_reports(&args.out, &report, &history)?;
     let html = args.html.clone().unwrap_or_else(|| args.out.join("report.html"));
-    let opts = HtmlOptions { context: html_context::<D>(&args, &stats), ..HtmlOptions::default() };
+    let opts = HtmlOptions { context: html_context::<D>(args, &stats), ..HtmlOptions::default() };
     crate::check::write_html(&html, &report, &history, &recovered.certificate, &opts)?;
-    write_run_json::<D>(&args.out, &args, &stats, Some(&recovered))?;
+    write_run_json::<D>(&args.out, args, &stats, Some(&recovered))?;
 
     if args.json {
         let mut out = render_json(&report, &history);
-        out["run"] = run_json::<D>(&args, &stats, Some(&recovered));
+        out["run"] = run_json::<D>(args, &stats, Some(&recovered));
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", crate::check::text_report(&report, &history));
@@ -448,6 +509,7 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "seed": args.seed,
         "deletes": !args.no_deletes,
         "recovery": r.is_some(),
+        "certificate_api": args.certificate_api.is_some(),
         "replication": if r.is_some() { args.replication.as_deref() } else { None },
         "committed": stats.committed,
         "attempts": stats.attempts,

@@ -262,3 +262,28 @@ pub(crate) fn record_own_writes(op: &Op, own: &mut FxHashMap<ObjId, ValueId>) {
         _ => {}
     }
 }
+
+/// `log` without its leading transactions that only inserted the history's initial
+/// versions: the table setup a run did before its first transaction, which a change feed
+/// over every table (`isocert serve`) sees while a run's own capture, started after the
+/// setup, does not. A leading transaction that installs anything else is kept, and so is
+/// everything after it.
+pub fn without_initial_load(h: &History, log: &RawLog) -> RawLog {
+    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
+    let is_initial = |change: &RowChange| {
+        let Some(obj) = h.table_by_name(&change.table).and_then(|t| h.object_by_key(t, &change.key)) else {
+            return false;
+        };
+        let Some(&want) = initial.get(&obj) else { return false };
+        logged_value(h, h.object(obj).table, change).and_then(|v| h.value_id(&v)) == Some(want)
+    };
+    let mut out = RawLog::new();
+    let mut leading = true;
+    for txn in log.txns() {
+        leading = leading && !txn.changes.is_empty() && txn.changes.iter().all(is_initial);
+        if !leading {
+            out.push(txn.clone());
+        }
+    }
+    out
+}

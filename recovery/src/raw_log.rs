@@ -142,7 +142,11 @@ impl CommittedTxn {
         json!({"xid": self.xid, "commit_lsn": self.commit_lsn, "end_lsn": self.end_lsn, "commit_time": self.commit_time, "changes": changes})
     }
 
-    fn from_json(v: &Json, line: usize) -> Result<Self, RawLogError> {
+    /// Reads a transaction [`CommittedTxn::to_json`] wrote; errors name `line` and the field.
+    ///
+    /// # Errors
+    /// [`RawLogError::Line`] for an unknown or malformed field.
+    pub fn from_json(v: &Json, line: usize) -> Result<Self, RawLogError> {
         let bad = |field: &str, message: &str| RawLogError::Line {
             line,
             field: field.to_string(),

@@ -9,14 +9,17 @@ use isocert_recovery::{recover_postgres, RawLog, Recovered, RecoveryError, RowMa
 
 use super::client::{db_error, PgSession};
 use super::{
-    connect, replication, EmbeddedPostgres, EmbeddedPostgresBuilder, ReplicationConsumer, ReplicationMode,
-    ReplicationSlot,
+    connect, feed, replication, EmbeddedPostgres, EmbeddedPostgresBuilder, ReplicationConsumer,
+    ReplicationMode, ReplicationSlot,
 };
 use tokio_postgres::Client;
 
+use std::sync::Arc;
+use tokio::sync::watch;
+
 use crate::seam::{
-    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, ErrorClass, StaleObjects, TableSpec,
-    ThrowawayServer,
+    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, ErrorClass, FeedProgress, FeedSink,
+    StaleObjects, TableSpec, ThrowawayServer,
 };
 use crate::AdapterError;
 
@@ -174,6 +177,26 @@ impl Database for Postgres {
         };
         let slot = ReplicationSlot::create(&self.url, &options.run_name, &[table.name]).await?;
         Ok(PgCapture { consumer: slot.mode(mode).poll_interval(options.poll_interval).start(), mode })
+    }
+
+    async fn open_feed(&self, name: &str) -> Result<u64, AdapterError> {
+        feed::open(&self.url, name).await
+    }
+
+    async fn run_feed<S: FeedSink>(
+        &self,
+        name: &str,
+        resume: u64,
+        sink: S,
+        progress: Arc<FeedProgress>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<(), AdapterError> {
+        feed::run(&self.url, name, resume, sink, progress, stop).await
+    }
+
+    async fn stream_position(&self) -> Result<u64, AdapterError> {
+        let client = connect(&self.url).await?;
+        replication::flush_wal(&client).await
     }
 
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {

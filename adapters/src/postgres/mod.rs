@@ -5,6 +5,7 @@
 mod adapter;
 mod client;
 mod embedded;
+mod feed;
 mod replication;
 mod replication_decode;
 mod replication_poll;

@@ -530,7 +530,7 @@ pub(super) fn stop_requested(stop: &watch::Receiver<bool>) -> bool {
 }
 
 /// Whether an error is a lost or refused connection that a reconnect may cure.
-fn is_transient(e: &AdapterError) -> bool {
+pub(super) fn is_transient(e: &AdapterError) -> bool {
     match e {
         AdapterError::Db { source, .. } => {
             source.is_closed()

@@ -11,6 +11,7 @@ use isocert_history::Scalar;
 use isocert_recovery::{CommittedTxn, RowChange};
 use rustc_hash::FxHashMap;
 
+use crate::seam::TableIncarnation;
 use crate::AdapterError;
 
 /// One column of a published table.
@@ -23,10 +24,14 @@ struct Column {
 /// A published table as the last Relation message described it.
 #[derive(Clone, Debug)]
 struct Relation {
+    /// The table's incarnation: its OID and schema (a table dropped and created again gets
+    /// a new OID).
+    table: TableIncarnation,
     name: Arc<str>,
     columns: Vec<Column>,
-    /// Index of the primary-key column.
-    key: usize,
+    /// Index of the primary-key column; `None` for a table without a one-column key, whose
+    /// changes a durable feed skips (a workload's decoder refuses it instead).
+    key: Option<usize>,
 }
 
 /// Turns a sequence of pgoutput messages into committed transactions.
@@ -35,6 +40,17 @@ pub struct PgOutputDecoder {
     relations: FxHashMap<u32, Relation>,
     primary_keys: FxHashMap<String, String>,
     current: Option<CommittedTxn>,
+    /// Durable-feed mode ([`PgOutputDecoder::for_feed`]): tables are tagged, and what a
+    /// row-level log cannot hold (TRUNCATE, tables without a one-column key) is skipped
+    /// and noted instead of ending the stream.
+    feed: bool,
+    /// Per change of the current transaction, its table (feed mode).
+    tables: Vec<TableIncarnation>,
+    /// Tables truncated in the current transaction (feed mode).
+    truncated: Vec<TableIncarnation>,
+    /// Primary-key columns by relation id, looked up by the feed in the catalog (feed
+    /// mode: a table with `REPLICA IDENTITY FULL` flags every column as key).
+    keys_by_relid: FxHashMap<u32, String>,
 }
 
 impl PgOutputDecoder {
@@ -44,9 +60,30 @@ impl PgOutputDecoder {
         PgOutputDecoder { primary_keys: primary_keys.into_iter().collect(), ..Self::default() }
     }
 
+    /// A decoder for a durable feed over every published table ([`crate::seam::FeedTxn`]):
+    /// each change is tagged with its table's incarnation, keys come from the Relation
+    /// messages, and TRUNCATEs and tables without a one-column key are noted, not fatal.
+    pub fn for_feed() -> Self {
+        PgOutputDecoder { feed: true, ..Self::default() }
+    }
+
     /// Drops a half-received transaction (after a reconnect the stream restarts at a Begin).
     pub fn reset(&mut self) {
         self.current = None;
+        self.tables.clear();
+        self.truncated.clear();
+    }
+
+    /// Names the primary-key column of relation `relid` (feed mode), which the Relation
+    /// message does not tell when the table's replica identity is FULL.
+    pub fn set_key_column(&mut self, relid: u32, column: String) {
+        self.keys_by_relid.insert(relid, column);
+    }
+
+    /// In feed mode, the tables of the changes of the transaction the last Commit
+    /// completed (one per change, in order) and the tables it truncated.
+    pub fn take_feed_tables(&mut self) -> (Vec<TableIncarnation>, Vec<TableIncarnation>) {
+        (std::mem::take(&mut self.tables), std::mem::take(&mut self.truncated))
     }
 
     /// Whether a Begin was fed whose Commit has not come yet.
@@ -66,6 +103,8 @@ impl PgOutputDecoder {
                 let _final_lsn = r.u64()?;
                 let commit_time = r.u64()? as i64;
                 let xid = u64::from(r.u32()?);
+                self.tables.clear();
+                self.truncated.clear();
                 self.current =
                     Some(CommittedTxn { xid, commit_lsn: 0, end_lsn: 0, commit_time, changes: Vec::new() });
                 Ok(None)
@@ -83,7 +122,7 @@ impl PgOutputDecoder {
             }
             b'R' => {
                 let relid = r.u32()?;
-                let _namespace = r.cstr()?;
+                let schema: Arc<str> = r.cstr()?.into();
                 let name: Arc<str> = r.cstr()?.into();
                 let _identity = r.u8()?;
                 let ncols = r.u16()? as usize;
@@ -98,52 +137,66 @@ impl PgOutputDecoder {
                     }
                     columns.push(col);
                 }
-                let key = match self.primary_keys.get(&*name) {
-                    Some(pk) => columns
-                        .iter()
-                        .position(|c| &*c.name == pk)
-                        .ok_or_else(|| protocol(format!("table {name} has no primary-key column {pk}")))?,
-                    None if flagged.len() == 1 => flagged[0],
-                    None => {
-                        return Err(protocol(format!("table {name}: cannot tell its primary-key column")))
-                    }
-                };
-                self.relations.insert(relid, Relation { name, columns, key });
+                let key =
+                    match self.keys_by_relid.get(&relid).or_else(|| self.primary_keys.get(&*name)) {
+                        Some(pk) => Some(columns.iter().position(|c| &*c.name == pk).ok_or_else(|| {
+                            protocol(format!("table {name} has no primary-key column {pk}"))
+                        })?),
+                        None if flagged.len() == 1 => Some(flagged[0]),
+                        None if self.feed => None,
+                        None => {
+                            return Err(protocol(format!("table {name}: cannot tell its primary-key column")))
+                        }
+                    };
+                let table = TableIncarnation { id: u64::from(relid), schema, name: name.clone() };
+                self.relations.insert(relid, Relation { table, name, columns, key });
                 Ok(None)
             }
             b'I' => {
                 let rel = self.relation(r.u32()?)?;
+                let Some(key) = self.key_of(&rel)? else { return Ok(None) };
                 expect(r.u8()?, b'N', "Insert")?;
                 let row = rel_row(&rel, &mut r)?;
-                self.push(change(&rel, Some(row))?)?;
+                self.push(&rel, change(&rel, key, Some(row))?)?;
                 Ok(None)
             }
             b'U' => {
                 let rel = self.relation(r.u32()?)?;
+                let Some(key) = self.key_of(&rel)? else { return Ok(None) };
                 let mut kind = r.u8()?;
                 let mut old_key = None;
                 if kind == b'K' || kind == b'O' {
                     let old = rel_row(&rel, &mut r)?;
-                    old_key = Some(old[rel.key].1.clone());
+                    old_key = Some(old[key].1.clone());
                     kind = r.u8()?;
                 }
                 expect(kind, b'N', "Update")?;
-                let new = change(&rel, Some(rel_row(&rel, &mut r)?))?;
+                let new = change(&rel, key, Some(rel_row(&rel, &mut r)?))?;
                 if let Some(old_key) = old_key.filter(|k| *k != new.key && !k.is_null()) {
-                    self.push(RowChange { table: rel.name.clone(), key: old_key, row: None })?;
+                    self.push(&rel, RowChange { table: rel.name.clone(), key: old_key, row: None })?;
                 }
-                self.push(new)?;
+                self.push(&rel, new)?;
                 Ok(None)
             }
             b'D' => {
                 let rel = self.relation(r.u32()?)?;
+                let Some(key_column) = self.key_of(&rel)? else { return Ok(None) };
                 let kind = r.u8()?;
                 if kind != b'K' && kind != b'O' {
                     return Err(protocol(format!("Delete with tuple kind {:?}", kind as char)));
                 }
                 let old = rel_row(&rel, &mut r)?;
-                let key = old[rel.key].1.clone();
-                self.push(RowChange { table: rel.name.clone(), key, row: None })?;
+                let key = old[key_column].1.clone();
+                self.push(&rel, RowChange { table: rel.name.clone(), key, row: None })?;
+                Ok(None)
+            }
+            b'T' if self.feed => {
+                let count = r.u32()?;
+                let _options = r.u8()?;
+                for _ in 0..count {
+                    let rel = self.relation(r.u32()?)?;
+                    self.truncated.push(rel.table.clone());
+                }
                 Ok(None)
             }
             b'T' => Err(protocol("TRUNCATE of a published table: its rows' versions cannot be recovered")),
@@ -159,16 +212,32 @@ impl PgOutputDecoder {
             .ok_or_else(|| protocol(format!("change to relation {relid} before its Relation message")))
     }
 
-    fn push(&mut self, change: RowChange) -> Result<(), AdapterError> {
+    /// The key column of `rel`; `None` (skip the change) only in feed mode.
+    fn key_of(&self, rel: &Relation) -> Result<Option<usize>, AdapterError> {
+        match rel.key {
+            Some(k) => Ok(Some(k)),
+            None if self.feed => Ok(None),
+            None => Err(protocol(format!("table {}: cannot tell its primary-key column", rel.name))),
+        }
+    }
+
+    fn push(&mut self, rel: &Relation, change: RowChange) -> Result<(), AdapterError> {
         let txn = self.current.as_mut().ok_or_else(|| protocol("row change outside a transaction"))?;
         txn.changes.push(change);
+        if self.feed {
+            self.tables.push(rel.table.clone());
+        }
         Ok(())
     }
 }
 
-fn change(rel: &Relation, row: Option<Vec<(Arc<str>, Scalar)>>) -> Result<RowChange, AdapterError> {
+fn change(
+    rel: &Relation,
+    key: usize,
+    row: Option<Vec<(Arc<str>, Scalar)>>,
+) -> Result<RowChange, AdapterError> {
     let key = match &row {
-        Some(cells) => cells[rel.key].1.clone(),
+        Some(cells) => cells[key].1.clone(),
         None => Scalar::Null,
     };
     if key.is_null() {

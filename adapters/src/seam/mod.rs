@@ -25,6 +25,7 @@
 //! its adapter module; this module has none of it.
 
 mod dispatch;
+mod feed;
 mod step;
 
 use std::fmt;
@@ -40,6 +41,7 @@ use serde::Serialize;
 use crate::AdapterError;
 
 pub use dispatch::{dispatch, DatabaseKind, DatabaseVisitor};
+pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
 pub use step::{RecordedOp, Step, TableSpec};
 
 /// The isolation level transactions run at, as the user names it; each adapter maps it to
@@ -467,6 +469,59 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         table: &TableSpec,
         options: &CaptureOptions,
     ) -> impl Future<Output = Result<Self::Capture, AdapterError>> + Send;
+
+    /// Creates the durable change feed `name` over every table if it does not exist yet
+    /// (PostgreSQL: a publication `FOR ALL TABLES` and a logical slot, both named `name`),
+    /// and returns the position a new consumer starts from. It is never dropped by isocert
+    /// (not by `isocert cleanup` either): `isocert serve` resumes it after every restart.
+    /// Default: the database has no durable feed.
+    fn open_feed(&self, name: &str) -> impl Future<Output = Result<u64, AdapterError>> + Send {
+        let _ = name;
+        async {
+            Err(AdapterError::NotSupportedHere {
+                message: format!(
+                    "{} has no durable change feed for isocert serve yet",
+                    Self::KIND.display_name()
+                ),
+            })
+        }
+    }
+
+    /// Consumes feed `name` from position `resume` (the last one `sink` stored) into `sink`
+    /// until `stop` turns true, reconnecting after lost connections, keeping `progress`
+    /// up to date and answering its waiters promptly.
+    fn run_feed<S: FeedSink>(
+        &self,
+        name: &str,
+        resume: u64,
+        sink: S,
+        progress: std::sync::Arc<FeedProgress>,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> impl Future<Output = Result<(), AdapterError>> + Send {
+        let _ = (name, resume, sink, progress, stop);
+        async {
+            Err(AdapterError::NotSupportedHere {
+                message: format!(
+                    "{} has no durable change feed for isocert serve yet",
+                    Self::KIND.display_name()
+                ),
+            })
+        }
+    }
+
+    /// The database's position in its change stream now: every transaction that
+    /// committed before this call commits before it (what a feed must cover before a
+    /// certificate for a finished history can be given).
+    fn stream_position(&self) -> impl Future<Output = Result<u64, AdapterError>> + Send {
+        async {
+            Err(AdapterError::NotSupportedHere {
+                message: format!(
+                    "{} has no durable change feed for isocert serve yet",
+                    Self::KIND.display_name()
+                ),
+            })
+        }
+    }
 
     /// The recovery rule: history (with the facts the sessions recorded) + captured log
     /// -> certificate, with derived timestamps written into the history. `matcher` is the

@@ -22,6 +22,22 @@ struct RawCertificate {
     version_sets: Option<Vec<RawVersionSet>>,
     #[serde(default)]
     serialization_order: Option<Vec<Json>>,
+    #[serde(default)]
+    transactions: Option<Vec<RawTxnFacts>>,
+}
+
+/// What recovery learned about one transaction (isocert extension): its outcome when the
+/// client could not know it, and its timestamps.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTxnFacts {
+    txn: Json,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    start_ts: Option<Json>,
+    #[serde(default)]
+    commit_ts: Option<Json>,
 }
 
 #[derive(Deserialize)]
@@ -55,7 +71,9 @@ struct RawSeen {
 /// Objects the history never mentions are interned into `h` (a predicate may have
 /// evaluated rows that no operation names). A `version_sets` entry may also name an item
 /// read (isocert extension): then it lists exactly one version, of the object read, the
-/// version the read saw.
+/// version the read saw. A `transactions` list (isocert extension, as `isocert serve`
+/// answers) sets each listed transaction's status and timestamps in `h`: what recovery
+/// learned that the client could not record.
 ///
 /// # Errors
 /// Malformed JSON, unknown fields, unknown transaction ids, op indexes that name neither
@@ -174,6 +192,37 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
         }
         cert.version_sets = Some(map);
     }
+    if let Some(facts) = raw.transactions {
+        for (i, f) in facts.iter().enumerate() {
+            let t = txn(h, &f.txn, format!("transactions[{i}].txn"))?;
+            let status = match f.status.as_deref() {
+                None => None,
+                Some("committed") => Some(crate::Status::Committed),
+                Some("aborted") => Some(crate::Status::Aborted),
+                Some("unknown") => Some(crate::Status::Unknown),
+                Some(other) => {
+                    return Err(bad(
+                        format!("transactions[{i}].status"),
+                        format!("expected committed, aborted or unknown, found {other:?}"),
+                    ))
+                }
+            };
+            let ts = |json: &Option<Json>, field: &str| {
+                json.as_ref()
+                    .map(|j| {
+                        super::read::timestamp(j).map_err(|m| bad(format!("transactions[{i}].{field}"), m))
+                    })
+                    .transpose()
+            };
+            let (start_ts, commit_ts) = (ts(&f.start_ts, "start_ts")?, ts(&f.commit_ts, "commit_ts")?);
+            let t = &mut h.txns[t.index()];
+            if let Some(status) = status {
+                t.status = status;
+            }
+            t.start_ts = start_ts.or(t.start_ts);
+            t.commit_ts = commit_ts.or(t.commit_ts);
+        }
+    }
     if let Some(order) = raw.serialization_order {
         cert.serialization_order = Some(
             order
@@ -192,6 +241,31 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
 /// # Errors
 /// I/O errors of `out`.
 pub fn write_certificate<W: Write>(h: &History, cert: &Certificate, out: &mut W) -> Result<(), FormatError> {
+    write_certificate_doc(h, cert, None, out)
+}
+
+/// Writes a certificate as [`write_certificate`] does, plus the `transactions` extension
+/// for `txns`: each one's status and timestamps as `h` holds them after recovery, so
+/// that a reader of the history as its client recorded it learns them (what `isocert
+/// serve` answers).
+///
+/// # Errors
+/// I/O errors of `out`.
+pub fn write_certificate_with_facts<W: Write>(
+    h: &History,
+    cert: &Certificate,
+    txns: &[TxnId],
+    out: &mut W,
+) -> Result<(), FormatError> {
+    write_certificate_doc(h, cert, Some(txns), out)
+}
+
+fn write_certificate_doc<W: Write>(
+    h: &History,
+    cert: &Certificate,
+    facts: Option<&[TxnId]>,
+    out: &mut W,
+) -> Result<(), FormatError> {
     let obj_json = |obj, m: &mut serde_json::Map<String, Json>| {
         let o = h.object(obj);
         let table = &h.table(o.table).name;
@@ -240,6 +314,25 @@ pub fn write_certificate<W: Write>(h: &History, cert: &Certificate, out: &mut W)
     }
     if let Some(order) = &cert.serialization_order {
         doc.insert("serialization_order".into(), Json::Array(order.iter().map(|&t| name(t)).collect()));
+    }
+    if let Some(txns) = facts {
+        let list: Vec<Json> = txns
+            .iter()
+            .map(|&t| {
+                let txn = h.txn(t);
+                let mut m = serde_json::Map::new();
+                m.insert("txn".into(), name(t));
+                m.insert("status".into(), txn.status.as_str().into());
+                if let Some(ts) = txn.start_ts {
+                    m.insert("start_ts".into(), ts.to_json());
+                }
+                if let Some(ts) = txn.commit_ts {
+                    m.insert("commit_ts".into(), ts.to_json());
+                }
+                Json::Object(m)
+            })
+            .collect();
+        doc.insert("transactions".into(), Json::Array(list));
     }
     serde_json::to_writer(&mut *out, &Json::Object(doc)).map_err(std::io::Error::from)?;
     out.write_all(b"\n")?;

@@ -15,6 +15,6 @@ pub(crate) mod json;
 mod read;
 mod write;
 
-pub use certificate::{read_certificate, write_certificate};
+pub use certificate::{read_certificate, write_certificate, write_certificate_with_facts};
 pub use read::{read_history, HistoryReader};
 pub use write::{write_header, write_history, write_txn};

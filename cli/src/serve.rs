@@ -1,0 +1,159 @@
+//! `isocert serve`: the version-certificate API (docs/API.md). With `--db` it serves the
+//! certificates of that database; without it, it starts a throwaway PostgreSQL, creates a
+//! demo tenant and prints how to run a workload against both.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use isocert_adapters::{dispatch, redact_url, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer};
+use isocert_server::api::ApiConfig;
+use isocert_server::tenants::{token_digest_hex, TenantRegistry, Tenants};
+use isocert_server::{run_server, ServeConfig};
+
+use crate::exit;
+
+/// Serve version certificates over HTTP to the tenants of a database.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    listen: SocketAddr,
+    /// The database whose certificates are served (its role must be allowed to replicate
+    /// and to create a publication for all tables). Without it a throwaway server of
+    /// --database is started with a demo tenant.
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
+    /// Without --db: which throwaway server to start.
+    #[arg(long, value_name = "DATABASE", default_value = "postgres", conflicts_with = "db")]
+    database: DatabaseKind,
+    /// The tenants file (TOML: names, token digests, granted tables, rates; docs/API.md).
+    /// Required with --db.
+    #[arg(long, value_name = "FILE", conflicts_with = "hash_token")]
+    tenants: Option<PathBuf>,
+    /// Where recovered versions are stored: sqlite://PATH or postgres://...
+    /// [default: sqlite://isocert-serve.sqlite with --db; a temporary file without]
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// The name of the durable change feed (replication slot and publication).
+    #[arg(long, value_name = "NAME", default_value = "isocert_serve")]
+    feed_name: String,
+    /// How long a request waits for the change feed to reach the history's commits
+    /// before answering 202 (retry later).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    wait_secs: u64,
+    /// The largest history accepted, in MiB (after decompression); larger ones get 413.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    max_body_mib: usize,
+    /// How long recovered versions are kept, in hours; older ones are collected and a
+    /// certificate that would need them is refused (410).
+    #[arg(long, value_name = "HOURS", default_value_t = 24)]
+    retention_hours: u64,
+    /// TLS certificate (PEM) for HTTPS; needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Read a token from standard input, print the digest a tenants file lists for it, exit.
+    #[arg(long)]
+    hash_token: bool,
+}
+
+/// Runs `isocert serve` until SIGINT/SIGTERM (exit 0), or exits 2 when it cannot start.
+pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.hash_token {
+        let mut token = String::new();
+        std::io::stdin().read_to_string(&mut token).context("reading the token from standard input")?;
+        if token.trim().is_empty() {
+            anyhow::bail!("no token on standard input");
+        }
+        println!("{}", token_digest_hex(&token));
+        return Ok(exit::valid());
+    }
+    if args.db.is_some() && args.tenants.is_none() {
+        anyhow::bail!("--db needs --tenants FILE: the tenants who may ask for certificates (docs/API.md)");
+    }
+    let kind = match &args.db {
+        Some(url) => DatabaseKind::from_url(url)?,
+        None => args.database,
+    };
+    dispatch(kind, ServeOn(args))?
+}
+
+struct ServeOn(ServeArgs);
+
+impl DatabaseVisitor for ServeOn {
+    type Output = anyhow::Result<ExitCode>;
+
+    fn visit<D: Database>(self) -> anyhow::Result<ExitCode> {
+        serve_with::<D>(self.0)
+    }
+}
+
+fn serve_with<D: Database>(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
+    let api = ApiConfig {
+        feed_name: args.feed_name.clone(),
+        wait: Duration::from_secs(args.wait_secs),
+        body_limit: args.max_body_mib << 20,
+        retention: Duration::from_secs(args.retention_hours * 3600),
+    };
+    let tls = args.tls_cert.clone().zip(args.tls_key.clone());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    match &args.db {
+        Some(url) => {
+            let db = D::from_url(url)?;
+            let tenants = Arc::new(TenantRegistry::from_file(args.tenants.as_deref().expect("checked"))?);
+            let store = args.store.clone().unwrap_or_else(|| "sqlite://isocert-serve.sqlite".into());
+            let config = ServeConfig { listen: args.listen, store_url: store, tenants, api, tls };
+            eprintln!("isocert serve: certificates of {}", redact_url(url));
+            rt.block_on(run_server(db, config, |addr| {
+                eprintln!("isocert serve: listening on {scheme}://{addr}")
+            }))?;
+        }
+        None => {
+            let name = D::KIND.display_name();
+            eprintln!("isocert serve: starting a throwaway {name} (use --db to serve your own)");
+            let (db, server) =
+                rt.block_on(D::start_server(&[])).with_context(|| format!("starting the embedded {name}"))?;
+            let dir = tempfile::Builder::new()
+                .prefix("isocert-serve-")
+                .tempdir()
+                .context("creating a directory")?;
+            let token: String = {
+                use rand::Rng;
+                let bytes: [u8; 24] = rand::rng().random();
+                bytes.iter().map(|b| format!("{b:02x}")).collect()
+            };
+            let token_file = dir.path().join("demo.token");
+            std::fs::write(&token_file, format!("{token}\n")).context("writing the demo token")?;
+            let store = args
+                .store
+                .clone()
+                .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("store.sqlite").display()));
+            let tenants = Arc::new(TenantRegistry::fixed(Tenants::demo(&token)));
+            let config = ServeConfig { listen: args.listen, store_url: store, tenants, api, tls };
+            let db_url = server.url();
+            let served = rt.block_on(run_server(db, config, |addr| {
+                println!("isocert serve: listening on {scheme}://{addr}");
+                println!("  demo tenant token: {token} (in {})", token_file.display());
+                println!("  the demo tenant may read every table of schema public of {db_url}");
+                println!("  try, in another terminal:");
+                println!(
+                    "    isocert run --db {db_url} --workload kv --isolation serializable --txns 500 --out out/api --force \\\n      --certificate-api {scheme}://{addr} --token-file {}",
+                    token_file.display()
+                );
+            }));
+            if let Err(e) = rt.block_on(server.shutdown()) {
+                tracing::warn!("stopping the embedded {name}: {e}");
+            }
+            served?;
+        }
+    }
+    Ok(exit::valid())
+}

@@ -1,0 +1,184 @@
+//! The client of the certificate API (reqwest): sends a history, retries while the server
+//! says "not yet" (202), is rate limiting (429) or unavailable (5xx), with exponential
+//! backoff up to a deadline, and turns every other refusal into an error that says what
+//! to do.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+
+/// Why the API gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The token file could not be read, or is empty.
+    #[error("token file {path}: {message}")]
+    Token {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The server could not be reached.
+    #[error("cannot reach the certificate API at {url}: {source}")]
+    Unreachable {
+        /// The API's base URL.
+        url: String,
+        /// The cause.
+        source: reqwest::Error,
+    },
+    /// The server refused; `message` is its explanation.
+    #[error("the certificate API answered {status}: {message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The server's message, with a hint for the common cases.
+        message: String,
+    },
+    /// Retries ran out.
+    #[error("the certificate API did not have the certificate ready within {0:?} (last answer: {1})")]
+    Timeout(Duration, String),
+}
+
+/// What to ask for.
+#[derive(Clone, Copy, Debug)]
+pub enum Request<'a> {
+    /// `POST /v1/certificates`.
+    Certificate,
+    /// `POST /v1/check?isolation=LEVEL`.
+    Check(&'a str),
+}
+
+/// A client of one API with one token.
+#[derive(Debug, Clone)]
+pub struct CertificateClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+    /// How long to keep retrying.
+    pub deadline: Duration,
+}
+
+impl CertificateClient {
+    /// A client of the API at `base` (`http://host:port`) with the token in `token_file`
+    /// (its first line; the file should be readable by its owner only).
+    ///
+    /// # Errors
+    /// [`ClientError::Token`] when the file cannot be read or holds no token.
+    pub fn new(base: &str, token_file: &std::path::Path) -> Result<Self, ClientError> {
+        let bad = |message: String| ClientError::Token { path: token_file.display().to_string(), message };
+        let text = std::fs::read_to_string(token_file).map_err(|e| bad(e.to_string()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        if token.is_empty() {
+            return Err(bad("holds no token".into()));
+        }
+        Ok(Self::with_token(base, token))
+    }
+
+    /// A client with the token given directly.
+    pub fn with_token(base: &str, token: String) -> Self {
+        CertificateClient {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http: reqwest::Client::new(),
+            deadline: Duration::from_secs(120),
+        }
+    }
+
+    /// Sends `history` (v1 JSON Lines; gzipped on the wire) and returns the answer's body.
+    ///
+    /// # Errors
+    /// [`ClientError`]: unreachable, refused (401, 403, 413, 422, ... with the server's
+    /// message), or still not ready at the deadline.
+    pub async fn fetch(
+        &self,
+        history: &[u8],
+        request: Request<'_>,
+        schema: Option<&str>,
+    ) -> Result<Vec<u8>, ClientError> {
+        let mut url = match request {
+            Request::Certificate => format!("{}/v1/certificates", self.base),
+            Request::Check(level) => format!("{}/v1/check?isolation={level}", self.base),
+        };
+        if let Some(schema) = schema {
+            url.push(if url.contains('?') { '&' } else { '?' });
+            url.push_str(&format!("schema={schema}"));
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(history).and_then(|_| gz.flush()).expect("writing to memory");
+        let body = gz.finish().expect("writing to memory");
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let sent = self
+                .http
+                .post(&url)
+                .bearer_auth(&self.token)
+                .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+                .header(reqwest::header::CONTENT_ENCODING, "gzip")
+                .body(body.clone())
+                .send()
+                .await;
+            let (retry, last) = match sent {
+                Err(e) if e.is_connect() || e.is_timeout() => (true, format!("{e}")),
+                Err(source) => return Err(ClientError::Unreachable { url: self.base.clone(), source }),
+                Ok(response) => {
+                    let status = response.status();
+                    let retry_after = response
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok());
+                    let text = response
+                        .bytes()
+                        .await
+                        .map_err(|source| ClientError::Unreachable { url: self.base.clone(), source })?;
+                    if status == StatusCode::OK {
+                        return Ok(text.to_vec());
+                    }
+                    let message = server_message(&text);
+                    if status == StatusCode::ACCEPTED
+                        || status == StatusCode::TOO_MANY_REQUESTS
+                        || status.is_server_error()
+                    {
+                        if let Some(secs) = retry_after {
+                            pause = pause.max(Duration::from_secs(secs.min(10)));
+                        }
+                        (true, format!("{} {message}", status.as_u16()))
+                    } else {
+                        return Err(ClientError::Refused {
+                            status: status.as_u16(),
+                            message: with_hint(status, message),
+                        });
+                    }
+                }
+            };
+            if !retry || started.elapsed() + pause > self.deadline {
+                return Err(ClientError::Timeout(self.deadline, last));
+            }
+            tracing::debug!(last, ?pause, "certificate not ready; retrying");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+fn server_message(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("error").or_else(|| v.get("message")).and_then(|m| m.as_str()).map(str::to_string)
+        })
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned())
+}
+
+fn with_hint(status: StatusCode, message: String) -> String {
+    match status {
+        StatusCode::UNAUTHORIZED => {
+            format!("{message} (check --token-file: the token is unknown or was revoked)")
+        }
+        StatusCode::FORBIDDEN => format!("{message} (ask the API's operator to grant this token the table)"),
+        StatusCode::PAYLOAD_TOO_LARGE => format!("{message} (record fewer transactions per history)"),
+        _ => message,
+    }
+}

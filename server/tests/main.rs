@@ -1,0 +1,1 @@
+//! Tests of isocert serve against a real PostgreSQL.
