@@ -239,20 +239,28 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        let outcome = run_workload(&db, &cfg, capture, &interrupt).await;
+        let mut outcome = run_workload(&db, &cfg, capture, &interrupt).await;
+        // From the API before the table is dropped: its change feed must still find the
+        // table's primary key when it reaches the table's first change.
+        let fetched = match (&mut outcome, &api) {
+            (Ok((history, None, _, _)), Some(api)) => {
+                Some(fetch_certificate(api, history, args.schema.as_deref(), &args.out).await)
+            }
+            _ => None,
+        };
         if args.db.is_some() && !args.keep_tables {
             if let Err(e) = db.drop_table(&table).await {
                 eprintln!("isocert: warning: could not drop the workload's table {}: {e}", table.name);
             }
         }
-        outcome
+        outcome.map(|o| (o, fetched))
     });
     if let Some(server) = server {
         if let Err(e) = rt.block_on(server.shutdown()) {
             tracing::warn!("stopping the embedded {name}: {e}");
         }
     }
-    let (mut history, log, mut stats, last_commit) = outcome?;
+    let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {
         eprintln!(
@@ -261,16 +269,10 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let log = match (log, &api) {
-        (Some(log), _) => Some(log),
-        (None, Some(api)) => {
-            let recovered =
-                rt.block_on(fetch_certificate(api, &mut history, args.schema.as_deref(), &args.out))?;
-            stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
-            return finish::<D>(&args, history, recovered, stats, level);
-        }
-        (None, None) => None,
-    };
+    if let Some(recovered) = fetched {
+        stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
+        return finish::<D>(&args, history, recovered?, stats, level);
+    }
     let Some(log) = log else {
         write_history(&args.out.join("history.jsonl"), &history)?;
         write_run_json::<D>(&args.out, &args, &stats, None)?;

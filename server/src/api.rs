@@ -421,11 +421,16 @@ async fn post_check(
                 ApiError::new(StatusCode::BAD_REQUEST, e.to_string())
             })?;
         let (c, _) = certify_request(&state, &headers, body, query.schema.as_deref()).await?;
-        let interpreter = Interpreter::new(&c.history)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
-        let report = check(&c.history, &c.recovered.certificate, level, CheckerKind::Auto, &interpreter)
-            .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-        Ok::<_, ApiError>(Json(render_json(&report, &c.history)).into_response())
+        let report = tokio::task::spawn_blocking(move || {
+            let interpreter = Interpreter::new(&c.history)
+                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+            let report = check(&c.history, &c.recovered.certificate, level, CheckerKind::Auto, &interpreter)
+                .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+            Ok::<_, ApiError>(render_json(&report, &c.history))
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the check stopped: {e}")))??;
+        Ok::<_, ApiError>(Json(report).into_response())
     }
     .await
     .unwrap_or_else(IntoResponse::into_response);

@@ -188,7 +188,13 @@ pub async fn certify(
     let tables = resolve_tables(store, tenant, &h, schema).await?;
     let ids: Vec<u64> = tables.iter().map(|t| t.table.id).collect();
     let log = store.log_for(&ids).await?;
-    let log = isocert_recovery::without_initial_load(&h, &log);
-    let recovered = backend.recover(&mut h, &log)?;
-    Ok(Certified { history: h, recovered })
+    // Recovery is CPU work: off the async workers, so that other requests keep flowing.
+    let backend = Arc::clone(backend);
+    tokio::task::spawn_blocking(move || {
+        let log = isocert_recovery::without_initial_load(&h, &log);
+        let recovered = backend.recover(&mut h, &log)?;
+        Ok(Certified { history: h, recovered })
+    })
+    .await
+    .map_err(|e| CertifyError::Unavailable(format!("recovery stopped: {e}")))?
 }

@@ -127,8 +127,8 @@ async fn stream<S: FeedSink>(
         while let Some(message) = conn.next_message()? {
             match message {
                 StreamMessage::XLogData { data, .. } => {
-                    if let Some(relid) = relation_message(&data) {
-                        if let Some(column) = primary_key(&catalog, relid).await? {
+                    if let Some((relid, name)) = relation_message(&data) {
+                        if let Some(column) = primary_key(&catalog, relid, &name).await? {
                             decoder.set_key_column(relid, column);
                         }
                     }
@@ -187,18 +187,22 @@ async fn stream<S: FeedSink>(
     }
 }
 
-/// The relation id of a pgoutput Relation message.
-fn relation_message(data: &[u8]) -> Option<u32> {
-    match data {
-        [b'R', a, b, c, d, ..] => Some(u32::from_be_bytes([*a, *b, *c, *d])),
-        _ => None,
-    }
+/// The relation id and `schema.table` of a pgoutput Relation message.
+fn relation_message(data: &[u8]) -> Option<(u32, String)> {
+    let [b'R', a, b, c, d, rest @ ..] = data else { return None };
+    let mut names = rest.splitn(3, |byte| *byte == 0).map(String::from_utf8_lossy);
+    let name = format!("{}.{}", names.next()?, names.next()?);
+    Some((u32::from_be_bytes([*a, *b, *c, *d]), name))
 }
 
 /// The one-column primary key of relation `relid`, from the catalog. `None` when it has
 /// none, or the table is already gone (a feed far behind): its changes are skipped then,
 /// and certificates over it refused as over an unknown table.
-async fn primary_key(catalog: &tokio_postgres::Client, relid: u32) -> Result<Option<String>, AdapterError> {
+async fn primary_key(
+    catalog: &tokio_postgres::Client,
+    relid: u32,
+    name: &str,
+) -> Result<Option<String>, AdapterError> {
     let rows = catalog
         .query(
             "SELECT a.attname::text FROM pg_index i JOIN pg_attribute a \
@@ -210,6 +214,7 @@ async fn primary_key(catalog: &tokio_postgres::Client, relid: u32) -> Result<Opt
     if rows.is_empty() {
         tracing::warn!(
             relid,
+            table = name,
             "a changed table has no primary key now (dropped already?): its changes are not stored"
         );
     }
