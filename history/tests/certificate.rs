@@ -90,3 +90,32 @@ fn an_item_read_entry_with_the_wrong_object_or_count_is_an_error_naming_the_fiel
     let e = cert_error(r#"{"version_sets":[{"txn":40,"op":0,"versions":[{"key":5,"writer":99}]}]}"#);
     assert!(e.contains("version_sets[0].versions[0].writer") && e.contains("no transaction 99"), "{e}");
 }
+
+#[test]
+fn the_transactions_extension_sets_outcomes_and_timestamps_and_round_trips() {
+    let history =
+        "{\"id\":1,\"session\":0,\"status\":\"unknown\",\"ops\":[{\"f\":\"w\",\"key\":5,\"value\":1}]}\n\
+                   {\"id\":2,\"session\":1,\"start_ts\":3,\"ops\":[{\"f\":\"r\",\"key\":5,\"value\":1}]}\n";
+    let cert = r#"{"transactions":[{"txn":1,"status":"committed","start_ts":1,"commit_ts":"7.2"},{"txn":2,"commit_ts":9}]}"#;
+    let mut h = v1::read_history(history.as_bytes()).unwrap();
+    let c = v1::read_certificate(cert.as_bytes(), &mut h).unwrap();
+    assert!(c.is_empty(), "the facts go to the history, not the certificate");
+    let (t1, t2) = (h.txn(TxnId(0)), h.txn(TxnId(1)));
+    assert_eq!(t1.status, isocert_history::Status::Committed);
+    assert_eq!(t1.commit_ts, Some(isocert_history::Timestamp::hlc(7, 2)));
+    assert_eq!(t2.start_ts, Some(isocert_history::Timestamp::new(3)), "a field left out keeps the history's");
+    assert_eq!(t2.commit_ts, Some(isocert_history::Timestamp::new(9)));
+    let mut out = Vec::new();
+    v1::write_certificate_with_facts(&h, &c, &[TxnId(0), TxnId(1)], &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains(r#""transactions":[{"txn":1,"status":"committed","start_ts":1,"commit_ts":"7.0000000002"},{"txn":2,"status":"committed","start_ts":3,"commit_ts":9}]"#),
+        "{text}"
+    );
+    let e = cert_error(r#"{"transactions":[{"txn":3,"status":"maybe"}]}"#);
+    assert!(e.contains("transactions[0].status") && e.contains("maybe"), "{e}");
+    let e = cert_error(r#"{"transactions":[{"txn":3,"commit_ts":[1]}]}"#);
+    assert!(e.contains("transactions[0].commit_ts"), "{e}");
+    let e = cert_error(r#"{"transactions":[{"txn":3,"node":1}]}"#);
+    assert!(e.contains("node"), "{e}");
+}
