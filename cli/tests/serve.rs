@@ -121,11 +121,14 @@ impl Drop for Serve {
 }
 
 fn spawn(db_url: &str, store: &Path, tenants: &Path, feed: &str, extra: &[String]) -> (Child, String) {
+    let store = match extra.iter().position(|a| a == "--store") {
+        Some(_) => Vec::new(),
+        None => vec!["--store".to_string(), format!("sqlite://{}", store.display())],
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_isocert"))
         .args(["serve", "--db", db_url, "--tenants"])
         .arg(tenants)
-        .arg("--store")
-        .arg(format!("sqlite://{}", store.display()))
+        .args(store)
         .args(["--listen", "127.0.0.1:0", "--feed-name", feed, "--wait-secs", "20"])
         .args(extra)
         .stderr(Stdio::piped())
@@ -138,7 +141,7 @@ fn spawn(db_url: &str, store: &Path, tenants: &Path, feed: &str, extra: &[String
         let mut sent = false;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if !sent {
-                if let Some(addr) = line.split("listening on http://").nth(1) {
+                if let Some(addr) = line.split("listening on ").nth(1).and_then(|a| a.split("://").nth(1)) {
                     let _ = tx.send(addr.trim().to_string());
                     sent = true;
                 }
@@ -505,4 +508,89 @@ fn concurrent_clients_under_load_get_correct_certificates() {
         errors.len()
     );
     assert!(errors.is_empty(), "{} wrong or failed answers, first: {}", errors.len(), errors[0]);
+}
+
+/// The database restarting under the server (an embedded PostgreSQL restarted with
+/// `pg_ctl`), with the store in PostgreSQL instead of SQLite and the API over TLS: the feed
+/// reconnects and the certificates after the restart equal the ones `isocert run` recovers.
+#[test]
+fn a_database_restart_under_a_tls_server_with_a_postgres_store() {
+    if isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()).is_none() {
+        return;
+    }
+    let pg = EmbeddedPostgres::start().expect("the embedded PostgreSQL starts");
+    let db_url = pg.url();
+    let base = db_url.rsplit_once('/').map_or(db_url.as_str(), |(base, _)| base).to_string();
+    sql(&db_url, &["CREATE DATABASE isocert_store"]);
+    let dir = tempfile::tempdir().unwrap();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
+    let store = format!("{base}/isocert_store");
+    let serve = Serve::start(
+        &db_url,
+        dir.path(),
+        "isocert_serve_restart",
+        &[
+            "--store",
+            &store,
+            "--tls-cert",
+            cert_file.to_str().unwrap(),
+            "--tls-key",
+            key_file.to_str().unwrap(),
+        ],
+    );
+    let https = format!("https://{}/v1/certificates", serve.addr);
+    let fetch = |history: Vec<u8>| {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let client = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
+            let r =
+                client.post(&https).bearer_auth("tok-t").body(history).send().await.expect("https request");
+            (r.status().as_u16(), r.text().await.unwrap())
+        })
+    };
+    for round in 0..2 {
+        let out = dir.path().join(format!("run{round}"));
+        direct_run(&db_url, &out, "300", "predicate");
+        let (status, body) = fetch(std::fs::read(out.join("history.jsonl")).unwrap());
+        assert_eq!(status, 200, "round {round}: {body}");
+        let reference = std::fs::read_to_string(out.join("certificate.json")).unwrap();
+        assert_eq!(certificate_core(&body), certificate_core(&reference), "round {round}");
+        if round == 0 {
+            let pg_ctl = pg.bin_dir().join("pg_ctl");
+            let mut command = if is_root() {
+                let mut c = Command::new("runuser");
+                c.args(["-u", "postgres", "--"]).arg(&pg_ctl);
+                c
+            } else {
+                Command::new(&pg_ctl)
+            };
+            let restarted = command
+                .args(["restart", "-w", "-m", "fast", "-D"])
+                .arg(pg.data_dir())
+                .arg("-l")
+                .arg(pg.log_file())
+                .output()
+                .expect("pg_ctl runs");
+            assert!(restarted.status.success(), "pg_ctl restart: {}", text(&restarted));
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let plain = rt.block_on(reqwest::Client::new().get(format!("http://{}/healthz", serve.addr)).send());
+    assert!(
+        plain.map(|r| r.status().as_u16() != 200).unwrap_or(true),
+        "plain HTTP is served on the TLS port"
+    );
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
 }

@@ -36,10 +36,14 @@ impl<D: Database> Backend for SeamBackend<D> {
     fn recover(&self, h: &mut History, log: &RawLog) -> Result<Recovered, CertifyError> {
         let interpreter = Interpreter::new(h).map_err(|e| CertifyError::BadHistory(e.to_string()))?;
         let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-        D::recover(h, log, &matcher).map_err(|e| match e {
+        D::recover(h, log, &matcher).map_err(|e| match &e {
             // A change the history does not record: another client wrote rows of these
             // tables. Its id and values belong to someone else: never echo them.
-            RecoveryError::UnknownWriter { .. } => CertifyError::ForeignWriters,
+            RecoveryError::UnknownWriter { .. } => {
+                // The vendor's log may say which; the answer may not.
+                tracing::warn!("certificate refused for foreign writers: {e}");
+                CertifyError::ForeignWriters
+            }
             other => CertifyError::Disagrees(other.to_string()),
         })
     }

@@ -97,7 +97,12 @@ impl VersionStore {
         } else {
             return Err(StoreError::Scheme);
         };
-        let pool = AnyPoolOptions::new().max_connections(max).connect(&url).await?;
+        // A store that is down fails a batch quickly; the feed restarts from the stored position.
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(std::time::Duration::from_secs(5))
+            .connect(&url)
+            .await?;
         if url.starts_with("sqlite://") {
             sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
             sqlx::query("PRAGMA synchronous = FULL").execute(&pool).await?;

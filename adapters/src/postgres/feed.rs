@@ -118,6 +118,7 @@ async fn stream<S: FeedSink>(
     tracing::info!(feed = name, from = %lsn_text(*resume), "change feed streaming");
     let mut stored_resume = *resume;
     let mut next_status = Instant::now();
+    let mut next_store = Instant::now();
     let mut next_ping = Instant::now();
     let mut batch: Vec<FeedTxn> = Vec::new();
     loop {
@@ -152,11 +153,14 @@ async fn stream<S: FeedSink>(
         }
         let now = Instant::now();
         let target = (*resume).max(safe);
-        if !batch.is_empty() || (target > stored_resume && now >= next_status) {
+        // A position with no transaction to store is stored at most once a second, or at
+        // once when the server asks for a reply (a stopping server waits for it).
+        if !batch.is_empty() || (target > stored_resume && (reply || now >= next_store)) {
             sink.store(std::mem::take(&mut batch), target).await.map_err(|message| {
                 AdapterError::Protocol { message: format!("storing the change feed: {message}") }
             })?;
             stored_resume = target;
+            next_store = now + STATUS_INTERVAL;
         }
         *resume = target;
         // Every transaction received is stored now, so everything committed before the
@@ -196,8 +200,9 @@ fn relation_message(data: &[u8]) -> Option<(u32, String)> {
 }
 
 /// The one-column primary key of relation `relid`, from the catalog. `None` when it has
-/// none, or the table is already gone (a feed far behind): its changes are skipped then,
-/// and certificates over it refused as over an unknown table.
+/// none, or the table is already gone (a feed far behind): the decoder then takes the one
+/// column the Relation message flags, or the first column of a `REPLICA IDENTITY FULL`
+/// table (isocert's workload tables), and skips the table's changes otherwise.
 async fn primary_key(
     catalog: &tokio_postgres::Client,
     relid: u32,
@@ -215,7 +220,7 @@ async fn primary_key(
         tracing::warn!(
             relid,
             table = name,
-            "a changed table has no primary key now (dropped already?): its changes are not stored"
+            "a changed table is not in the catalog now (dropped already?): its key is taken from the Relation message"
         );
     }
     Ok(match rows.as_slice() {
