@@ -12,7 +12,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
-use isocert_history::{Certificate, ColId, History, ObjId, Op, OpRef, Status, TableId, TxnId, ValueId};
+use isocert_history::{
+    is_opaque_value, Certificate, ColId, History, ObjId, Op, OpRef, Status, TableId, TxnId, ValueId,
+};
 use isocert_oracle::MatchesOracle;
 use rustc_hash::FxHashMap;
 
@@ -75,7 +77,7 @@ impl Replay<'_, '_> {
             return;
         }
         let first = *self.installers.entry((obj, value)).or_insert(t.0);
-        if first != t.0 {
+        if first != t.0 && !is_opaque_value(self.h, obj, value) {
             let h = self.h;
             let mut txns = vec![t];
             if first != INITIAL {

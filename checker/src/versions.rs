@@ -5,7 +5,7 @@
 //! (`u32`), the versions of one object are contiguous (oldest first, the initial version
 //! at position 0), so "the next version" is the next id.
 
-use isocert_history::{History, ObjId, Op, Scalar, Status, TxnId, ValueId};
+use isocert_history::{is_opaque_value, History, ObjId, Op, Scalar, Status, TxnId, ValueId};
 use rustc_hash::FxHashMap;
 
 use crate::values::ValueStore;
@@ -206,8 +206,12 @@ impl VersionTable {
     ) -> u32 {
         let gid = self.versions.len() as u32;
         self.versions.push(Version { obj, writer, value });
-        if value == ValueId::ABSENT {
-            *self.absent_count.entry(obj).or_default() += 1;
+        if value == ValueId::ABSENT
+            || (self.by_value.contains_key(&(obj, value)) && is_opaque_value(h, obj, value))
+        {
+            if value == ValueId::ABSENT {
+                *self.absent_count.entry(obj).or_default() += 1;
+            }
             let slot = self.by_value.entry((obj, value)).or_insert(gid);
             if *slot != gid {
                 *slot = AMBIGUOUS;

@@ -271,7 +271,9 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     if let Some(recovered) = fetched {
         stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
-        return finish::<D>(&args, history, recovered?, stats, level);
+        let fetched = recovered?;
+        let sent = Some((&fetched.document[..], fetched.submitted));
+        return finish::<D>(&args, history, fetched.recovered, stats, level, sent);
     }
     let Some(log) = log else {
         write_history(&args.out.join("history.jsonl"), &history)?;
@@ -310,7 +312,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
              follows commit visibility"
         );
     }
-    finish::<D>(&args, history, recovered, stats, level)
+    finish::<D>(&args, history, recovered, stats, level, None)
 }
 
 /// Fetches the certificate of `history` from the API (the history is saved first, so a
@@ -321,7 +323,7 @@ async fn fetch_certificate(
     history: &mut History,
     schema: Option<&str>,
     out: &Path,
-) -> anyhow::Result<Recovered> {
+) -> anyhow::Result<Fetched> {
     let path = out.join("history.jsonl");
     write_history(&path, history)?;
     let mut text = Vec::new();
@@ -331,22 +333,45 @@ async fn fetch_certificate(
         .fetch(&text, isocert_server::client::Request::Certificate, schema)
         .await
         .with_context(|| format!("fetching the certificate (the history is in {})", path.display()))?;
+    let submitted = history.txns.len();
     let certificate =
         v1::read_certificate(&body[..], history).context("reading the certificate the API sent")?;
-    Ok(Recovered { certificate, ..Recovered::default() })
+    Ok(Fetched { recovered: Recovered { certificate, ..Recovered::default() }, document: body, submitted })
 }
 
-/// Writes the history and certificate, checks, writes the reports and prints the verdict.
+/// A certificate from the API: as read (the history now holds its foreign writers after
+/// the `submitted` transactions), and as sent (saved as certificate.json, which
+/// re-creates the foreign writers when `isocert check` reads it).
+struct Fetched {
+    recovered: Recovered,
+    document: Vec<u8>,
+    submitted: usize,
+}
+
+/// Writes the history and certificate (from the API: as it sent it, and the history
+/// without the foreign writers its certificate adds), checks, writes the reports and
+/// prints the verdict.
 fn finish<D: Database>(
     args: &RunArgs,
     history: History,
     recovered: Recovered,
     mut stats: RunStats,
     level: IsolationLevel,
+    sent: Option<(&[u8], usize)>,
 ) -> anyhow::Result<ExitCode> {
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
-    write_history(&args.out.join("history.jsonl"), &history)?;
-    write_certificate(&args.out.join("certificate.json"), &history, &recovered)?;
+    match sent {
+        None => {
+            write_history(&args.out.join("history.jsonl"), &history)?;
+            write_certificate(&args.out.join("certificate.json"), &history, &recovered)?;
+        }
+        Some((document, submitted)) => {
+            let mut own = history.clone();
+            own.txns.truncate(submitted);
+            write_history(&args.out.join("history.jsonl"), &own)?;
+            write_text(&args.out.join("certificate.json"), &String::from_utf8_lossy(document))?;
+        }
+    }
 
     let started = Instant::now();
     let report = check(&history, &recovered.certificate, level, args.checker, &interpreter)

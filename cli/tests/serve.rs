@@ -594,3 +594,120 @@ fn is_root() -> bool {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
         .unwrap_or(false)
 }
+
+/// Another client updates rows of a tenant's table while its test client runs: the
+/// certificate names those writers `~1`, `~2`, ... (never their xids), shows a value only
+/// where the history read it, and the saved history and certificate re-check to the run's
+/// verdict.
+#[test]
+fn foreign_writers_are_shown_opaque_and_the_history_still_certifies() {
+    let Some((db_url, _pg)) = database("foreign") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
+    let serve = Serve::start(&db_url, dir.path(), "isocert_serve_foreign", &[]);
+    let token = token_file(dir.path(), "tok-t");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let foreign = {
+        let (db_url, stop) = (db_url.clone(), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().expect("tokio");
+            rt.block_on(async {
+                let client = isocert_adapters::postgres::connect(&db_url).await.expect("connect");
+                let mut updated = 0u64;
+                let mut n = 0i64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    n += 1;
+                    // Negative values: the workload draws positive ones, so no value is written twice.
+                    let sql = format!("UPDATE kv SET value = {} WHERE key = {}", -n, n % 16);
+                    if let Ok(rows) = client.execute(&sql, &[]).await {
+                        updated += rows;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                updated
+            })
+        })
+    };
+    let out = dir.path().join("run");
+    let run = isocert(&[
+        "run",
+        "--db",
+        &db_url,
+        "--workload",
+        "kv",
+        "--isolation",
+        "serializable",
+        "--txns",
+        "600",
+        "--sessions",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+        "--certificate-api",
+        &serve.url(),
+        "--token-file",
+        token.to_str().unwrap(),
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let updated = foreign.join().unwrap();
+    assert!(updated > 0, "the foreign client updated nothing; the test proves nothing");
+    let code = run.status.code();
+    assert!(code == Some(0) || code == Some(1), "the run must reach a verdict: {}", text(&run));
+    let verdict = text(&run)
+        .lines()
+        .find(|l| l.starts_with("VALID") || l.starts_with("INVALID"))
+        .unwrap_or("")
+        .to_string();
+    println!("foreign writers: {updated} foreign row updates; run: {verdict}");
+    // Opaque versions all stand in as the same hidden value; that is not a duplicate write.
+    let report = std::fs::read_to_string(out.join("report.json")).unwrap();
+    let explained = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(
+        !report.contains("duplicate-write"),
+        "opaque stand-ins were taken for duplicate writes: {explained}"
+    );
+    let cert_text = std::fs::read_to_string(out.join("certificate.json")).unwrap();
+    let cert: Json = serde_json::from_str(&cert_text).unwrap();
+    let writers = cert["foreign_writers"].as_array().expect("foreign writers are listed");
+    assert!(!writers.is_empty());
+    assert!(!cert_text.contains("xid"), "a database id reached the certificate");
+    // Shown values are values the history read from that key.
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    let mut read: std::collections::HashSet<(i64, i64)> = Default::default();
+    for line in history.lines().filter_map(|l| serde_json::from_str::<Json>(l).ok()) {
+        for op in line["ops"].as_array().into_iter().flatten() {
+            if op["f"] == "r" {
+                if let (Some(k), Some(v)) = (op["key"].as_i64(), op["value"].as_i64()) {
+                    read.insert((k, v));
+                }
+            }
+        }
+        assert!(
+            !line["id"].as_str().is_some_and(|id| id.starts_with('~')),
+            "history.jsonl holds a foreign writer"
+        );
+    }
+    let mut opaque = 0;
+    for (i, w) in writers.iter().enumerate() {
+        assert_eq!(w["id"], format!("~{}", i + 1));
+        for write in w["writes"].as_array().unwrap() {
+            match write.get("value") {
+                Some(v) => {
+                    assert!(read.contains(&(write["key"].as_i64().unwrap(), v.as_i64().unwrap())), "{write}")
+                }
+                None => opaque += 1,
+            }
+        }
+    }
+    assert!(opaque > 0, "every foreign value was shown; none was read by the history? {writers:?}");
+    // The saved files re-check to the same verdict.
+    let again = isocert(&[
+        "check",
+        out.join("history.jsonl").to_str().unwrap(),
+        "--certificate",
+        out.join("certificate.json").to_str().unwrap(),
+        "--isolation",
+        "serializable",
+    ]);
+    assert_eq!(again.status.code(), code, "{}", text(&again));
+}

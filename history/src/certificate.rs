@@ -64,3 +64,43 @@ impl Certificate {
         self.version_order.is_none() && self.version_sets.is_none() && self.serialization_order.is_none()
     }
 }
+
+/// A writer the certificate names that is not a transaction of the history (isocert
+/// extension `foreign_writers`, as `isocert serve` answers): another client wrote rows the
+/// history touched, so its versions belong in the version order, but neither its id nor
+/// the values the history did not read may be shown. Reading such a certificate adds a
+/// committed transaction of its own session for each foreign writer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForeignWriter {
+    /// The transaction standing for it in the history (named `~1`, `~2`, ...).
+    pub txn: TxnId,
+    /// What it wrote: per object, the value when the history read it, else `None`
+    /// (opaque: see [`opaque_value`]).
+    pub writes: Vec<(ObjId, Option<crate::ValueId>)>,
+}
+
+/// The stand-in for a version whose value is not shown: SQL NULL for a key-value object,
+/// a row of NULLs otherwise. No read returns it and no comparison matches it, which is
+/// what the server checks before it leaves a value out (a predicate read that evaluated an
+/// opaque version gets the same answer from the stand-in as from the real row).
+pub fn opaque_value(h: &mut crate::History, obj: ObjId) -> crate::ValueId {
+    let table = h.object(obj).table;
+    if h.table(table).is_kv() {
+        h.intern_value(crate::Value::Scalar(crate::Scalar::Null))
+    } else {
+        h.intern_row(&[])
+    }
+}
+
+/// Whether `value` is the opaque stand-in of `obj` ([`opaque_value`]): several foreign
+/// writers may install it, like the absent value, without making a read ambiguous (no read
+/// returns it: the server shows every value the history read).
+pub fn is_opaque_value(h: &crate::History, obj: ObjId, value: crate::ValueId) -> bool {
+    let table = h.object(obj).table;
+    let stand_in = if h.table(table).is_kv() {
+        crate::Value::Scalar(crate::Scalar::Null)
+    } else {
+        crate::Value::Row(crate::Row::new(Vec::new()))
+    };
+    h.value_id(&stand_in) == Some(value)
+}

@@ -30,7 +30,9 @@ pub mod v1;
 mod value;
 
 pub use atomic::write_atomically;
-pub use certificate::{Certificate, OpRef, SeenVersion, Writer};
+pub use certificate::{
+    is_opaque_value, opaque_value, Certificate, ForeignWriter, OpRef, SeenVersion, Writer,
+};
 pub use error::{quote_capped, FormatError, QUOTE_BYTES};
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};
 pub use kv::{read_kv_v1, read_kv_v1_bytes, KvHistory, KvOp, KvOpKind, KvTxnFields, KvV1Reader, KvValue};

@@ -106,7 +106,7 @@ fn the_transactions_extension_sets_outcomes_and_timestamps_and_round_trips() {
     assert_eq!(t2.start_ts, Some(isocert_history::Timestamp::new(3)), "a field left out keeps the history's");
     assert_eq!(t2.commit_ts, Some(isocert_history::Timestamp::new(9)));
     let mut out = Vec::new();
-    v1::write_certificate_with_facts(&h, &c, &[TxnId(0), TxnId(1)], &mut out).unwrap();
+    v1::write_certificate_with_facts(&h, &c, &[TxnId(0), TxnId(1)], &[], &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains(r#""transactions":[{"txn":1,"status":"committed","start_ts":1,"commit_ts":"7.0000000002"},{"txn":2,"status":"committed","start_ts":3,"commit_ts":9}]"#),
@@ -118,4 +118,30 @@ fn the_transactions_extension_sets_outcomes_and_timestamps_and_round_trips() {
     assert!(e.contains("transactions[0].commit_ts"), "{e}");
     let e = cert_error(r#"{"transactions":[{"txn":3,"node":1}]}"#);
     assert!(e.contains("node"), "{e}");
+}
+
+#[test]
+fn foreign_writers_become_transactions_with_shown_or_opaque_values() {
+    let history = "{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"r\",\"key\":5,\"value\":-3}]}\n";
+    let cert = r#"{"foreign_writers":[{"id":"~1","writes":[{"key":5,"value":-3},{"key":6}]},{"id":"~2","writes":[{"key":6}]}],"version_order":[{"key":5,"writers":["~1"]},{"key":6,"writers":["~1","~2"]}]}"#;
+    let mut h = v1::read_history(history.as_bytes()).unwrap();
+    let c = v1::read_certificate(cert.as_bytes(), &mut h).unwrap();
+    assert_eq!(h.txns.len(), 3);
+    let (f1, f2) = (h.txn(TxnId(1)), h.txn(TxnId(2)));
+    assert_eq!(f1.name, Scalar::Text("~1".into()));
+    assert_ne!(f1.session, f2.session, "each foreign writer has its own session");
+    let kv = h.table_by_name("kv").unwrap();
+    let (k5, k6) =
+        (h.object_by_key(kv, &Scalar::Int(5)).unwrap(), h.object_by_key(kv, &Scalar::Int(6)).unwrap());
+    let shown = h.value_id(&isocert_history::Value::Scalar(Scalar::Int(-3))).unwrap();
+    assert_eq!(f1.ops[0], isocert_history::Op::Write { obj: k5, value: shown });
+    let isocert_history::Op::Write { value: opaque, .. } = f1.ops[1] else { panic!("a write") };
+    assert!(
+        isocert_history::is_opaque_value(&h, k6, opaque) && !isocert_history::is_opaque_value(&h, k5, shown)
+    );
+    assert_eq!(c.version_order.unwrap()[&k6], vec![TxnId(1), TxnId(2)]);
+    let e = cert_error(r#"{"foreign_writers":[{"id":"x1","writes":[]}]}"#);
+    assert!(e.contains("foreign_writers[0].id") && e.contains("~"), "{e}");
+    let e = cert_error(r#"{"foreign_writers":[{"id":"~1","writes":[{"key":[1]}]}]}"#);
+    assert!(e.contains("foreign_writers[0].writes[0].key"), "{e}");
 }

@@ -38,7 +38,10 @@ mod tidb;
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use matching::without_initial_load;
-pub use postgres::{recover_postgres, PostgresRecovery, Recovered, RecoveryStats, RowMatcher};
+pub use postgres::{
+    add_foreign_writers, recover_postgres, values_the_history_holds, PostgresRecovery, Recovered,
+    RecoveryStats, RowMatcher,
+};
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
 pub use tidb::{recover_tidb, TiDbOpFacts, TiDbTxnFacts};

@@ -55,7 +55,7 @@ pub(crate) fn final_writes(h: &History, t: TxnId) -> Result<Vec<(ObjId, ValueId)
 
 /// The history's value for a logged row change, or `None` when the row has a non-NULL
 /// column the history never saw (so no recorded value can equal it).
-fn logged_value(h: &History, table: TableId, change: &RowChange) -> Option<Value> {
+pub(crate) fn logged_value(h: &History, table: TableId, change: &RowChange) -> Option<Value> {
     let Some(row) = &change.row else { return Some(Value::Absent) };
     let t = h.table(table);
     if t.is_kv() {
@@ -263,27 +263,41 @@ pub(crate) fn record_own_writes(op: &Op, own: &mut FxHashMap<ObjId, ValueId>) {
     }
 }
 
-/// `log` without its leading transactions that only inserted the history's initial
-/// versions: the table setup a run did before its first transaction, which a change feed
-/// over every table (`isocert serve`) sees while a run's own capture, started after the
-/// setup, does not. A leading transaction that installs anything else is kept, and so is
-/// everything after it.
+/// `log` without its longest prefix whose combined effect is exactly the history's initial
+/// versions: the table setup a run did before its first transaction (and whatever another
+/// client changed before the run read the initial rows), which a change feed over every
+/// table (`isocert serve`) sees while a run's own capture, started after the setup, does
+/// not. Everything after that prefix is kept.
 pub fn without_initial_load(h: &History, log: &RawLog) -> RawLog {
     let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
-    let is_initial = |change: &RowChange| {
-        let Some(obj) = h.table_by_name(&change.table).and_then(|t| h.object_by_key(t, &change.key)) else {
-            return false;
-        };
-        let Some(&want) = initial.get(&obj) else { return false };
-        logged_value(h, h.object(obj).table, change).and_then(|v| h.value_id(&v)) == Some(want)
-    };
-    let mut out = RawLog::new();
-    let mut leading = true;
-    for txn in log.txns() {
-        leading = leading && !txn.changes.is_empty() && txn.changes.iter().all(is_initial);
-        if !leading {
-            out.push(txn.clone());
+    // Per object the prefix touched: whether its current value is the initial one.
+    let mut matches: FxHashMap<ObjId, bool> = FxHashMap::default();
+    let mut mismatched = 0usize;
+    let mut longest = 0;
+    for (i, txn) in log.txns().iter().enumerate() {
+        for change in &txn.changes {
+            let Some(obj) = h.table_by_name(&change.table).and_then(|t| h.object_by_key(t, &change.key))
+            else {
+                // A row the history never names: not part of its initial state.
+                mismatched = usize::MAX / 2;
+                continue;
+            };
+            let want = initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
+            let now = logged_value(h, h.object(obj).table, change).and_then(|v| h.value_id(&v)) == Some(want);
+            let before = matches.insert(obj, now);
+            match (before, now) {
+                (None | Some(true), false) => mismatched += 1,
+                (Some(false), true) => mismatched -= 1,
+                _ => {}
+            }
         }
+        if mismatched == 0 {
+            longest = i + 1;
+        }
+    }
+    let mut out = RawLog::new();
+    for txn in &log.txns()[longest..] {
+        out.push(txn.clone());
     }
     out
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use isocert_adapters::FeedProgress;
 use isocert_checker::{check, render_json, CheckerKind, IsolationLevel};
-use isocert_history::{v1, TxnId};
+use isocert_history::v1;
 use isocert_oracle::Interpreter;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -130,7 +130,9 @@ impl From<CertifyError> for ApiError {
             CertifyError::NotReady => StatusCode::ACCEPTED,
             CertifyError::UnknownTable(_) => StatusCode::NOT_FOUND,
             CertifyError::Collected(_) => StatusCode::GONE,
-            CertifyError::Truncated(_) | CertifyError::ForeignWriters => StatusCode::CONFLICT,
+            CertifyError::Truncated(_) | CertifyError::ForeignWriters | CertifyError::OpaqueMatch => {
+                StatusCode::CONFLICT
+            }
             CertifyError::Disagrees(_) => StatusCode::UNPROCESSABLE_ENTITY,
             CertifyError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -373,14 +375,7 @@ async fn post_certificates(
 ) -> Response {
     let tenant = tenant_of(&state, &headers);
     let answer = match certify_request(&state, &headers, body, query.schema.as_deref()).await {
-        Ok((c, _)) => {
-            let txns: Vec<TxnId> = c.history.txn_ids().collect();
-            let mut out = Vec::new();
-            match v1::write_certificate_with_facts(&c.history, &c.recovered.certificate, &txns, &mut out) {
-                Ok(()) => ([(header::CONTENT_TYPE, "application/json")], out).into_response(),
-                Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-            }
-        }
+        Ok((c, _)) => ([(header::CONTENT_TYPE, "application/json")], c.to_json()).into_response(),
         Err(e) => e.into_response(),
     };
     with_tenant(answer, tenant)
@@ -420,13 +415,20 @@ async fn post_check(
             query.isolation.parse().map_err(|e: isocert_checker::ParseNameError| {
                 ApiError::new(StatusCode::BAD_REQUEST, e.to_string())
             })?;
+        let submitted = body_bytes(&state, &headers, body.clone())?;
         let (c, _) = certify_request(&state, &headers, body, query.schema.as_deref()).await?;
         let report = tokio::task::spawn_blocking(move || {
-            let interpreter = Interpreter::new(&c.history)
+            // Checked as the submitter would check it: the submitted history with the
+            // certificate it may see, so the report shows no foreign id or hidden value.
+            let unprocessable = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e);
+            let mut history = read_history(&submitted)?;
+            let certificate = v1::read_certificate(&c.to_json()[..], &mut history)
+                .map_err(|e| unprocessable(e.to_string()))?;
+            let interpreter = Interpreter::new(&history)
                 .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
-            let report = check(&c.history, &c.recovered.certificate, level, CheckerKind::Auto, &interpreter)
-                .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-            Ok::<_, ApiError>(render_json(&report, &c.history))
+            let report = check(&history, &certificate, level, CheckerKind::Auto, &interpreter)
+                .map_err(|e| unprocessable(e.to_string()))?;
+            Ok::<_, ApiError>(render_json(&report, &history))
         })
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the check stopped: {e}")))??;

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use isocert_adapters::{AdapterError, Database};
-use isocert_history::{v1, History};
+use isocert_history::{opaque_value, v1, Certificate, ForeignWriter, History, ObjId, Op, TxnId, Writer};
 use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_recovery::{RawLog, Recovered, RecoveryError};
+use isocert_recovery::{values_the_history_holds, RawLog, Recovered, RecoveryError};
+use rustc_hash::FxHashSet;
 
 use crate::store::{StoreError, StoredTable, VersionStore};
 use crate::tenants::Tenant;
@@ -20,8 +21,11 @@ use crate::tenants::Tenant;
 pub trait Backend: Send + Sync + 'static {
     /// The database's change-stream position now ([`Database::stream_position`]).
     fn stream_position(&self) -> BoxFuture<'_, Result<u64, AdapterError>>;
-    /// The recovery rule ([`Database::recover`]) with the SQL predicate interpreter.
-    fn recover(&self, h: &mut History, log: &RawLog) -> Result<Recovered, CertifyError>;
+    /// The recovery rule ([`Database::recover`]) with the SQL predicate interpreter, after
+    /// the log's foreign writers were added to `h` ([`Database::add_foreign_writers`]);
+    /// returns them as the certificate may show them.
+    fn recover(&self, h: &mut History, log: &RawLog)
+        -> Result<(Recovered, Vec<ForeignWriter>), CertifyError>;
 }
 
 /// [`Backend`] for an adapter of the seam.
@@ -33,20 +37,89 @@ impl<D: Database> Backend for SeamBackend<D> {
         Box::pin(self.0.stream_position())
     }
 
-    fn recover(&self, h: &mut History, log: &RawLog) -> Result<Recovered, CertifyError> {
+    fn recover(
+        &self,
+        h: &mut History,
+        log: &RawLog,
+    ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
+        let foreign = D::add_foreign_writers(h, log).map_err(|e| CertifyError::Disagrees(e.to_string()))?;
         let interpreter = Interpreter::new(h).map_err(|e| CertifyError::BadHistory(e.to_string()))?;
         let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-        D::recover(h, log, &matcher).map_err(|e| match &e {
-            // A change the history does not record: another client wrote rows of these
-            // tables. Its id and values belong to someone else: never echo them.
+        let recovered = D::recover(h, log, &matcher).map_err(|e| match &e {
+            // A change the history does not record, that the adapter could not take for a
+            // foreign writer. Its id and values belong to someone else: never echo them.
             RecoveryError::UnknownWriter { .. } => {
-                // The vendor's log may say which; the answer may not.
-                tracing::warn!("certificate refused for foreign writers: {e}");
+                tracing::warn!("certificate refused for unknown writers: {e}");
                 CertifyError::ForeignWriters
             }
             other => CertifyError::Disagrees(other.to_string()),
-        })
+        })?;
+        let shown = foreign_writers(h, &recovered.certificate, &foreign, &interpreter)?;
+        Ok((recovered, shown))
     }
+}
+
+/// The foreign writers as the certificate shows them: a value only where the history read
+/// it. An opaque version that a predicate operation evaluated must give the same answer
+/// from its stand-in ([`opaque_value`]) as from the real row, and must not count in an
+/// aggregate; otherwise the certificate cannot be given without the value (409).
+fn foreign_writers(
+    h: &mut History,
+    cert: &Certificate,
+    foreign: &[TxnId],
+    interpreter: &Interpreter,
+) -> Result<Vec<ForeignWriter>, CertifyError> {
+    if foreign.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shown = values_the_history_holds(h, foreign);
+    let is_foreign: FxHashSet<TxnId> = foreign.iter().copied().collect();
+    let written = |h: &History, w: TxnId, obj: ObjId| {
+        h.txn(w).ops.iter().find_map(|op| match op {
+            Op::Write { obj: o, value } if *o == obj => Some(*value),
+            _ => None,
+        })
+    };
+    let mut evaluated = Vec::new();
+    for (at, seen) in cert.version_sets.iter().flatten() {
+        let op = &h.txn(at.txn).ops[at.op as usize];
+        let Some(pred) = op.predicate() else { continue };
+        let aggregate = matches!(op, Op::Aggregate { .. });
+        for s in seen {
+            let Writer::Txn(w) = s.writer else { continue };
+            if is_foreign.contains(&w) && !shown.get(&(w, s.obj)).copied().unwrap_or(false) {
+                evaluated.push((pred, s.obj, w, aggregate));
+            }
+        }
+    }
+    for (pred, obj, w, aggregate) in evaluated {
+        let real = written(h, w, obj)
+            .ok_or_else(|| CertifyError::Disagrees("a foreign version has no write".into()))?;
+        let stand_in = opaque_value(h, obj);
+        let truth =
+            |v| interpreter.matches(h, pred, obj, v).map_err(|e| CertifyError::Disagrees(e.to_string()));
+        let (real_matches, stand_in_matches) = (truth(real)?, truth(stand_in)?);
+        if real_matches != stand_in_matches || (aggregate && real_matches) {
+            return Err(CertifyError::OpaqueMatch);
+        }
+    }
+    Ok(foreign
+        .iter()
+        .map(|&t| ForeignWriter {
+            txn: t,
+            writes: h
+                .txn(t)
+                .ops
+                .iter()
+                .filter_map(|op| match op {
+                    Op::Write { obj, value } => {
+                        Some((*obj, shown.get(&(t, *obj)).copied().unwrap_or(false).then_some(*value)))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        })
+        .collect())
 }
 
 /// Why no certificate was given; each maps to one HTTP status.
@@ -79,12 +152,20 @@ pub enum CertifyError {
     /// The table was truncated (409).
     #[error("table {0} was truncated: its rows have no versions to certify")]
     Truncated(String),
-    /// Rows the history touched were also written by transactions outside it (409).
+    /// Rows the history touched were also written by transactions outside it that the
+    /// adapter cannot take for foreign writers (409).
     #[error(
-        "rows of the history's tables were written by transactions the history does not record \
-         (foreign writers are not supported yet: record every client writing these tables)"
+        "rows of the history's tables were written by transactions the history does not record, \
+         and this database's adapter cannot describe them as foreign writers"
     )]
     ForeignWriters,
+    /// A predicate operation evaluated a foreign writer's version the history did not read,
+    /// and its answer depends on the value, which may not be shown (409).
+    #[error(
+        "a predicate read of the history evaluated a row written outside the history, and its answer \
+         depends on that row's value, which is not shown to you"
+    )]
+    OpaqueMatch,
     /// History and log disagree (422).
     #[error("the history does not agree with the database's change stream: {0}")]
     Disagrees(String),
@@ -103,10 +184,33 @@ impl From<StoreError> for CertifyError {
 /// as recovery settled them).
 #[derive(Debug)]
 pub struct Certified {
-    /// The history, updated by recovery.
+    /// The history, updated by recovery, with the foreign writers appended after the
+    /// submitted transactions.
     pub history: History,
+    /// How many transactions were submitted (the first ones of `history`).
+    pub submitted: usize,
     /// The certificate.
     pub recovered: Recovered,
+    /// The foreign writers as the certificate shows them.
+    pub foreign: Vec<ForeignWriter>,
+}
+
+impl Certified {
+    /// The certificate as the submitter may see it (v1 JSON with the `transactions` and
+    /// `foreign_writers` extensions).
+    pub fn to_json(&self) -> Vec<u8> {
+        let txns: Vec<TxnId> = self.history.txn_ids().take(self.submitted).collect();
+        let mut out = Vec::new();
+        v1::write_certificate_with_facts(
+            &self.history,
+            &self.recovered.certificate,
+            &txns,
+            &self.foreign,
+            &mut out,
+        )
+        .expect("writing to memory");
+        out
+    }
 }
 
 /// Reads a submitted history.
@@ -196,8 +300,9 @@ pub async fn certify(
     let backend = Arc::clone(backend);
     tokio::task::spawn_blocking(move || {
         let log = isocert_recovery::without_initial_load(&h, &log);
-        let recovered = backend.recover(&mut h, &log)?;
-        Ok(Certified { history: h, recovered })
+        let submitted = h.txns.len();
+        let (recovered, foreign) = backend.recover(&mut h, &log)?;
+        Ok(Certified { history: h, submitted, recovered, foreign })
     })
     .await
     .map_err(|e| CertifyError::Unavailable(format!("recovery stopped: {e}")))?

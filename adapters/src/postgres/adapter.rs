@@ -199,6 +199,13 @@ impl Database for Postgres {
         replication::flush_wal(&client).await
     }
 
+    fn add_foreign_writers(
+        h: &mut History,
+        log: &RawLog,
+    ) -> Result<Vec<isocert_history::TxnId>, RecoveryError> {
+        isocert_recovery::add_foreign_writers(h, log)
+    }
+
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {
         recover_postgres(h, log, matcher)
     }

@@ -523,6 +523,19 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         }
     }
 
+    /// Adds to `h` a synthetic committed transaction for each logged transaction that no
+    /// history transaction can be (a foreign writer: another client of the same tables, as
+    /// `isocert serve` meets them), so that [`Database::recover`] places its versions;
+    /// returns them. Default: none are recognised, and recovery refuses the log's unknown
+    /// writers.
+    fn add_foreign_writers(
+        h: &mut History,
+        log: &RawLog,
+    ) -> Result<Vec<isocert_history::TxnId>, RecoveryError> {
+        let _ = (h, log);
+        Ok(Vec::new())
+    }
+
     /// The recovery rule: history (with the facts the sessions recorded) + captured log
     /// -> certificate, with derived timestamps written into the history. `matcher` is the
     /// predicate oracle.

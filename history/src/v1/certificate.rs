@@ -7,9 +7,9 @@ use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
 use super::json as j;
-use crate::certificate::{OpRef, SeenVersion, Writer};
+use crate::certificate::{ForeignWriter, OpRef, SeenVersion, Writer};
 use crate::model::KV_TABLE;
-use crate::{Certificate, FormatError, History, ObjId, Op, TxnId};
+use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, Transaction, TxnId};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +24,27 @@ struct RawCertificate {
     serialization_order: Option<Vec<Json>>,
     #[serde(default)]
     transactions: Option<Vec<RawTxnFacts>>,
+    #[serde(default)]
+    foreign_writers: Option<Vec<RawForeign>>,
+}
+
+/// A writer that is not a history transaction (isocert extension, see [`ForeignWriter`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawForeign {
+    id: String,
+    writes: Vec<RawForeignWrite>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawForeignWrite {
+    #[serde(default)]
+    table: Option<String>,
+    key: Json,
+    /// The value, when the history read it; absent: opaque.
+    #[serde(default)]
+    value: Option<Json>,
 }
 
 /// What recovery learned about one transaction (isocert extension): its outcome when the
@@ -98,6 +119,9 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
         h.txn_by_name(&name).ok_or_else(|| bad(field, format!("no transaction {name} in the history")))
     };
     let mut cert = Certificate::default();
+    if let Some(foreign) = &raw.foreign_writers {
+        add_foreign_writers(h, foreign)?;
+    }
     if let Some(orders) = raw.version_order {
         let mut map = FxHashMap::default();
         for (i, o) in orders.into_iter().enumerate() {
@@ -235,19 +259,51 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     Ok(cert)
 }
 
+/// Adds a committed transaction of its own session for each foreign writer (see
+/// [`ForeignWriter`]), writing the given values or the opaque stand-in.
+fn add_foreign_writers(h: &mut History, foreign: &[RawForeign]) -> Result<(), FormatError> {
+    let bad = |field: String, message: String| FormatError::invalid(0, field, message);
+    for (i, f) in foreign.iter().enumerate() {
+        let name = Scalar::Text(f.id.as_str().into());
+        if !f.id.starts_with('~') {
+            return Err(bad(format!("foreign_writers[{i}].id"), format!("{:?} does not start with ~", f.id)));
+        }
+        let mut ops = Vec::with_capacity(f.writes.len());
+        for (w, write) in f.writes.iter().enumerate() {
+            let field = format!("foreign_writers[{i}].writes[{w}]");
+            let table = h.intern_table(write.table.as_deref().unwrap_or(KV_TABLE));
+            let key = j::key(&write.key).map_err(|m| bad(format!("{field}.key"), m))?;
+            let obj = h.intern_object(table, key);
+            let value = match &write.value {
+                None => crate::opaque_value(h, obj),
+                Some(v) => j::value(h, table, v).map_err(|m| bad(format!("{field}.value"), m))?,
+            };
+            ops.push(Op::Write { obj, value });
+        }
+        let session = h.intern_session(name.clone());
+        if h.push_txn(Transaction::new(name, session, ops)).is_err() {
+            return Err(bad(
+                format!("foreign_writers[{i}].id"),
+                format!("the history already has a transaction {:?}", f.id),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Writes a certificate as one JSON document (objects and version sets sorted, so the
 /// output is stable).
 ///
 /// # Errors
 /// I/O errors of `out`.
 pub fn write_certificate<W: Write>(h: &History, cert: &Certificate, out: &mut W) -> Result<(), FormatError> {
-    write_certificate_doc(h, cert, None, out)
+    write_certificate_doc(h, cert, None, &[], out)
 }
 
 /// Writes a certificate as [`write_certificate`] does, plus the `transactions` extension
-/// for `txns`: each one's status and timestamps as `h` holds them after recovery, so
-/// that a reader of the history as its client recorded it learns them (what `isocert
-/// serve` answers).
+/// for `txns` (each one's status and timestamps as `h` holds them after recovery, so that
+/// a reader of the history as its client recorded it learns them) and the
+/// `foreign_writers` extension (what `isocert serve` answers).
 ///
 /// # Errors
 /// I/O errors of `out`.
@@ -255,15 +311,17 @@ pub fn write_certificate_with_facts<W: Write>(
     h: &History,
     cert: &Certificate,
     txns: &[TxnId],
+    foreign: &[ForeignWriter],
     out: &mut W,
 ) -> Result<(), FormatError> {
-    write_certificate_doc(h, cert, Some(txns), out)
+    write_certificate_doc(h, cert, Some(txns), foreign, out)
 }
 
 fn write_certificate_doc<W: Write>(
     h: &History,
     cert: &Certificate,
     facts: Option<&[TxnId]>,
+    foreign: &[ForeignWriter],
     out: &mut W,
 ) -> Result<(), FormatError> {
     let obj_json = |obj, m: &mut serde_json::Map<String, Json>| {
@@ -278,6 +336,27 @@ fn write_certificate_doc<W: Write>(
     let mut doc = serde_json::Map::new();
     doc.insert("format".into(), "isocert-certificate".into());
     doc.insert("version".into(), 1.into());
+    if !foreign.is_empty() {
+        let list: Vec<Json> = foreign
+            .iter()
+            .map(|f| {
+                let writes: Vec<Json> = f
+                    .writes
+                    .iter()
+                    .map(|(obj, value)| {
+                        let mut m = serde_json::Map::new();
+                        obj_json(*obj, &mut m);
+                        if let Some(v) = value {
+                            m.insert("value".into(), j::value_to_json(h, h.object(*obj).table, *v));
+                        }
+                        Json::Object(m)
+                    })
+                    .collect();
+                json!({"id": name(f.txn), "writes": writes})
+            })
+            .collect();
+        doc.insert("foreign_writers".into(), Json::Array(list));
+    }
     if let Some(vo) = &cert.version_order {
         let mut objs: Vec<_> = vo.iter().collect();
         objs.sort_by_key(|(o, _)| **o);

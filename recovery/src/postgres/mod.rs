@@ -11,6 +11,7 @@
 //! - Serialization order: a dependency-respecting order for Enne.
 
 mod facts;
+mod foreign;
 mod item_reads;
 mod serial;
 mod timeline;
@@ -20,6 +21,7 @@ use isocert_history::{Certificate, History};
 
 use crate::{RawLog, RecoveryError};
 
+pub use foreign::{add_foreign_writers, values_the_history_holds};
 pub use version_sets::RowMatcher;
 
 /// The former name of [`Recovered`].

@@ -1,0 +1,103 @@
+//! Foreign writers: logged transactions that no history transaction can be, because
+//! another client wrote rows of the history's tables (what `isocert serve` meets when a
+//! tenant's test client is not the only writer). They still belong in the version order,
+//! so recovery gives each one a synthetic committed transaction writing what the log says
+//! it wrote, with its xid as its only fact; `isocert serve` then names them `~1`, `~2`, ...
+//! and never reveals their xids or (unless the history read them) their values.
+
+use isocert_history::{History, ObjId, Op, Scalar, Status, Transaction, TxnId, ValueId};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::json;
+
+use super::facts::read_facts;
+use crate::matching::{final_writes, logged_value};
+use crate::{widen_xid, RawLog, RecoveryError};
+
+/// Adds a synthetic committed transaction, named `~1`, `~2`, ... in commit order, for every
+/// transaction of `log` that is neither a history transaction's recorded xid nor (for a
+/// transaction of unknown outcome that never learned its xid) the writer of one of its
+/// values; returns them. Their sessions are their own.
+///
+/// # Errors
+/// [`RecoveryError`] when the history's facts are malformed.
+pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, RecoveryError> {
+    let facts = read_facts(h)?;
+    let recorded: FxHashSet<u32> = facts.iter().filter_map(|f| f.xid).map(|x| x as u32).collect();
+    let reference = facts.iter().filter_map(|f| f.xid).max().unwrap_or(0);
+    let mut unknown_writes: FxHashSet<(ObjId, ValueId)> = FxHashSet::default();
+    for t in h.txn_ids() {
+        if h.txn(t).status == Status::Unknown && facts[t.index()].xid.is_none() {
+            unknown_writes.extend(final_writes(h, t)?.into_iter().filter(|(_, v)| *v != ValueId::ABSENT));
+        }
+    }
+    let mut added = Vec::new();
+    for ct in log.txns() {
+        if recorded.contains(&(ct.xid as u32)) {
+            continue;
+        }
+        let mut writes: Vec<(ObjId, ValueId)> = Vec::new();
+        for change in &ct.changes {
+            let table = h.intern_table(&change.table);
+            let obj = h.intern_object(table, change.key.clone());
+            let value = match logged_value(h, table, change) {
+                Some(v) => h.intern_value(v),
+                None => {
+                    let cells: Vec<_> = change
+                        .row
+                        .iter()
+                        .flatten()
+                        .map(|(name, v)| (h.intern_column(table, name), v.clone()))
+                        .collect();
+                    h.intern_row(&cells)
+                }
+            };
+            match writes.iter_mut().find(|(o, _)| *o == obj) {
+                Some(slot) => slot.1 = value,
+                None => writes.push((obj, value)),
+            }
+        }
+        if writes.iter().any(|w| unknown_writes.contains(w)) {
+            continue;
+        }
+        let name = format!("~{}", added.len() + 1);
+        let session = h.intern_session(Scalar::Text(name.as_str().into()));
+        let ops = writes.into_iter().map(|(obj, value)| Op::Write { obj, value }).collect();
+        let mut txn = Transaction::new(Scalar::Text(name.as_str().into()), session, ops);
+        txn.meta = Some(Box::new(json!({"xid": widen_xid(ct.xid as u32, reference)})));
+        let id = h.push_txn(txn).map_err(|t| RecoveryError::Unsupported {
+            txn: name.clone(),
+            op: 0,
+            message: format!("the history already has a transaction named {:?}", t.name),
+        })?;
+        added.push(id);
+    }
+    Ok(added)
+}
+
+/// Per foreign writer and object, whether the history itself read that version's value (an
+/// item read, or a row a select returned): only those values may be shown to the
+/// history's owner.
+pub fn values_the_history_holds(h: &History, foreign: &[TxnId]) -> FxHashMap<(TxnId, ObjId), bool> {
+    let foreign_set: FxHashSet<TxnId> = foreign.iter().copied().collect();
+    let mut seen: FxHashSet<(ObjId, ValueId)> = FxHashSet::default();
+    for t in h.txn_ids().filter(|t| !foreign_set.contains(t)) {
+        for op in &h.txn(t).ops {
+            match op {
+                Op::Read { obj, value } => {
+                    seen.insert((*obj, *value));
+                }
+                Op::Select { rows, .. } => seen.extend(rows.iter().map(|r| (r.obj, r.value))),
+                _ => {}
+            }
+        }
+    }
+    let mut out = FxHashMap::default();
+    for &t in foreign {
+        for op in &h.txn(t).ops {
+            if let Op::Write { obj, value } = op {
+                out.insert((t, *obj), seen.contains(&(*obj, *value)));
+            }
+        }
+    }
+    out
+}
