@@ -13,13 +13,13 @@ use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, Transaction, T
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawCertificate {
+struct RawCertificate<'a> {
     format: Option<String>,
     version: Option<u32>,
     #[serde(default)]
     version_order: Option<Vec<RawVersionOrder>>,
-    #[serde(default)]
-    version_sets: Option<Vec<RawVersionSet>>,
+    #[serde(default, borrow)]
+    version_sets: Option<Vec<RawVersionSet<'a>>>,
     #[serde(default)]
     serialization_order: Option<Vec<Json>>,
     #[serde(default)]
@@ -72,19 +72,91 @@ struct RawVersionOrder {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawVersionSet {
-    txn: Json,
+struct RawVersionSet<'a> {
+    #[serde(borrow)]
+    txn: RawKey<'a>,
     op: u32,
-    versions: Vec<RawSeen>,
+    #[serde(borrow)]
+    versions: Vec<RawSeen<'a>>,
 }
 
+/// One entry of a version set: the hot part of a large certificate, read without an
+/// allocation per entry (table names borrowed from the input, keys as [`RawKey`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawSeen {
-    #[serde(default)]
-    table: Option<String>,
-    key: Json,
-    writer: Json,
+struct RawSeen<'a> {
+    #[serde(default, borrow)]
+    table: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    key: RawKey<'a>,
+    #[serde(borrow)]
+    writer: RawKey<'a>,
+}
+
+/// A JSON scalar where a key or transaction id is expected, read without building a
+/// `serde_json::Value`; what is not a usable key is kept as a message for the field's error.
+#[derive(Debug)]
+enum RawKey<'a> {
+    Null,
+    Int(i64),
+    Text(std::borrow::Cow<'a, str>),
+    Invalid(String),
+}
+
+impl RawKey<'_> {
+    /// The key as the v1 reader reads keys: an integer or a string.
+    fn scalar(&self) -> Result<Scalar, String> {
+        match self {
+            RawKey::Int(i) => Ok(Scalar::Int(*i)),
+            RawKey::Text(t) => Ok(Scalar::Text(t.as_ref().into())),
+            RawKey::Null => Err("expected an integer or a string, found null".into()),
+            RawKey::Invalid(m) => Err(m.clone()),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawKey<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawKey<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(RawKey::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(RawKey::Invalid("expected an integer or a string, found a boolean".into()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(RawKey::Int(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(i64::try_from(v).map(RawKey::Int).unwrap_or_else(|_| {
+                    RawKey::Invalid(format!("integer {v} does not fit a signed 64-bit integer"))
+                }))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(RawKey::Invalid("expected an integer or a string, found a float".into()))
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(RawKey::Text(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawKey::Text(std::borrow::Cow::Owned(v.to_string())))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(RawKey::Invalid("expected an integer or a string, found an array".into()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(RawKey::Invalid("expected an integer or a string, found an object".into()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// Reads a v1 certificate for history `h`, resolving transaction ids against it.
@@ -101,7 +173,12 @@ struct RawSeen {
 /// a predicate operation nor an item read, and item-read entries that do not name exactly
 /// one version of the object read, each with the field at fault.
 pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificate, FormatError> {
-    let raw: RawCertificate = serde_json::from_reader(input)
+    // Read whole, then parsed from memory: serde_json parses a slice several times faster
+    // than an `io::Read` (a 22 MB certificate: docs/PERFORMANCE.md).
+    let mut input = input;
+    let mut bytes = Vec::new();
+    input.read_to_end(&mut bytes)?;
+    let raw: RawCertificate = serde_json::from_slice(&bytes)
         .map_err(|e| FormatError::Syntax { line: e.line(), message: crate::error::json_message(&e) })?;
     let bad = |field: String, message: String| FormatError::invalid(0, field, message);
     if let Some(f) = &raw.format {
@@ -114,9 +191,14 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
             return Err(bad("version".into(), format!("this isocert reads version 1, found {v}")));
         }
     }
-    let txn = |h: &History, json: &Json, field: String| -> Result<TxnId, FormatError> {
-        let name = j::key(json).map_err(|m| bad(field.clone(), m))?;
-        h.txn_by_name(&name).ok_or_else(|| bad(field, format!("no transaction {name} in the history")))
+    // The field name is built only for an error: certificates list millions of entries.
+    let txn = |h: &History, json: &Json, field: &dyn Fn() -> String| -> Result<TxnId, FormatError> {
+        let name = j::key(json).map_err(|m| bad(field(), m))?;
+        h.txn_by_name(&name).ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))
+    };
+    let txn_of = |h: &History, raw: &RawKey<'_>, field: &dyn Fn() -> String| -> Result<TxnId, FormatError> {
+        let name = raw.scalar().map_err(|m| bad(field(), m))?;
+        h.txn_by_name(&name).ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))
     };
     let mut cert = Certificate::default();
     if let Some(foreign) = &raw.foreign_writers {
@@ -132,7 +214,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
                 .writers
                 .iter()
                 .enumerate()
-                .map(|(w, json)| txn(h, json, format!("version_order[{i}].writers[{w}]")))
+                .map(|(w, json)| txn(h, json, &|| format!("version_order[{i}].writers[{w}]")))
                 .collect::<Result<Vec<_>, _>>()?;
             if map.insert(obj, writers).is_some() {
                 return Err(bad(
@@ -146,7 +228,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     if let Some(sets) = raw.version_sets {
         let mut map = FxHashMap::default();
         for (i, s) in sets.into_iter().enumerate() {
-            let t = txn(h, &s.txn, format!("version_sets[{i}].txn"))?;
+            let t = txn_of(h, &s.txn, &|| format!("version_sets[{i}].txn"))?;
             let read_obj = match h.txn(t).ops.get(s.op as usize) {
                 Some(Op::Read { obj, .. }) => Some(*obj),
                 Some(op) if op.predicate().is_some() => None,
@@ -175,13 +257,13 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
             let mut seen = Vec::with_capacity(s.versions.len());
             let mut listed: FxHashMap<ObjId, usize> = FxHashMap::default();
             for (v, raw) in s.versions.iter().enumerate() {
-                let field = format!("version_sets[{i}].versions[{v}]");
+                let field = || format!("version_sets[{i}].versions[{v}]");
                 let table = h.intern_table(raw.table.as_deref().unwrap_or(KV_TABLE));
-                let key = j::key(&raw.key).map_err(|m| bad(format!("{field}.key"), m))?;
+                let key = raw.key.scalar().map_err(|m| bad(format!("{}.key", field()), m))?;
                 let obj = h.intern_object(table, key);
                 if let Some(read) = read_obj.filter(|&read| read != obj) {
                     return Err(bad(
-                        field,
+                        field(),
                         format!(
                             "operation {} of {} reads {}, not {}",
                             s.op,
@@ -191,15 +273,14 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
                         ),
                     ));
                 }
-                let writer = if raw.writer.is_null() {
-                    Writer::Initial
-                } else {
-                    Writer::Txn(txn(h, &raw.writer, format!("{field}.writer"))?)
+                let writer = match &raw.writer {
+                    RawKey::Null => Writer::Initial,
+                    other => Writer::Txn(txn_of(h, other, &|| format!("{}.writer", field()))?),
                 };
                 if let Some(first) = listed.insert(obj, v) {
                     // Which of two versions the read saw would depend on the entries' order.
                     return Err(bad(
-                        field,
+                        field(),
                         format!(
                             "{} is listed twice in the version set of operation {} of {} (also at versions[{first}])",
                             h.object_label(obj),
@@ -218,7 +299,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     }
     if let Some(facts) = raw.transactions {
         for (i, f) in facts.iter().enumerate() {
-            let t = txn(h, &f.txn, format!("transactions[{i}].txn"))?;
+            let t = txn(h, &f.txn, &|| format!("transactions[{i}].txn"))?;
             let status = match f.status.as_deref() {
                 None => None,
                 Some("committed") => Some(crate::Status::Committed),
@@ -252,7 +333,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
             order
                 .iter()
                 .enumerate()
-                .map(|(i, json)| txn(h, json, format!("serialization_order[{i}]")))
+                .map(|(i, json)| txn(h, json, &|| format!("serialization_order[{i}]")))
                 .collect::<Result<_, _>>()?,
         );
     }
