@@ -9,10 +9,11 @@ use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
 ///
 /// [`CheckerKind::Auto`] runs Emme when the certificate has a version order (every level,
 /// explained cycles), Enne when it has only a serialization order and the level is
-/// serializable, and without any certificate (serializable and snapshot isolation only)
-/// MTC when the history is made of mini-transactions, else Cobra (serializable) or PolySI
-/// (snapshot isolation) when it is made of item reads and writes of unique values. `oracle` decides which rows a
-/// predicate matches.
+/// serializable, and without any certificate MTC when the history is made of
+/// mini-transactions (serializable, snapshot isolation), else, when it is made of item
+/// reads and writes of unique values, Cobra (serializable), PolySI (snapshot isolation) or
+/// the weak checker (read committed). Read atomic and causal always go to the weak checker,
+/// which needs no certificate. `oracle` decides which rows a predicate matches.
 ///
 /// # Errors
 /// [`CheckError::MissingCertificateData`] when the certificate or the timestamps lack what
@@ -27,24 +28,10 @@ pub fn check(
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
     let resolved = match resolve(cert, level, checker) {
-        Err(e @ CheckError::MissingCertificateData { .. })
-            if cert.is_empty()
-                && matches!(level, IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation) =>
-        {
-            // No certificate: MTC when the history is made of mini-transactions, else the
-            // SAT checkers when it is made of item reads and writes of unique values.
-            if crate::mtc::check_shape(h).is_ok() {
-                CheckerKind::Mtc
-            } else if crate::sat::applies(h) {
-                if level == IsolationLevel::Serializable {
-                    CheckerKind::Cobra
-                } else {
-                    CheckerKind::Polysi
-                }
-            } else {
-                return Err(e);
-            }
-        }
+        Err(e @ CheckError::MissingCertificateData { .. }) if cert.is_empty() => match black_box(h, level) {
+            Some(kind) => kind,
+            None => return Err(e),
+        },
         other => other?,
     };
     match resolved {
@@ -53,11 +40,30 @@ pub fn check(
         CheckerKind::Aion => crate::aion::check_aion(h, level),
         CheckerKind::Mtc => crate::mtc::check(h, level),
         CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check(h, level, resolved),
+        CheckerKind::Weak => crate::weak::check(h, level),
         _ => emme::check(h, cert, level, oracle),
     }
 }
 
-/// The checker that [`check`] runs for this request.
+/// The black-box checker for a history without a certificate: MTC when it is made of
+/// mini-transactions, else (item reads and writes of unique values) Cobra at serializable,
+/// PolySI at snapshot isolation and the weak checker at read committed; `None` otherwise.
+fn black_box(h: &History, level: IsolationLevel) -> Option<CheckerKind> {
+    match level {
+        IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation
+            if crate::mtc::check_shape(h).is_ok() =>
+        {
+            Some(CheckerKind::Mtc)
+        }
+        IsolationLevel::Serializable if crate::sat::applies(h) => Some(CheckerKind::Cobra),
+        IsolationLevel::SnapshotIsolation if crate::sat::applies(h) => Some(CheckerKind::Polysi),
+        IsolationLevel::ReadCommitted if crate::sat::applies(h) => Some(CheckerKind::Weak),
+        _ => None,
+    }
+}
+
+/// The checker that [`check`] runs for this request: the one asked for, or for `Auto` the
+/// weak checker at read atomic and causal (which need no certificate), else as below.
 ///
 /// # Errors
 /// [`CheckError::MissingCertificateData`] when `Auto` finds neither a version order nor
@@ -69,6 +75,9 @@ pub fn resolve(
 ) -> Result<CheckerKind, CheckError> {
     if checker != CheckerKind::Auto {
         return Ok(checker);
+    }
+    if level.black_box_only() {
+        return Ok(CheckerKind::Weak);
     }
     if cert.version_order.is_some() {
         Ok(CheckerKind::Emme)

@@ -32,7 +32,7 @@ pub(crate) struct CheckArgs {
     #[arg(short, long, value_name = "CERT")]
     pub(crate) certificate: Option<PathBuf>,
     /// The isolation level: serializable (ser), snapshot-isolation (si), repeatable-read
-    /// (rr), read-committed (rc) or read-uncommitted (ru).
+    /// (rr), causal (cc), read-atomic (ra), read-committed (rc) or read-uncommitted (ru).
     #[arg(short, long, value_name = "LEVEL")]
     pub(crate) isolation: IsolationLevel,
     /// Which checker: emme (dependency graph, every level), enne (replay of the
@@ -42,8 +42,11 @@ pub(crate) struct CheckArgs {
     /// certificate: mini-transaction histories, whose reads imply the version order;
     /// serializable or snapshot-isolation), cobra / polysi (no certificate: item reads and
     /// writes of unique values, serializable / snapshot-isolation, the version order searched
-    /// by a SAT solver), or auto (emme when the certificate has a version order, else enne;
-    /// without a certificate mtc for mini-transactions, else cobra or polysi).
+    /// by a SAT solver), weak (no certificate: item reads and writes of unique values,
+    /// read-committed, read-atomic or causal, in near-linear time), or auto (weak at
+    /// read-atomic and causal; emme when the certificate has a version order, else enne;
+    /// without a certificate mtc for mini-transactions, else cobra, polysi or, at
+    /// read-committed, weak).
     #[arg(long, default_value = "auto", value_name = "CHECKER")]
     pub(crate) checker: CheckerKind,
     /// Black-box checkers: write the version order found for the history to FILE as a v1
@@ -202,6 +205,12 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         "check finished"
     );
     if let Some(path) = &args.certificate_out {
+        anyhow::ensure!(
+            report.checker != CheckerKind::Weak,
+            "--certificate-out writes the version order a black-box checker found; weak decides {} without \
+             one (use it with mtc, cobra or polysi)",
+            report.level
+        );
         anyhow::ensure!(
             matches!(report.checker, CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi),
             "--certificate-out writes the version order a black-box checker found; {} used the certificate given",

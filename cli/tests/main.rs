@@ -5,3 +5,4 @@ mod chronos;
 mod formats;
 mod mtc;
 mod seam;
+mod weak;

@@ -72,17 +72,20 @@ pub(crate) struct Inference {
 
 /// Where each written value came from.
 #[derive(Clone, Copy, Debug)]
-struct Site {
-    txn: TxnId,
-    op: u32,
-    is_final: bool,
+pub(crate) struct Site {
+    /// The writing transaction.
+    pub(crate) txn: TxnId,
+    /// The write's op index in it.
+    pub(crate) op: u32,
+    /// Whether it is the transaction's last write of the object (an installed version).
+    pub(crate) is_final: bool,
 }
 
-/// Resolves every read of an MT-shaped history and builds the dependency edges.
-pub(crate) fn infer(h: &History) -> Inference {
-    let n = h.txns.len();
+/// The write behind every (object, value) written in `h` (values are unique per object in
+/// the histories the black-box checkers accept).
+pub(crate) fn write_sites(h: &History) -> FxHashMap<(ObjId, ValueId), Site> {
     let mut sites: FxHashMap<(ObjId, ValueId), Site> = FxHashMap::default();
-    sites.reserve(n * 2);
+    sites.reserve(h.txns.len() * 2);
     for t in h.txn_ids() {
         let ops = &h.txn(t).ops;
         for (i, op) in ops.iter().enumerate() {
@@ -93,10 +96,13 @@ pub(crate) fn infer(h: &History) -> Inference {
             }
         }
     }
-    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
-    let init_of = |obj: ObjId| initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
+    sites
+}
+
+/// Which transactions are nodes of the graph: the committed ones, and those of unknown
+/// outcome whose write a transaction that may have committed read.
+pub(crate) fn graph_nodes(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>) -> Vec<bool> {
     let mut in_graph: Vec<bool> = h.txns.iter().map(|t| t.status == Status::Committed).collect();
-    // An unknown transaction committed if a transaction that may have committed read its write.
     for t in h.txn_ids().filter(|t| h.txn(*t).status != Status::Aborted) {
         for op in &h.txn(t).ops {
             if let Op::Read { obj, value } = op {
@@ -108,6 +114,16 @@ pub(crate) fn infer(h: &History) -> Inference {
             }
         }
     }
+    in_graph
+}
+
+/// Resolves every read of an MT-shaped history and builds the dependency edges.
+pub(crate) fn infer(h: &History) -> Inference {
+    let n = h.txns.len();
+    let sites = write_sites(h);
+    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
+    let init_of = |obj: ObjId| initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
+    let in_graph = graph_nodes(h, &sites);
     let mut inf = Inference {
         in_graph,
         deps: Vec::with_capacity(n * 3),
@@ -202,7 +218,7 @@ pub(crate) fn infer(h: &History) -> Inference {
 /// The writer of the version an external read saw, or `None` (and an anomaly) when no
 /// committed final write explains it.
 #[allow(clippy::too_many_arguments)]
-fn resolve(
+pub(crate) fn resolve(
     h: &History,
     in_graph: &[bool],
     sites: &FxHashMap<(ObjId, ValueId), Site>,
@@ -320,8 +336,9 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         return Err(CheckError::UnsupportedLevel {
             checker: CheckerKind::Mtc,
             level,
-            hint: "mtc decides serializable and snapshot-isolation; for weaker levels give a certificate \
-                   (--checker emme)",
+            hint:
+                "mtc decides serializable and snapshot-isolation; for read-committed, read-atomic and causal \
+                   use --checker weak, for the others give a certificate (--checker emme)",
         });
     }
     check_shape(h)?;

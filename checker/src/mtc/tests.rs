@@ -248,7 +248,7 @@ pub(crate) mod oracle {
         true
     }
 
-    fn permutations(items: Vec<usize>, out: &mut Vec<Vec<usize>>) {
+    pub(crate) fn permutations(items: Vec<usize>, out: &mut Vec<Vec<usize>>) {
         fn go(rest: &mut Vec<usize>, acc: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
             if rest.is_empty() {
                 out.push(acc.clone());

@@ -124,7 +124,7 @@ pub(crate) fn applies(h: &History) -> bool {
 }
 
 /// Only item reads and writes, unique non-initial values, no deletes.
-fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
+pub(crate) fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
     let initial: FxHashMap<ObjId, isocert_history::ValueId> = h.initial.iter().copied().collect();
     let mut seen = FxHashSet::default();
     for t in h.txn_ids() {
