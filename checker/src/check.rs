@@ -27,12 +27,14 @@ pub fn check(
     checker: CheckerKind,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
-    let resolved = match resolve(cert, level, checker) {
+    // Without a certificate, `auto` falls back to a black-box checker; if that one cannot
+    // read the history either, the missing certificate is the error to report.
+    let (resolved, missing) = match resolve(cert, level, checker) {
         Err(e @ CheckError::MissingCertificateData { .. }) if cert.is_empty() => match black_box(h, level) {
-            Some(kind) => kind,
+            Some(kind) => (kind, Some(e)),
             None => return Err(e),
         },
-        other => other?,
+        other => (other?, None),
     };
     match resolved {
         CheckerKind::Enne => enne::check(h, cert, level, oracle),
@@ -40,14 +42,18 @@ pub fn check(
         CheckerKind::Aion => crate::aion::check_aion(h, level),
         CheckerKind::Mtc => crate::mtc::check(h, level),
         CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check(h, level, resolved),
-        CheckerKind::Weak => crate::weak::check(h, level),
+        CheckerKind::Weak => match (crate::weak::check(h, level), missing) {
+            (Err(CheckError::UnsupportedHistory { .. }), Some(e)) => Err(e),
+            (result, _) => result,
+        },
         _ => emme::check(h, cert, level, oracle),
     }
 }
 
 /// The black-box checker for a history without a certificate: MTC when it is made of
 /// mini-transactions, else (item reads and writes of unique values) Cobra at serializable,
-/// PolySI at snapshot isolation and the weak checker at read committed; `None` otherwise.
+/// PolySI at snapshot isolation; at read committed the weak checker, which refuses other
+/// histories itself; `None` otherwise.
 fn black_box(h: &History, level: IsolationLevel) -> Option<CheckerKind> {
     match level {
         IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation
@@ -57,7 +63,8 @@ fn black_box(h: &History, level: IsolationLevel) -> Option<CheckerKind> {
         }
         IsolationLevel::Serializable if crate::sat::applies(h) => Some(CheckerKind::Cobra),
         IsolationLevel::SnapshotIsolation if crate::sat::applies(h) => Some(CheckerKind::Polysi),
-        IsolationLevel::ReadCommitted if crate::sat::applies(h) => Some(CheckerKind::Weak),
+        // The weak checker tests the shape itself (once); see `check`.
+        IsolationLevel::ReadCommitted => Some(CheckerKind::Weak),
         _ => None,
     }
 }

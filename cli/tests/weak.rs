@@ -91,4 +91,9 @@ fn a_history_with_a_repeated_value_is_exit_two_naming_the_write() {
     let out = isocert(&["check", &twice, "-i", "causal"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("T2 op 0 writes"), "{}", stderr(&out));
+    // At read committed `auto` would use a certificate: without one, and with a history the
+    // weak checker cannot read, the missing certificate is what is reported.
+    let out = isocert(&["check", &twice, "-i", "rc"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("carries no certificate"), "{}", stderr(&out));
 }

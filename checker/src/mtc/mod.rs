@@ -29,7 +29,7 @@ mod shape;
 pub(crate) mod tests;
 
 use isocert_history::{Certificate, History, ObjId, Op, OpRef, Status, TxnId, ValueId, Writer};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
 use graph::Csr;
@@ -86,12 +86,23 @@ pub(crate) struct Site {
 pub(crate) fn write_sites(h: &History) -> FxHashMap<(ObjId, ValueId), Site> {
     let mut sites: FxHashMap<(ObjId, ValueId), Site> = FxHashMap::default();
     sites.reserve(h.txns.len() * 2);
+    // Objects written later in the transaction (walking backwards): a list for short
+    // transactions, a set for long ones (a plume file's aborted writes are one transaction).
+    let mut later: Vec<ObjId> = Vec::new();
     for t in h.txn_ids() {
         let ops = &h.txn(t).ops;
-        for (i, op) in ops.iter().enumerate() {
+        let mut later_set: Option<FxHashSet<ObjId>> = (ops.len() > 32).then(FxHashSet::default);
+        later.clear();
+        for (i, op) in ops.iter().enumerate().rev() {
             if let Op::Write { obj, value } = op {
-                let is_final =
-                    !ops[i + 1..].iter().any(|o| matches!(o, Op::Write { obj: o2, .. } if o2 == obj));
+                let is_final = match &mut later_set {
+                    Some(set) => set.insert(*obj),
+                    None if later.contains(obj) => false,
+                    None => {
+                        later.push(*obj);
+                        true
+                    }
+                };
                 sites.insert((*obj, *value), Site { txn: t, op: i as u32, is_final });
             }
         }
@@ -103,6 +114,9 @@ pub(crate) fn write_sites(h: &History) -> FxHashMap<(ObjId, ValueId), Site> {
 /// outcome whose write a transaction that may have committed read.
 pub(crate) fn graph_nodes(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>) -> Vec<bool> {
     let mut in_graph: Vec<bool> = h.txns.iter().map(|t| t.status == Status::Committed).collect();
+    if !h.txns.iter().any(|t| t.status == Status::Unknown) {
+        return in_graph;
+    }
     for t in h.txn_ids().filter(|t| h.txn(*t).status != Status::Aborted) {
         for op in &h.txn(t).ops {
             if let Op::Read { obj, value } = op {

@@ -125,6 +125,12 @@ pub(crate) fn applies(h: &History) -> bool {
 
 /// Only item reads and writes, unique non-initial values, no deletes.
 pub(crate) fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
+    shape_checking(h, checker, true)
+}
+
+/// [`shape`], with the search for a value written twice only when `repeats` (a caller that
+/// indexed every write already knows whether some (object, value) came twice).
+pub(crate) fn shape_checking(h: &History, checker: CheckerKind, repeats: bool) -> Result<(), CheckError> {
     let initial: FxHashMap<ObjId, isocert_history::ValueId> = h.initial.iter().copied().collect();
     let mut seen = FxHashSet::default();
     for t in h.txn_ids() {
@@ -147,7 +153,7 @@ pub(crate) fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError>
                     if initial.get(obj) == Some(value) {
                         return refuse(format!("writes the initial value {}", h.value_label(*obj, *value)));
                     }
-                    if !seen.insert((*obj, *value)) {
+                    if repeats && !seen.insert((*obj, *value)) {
                         return refuse(format!(
                             "writes {}, which another write also wrote",
                             h.value_label(*obj, *value)

@@ -60,11 +60,11 @@ impl Clocks {
 
 /// A topological order of the nodes under `edges` (Kahn's algorithm), or `None` if the
 /// edges have a cycle. Nodes outside the graph are left out.
-pub(crate) fn topological_order(in_graph: &[bool], edges: &[(u32, u32)]) -> Option<Vec<u32>> {
+pub(crate) fn topological_order<E>(in_graph: &[bool], edges: &[(u32, u32, E)]) -> Option<Vec<u32>> {
     let n = in_graph.len();
     let mut indegree = vec![0u32; n];
     let mut start = vec![0u32; n + 1];
-    for &(a, b) in edges {
+    for &(a, b, _) in edges {
         indegree[b as usize] += 1;
         start[a as usize + 1] += 1;
     }
@@ -73,7 +73,7 @@ pub(crate) fn topological_order(in_graph: &[bool], edges: &[(u32, u32)]) -> Opti
     }
     let mut fill = start.clone();
     let mut targets = vec![0u32; edges.len()];
-    for &(a, b) in edges {
+    for &(a, b, _) in edges {
         targets[fill[a as usize] as usize] = b;
         fill[a as usize] += 1;
     }

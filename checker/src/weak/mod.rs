@@ -29,7 +29,7 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use isocert_history::{History, OpRef, TxnId, Writer};
+use isocert_history::{History, Op, OpRef, TxnId, Writer};
 
 use crate::mtc::graph::Csr;
 use crate::mtc::{cycle_anomaly, cycle_kind};
@@ -65,8 +65,10 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
                        or polysi for serializable and snapshot-isolation",
         }),
     };
-    crate::sat::shape(h, CheckerKind::Weak)?;
-    let reads = Reads::resolve(h);
+    let sites = crate::mtc::write_sites(h);
+    let writes = h.txns.iter().flat_map(|t| &t.ops).filter(|op| matches!(op, Op::Write { .. })).count();
+    crate::sat::shape_checking(h, CheckerKind::Weak, sites.len() != writes)?;
+    let reads = Reads::resolve(h, &sites);
     let mut report = Report::new(level, CheckerKind::Weak);
     report.stats.txns = h.txns.len();
     report.stats.committed = reads.in_graph.iter().filter(|&&b| b).count();
@@ -76,19 +78,19 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
             .into(),
     );
     let mut anomalies = reads.anomalies.clone();
-    let base = base_edges(&reads);
-    let base_graph = Csr::build(h.txns.len(), &base);
-    let pairs: Vec<(u32, u32)> = base.iter().map(|e| (e.0, e.1)).collect();
-    let Some(order) = topological_order(&reads.in_graph, &pairs) else {
-        report.stats.edges = base.len();
-        anomalies.extend(cycles(h, &base_graph, &base_graph, AnomalyKind::G1c));
+    let mut edges = base_edges(&reads);
+    let n = h.txns.len();
+    let Some(order) = topological_order(&reads.in_graph, &edges) else {
+        report.stats.edges = edges.len();
+        let base = Csr::build(n, &edges);
+        anomalies.extend(cycles(h, &base, &base, AnomalyKind::G1c));
         report.notes.push("session order and reads have a cycle: no write order was inferred".into());
         report.anomalies = anomalies;
         return Ok(report);
     };
     let sat = match level {
         IsolationLevel::ReadCommitted => saturate::read_committed(&reads),
-        IsolationLevel::ReadAtomic => saturate::read_atomic(&reads, &SessionWriters::build(&reads)),
+        IsolationLevel::ReadAtomic => saturate::read_atomic(&reads),
         _ => {
             let entries = Clocks::entries(&reads);
             if entries > MAX_CLOCK_ENTRIES {
@@ -106,7 +108,7 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
             saturate::causal(&reads, &SessionWriters::build(&reads), &clocks)
         }
     };
-    report.stats.edges = base.len() + sat.edges.len();
+    report.stats.edges = edges.len() + sat.edges.len();
     report.notes.push(format!(
         "{} external read(s) forced {} write order(s) between transactions; {} read(s) of an initial version \
          came after a write they had to see",
@@ -114,11 +116,18 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         sat.edges.len(),
         sat.initial.len()
     ));
-    anomalies.extend(initial_reads(h, &reads, &base_graph, &sat, kind));
-    let mut all = base;
-    all.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
-    let graph = Csr::build(h.txns.len(), &all);
-    anomalies.extend(cycles(h, &graph, &base_graph, kind));
+    let base_len = edges.len();
+    edges.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
+    // Acyclic (the common case) is decided by Kahn's algorithm alone; the graphs that
+    // explain counterexamples are built only when there is something to explain.
+    let cyclic = topological_order(&reads.in_graph, &edges).is_none();
+    if cyclic || !sat.initial.is_empty() {
+        let base = Csr::build(n, &edges[..base_len]);
+        anomalies.extend(initial_reads(h, &reads, &base, &sat, kind));
+        if cyclic {
+            anomalies.extend(cycles(h, &Csr::build(n, &edges), &base, kind));
+        }
+    }
     report.anomalies = anomalies;
     Ok(report)
 }

@@ -42,11 +42,11 @@ pub(crate) struct Reads {
 }
 
 impl Reads {
-    /// Resolves every read of `h` by value (as MTC and the SAT checkers do).
-    pub(crate) fn resolve(h: &History) -> Reads {
+    /// Resolves every read of `h` by value (as MTC and the SAT checkers do), given where
+    /// each value was written ([`mtc::write_sites`]).
+    pub(crate) fn resolve(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>) -> Reads {
         let n = h.txns.len();
-        let sites: FxHashMap<(ObjId, ValueId), Site> = mtc::write_sites(h);
-        let in_graph = mtc::graph_nodes(h, &sites);
+        let in_graph = mtc::graph_nodes(h, sites);
         let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
         let mut out = Reads {
             in_graph,
@@ -93,17 +93,8 @@ impl Reads {
                             continue;
                         }
                         let init = initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
-                        let writer = mtc::resolve(
-                            h,
-                            &out.in_graph,
-                            &sites,
-                            init,
-                            t,
-                            i,
-                            obj,
-                            value,
-                            &mut out.anomalies,
-                        );
+                        let writer =
+                            mtc::resolve(h, &out.in_graph, sites, init, t, i, obj, value, &mut out.anomalies);
                         match writer {
                             Some(Writer::Txn(w)) if w == t => {
                                 out.anomalies.push(future_read(h, t, i, obj, value))

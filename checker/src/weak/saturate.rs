@@ -65,33 +65,52 @@ impl Saturation {
     }
 }
 
-/// Per object, its writers as `(session, position, transaction)`, sorted.
-pub(crate) struct SessionWriters(FxHashMap<ObjId, Vec<(u32, u32, TxnId)>>);
+/// One object's writers, grouped by session: per session `(session, first index)`, and
+/// the writers as `(position in session, transaction)`, each session's in order.
+#[derive(Debug, Default)]
+struct KeyWriters {
+    sessions: Vec<(u32, u32)>,
+    writers: Vec<(u32, TxnId)>,
+}
+
+/// Per object, its writers grouped by session (causal consistency's index).
+pub(crate) struct SessionWriters(FxHashMap<ObjId, KeyWriters>);
 
 impl SessionWriters {
     /// Indexes every node's written objects.
     pub(crate) fn build(reads: &Reads) -> SessionWriters {
-        let mut by_obj: FxHashMap<ObjId, Vec<(u32, u32, TxnId)>> = FxHashMap::default();
-        for session in &reads.sessions {
+        let mut by_obj: FxHashMap<ObjId, KeyWriters> = FxHashMap::default();
+        // Sessions in order, each in order: every object's writers arrive grouped and sorted.
+        for (s, session) in reads.sessions.iter().enumerate() {
             for &t in session {
                 for &obj in reads.writes_of(t) {
-                    by_obj.entry(obj).or_default().push((
-                        reads.session[t.index()],
-                        reads.position[t.index()],
-                        t,
-                    ));
+                    let k = by_obj.entry(obj).or_default();
+                    if k.sessions.last().is_none_or(|e| e.0 != s as u32) {
+                        k.sessions.push((s as u32, k.writers.len() as u32));
+                    }
+                    k.writers.push((reads.position[t.index()], t));
                 }
             }
         }
-        by_obj.values_mut().for_each(|v| v.sort_unstable());
         SessionWriters(by_obj)
     }
 
-    /// The last writer of `obj` in session `s` at position `pos` or earlier.
-    pub(crate) fn last(&self, obj: ObjId, s: u32, pos: u32) -> Option<TxnId> {
-        let list = self.0.get(&obj)?;
-        let i = list.partition_point(|e| (e.0, e.1) <= (s, pos));
-        (i > 0 && list[i - 1].0 == s).then(|| list[i - 1].2)
+    /// For each session that wrote `obj`, its last writer at a position `seen(session)` or
+    /// earlier (`seen` gives 0 for a session none of which is wanted).
+    fn last_each(&self, obj: ObjId, seen: impl Fn(u32) -> u32, mut found: impl FnMut(TxnId)) {
+        let Some(k) = self.0.get(&obj) else { return };
+        for (i, &(s, start)) in k.sessions.iter().enumerate() {
+            let limit = seen(s);
+            if limit == 0 {
+                continue;
+            }
+            let end = k.sessions.get(i + 1).map_or(k.writers.len(), |e| e.1 as usize);
+            let segment = &k.writers[start as usize..end];
+            let at = segment.partition_point(|e| e.0 <= limit);
+            if at > 0 {
+                found(segment[at - 1].1);
+            }
+        }
     }
 }
 
@@ -119,12 +138,14 @@ pub(crate) fn read_committed(reads: &Reads) -> Saturation {
     out
 }
 
-/// Read atomic: for each read, the session's last earlier writer of the object and every
-/// distinct writer the transaction read from.
-pub(crate) fn read_atomic(reads: &Reads, writers: &SessionWriters) -> Saturation {
+/// Read atomic: for each read, the session's last earlier writer of the object (tracked
+/// while walking the session) and every distinct writer the transaction read from.
+pub(crate) fn read_atomic(reads: &Reads) -> Saturation {
     let mut out = Saturation::default();
     let mut direct: Vec<(TxnId, u32)> = Vec::new();
+    let mut last_writer: FxHashMap<ObjId, TxnId> = FxHashMap::default();
     for session in &reads.sessions {
+        last_writer.clear();
         for &t3 in session {
             direct.clear();
             for read in reads.of(t3) {
@@ -134,9 +155,8 @@ pub(crate) fn read_atomic(reads: &Reads, writers: &SessionWriters) -> Saturation
                     }
                 }
             }
-            let (s, pos) = (reads.session[t3.index()], reads.position[t3.index()]);
             for read in reads.of(t3) {
-                if let Some(t2) = writers.last(read.obj, s, pos - 1) {
+                if let Some(&t2) = last_writer.get(&read.obj) {
                     if read.writer != Writer::Txn(t2) {
                         out.add(t2, t3, read, Via::Session);
                     }
@@ -147,6 +167,9 @@ pub(crate) fn read_atomic(reads: &Reads, writers: &SessionWriters) -> Saturation
                     }
                 }
             }
+            for &obj in reads.writes_of(t3) {
+                last_writer.insert(obj, t3);
+            }
         }
     }
     out
@@ -156,16 +179,13 @@ pub(crate) fn read_atomic(reads: &Reads, writers: &SessionWriters) -> Saturation
 /// causally precedes the reader, unless it already causally precedes the read's writer.
 pub(crate) fn causal(reads: &Reads, writers: &SessionWriters, clocks: &Clocks) -> Saturation {
     let mut out = Saturation::default();
-    let width = reads.sessions.len() as u32;
+    let mut found: Vec<TxnId> = Vec::new();
     for session in &reads.sessions {
         for &t3 in session {
             for read in reads.of(t3) {
-                for s in 0..width {
-                    let seen = clocks.last_seen(t3, s);
-                    if seen == 0 {
-                        continue;
-                    }
-                    let Some(t2) = writers.last(read.obj, s, seen) else { continue };
+                found.clear();
+                writers.last_each(read.obj, |s| clocks.last_seen(t3, s), |t2| found.push(t2));
+                for &t2 in &found {
                     match read.writer {
                         Writer::Txn(t1) if t1 == t2 || clocks.precedes(reads, t2, t1) => {}
                         _ => out.add(t2, t3, read, Via::Causal),
