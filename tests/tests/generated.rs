@@ -113,3 +113,30 @@ fn injected_serializability_violations_are_rejected_by_enne() {
         assert!(!report.is_valid(), "{kind}: Enne accepted");
     }
 }
+
+#[test]
+fn generated_kv_histories_pass_the_weak_levels_black_box_and_injected_g1_is_rejected() {
+    // Serializable and snapshot-isolation stores give causal consistency (each session's
+    // transactions run one after another), hence read atomic and read committed.
+    let weak = [IsolationLevel::ReadCommitted, IsolationLevel::ReadAtomic, IsolationLevel::Causal];
+    let kv: Vec<GenConfig> =
+        configs().into_iter().filter(|c| c.model == DataModel::Auto && c.predicate_ratio == 0.0).collect();
+    assert_eq!(kv.len(), 12, "six seeds under serializability and snapshot isolation");
+    for cfg in kv {
+        for level in weak {
+            let report = run(&cfg, level, CheckerKind::Weak);
+            assert!(report.is_valid(), "{cfg:?} at {level}: {:?}", report.anomalies.first());
+        }
+    }
+    for kind in [Injection::G1a, Injection::G1b, Injection::G1c] {
+        let cfg = GenConfig { txns: 80, keys: 8, seed: 3, inject: Some(kind), ..GenConfig::default() };
+        for level in weak {
+            let report = run(&cfg, level, CheckerKind::Weak);
+            assert!(
+                report.anomalies.iter().any(|a| a.kind.to_string() == kind.to_string()),
+                "{kind} at {level}: {:?}",
+                report.anomalies
+            );
+        }
+    }
+}
