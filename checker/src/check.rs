@@ -1,6 +1,6 @@
 //! The one entry point: pick a checker for the level and certificate, run it.
 
-use isocert_history::{Certificate, History};
+use isocert_history::{Certificate, History, ObjId, Op, Status, TxnId};
 use isocert_oracle::MatchesOracle;
 
 use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
@@ -41,13 +41,27 @@ pub fn check(
         CheckerKind::Chronos => crate::chronos::check_chronos(h, level),
         CheckerKind::Aion => crate::aion::check_aion(h, level),
         CheckerKind::Mtc => crate::mtc::check(h, level),
-        CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check(h, level, resolved),
+        CheckerKind::Cobra | CheckerKind::Polysi => {
+            crate::sat::check(h, level, resolved, cert.version_order.as_ref())
+        }
         CheckerKind::Weak => match (crate::weak::check(h, level), missing) {
             (Err(CheckError::UnsupportedHistory { .. }), Some(e)) => Err(e),
             (result, _) => result,
         },
         _ => emme::check(h, cert, level, oracle),
     }
+}
+
+/// Whether `cert` has a version order that leaves out some committed transaction's write of
+/// an object (King Cobra's partial orders). Emme reports such writes as contradictions;
+/// Cobra and PolySI fix the orders it lists and search the rest.
+pub fn partial_version_order(h: &History, cert: &Certificate) -> bool {
+    let Some(order) = &cert.version_order else { return false };
+    let placed: rustc_hash::FxHashSet<(ObjId, TxnId)> =
+        order.iter().flat_map(|(&obj, ws)| ws.iter().map(move |&t| (obj, t))).collect();
+    h.txn_ids().filter(|&t| h.txn(t).status == Status::Committed).any(|t| {
+        h.txn(t).ops.iter().any(|op| matches!(op, Op::Write { obj, .. } if !placed.contains(&(*obj, t))))
+    })
 }
 
 /// The black-box checker for a history without a certificate: MTC when it is made of

@@ -65,7 +65,7 @@ mod weak;
 mod words;
 
 pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions};
-pub use check::{check, resolve};
+pub use check::{check, partial_version_order, resolve};
 pub use chronos::{check_chronos, check_chronos_kv};
 pub use error::CheckError;
 pub use html::{render_html, GraphLayout, HtmlOptions};

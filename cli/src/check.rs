@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_checker::{
-    check, render_dot, render_html, render_json, render_text, render_text_verbose, CheckError, CheckerKind,
-    GraphLayout, HtmlOptions, IsolationLevel, Report,
+    check, partial_version_order, render_dot, render_html, render_json, render_text, render_text_verbose,
+    CheckError, CheckerKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
 };
 use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
@@ -90,6 +90,21 @@ pub(crate) struct CheckArgs {
     /// Aion: make Ext verdicts final this many milliseconds after arrival instead (live streams).
     #[arg(long, value_name = "MS")]
     pub(crate) aion_delay_ms: Option<u64>,
+}
+
+/// The checker to run: as asked, except that `auto` with a partial King Cobra version order
+/// (`.vo`) at serializable or snapshot isolation searches the orders it leaves out (cobra,
+/// polysi) with the listed ones fixed, instead of Emme reporting the missing versions.
+fn king_cobra_search(args: &CheckArgs, h: &History, cert: &Certificate) -> CheckerKind {
+    let from_vo = args.certificate.as_deref().is_some_and(is_king_cobra_order);
+    if args.checker != CheckerKind::Auto || !from_vo || !partial_version_order(h, cert) {
+        return args.checker;
+    }
+    match args.isolation {
+        IsolationLevel::Serializable => CheckerKind::Cobra,
+        IsolationLevel::SnapshotIsolation => CheckerKind::Polysi,
+        _ => args.checker,
+    }
 }
 
 /// Whether `path` names a King Cobra version order file (`*.vo`) rather than a v1 certificate.
@@ -180,7 +195,8 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     spinner.set_message(format!("checking {} transactions for {}", h.txns.len(), args.isolation));
     spinner.enable_steady_tick(Duration::from_millis(120));
     let started = std::time::Instant::now();
-    let result = check(&h, &cert, args.isolation, args.checker, &oracle);
+    let checker = king_cobra_search(&args, &h, &cert);
+    let result = check(&h, &cert, args.isolation, checker, &oracle);
     spinner.finish_and_clear();
     let report = match result {
         Err(e @ CheckError::MissingCertificateData { .. })

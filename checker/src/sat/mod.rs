@@ -47,7 +47,14 @@ use solve::Outcome;
 const PRUNE_ROUNDS: usize = 16;
 
 /// Runs the SAT checker: Cobra-style at serializable, PolySI-style at snapshot isolation.
-pub(crate) fn check(h: &History, level: IsolationLevel, checker: CheckerKind) -> Result<Report, CheckError> {
+/// `given`: a version order (King Cobra's, possibly partial) whose orders of listed writers
+/// are fixed before pruning; the orders it leaves out are searched.
+pub(crate) fn check(
+    h: &History,
+    level: IsolationLevel,
+    checker: CheckerKind,
+    given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
+) -> Result<Report, CheckError> {
     let wanted = if checker == CheckerKind::Cobra {
         IsolationLevel::Serializable
     } else {
@@ -72,6 +79,13 @@ pub(crate) fn check(h: &History, level: IsolationLevel, checker: CheckerKind) ->
         anomalies.extend(mtc::divergences(h, &inf));
     }
     let mut pg = Polygraph::build(h, &inf);
+    if let Some(order) = given {
+        let fixed = pg.give(order);
+        report.notes.push(format!(
+            "the certificate's version order fixed {fixed} order(s) of consecutive listed writers (edges marked \
+             'given'); the writes it leaves out are placed by the search"
+        ));
+    }
     let open_before = pg.pairs.len();
     report.stats.edges = pg.deps.len() + pg.anti.len();
     let pruned = prune::prune(&mut pg, si, PRUNE_ROUNDS);
@@ -216,6 +230,7 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
             e.explanation.push_str(match t.origin {
                 Origin::Certain | Origin::InitialRead => " (certain)",
                 Origin::Forced => " (forced: the other order of these writes closes a cycle)",
+                Origin::Given => " (given by the certificate's version order)",
                 Origin::Chosen(_) => " (chosen by the solver)",
             });
             e
