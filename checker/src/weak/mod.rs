@@ -80,13 +80,15 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
     let mut anomalies = reads.anomalies.clone();
     let mut edges = base_edges(&reads);
     let n = h.txns.len();
-    let Some(order) = topological_order(&reads.in_graph, &edges) else {
-        report.stats.edges = edges.len();
-        let base = Csr::build(n, &edges);
-        anomalies.extend(cycles(h, &base, &base, AnomalyKind::G1c));
-        report.notes.push("session order and reads have a cycle: no write order was inferred".into());
-        report.anomalies = anomalies;
-        return Ok(report);
+    // Causal consistency needs a topological order of session order and reads for its
+    // clocks; the other levels find a cycle there only if the final graph has one.
+    let order = if level == IsolationLevel::Causal {
+        match topological_order(&reads.in_graph, &edges) {
+            Some(order) => order,
+            None => return Ok(information_flow(h, report, anomalies, &edges)),
+        }
+    } else {
+        Vec::new()
     };
     let sat = match level {
         IsolationLevel::ReadCommitted => saturate::read_committed(&reads),
@@ -108,7 +110,19 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
             saturate::causal(&reads, &SessionWriters::build(&reads), &clocks)
         }
     };
-    report.stats.edges = edges.len() + sat.edges.len();
+    let base_len = edges.len();
+    edges.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
+    // Acyclic (the common case) is decided by Kahn's algorithm alone; the graphs that
+    // explain counterexamples are built only when there is something to explain.
+    let cyclic = topological_order(&reads.in_graph, &edges).is_none();
+    if cyclic
+        && level != IsolationLevel::Causal
+        && topological_order(&reads.in_graph, &edges[..base_len]).is_none()
+    {
+        edges.truncate(base_len);
+        return Ok(information_flow(h, report, anomalies, &edges));
+    }
+    report.stats.edges = edges.len();
     report.notes.push(format!(
         "{} external read(s) forced {} write order(s) between transactions; {} read(s) of an initial version \
          came after a write they had to see",
@@ -116,11 +130,6 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         sat.edges.len(),
         sat.initial.len()
     ));
-    let base_len = edges.len();
-    edges.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
-    // Acyclic (the common case) is decided by Kahn's algorithm alone; the graphs that
-    // explain counterexamples are built only when there is something to explain.
-    let cyclic = topological_order(&reads.in_graph, &edges).is_none();
     if cyclic || !sat.initial.is_empty() {
         let base = Csr::build(n, &edges[..base_len]);
         anomalies.extend(initial_reads(h, &reads, &base, &sat, kind));
@@ -130,6 +139,22 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
     }
     report.anomalies = anomalies;
     Ok(report)
+}
+
+/// The report when session order and reads alone have a cycle (`g1c`): no write order is
+/// inferred.
+fn information_flow(
+    h: &History,
+    mut report: Report,
+    mut anomalies: Vec<Anomaly>,
+    base: &[(u32, u32, Why)],
+) -> Report {
+    report.stats.edges = base.len();
+    let graph = Csr::build(h.txns.len(), base);
+    anomalies.extend(cycles(h, &graph, &graph, AnomalyKind::G1c));
+    report.notes.push("session order and reads have a cycle: no write order was inferred".into());
+    report.anomalies = anomalies;
+    report
 }
 
 /// Session order between consecutive nodes of a session, and a read dependency per read.

@@ -47,7 +47,11 @@ impl Reads {
     pub(crate) fn resolve(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>) -> Reads {
         let n = h.txns.len();
         let in_graph = mtc::graph_nodes(h, sites);
-        let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
+        // Each object's initial value, by dense object id (one array read per read).
+        let mut initial = vec![ValueId::ABSENT; h.object_count()];
+        for &(obj, value) in &h.initial {
+            initial[obj.index()] = value;
+        }
         let mut out = Reads {
             in_graph,
             read_start: Vec::with_capacity(n + 1),
@@ -92,7 +96,7 @@ impl Reads {
                             }
                             continue;
                         }
-                        let init = initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
+                        let init = initial[obj.index()];
                         let writer =
                             mtc::resolve(h, &out.in_graph, sites, init, t, i, obj, value, &mut out.anomalies);
                         match writer {
