@@ -211,3 +211,63 @@ fn a_given_partial_version_order_is_fixed_and_the_rest_searched() {
         );
     }
 }
+
+#[test]
+fn given_partial_orders_agree_with_brute_force_on_random_histories() {
+    let names = ["x", "y", "z"];
+    let (mut valid, mut invalid) = (0usize, 0usize);
+    // Verdicts the given order changed: valid without it, invalid with it.
+    let mut refuted_by_given = 0usize;
+    for seed in 0..1500u64 {
+        let mut rng = isocert_random::seeded(seed ^ 0x6177);
+        let (txns, keys) = random_general(&mut rng);
+        // Per key, a random subset of its committed writers in a random order.
+        let mut listed: Vec<Vec<usize>> = Vec::new();
+        for k in 0..keys {
+            let mut ws: Vec<usize> = (0..txns.len())
+                .filter(|&t| txns[t].committed && txns[t].ops.iter().any(|o| o.1 && o.0 == k))
+                .collect();
+            ws.retain(|_| rng.random_range(0..3) != 0);
+            for i in (1..ws.len()).rev() {
+                ws.swap(i, rng.random_range(0..=i as u64) as usize);
+            }
+            listed.push(ws);
+        }
+        let text = oracle::to_v1(&txns, keys);
+        let mut h = v1::read_history(text.as_bytes()).unwrap();
+        let entries: Vec<String> = (0..keys as usize)
+            .filter(|&k| !listed[k].is_empty())
+            .map(|k| {
+                let ids: Vec<String> = listed[k].iter().map(|t| (t + 1).to_string()).collect();
+                format!(r#"{{"key":"{}","writers":[{}]}}"#, names[k], ids.join(","))
+            })
+            .collect();
+        let cert_text = format!(r#"{{"version_order":[{}]}}"#, entries.join(","));
+        let cert = v1::read_certificate(cert_text.as_bytes(), &mut h).unwrap();
+        let respects = |perm: &[usize]| {
+            let pos = |t: usize| perm.iter().position(|&x| x == t);
+            listed.iter().all(|ws| ws.windows(2).all(|w| pos(w[0]) < pos(w[1])))
+        };
+        for (level, checker, si) in [(SER, CheckerKind::Cobra, false), (SI, CheckerKind::Polysi, true)] {
+            let expected = oracle::brute_force_where(&txns, keys, si, respects);
+            let got = check(&h, level, checker, cert.version_order.as_ref()).unwrap();
+            assert_eq!(
+                got.is_valid(),
+                expected,
+                "seed {seed} at {level}:\n{text}\n{cert_text}\n{:#?}",
+                got.anomalies
+            );
+            if expected {
+                valid += 1;
+            } else {
+                invalid += 1;
+                refuted_by_given += oracle::brute_force(&txns, keys, si) as usize;
+            }
+        }
+    }
+    assert!(valid > 300 && invalid > 300, "valid {valid}, invalid {invalid}");
+    assert!(
+        refuted_by_given > 100,
+        "the given orders refuted only {refuted_by_given} otherwise valid histories"
+    );
+}
