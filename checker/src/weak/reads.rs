@@ -31,7 +31,7 @@ pub(crate) struct Reads {
     /// Per transaction, the objects it wrote, sorted: `written[write_start[t]..write_start[t + 1]]`.
     write_start: Vec<u32>,
     written: Vec<ObjId>,
-    /// Per node, its dense session index and 1-based position in that session.
+    /// Per node, its dense session index (`u32::MAX` for transactions that are not nodes).
     pub(crate) session: Vec<u32>,
     /// Per node, its 1-based position in its session (0 for transactions that are not nodes).
     pub(crate) position: Vec<u32>,
