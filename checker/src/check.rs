@@ -1,6 +1,6 @@
 //! The one entry point: pick a checker for the level and certificate, run it.
 
-use isocert_history::{Certificate, History};
+use isocert_history::{Certificate, History, ObjId, Op, Status, TxnId};
 use isocert_oracle::MatchesOracle;
 
 use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
@@ -9,10 +9,11 @@ use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
 ///
 /// [`CheckerKind::Auto`] runs Emme when the certificate has a version order (every level,
 /// explained cycles), Enne when it has only a serialization order and the level is
-/// serializable, and without any certificate (serializable and snapshot isolation only)
-/// MTC when the history is made of mini-transactions, else Cobra (serializable) or PolySI
-/// (snapshot isolation) when it is made of item reads and writes of unique values. `oracle` decides which rows a
-/// predicate matches.
+/// serializable, and without any certificate MTC when the history is made of
+/// mini-transactions (serializable, snapshot isolation), else, when it is made of item
+/// reads and writes of unique values, Cobra (serializable), PolySI (snapshot isolation) or
+/// the weak checker (read committed). Read atomic and causal always go to the weak checker,
+/// which needs no certificate. `oracle` decides which rows a predicate matches.
 ///
 /// # Errors
 /// [`CheckError::MissingCertificateData`] when the certificate or the timestamps lack what
@@ -26,38 +27,64 @@ pub fn check(
     checker: CheckerKind,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
-    let resolved = match resolve(cert, level, checker) {
-        Err(e @ CheckError::MissingCertificateData { .. })
-            if cert.is_empty()
-                && matches!(level, IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation) =>
-        {
-            // No certificate: MTC when the history is made of mini-transactions, else the
-            // SAT checkers when it is made of item reads and writes of unique values.
-            if crate::mtc::check_shape(h).is_ok() {
-                CheckerKind::Mtc
-            } else if crate::sat::applies(h) {
-                if level == IsolationLevel::Serializable {
-                    CheckerKind::Cobra
-                } else {
-                    CheckerKind::Polysi
-                }
-            } else {
-                return Err(e);
-            }
-        }
-        other => other?,
+    // Without a certificate, `auto` falls back to a black-box checker; if that one cannot
+    // read the history either, the missing certificate is the error to report.
+    let (resolved, missing) = match resolve(cert, level, checker) {
+        Err(e @ CheckError::MissingCertificateData { .. }) if cert.is_empty() => match black_box(h, level) {
+            Some(kind) => (kind, Some(e)),
+            None => return Err(e),
+        },
+        other => (other?, None),
     };
     match resolved {
         CheckerKind::Enne => enne::check(h, cert, level, oracle),
         CheckerKind::Chronos => crate::chronos::check_chronos(h, level),
         CheckerKind::Aion => crate::aion::check_aion(h, level),
         CheckerKind::Mtc => crate::mtc::check(h, level),
-        CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check(h, level, resolved),
+        CheckerKind::Cobra | CheckerKind::Polysi => {
+            crate::sat::check(h, level, resolved, cert.version_order.as_ref())
+        }
+        CheckerKind::Weak => match (crate::weak::check(h, level), missing) {
+            (Err(CheckError::UnsupportedHistory { .. }), Some(e)) => Err(e),
+            (result, _) => result,
+        },
         _ => emme::check(h, cert, level, oracle),
     }
 }
 
-/// The checker that [`check`] runs for this request.
+/// Whether `cert` has a version order that leaves out some committed transaction's write of
+/// an object (King Cobra's partial orders). Emme reports such writes as contradictions;
+/// Cobra and PolySI fix the orders it lists and search the rest.
+pub fn partial_version_order(h: &History, cert: &Certificate) -> bool {
+    let Some(order) = &cert.version_order else { return false };
+    let placed: rustc_hash::FxHashSet<(ObjId, TxnId)> =
+        order.iter().flat_map(|(&obj, ws)| ws.iter().map(move |&t| (obj, t))).collect();
+    h.txn_ids().filter(|&t| h.txn(t).status == Status::Committed).any(|t| {
+        h.txn(t).ops.iter().any(|op| matches!(op, Op::Write { obj, .. } if !placed.contains(&(*obj, t))))
+    })
+}
+
+/// The black-box checker for a history without a certificate: MTC when it is made of
+/// mini-transactions, else (item reads and writes of unique values) Cobra at serializable,
+/// PolySI at snapshot isolation; at read committed the weak checker, which refuses other
+/// histories itself; `None` otherwise.
+fn black_box(h: &History, level: IsolationLevel) -> Option<CheckerKind> {
+    match level {
+        IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation
+            if crate::mtc::check_shape(h).is_ok() =>
+        {
+            Some(CheckerKind::Mtc)
+        }
+        IsolationLevel::Serializable if crate::sat::applies(h) => Some(CheckerKind::Cobra),
+        IsolationLevel::SnapshotIsolation if crate::sat::applies(h) => Some(CheckerKind::Polysi),
+        // The weak checker tests the shape itself (once); see `check`.
+        IsolationLevel::ReadCommitted => Some(CheckerKind::Weak),
+        _ => None,
+    }
+}
+
+/// The checker that [`check`] runs for this request: the one asked for, or for `Auto` the
+/// weak checker at read atomic and causal (which need no certificate), else as below.
 ///
 /// # Errors
 /// [`CheckError::MissingCertificateData`] when `Auto` finds neither a version order nor
@@ -69,6 +96,9 @@ pub fn resolve(
 ) -> Result<CheckerKind, CheckError> {
     if checker != CheckerKind::Auto {
         return Ok(checker);
+    }
+    if level.black_box_only() {
+        return Ok(CheckerKind::Weak);
     }
     if cert.version_order.is_some() {
         Ok(CheckerKind::Emme)

@@ -20,6 +20,7 @@ use rustc_hash::FxHashMap;
 
 use crate::aggregate::{aggregate, same_result};
 use crate::colindex::{key_of, usable_constraints, Key, Range};
+use crate::emme::WEAK_HINT;
 use crate::values::{column_value, ValueStore};
 use crate::versions::{writer_label, INITIAL};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, IsolationLevel, Report};
@@ -243,6 +244,9 @@ pub(crate) fn check(
     level: IsolationLevel,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
+    if level.black_box_only() {
+        return Err(CheckError::UnsupportedLevel { checker: CheckerKind::Enne, level, hint: WEAK_HINT });
+    }
     if level != IsolationLevel::Serializable {
         return Err(CheckError::UnsupportedLevel {
             checker: CheckerKind::Enne,

@@ -3,14 +3,23 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// An isolation level a history is checked against, weakest first (Adya's PL levels plus
-/// snapshot isolation).
+/// An isolation level a history is checked against, listed weakest first: Adya's PL levels,
+/// snapshot isolation, and read atomic and causal consistency (Biswas and Enea's
+/// definitions, checked black-box). Declaration order is a listing order: read atomic and
+/// causal consistency include session order, which repeatable read does not, so those
+/// levels are not comparable with repeatable read; `Ord` follows the list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum IsolationLevel {
     /// PL-1: only write cycles (G0) are forbidden.
     ReadUncommitted,
     /// PL-2: G1 (aborted reads, intermediate reads, cycles of write/read dependencies) is forbidden.
     ReadCommitted,
+    /// Read atomic (Biswas and Enea): read committed, and a transaction that sees one write
+    /// of another sees all of them (no fractured reads), session order included.
+    ReadAtomic,
+    /// Causal consistency (Biswas and Enea): read atomic, and a transaction sees every write
+    /// that causally precedes it (through session order and reads).
+    Causal,
     /// PL-2.99: G1 and item anti-dependency cycles (G2-item) are forbidden.
     RepeatableRead,
     /// PL-SI: G1 and G-SI (interference and missed effects against start-dependencies).
@@ -21,7 +30,19 @@ pub enum IsolationLevel {
 
 impl IsolationLevel {
     /// Every level, weakest first.
-    pub const ALL: [IsolationLevel; 5] = [
+    pub const ALL: [IsolationLevel; 7] = [
+        IsolationLevel::ReadUncommitted,
+        IsolationLevel::ReadCommitted,
+        IsolationLevel::ReadAtomic,
+        IsolationLevel::Causal,
+        IsolationLevel::RepeatableRead,
+        IsolationLevel::SnapshotIsolation,
+        IsolationLevel::Serializable,
+    ];
+
+    /// The levels Emme checks against a certificate (Adya's levels and snapshot isolation),
+    /// weakest first; read atomic and causal are decided black-box ([`CheckerKind::Weak`]).
+    pub const CERTIFIED: [IsolationLevel; 5] = [
         IsolationLevel::ReadUncommitted,
         IsolationLevel::ReadCommitted,
         IsolationLevel::RepeatableRead,
@@ -29,11 +50,18 @@ impl IsolationLevel {
         IsolationLevel::Serializable,
     ];
 
+    /// Whether only the black-box weak checker decides this level (read atomic, causal).
+    pub fn black_box_only(self) -> bool {
+        matches!(self, IsolationLevel::ReadAtomic | IsolationLevel::Causal)
+    }
+
     /// The long, kebab-case name (`snapshot-isolation`).
     pub fn as_str(self) -> &'static str {
         match self {
             IsolationLevel::ReadUncommitted => "read-uncommitted",
             IsolationLevel::ReadCommitted => "read-committed",
+            IsolationLevel::ReadAtomic => "read-atomic",
+            IsolationLevel::Causal => "causal",
             IsolationLevel::RepeatableRead => "repeatable-read",
             IsolationLevel::SnapshotIsolation => "snapshot-isolation",
             IsolationLevel::Serializable => "serializable",
@@ -69,12 +97,14 @@ impl FromStr for IsolationLevel {
             "repeatable-read" | "rr" => IsolationLevel::RepeatableRead,
             "read-committed" | "rc" => IsolationLevel::ReadCommitted,
             "read-uncommitted" | "ru" => IsolationLevel::ReadUncommitted,
+            "read-atomic" | "ra" => IsolationLevel::ReadAtomic,
+            "causal" | "cc" | "causal-consistency" => IsolationLevel::Causal,
             _ => {
                 return Err(ParseNameError {
                     what: "isolation level",
                     given: s.to_string(),
                     expected: "serializable (ser), snapshot-isolation (si), repeatable-read (rr), \
-                               read-committed (rc), read-uncommitted (ru)",
+                               read-committed (rc), read-uncommitted (ru), read-atomic (ra), causal (cc)",
                 })
             }
         })
@@ -105,6 +135,9 @@ pub enum CheckerKind {
     Cobra,
     /// Black-box snapshot isolation without a certificate (PolySI-style polygraph, SAT).
     Polysi,
+    /// Black-box read committed, read atomic and causal consistency without a certificate
+    /// (Biswas and Enea's axioms saturated in near-linear time, as AWDIT does).
+    Weak,
 }
 
 impl CheckerKind {
@@ -119,6 +152,7 @@ impl CheckerKind {
             CheckerKind::Mtc => "mtc",
             CheckerKind::Cobra => "cobra",
             CheckerKind::Polysi => "polysi",
+            CheckerKind::Weak => "weak",
         }
     }
 }
@@ -142,11 +176,12 @@ impl FromStr for CheckerKind {
             "mtc" => CheckerKind::Mtc,
             "cobra" => CheckerKind::Cobra,
             "polysi" => CheckerKind::Polysi,
+            "weak" | "awdit" => CheckerKind::Weak,
             _ => {
                 return Err(ParseNameError {
                     what: "checker",
                     given: s.to_string(),
-                    expected: "auto, emme, enne, chronos, aion, mtc, cobra, polysi",
+                    expected: "auto, emme, enne, chronos, aion, mtc, cobra, polysi, weak",
                 })
             }
         })
@@ -168,6 +203,15 @@ mod tests {
         assert_eq!("rr".parse(), Ok(IsolationLevel::RepeatableRead));
         assert_eq!("rc".parse(), Ok(IsolationLevel::ReadCommitted));
         assert_eq!("ru".parse(), Ok(IsolationLevel::ReadUncommitted));
+        assert_eq!("ra".parse(), Ok(IsolationLevel::ReadAtomic));
+        assert_eq!("read_atomic".parse(), Ok(IsolationLevel::ReadAtomic));
+        assert_eq!("cc".parse(), Ok(IsolationLevel::Causal));
+        assert_eq!("causal".parse(), Ok(IsolationLevel::Causal));
+        assert!(IsolationLevel::ReadCommitted < IsolationLevel::ReadAtomic);
+        assert!(IsolationLevel::ReadAtomic < IsolationLevel::Causal);
+        assert!(IsolationLevel::Causal < IsolationLevel::SnapshotIsolation);
+        assert!(IsolationLevel::CERTIFIED.iter().all(|l| !l.black_box_only()));
+        assert_eq!(IsolationLevel::ALL.iter().filter(|l| l.black_box_only()).count(), 2);
         let err = "linearizable".parse::<IsolationLevel>().unwrap_err();
         assert!(err.to_string().contains("linearizable") && err.to_string().contains("serializable"));
     }
@@ -177,6 +221,8 @@ mod tests {
         assert_eq!("Enne".parse(), Ok(CheckerKind::Enne));
         assert_eq!("auto".parse(), Ok(CheckerKind::Auto));
         assert_eq!("MTC".parse(), Ok(CheckerKind::Mtc));
+        assert_eq!("weak".parse(), Ok(CheckerKind::Weak));
+        assert_eq!("AWDIT".parse(), Ok(CheckerKind::Weak));
         assert!("elle".parse::<CheckerKind>().is_err());
     }
 }

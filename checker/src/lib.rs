@@ -13,6 +13,9 @@
 //!   and for reads no level allows (G1a, G1b, garbage reads, ...).
 //! - **MTC** (no certificate) infers the version order of a mini-transaction history from
 //!   its read-modify-writes and checks serializability and snapshot isolation in linear time.
+//! - **Weak** (no certificate) checks read committed, read atomic and causal consistency
+//!   on histories with unique written values in near-linear time, saturating Biswas and
+//!   Enea's axioms (the approach of AWDIT).
 //! - **Enne** replays the committed transactions in the certificate's serialization order
 //!   and compares every read with the replayed state.
 //!
@@ -58,10 +61,11 @@ mod report;
 mod sat;
 mod values;
 mod versions;
+mod weak;
 mod words;
 
 pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions};
-pub use check::{check, resolve};
+pub use check::{check, partial_version_order, resolve};
 pub use chronos::{check_chronos, check_chronos_kv};
 pub use error::CheckError;
 pub use html::{render_html, GraphLayout, HtmlOptions};

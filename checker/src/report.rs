@@ -27,6 +27,18 @@ pub enum AnomalyKind {
     /// Snapshot isolation violation: interference (G-SIa) or missed effects (G-SIb)
     /// against the start-dependencies of the transactions' timestamps.
     GSi,
+    /// Read committed (Biswas and Enea, black-box): no commit order lets every transaction's
+    /// reads be monotonic: a read saw a version older than one the transaction had already
+    /// observed through an earlier read (a cycle of session order, read dependencies and
+    /// the write orders those reads force).
+    NonMonotonicRead,
+    /// Read atomic (black-box): a transaction saw some of another transaction's writes but
+    /// not all of them, or not those of its session's earlier transactions (a cycle through
+    /// the write orders that forces).
+    FracturedRead,
+    /// Causal consistency (black-box): a transaction missed a write that causally precedes
+    /// it through session order and reads (a cycle through the write orders that forces).
+    CausalityViolation,
     /// A read returned a value that no transaction wrote.
     GarbageRead,
     /// A transaction read something other than its own latest write or its earlier read.
@@ -58,7 +70,7 @@ pub enum AnomalyKind {
 
 impl AnomalyKind {
     /// Every kind, in declaration order.
-    pub const ALL: [AnomalyKind; 19] = [
+    pub const ALL: [AnomalyKind; 22] = [
         AnomalyKind::G0,
         AnomalyKind::G1a,
         AnomalyKind::G1b,
@@ -66,6 +78,9 @@ impl AnomalyKind {
         AnomalyKind::G2Item,
         AnomalyKind::G2,
         AnomalyKind::GSi,
+        AnomalyKind::NonMonotonicRead,
+        AnomalyKind::FracturedRead,
+        AnomalyKind::CausalityViolation,
         AnomalyKind::GarbageRead,
         AnomalyKind::InternalInconsistency,
         AnomalyKind::DuplicateWrite,
@@ -90,6 +105,9 @@ impl AnomalyKind {
             AnomalyKind::G2Item => "g2-item",
             AnomalyKind::G2 => "g2",
             AnomalyKind::GSi => "g-si",
+            AnomalyKind::NonMonotonicRead => "non-monotonic-read",
+            AnomalyKind::FracturedRead => "fractured-read",
+            AnomalyKind::CausalityViolation => "causality-violation",
             AnomalyKind::GarbageRead => "garbage-read",
             AnomalyKind::InternalInconsistency => "internal-inconsistency",
             AnomalyKind::DuplicateWrite => "duplicate-write",
@@ -113,10 +131,17 @@ impl AnomalyKind {
     /// Whether a history showing this anomaly violates `level`. G0 violates every level,
     /// G1 everything above read-uncommitted, G2-item repeatable-read and serializable, G2
     /// serializable, G-SI snapshot isolation; reads nobody can explain violate every level.
+    /// The black-box kinds: a non-monotonic read violates everything above read-uncommitted,
+    /// a fractured read read atomic and the levels above it that forbid G2-item or G-SI, a
+    /// causality violation causal consistency, snapshot isolation and serializable.
     pub fn violates(self, level: IsolationLevel) -> bool {
         use IsolationLevel::*;
         match self {
-            AnomalyKind::G1a | AnomalyKind::G1b | AnomalyKind::G1c => level != ReadUncommitted,
+            AnomalyKind::G1a | AnomalyKind::G1b | AnomalyKind::G1c | AnomalyKind::NonMonotonicRead => {
+                level != ReadUncommitted
+            }
+            AnomalyKind::FracturedRead => !matches!(level, ReadUncommitted | ReadCommitted),
+            AnomalyKind::CausalityViolation => matches!(level, Causal | SnapshotIsolation | Serializable),
             AnomalyKind::G2Item => matches!(level, RepeatableRead | Serializable),
             AnomalyKind::G2 => level == Serializable,
             AnomalyKind::GSi | AnomalyKind::NoConflict => level == SnapshotIsolation,
@@ -316,32 +341,45 @@ mod tests {
         use IsolationLevel::*;
         // Every anomaly kind against every level, written from the definitions: Adya's
         // PL-1 (G0), PL-2 (+ G1a, G1b, G1c), PL-2.99 (+ G2-item), PL-3 (+ G2), PL-SI
-        // (G0, G1, G-SI, first-committer-wins; write skew G2-item and G2 allowed). Broken
+        // (G0, G1, G-SI, first-committer-wins; write skew G2-item and G2 allowed); Biswas and
+        // Enea's read committed, read atomic and causal axioms for the black-box kinds. Broken
         // data and certificates (garbage reads, duplicate writes, contradictions, replay
         // divergences, session and axiom violations) violate every level.
-        // Columns: read uncommitted, read committed, repeatable read, snapshot isolation,
-        // serializable.
-        let levels = [ReadUncommitted, ReadCommitted, RepeatableRead, SnapshotIsolation, Serializable];
-        let table: [(AnomalyKind, [bool; 5]); 19] = [
-            (AnomalyKind::G0, [true, true, true, true, true]),
-            (AnomalyKind::G1a, [false, true, true, true, true]),
-            (AnomalyKind::G1b, [false, true, true, true, true]),
-            (AnomalyKind::G1c, [false, true, true, true, true]),
-            (AnomalyKind::G2Item, [false, false, true, false, true]),
-            (AnomalyKind::G2, [false, false, false, false, true]),
-            (AnomalyKind::GSi, [false, false, false, true, false]),
-            (AnomalyKind::NoConflict, [false, false, false, true, false]),
-            (AnomalyKind::GarbageRead, [true; 5]),
-            (AnomalyKind::InternalInconsistency, [true; 5]),
-            (AnomalyKind::DuplicateWrite, [true; 5]),
-            (AnomalyKind::ResultSetMismatch, [true; 5]),
-            (AnomalyKind::CertificateContradiction, [true; 5]),
-            (AnomalyKind::ReplayDivergence, [true; 5]),
-            (AnomalyKind::IncompatibleOrder, [true; 5]),
-            (AnomalyKind::DuplicateElements, [true; 5]),
-            (AnomalyKind::Session, [true; 5]),
-            (AnomalyKind::Int, [true; 5]),
-            (AnomalyKind::Ext, [true; 5]),
+        // Columns: read uncommitted, read committed, read atomic, causal, repeatable read,
+        // snapshot isolation, serializable.
+        let levels = [
+            ReadUncommitted,
+            ReadCommitted,
+            ReadAtomic,
+            Causal,
+            RepeatableRead,
+            SnapshotIsolation,
+            Serializable,
+        ];
+        let (f, t) = (false, true);
+        let table: [(AnomalyKind, [bool; 7]); 22] = [
+            (AnomalyKind::G0, [t; 7]),
+            (AnomalyKind::G1a, [f, t, t, t, t, t, t]),
+            (AnomalyKind::G1b, [f, t, t, t, t, t, t]),
+            (AnomalyKind::G1c, [f, t, t, t, t, t, t]),
+            (AnomalyKind::G2Item, [f, f, f, f, t, f, t]),
+            (AnomalyKind::G2, [f, f, f, f, f, f, t]),
+            (AnomalyKind::GSi, [f, f, f, f, f, t, f]),
+            (AnomalyKind::NoConflict, [f, f, f, f, f, t, f]),
+            (AnomalyKind::NonMonotonicRead, [f, t, t, t, t, t, t]),
+            (AnomalyKind::FracturedRead, [f, f, t, t, t, t, t]),
+            (AnomalyKind::CausalityViolation, [f, f, f, t, f, t, t]),
+            (AnomalyKind::GarbageRead, [t; 7]),
+            (AnomalyKind::InternalInconsistency, [t; 7]),
+            (AnomalyKind::DuplicateWrite, [t; 7]),
+            (AnomalyKind::ResultSetMismatch, [t; 7]),
+            (AnomalyKind::CertificateContradiction, [t; 7]),
+            (AnomalyKind::ReplayDivergence, [t; 7]),
+            (AnomalyKind::IncompatibleOrder, [t; 7]),
+            (AnomalyKind::DuplicateElements, [t; 7]),
+            (AnomalyKind::Session, [t; 7]),
+            (AnomalyKind::Int, [t; 7]),
+            (AnomalyKind::Ext, [t; 7]),
         ];
         for (kind, forbidden) in table {
             for (level, want) in levels.iter().zip(forbidden) {

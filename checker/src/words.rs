@@ -17,6 +17,15 @@ pub(crate) fn class_meaning(kind: AnomalyKind) -> &'static str {
         }
         AnomalyKind::G2 => "a cycle with a predicate anti-dependency (a predicate read missed a later write): phantoms",
         AnomalyKind::GSi => "a snapshot isolation violation: a transaction missed a write committed before it started, or saw one committed after",
+        AnomalyKind::NonMonotonicRead => {
+            "non-monotonic read: a read saw a version older than one its transaction had already observed"
+        }
+        AnomalyKind::FracturedRead => {
+            "fractured read: a transaction saw part of another's writes (or of its session's) but missed the rest"
+        }
+        AnomalyKind::CausalityViolation => {
+            "causality violation: a transaction missed a write that causally precedes it (session order and reads)"
+        }
         AnomalyKind::GarbageRead => "a read returned a value that no transaction wrote",
         AnomalyKind::InternalInconsistency => "a transaction did not see its own earlier write or read",
         AnomalyKind::DuplicateWrite => "two writes installed the same value of one object, so reads of it are ambiguous",

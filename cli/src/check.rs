@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_checker::{
-    check, render_dot, render_html, render_json, render_text, render_text_verbose, CheckError, CheckerKind,
-    GraphLayout, HtmlOptions, IsolationLevel, Report,
+    check, partial_version_order, render_dot, render_html, render_json, render_text, render_text_verbose,
+    CheckError, CheckerKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
 };
 use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
@@ -32,7 +32,7 @@ pub(crate) struct CheckArgs {
     #[arg(short, long, value_name = "CERT")]
     pub(crate) certificate: Option<PathBuf>,
     /// The isolation level: serializable (ser), snapshot-isolation (si), repeatable-read
-    /// (rr), read-committed (rc) or read-uncommitted (ru).
+    /// (rr), causal (cc), read-atomic (ra), read-committed (rc) or read-uncommitted (ru).
     #[arg(short, long, value_name = "LEVEL")]
     pub(crate) isolation: IsolationLevel,
     /// Which checker: emme (dependency graph, every level), enne (replay of the
@@ -42,8 +42,11 @@ pub(crate) struct CheckArgs {
     /// certificate: mini-transaction histories, whose reads imply the version order;
     /// serializable or snapshot-isolation), cobra / polysi (no certificate: item reads and
     /// writes of unique values, serializable / snapshot-isolation, the version order searched
-    /// by a SAT solver), or auto (emme when the certificate has a version order, else enne;
-    /// without a certificate mtc for mini-transactions, else cobra or polysi).
+    /// by a SAT solver), weak (no certificate: item reads and writes of unique values,
+    /// read-committed, read-atomic or causal, in near-linear time), or auto (weak at
+    /// read-atomic and causal; emme when the certificate has a version order, else enne;
+    /// without a certificate mtc for mini-transactions, else cobra, polysi or, at
+    /// read-committed, weak).
     #[arg(long, default_value = "auto", value_name = "CHECKER")]
     pub(crate) checker: CheckerKind,
     /// Black-box checkers: write the version order found for the history to FILE as a v1
@@ -87,6 +90,21 @@ pub(crate) struct CheckArgs {
     /// Aion: make Ext verdicts final this many milliseconds after arrival instead (live streams).
     #[arg(long, value_name = "MS")]
     pub(crate) aion_delay_ms: Option<u64>,
+}
+
+/// The checker to run: as asked, except that `auto` with a partial King Cobra version order
+/// (`.vo`) at serializable or snapshot isolation searches the orders it leaves out (cobra,
+/// polysi) with the listed ones fixed, instead of Emme reporting the missing versions.
+fn king_cobra_search(args: &CheckArgs, h: &History, cert: &Certificate) -> CheckerKind {
+    let from_vo = args.certificate.as_deref().is_some_and(is_king_cobra_order);
+    if args.checker != CheckerKind::Auto || !from_vo || !partial_version_order(h, cert) {
+        return args.checker;
+    }
+    match args.isolation {
+        IsolationLevel::Serializable => CheckerKind::Cobra,
+        IsolationLevel::SnapshotIsolation => CheckerKind::Polysi,
+        _ => args.checker,
+    }
 }
 
 /// Whether `path` names a King Cobra version order file (`*.vo`) rather than a v1 certificate.
@@ -177,7 +195,8 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     spinner.set_message(format!("checking {} transactions for {}", h.txns.len(), args.isolation));
     spinner.enable_steady_tick(Duration::from_millis(120));
     let started = std::time::Instant::now();
-    let result = check(&h, &cert, args.isolation, args.checker, &oracle);
+    let checker = king_cobra_search(&args, &h, &cert);
+    let result = check(&h, &cert, args.isolation, checker, &oracle);
     spinner.finish_and_clear();
     let report = match result {
         Err(e @ CheckError::MissingCertificateData { .. })
@@ -202,6 +221,12 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         "check finished"
     );
     if let Some(path) = &args.certificate_out {
+        anyhow::ensure!(
+            report.checker != CheckerKind::Weak,
+            "--certificate-out writes the version order a black-box checker found; weak decides {} without \
+             one (use it with mtc, cobra or polysi)",
+            report.level
+        );
         anyhow::ensure!(
             matches!(report.checker, CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi),
             "--certificate-out writes the version order a black-box checker found; {} used the certificate given",

@@ -6,3 +6,4 @@ mod formats;
 mod mtc;
 mod seam;
 mod serve;
+mod weak;

@@ -210,6 +210,8 @@ pub(crate) fn find(
         ReadCommitted | SnapshotIsolation => &[G0, G1C],
         RepeatableRead => &[G0, G1C, G2_ITEM],
         Serializable => &[G0, G1C, G2_ITEM, G2],
+        // Refused by `emme::check` before any edge is built (black-box levels).
+        ReadAtomic | Causal => &[],
     };
     let n = h.txns.len();
     let graph = Graph::new(n, edges);

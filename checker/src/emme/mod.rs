@@ -68,6 +68,10 @@ fn predicates<'h>(
     Ok(())
 }
 
+/// Why the certificate checkers refuse read atomic and causal consistency, and what to use.
+pub(crate) const WEAK_HINT: &str = "read-atomic and causal are checked black-box, without a certificate: \
+                                    use --checker weak (or --checker auto)";
+
 /// Runs Emme.
 pub(crate) fn check(
     h: &History,
@@ -75,6 +79,9 @@ pub(crate) fn check(
     level: IsolationLevel,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
+    if level.black_box_only() {
+        return Err(CheckError::UnsupportedLevel { checker: CheckerKind::Emme, level, hint: WEAK_HINT });
+    }
     let order = cert.version_order.as_ref().ok_or_else(|| CheckError::MissingCertificateData {
         what: "version order in the certificate".to_string(),
         level,

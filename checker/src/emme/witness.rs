@@ -49,7 +49,9 @@ impl Obligations {
             IsolationLevel::Serializable => {
                 Some(Obligations { read_deps: true, anti_deps: true, item_anti_deps: true })
             }
-            IsolationLevel::SnapshotIsolation => None,
+            // Snapshot isolation checks each edge against timestamps; read atomic and causal
+            // are refused by `emme::check` (black-box levels).
+            IsolationLevel::SnapshotIsolation | IsolationLevel::ReadAtomic | IsolationLevel::Causal => None,
         }
     }
 }

@@ -29,7 +29,7 @@ mod shape;
 pub(crate) mod tests;
 
 use isocert_history::{Certificate, History, ObjId, Op, OpRef, Status, TxnId, ValueId, Writer};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
 use graph::Csr;
@@ -72,31 +72,51 @@ pub(crate) struct Inference {
 
 /// Where each written value came from.
 #[derive(Clone, Copy, Debug)]
-struct Site {
-    txn: TxnId,
-    op: u32,
-    is_final: bool,
+pub(crate) struct Site {
+    /// The writing transaction.
+    pub(crate) txn: TxnId,
+    /// The write's op index in it.
+    pub(crate) op: u32,
+    /// Whether it is the transaction's last write of the object (an installed version).
+    pub(crate) is_final: bool,
 }
 
-/// Resolves every read of an MT-shaped history and builds the dependency edges.
-pub(crate) fn infer(h: &History) -> Inference {
-    let n = h.txns.len();
+/// The write behind every (object, value) written in `h` (values are unique per object in
+/// the histories the black-box checkers accept).
+pub(crate) fn write_sites(h: &History) -> FxHashMap<(ObjId, ValueId), Site> {
     let mut sites: FxHashMap<(ObjId, ValueId), Site> = FxHashMap::default();
-    sites.reserve(n * 2);
+    sites.reserve(h.txns.len() * 2);
+    // Objects written later in the transaction (walking backwards): a list for short
+    // transactions, a set for long ones (a plume file's aborted writes are one transaction).
+    let mut later: Vec<ObjId> = Vec::new();
     for t in h.txn_ids() {
         let ops = &h.txn(t).ops;
-        for (i, op) in ops.iter().enumerate() {
+        let mut later_set: Option<FxHashSet<ObjId>> = (ops.len() > 32).then(FxHashSet::default);
+        later.clear();
+        for (i, op) in ops.iter().enumerate().rev() {
             if let Op::Write { obj, value } = op {
-                let is_final =
-                    !ops[i + 1..].iter().any(|o| matches!(o, Op::Write { obj: o2, .. } if o2 == obj));
+                let is_final = match &mut later_set {
+                    Some(set) => set.insert(*obj),
+                    None if later.contains(obj) => false,
+                    None => {
+                        later.push(*obj);
+                        true
+                    }
+                };
                 sites.insert((*obj, *value), Site { txn: t, op: i as u32, is_final });
             }
         }
     }
-    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
-    let init_of = |obj: ObjId| initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
+    sites
+}
+
+/// Which transactions are nodes of the graph: the committed ones, and those of unknown
+/// outcome whose write a transaction that may have committed read.
+pub(crate) fn graph_nodes(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>) -> Vec<bool> {
     let mut in_graph: Vec<bool> = h.txns.iter().map(|t| t.status == Status::Committed).collect();
-    // An unknown transaction committed if a transaction that may have committed read its write.
+    if !h.txns.iter().any(|t| t.status == Status::Unknown) {
+        return in_graph;
+    }
     for t in h.txn_ids().filter(|t| h.txn(*t).status != Status::Aborted) {
         for op in &h.txn(t).ops {
             if let Op::Read { obj, value } = op {
@@ -108,6 +128,16 @@ pub(crate) fn infer(h: &History) -> Inference {
             }
         }
     }
+    in_graph
+}
+
+/// Resolves every read of an MT-shaped history and builds the dependency edges.
+pub(crate) fn infer(h: &History) -> Inference {
+    let n = h.txns.len();
+    let sites = write_sites(h);
+    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
+    let init_of = |obj: ObjId| initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
+    let in_graph = graph_nodes(h, &sites);
     let mut inf = Inference {
         in_graph,
         deps: Vec::with_capacity(n * 3),
@@ -202,7 +232,7 @@ pub(crate) fn infer(h: &History) -> Inference {
 /// The writer of the version an external read saw, or `None` (and an anomaly) when no
 /// committed final write explains it.
 #[allow(clippy::too_many_arguments)]
-fn resolve(
+pub(crate) fn resolve(
     h: &History,
     in_graph: &[bool],
     sites: &FxHashMap<(ObjId, ValueId), Site>,
@@ -320,8 +350,9 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         return Err(CheckError::UnsupportedLevel {
             checker: CheckerKind::Mtc,
             level,
-            hint: "mtc decides serializable and snapshot-isolation; for weaker levels give a certificate \
-                   (--checker emme)",
+            hint:
+                "mtc decides serializable and snapshot-isolation; for read-committed, read-atomic and causal \
+                   use --checker weak, for the others give a certificate (--checker emme)",
         });
     }
     check_shape(h)?;

@@ -248,7 +248,7 @@ pub(crate) mod oracle {
         true
     }
 
-    fn permutations(items: Vec<usize>, out: &mut Vec<Vec<usize>>) {
+    pub(crate) fn permutations(items: Vec<usize>, out: &mut Vec<Vec<usize>>) {
         fn go(rest: &mut Vec<usize>, acc: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
             if rest.is_empty() {
                 out.push(acc.clone());
@@ -270,13 +270,23 @@ pub(crate) mod oracle {
     /// snapshot) provided no other writer of its keys commits in between (first committer
     /// wins); otherwise the snapshot is the prefix right before it (serializability).
     pub(crate) fn brute_force(txns: &[Txn], keys: u8, si: bool) -> bool {
+        brute_force_where(txns, keys, si, |_| true)
+    }
+
+    /// [`brute_force`] over the commit orders `allowed` accepts only.
+    pub(crate) fn brute_force_where(
+        txns: &[Txn],
+        keys: u8,
+        si: bool,
+        allowed: impl Fn(&[usize]) -> bool,
+    ) -> bool {
         let committed: Vec<usize> = (0..txns.len()).filter(|&i| txns[i].committed).collect();
         if committed.iter().any(|&i| !internally_consistent(&txns[i])) {
             return false;
         }
         let mut perms = Vec::new();
         permutations(committed, &mut perms);
-        'perm: for perm in perms {
+        'perm: for perm in perms.into_iter().filter(|p| allowed(p)) {
             // states[p]: the values after the first p transactions of the order.
             let mut states = vec![vec![0i64; keys as usize]];
             for &t in &perm {

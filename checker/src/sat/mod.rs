@@ -47,7 +47,14 @@ use solve::Outcome;
 const PRUNE_ROUNDS: usize = 16;
 
 /// Runs the SAT checker: Cobra-style at serializable, PolySI-style at snapshot isolation.
-pub(crate) fn check(h: &History, level: IsolationLevel, checker: CheckerKind) -> Result<Report, CheckError> {
+/// `given`: a version order (King Cobra's, possibly partial) whose orders of listed writers
+/// are fixed before pruning; the orders it leaves out are searched.
+pub(crate) fn check(
+    h: &History,
+    level: IsolationLevel,
+    checker: CheckerKind,
+    given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
+) -> Result<Report, CheckError> {
     let wanted = if checker == CheckerKind::Cobra {
         IsolationLevel::Serializable
     } else {
@@ -72,6 +79,13 @@ pub(crate) fn check(h: &History, level: IsolationLevel, checker: CheckerKind) ->
         anomalies.extend(mtc::divergences(h, &inf));
     }
     let mut pg = Polygraph::build(h, &inf);
+    if let Some(order) = given {
+        let fixed = pg.give(order);
+        report.notes.push(format!(
+            "the certificate's version order fixed {fixed} order(s) of consecutive listed writers (edges marked \
+             'given'); the writes it leaves out are placed by the search"
+        ));
+    }
     let open_before = pg.pairs.len();
     report.stats.edges = pg.deps.len() + pg.anti.len();
     let pruned = prune::prune(&mut pg, si, PRUNE_ROUNDS);
@@ -124,7 +138,13 @@ pub(crate) fn applies(h: &History) -> bool {
 }
 
 /// Only item reads and writes, unique non-initial values, no deletes.
-fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
+pub(crate) fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
+    shape_checking(h, checker, true)
+}
+
+/// [`shape`], with the search for a value written twice only when `repeats` (a caller that
+/// indexed every write already knows whether some (object, value) came twice).
+pub(crate) fn shape_checking(h: &History, checker: CheckerKind, repeats: bool) -> Result<(), CheckError> {
     let initial: FxHashMap<ObjId, isocert_history::ValueId> = h.initial.iter().copied().collect();
     let mut seen = FxHashSet::default();
     for t in h.txn_ids() {
@@ -147,7 +167,7 @@ fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
                     if initial.get(obj) == Some(value) {
                         return refuse(format!("writes the initial value {}", h.value_label(*obj, *value)));
                     }
-                    if !seen.insert((*obj, *value)) {
+                    if repeats && !seen.insert((*obj, *value)) {
                         return refuse(format!(
                             "writes {}, which another write also wrote",
                             h.value_label(*obj, *value)
@@ -210,6 +230,7 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
             e.explanation.push_str(match t.origin {
                 Origin::Certain | Origin::InitialRead => " (certain)",
                 Origin::Forced => " (forced: the other order of these writes closes a cycle)",
+                Origin::Given => " (given by the certificate's version order)",
                 Origin::Chosen(_) => " (chosen by the solver)",
             });
             e

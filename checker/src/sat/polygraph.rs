@@ -18,6 +18,8 @@ pub(crate) enum Origin {
     InitialRead,
     /// The other order of the two writers closes a cycle of known edges (pruning).
     Forced,
+    /// Given by the certificate's (possibly partial) version order.
+    Given,
     /// The order the solver tried: the literal that implies the edge.
     Chosen(Lit),
 }
@@ -67,8 +69,10 @@ pub(crate) struct Polygraph {
     rmw_order: FxHashSet<(ObjId, TxnId, TxnId)>,
     /// The same, per key.
     rmw_by_key: FxHashMap<ObjId, Vec<(TxnId, TxnId)>>,
-    /// Per key, the orders pruning forced.
+    /// Per key, the orders pruning forced (and those the certificate gave).
     forced_by_key: FxHashMap<ObjId, Vec<(TxnId, TxnId)>>,
+    /// The orders the certificate's version order gave: `(obj, first, second)`.
+    given: FxHashSet<(ObjId, TxnId, TxnId)>,
 }
 
 impl Polygraph {
@@ -141,7 +145,30 @@ impl Polygraph {
             rmw_order: known_order.clone(),
             known_order,
             forced_by_key: FxHashMap::default(),
+            given: FxHashSet::default(),
         }
+    }
+
+    /// Fixes the orders a (possibly partial) version order gives: per key, each listed
+    /// writer before the next listed one (the orders between listed writers further apart
+    /// follow by transitivity, and pruning fixes them). Listed transactions that are not
+    /// writers of the key in the graph are passed over. Returns how many orders were fixed.
+    pub(crate) fn give(&mut self, order: &FxHashMap<ObjId, Vec<TxnId>>) -> usize {
+        let mut objs: Vec<&ObjId> = order.keys().collect();
+        objs.sort_unstable();
+        let mut fixed = Vec::new();
+        for obj in objs {
+            let Some(ws) = self.writers.get(obj) else { continue };
+            let listed: Vec<TxnId> =
+                order[obj].iter().copied().filter(|t| ws.binary_search(t).is_ok()).collect();
+            fixed.extend(listed.windows(2).map(|w| (*obj, w[0], w[1])));
+        }
+        self.given.extend(fixed.iter().copied());
+        let given = &self.given;
+        self.pairs.retain(|p| !given.contains(&(p.obj, p.a, p.b)) && !given.contains(&(p.obj, p.b, p.a)));
+        let count = fixed.len();
+        self.force(fixed);
+        count
     }
 
     /// Records forced orders `(obj, first, second)` and rebuilds the known edges from every
@@ -182,8 +209,10 @@ impl Polygraph {
                 None => edges.extend(self.forced_by_key[&obj].iter().copied()),
             }
             for (first, second) in edges {
+                let origin =
+                    if self.given.contains(&(obj, first, second)) { Origin::Given } else { Origin::Forced };
                 let (deps, anti) = (&mut self.deps, &mut self.anti);
-                order_edges_into(&self.readers, obj, first, second, Origin::Forced, |e| {
+                order_edges_into(&self.readers, obj, first, second, origin, |e| {
                     if e.2.dep.kind == EdgeKind::Ww {
                         deps.push(e)
                     } else {

@@ -10,9 +10,11 @@
 //!
 //! A version is named by the *value* its `W` record wrote (King Cobra requires values unique
 //! per key), so reading one resolves each value to the transaction that wrote it and yields a
-//! certificate version order. King Cobra accepts a partial order; Emme's verdict is only
-//! sound on a complete one, so a committed write the file leaves out is an error here, while
-//! versions no log write produced are skipped and counted (as King Cobra skips them).
+//! certificate version order. King Cobra accepts a partial order, and so does isocert: a
+//! committed write the file leaves out is reported in a note, and the checkers that search
+//! version orders (cobra, polysi) fix the listed orders and search the rest, while Emme
+//! reports the missing versions; versions no log write produced are skipped and counted (as
+//! King Cobra skips them).
 
 use std::io::Write;
 use std::path::Path;
@@ -111,8 +113,8 @@ pub fn parse_king_cobra_version_order(bytes: &[u8]) -> Result<Vec<KeyVersions>, 
 ///
 /// # Errors
 /// The log errors of [`super::read_cobra_dir`]; the `.vo` errors of
-/// [`parse_king_cobra_version_order`], a value two transactions wrote, and a committed write
-/// the order leaves out, each naming the `.vo` file.
+/// [`parse_king_cobra_version_order`] and a value two transactions wrote, each naming the
+/// `.vo` file. A committed write the order leaves out is a note, not an error.
 pub fn read_cobra_dir_with_version_order(dir: &Path, vo: &Path) -> Result<Imported, FormatError> {
     let reader = read_logs(dir)?;
     let bytes = std::fs::read(vo).map_err(|e| FormatError::Io(e).in_file(vo))?;
@@ -207,8 +209,7 @@ fn resolve(
             order.insert(obj, writers);
         }
     }
-    check_complete(h, &order, keys)?;
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = partial_note(h, &order).into_iter().collect();
     if unknown_keys > 0 {
         notes.push(format!("{unknown_keys} keys of the version order do not occur in the logs (skipped)"));
     }
@@ -220,12 +221,9 @@ fn resolve(
     Ok((Certificate { version_order: Some(order), ..Certificate::default() }, notes))
 }
 
-/// Every committed write must have its place: Emme's verdict rests on a complete order.
-fn check_complete(
-    h: &History,
-    order: &FxHashMap<ObjId, Vec<TxnId>>,
-    keys: &[KeyVersions],
-) -> Result<(), FormatError> {
+/// A note naming the first committed write (in file order) that the order has no place
+/// for, and how many there are; `None` when the order is complete.
+fn partial_note(h: &History, order: &FxHashMap<ObjId, Vec<TxnId>>) -> Option<String> {
     let placed: FxHashSet<(ObjId, TxnId)> =
         order.iter().flat_map(|(&obj, writers)| writers.iter().map(move |&t| (obj, t))).collect();
     let mut missing: FxHashSet<(ObjId, TxnId)> = FxHashSet::default();
@@ -239,22 +237,17 @@ fn check_complete(
             }
         }
     }
-    let Some((obj, t)) = first else { return Ok(()) };
-    let key = h.object(obj).key.clone();
-    let listed = keys.iter().find(|k| Scalar::Int(k.key) == key);
+    let (obj, t) = first?;
     let more = match missing.len() {
         1 => String::new(),
-        n => format!(" (and {} more committed writes)", n - 1),
+        n => format!(" and {} more committed writes", n - 1),
     };
-    let message = format!(
-        "the version order is partial: it has no place for {}'s write of key {key}{more}; King Cobra \
-         can use a partial order, but isocert's verdict needs every committed write ordered",
-        h.txn_label(t)
-    );
-    Err(match listed {
-        Some(entry) => FormatError::Binary { offset: entry.offset, field: "key".into(), message },
-        None => FormatError::invalid(0, "keys", message),
-    })
+    Some(format!(
+        "the version order is partial: it has no place for {}'s write of key {}{more}; the listed orders are \
+         fixed and the rest is searched (--checker cobra or polysi, which auto picks)",
+        h.txn_label(t),
+        h.object(obj).key
+    ))
 }
 
 /// Writes the certificate's version order as a King Cobra `.vo` file: each version is named by

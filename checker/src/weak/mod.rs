@@ -1,0 +1,346 @@
+//! Black-box read committed, read atomic and causal consistency for key-value histories
+//! with unique written values and no certificate, in near-linear time (the approach of
+//! AWDIT, Møldrup and Pavlogiannis, "Optimal Isolation Checking", PLDI 2025, on Biswas and
+//! Enea's axiomatic definitions).
+//!
+//! 1. Reads are resolved by value as MTC and the SAT checkers do ([`reads`]); reads no
+//!    level allows (aborted, intermediate, garbage, a transaction contradicting its own
+//!    write) are reported as they report them. Every read is external unless the
+//!    transaction wrote the object before it, so a transaction may read one object twice
+//!    from two writers (read committed allows it; the stronger levels' axioms refuse it).
+//! 2. Session order and read dependencies must be acyclic (the commit order contains them);
+//!    a cycle there is `g1c`, circular information flow.
+//! 3. The level's axiom forces write orders ([`saturate`]); the level holds exactly when
+//!    session order, read dependencies and those orders are acyclic. One shortest cycle per
+//!    strongly connected component is reported, each forced order explained by the read that
+//!    forces it. A read of the initial version that some transaction's write had to precede
+//!    is reported alone, as a two-step cycle through an anti-dependency.
+//!
+//! Read committed is linear in the operations for transactions of bounded size (each read
+//! is compared with the distinct writers read before it in its transaction), read atomic
+//! likewise, and causal consistency costs one vector clock per transaction, O(n · sessions)
+//! time and memory, plus a binary search per read and session.
+
+mod clock;
+mod reads;
+mod saturate;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+
+use isocert_history::{History, Op, OpRef, TxnId, Writer};
+
+use crate::mtc::graph::Csr;
+use crate::mtc::{cycle_anomaly, cycle_kind};
+use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
+use clock::{topological_order, Clocks};
+use reads::Reads;
+use saturate::{Forced, Saturation, SessionWriters, Via};
+
+/// Vector-clock entries (u32 each) causal consistency may allocate: 4 GiB.
+const MAX_CLOCK_ENTRIES: usize = 1 << 30;
+
+/// One edge of the graph: session order, a read dependency, or a forced write order.
+#[derive(Clone, Copy, Debug)]
+enum Why {
+    /// `from` came before `to` in their session.
+    Session,
+    /// `to` read what `from` wrote, at this op.
+    Read(u32),
+    /// `from`'s write of an object must precede `to`'s.
+    Order(Forced),
+}
+
+/// Runs the weak checker at read committed, read atomic or causal.
+pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
+    let kind = match level {
+        IsolationLevel::ReadCommitted => AnomalyKind::NonMonotonicRead,
+        IsolationLevel::ReadAtomic => AnomalyKind::FracturedRead,
+        IsolationLevel::Causal => AnomalyKind::CausalityViolation,
+        _ => return Err(CheckError::UnsupportedLevel {
+            checker: CheckerKind::Weak,
+            level,
+            hint: "weak checks read-committed, read-atomic and causal; without a certificate use mtc, cobra \
+                       or polysi for serializable and snapshot-isolation",
+        }),
+    };
+    let sites = crate::mtc::write_sites(h);
+    let writes = h.txns.iter().flat_map(|t| &t.ops).filter(|op| matches!(op, Op::Write { .. })).count();
+    crate::sat::shape_checking(h, CheckerKind::Weak, sites.len() != writes)?;
+    let reads = Reads::resolve(h, &sites);
+    let mut report = Report::new(level, CheckerKind::Weak);
+    report.stats.txns = h.txns.len();
+    report.stats.committed = reads.in_graph.iter().filter(|&&b| b).count();
+    report.stats.ops = h.txns.iter().map(|t| t.ops.len()).sum();
+    report.notes.push(
+        "no certificate: reads resolved by value; Biswas and Enea's axioms, session order included (weak)"
+            .into(),
+    );
+    let mut anomalies = reads.anomalies.clone();
+    let mut edges = base_edges(&reads);
+    let n = h.txns.len();
+    // Causal consistency needs a topological order of session order and reads for its
+    // clocks; the other levels find a cycle there only if the final graph has one.
+    let order = if level == IsolationLevel::Causal {
+        match topological_order(&reads.in_graph, &edges) {
+            Some(order) => order,
+            None => return Ok(information_flow(h, report, anomalies, &edges)),
+        }
+    } else {
+        Vec::new()
+    };
+    let sat = match level {
+        IsolationLevel::ReadCommitted => saturate::read_committed(&reads),
+        IsolationLevel::ReadAtomic => saturate::read_atomic(&reads),
+        _ => {
+            let entries = Clocks::entries(&reads);
+            if entries > MAX_CLOCK_ENTRIES {
+                return Err(CheckError::UnsupportedHistory {
+                    checker: CheckerKind::Weak,
+                    what: format!(
+                        "causal consistency keeps one clock entry per transaction and session: {} transactions × \
+                         {} sessions is over {MAX_CLOCK_ENTRIES} entries",
+                        h.txns.len(),
+                        reads.sessions.len()
+                    ),
+                });
+            }
+            let clocks = Clocks::build(&reads, &order);
+            saturate::causal(&reads, &SessionWriters::build(&reads), &clocks)
+        }
+    };
+    let base_len = edges.len();
+    edges.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
+    // Acyclic (the common case) is decided by Kahn's algorithm alone; the graphs that
+    // explain counterexamples are built only when there is something to explain.
+    let cyclic = topological_order(&reads.in_graph, &edges).is_none();
+    if cyclic
+        && level != IsolationLevel::Causal
+        && topological_order(&reads.in_graph, &edges[..base_len]).is_none()
+    {
+        edges.truncate(base_len);
+        return Ok(information_flow(h, report, anomalies, &edges));
+    }
+    report.stats.edges = edges.len();
+    report.notes.push(format!(
+        "{} external read(s) forced {} write order(s) between transactions; {} read(s) of an initial version \
+         came after a write they had to see",
+        reads.len(),
+        sat.edges.len(),
+        sat.initial.len()
+    ));
+    if cyclic || !sat.initial.is_empty() {
+        let base = Csr::build(n, &edges[..base_len]);
+        anomalies.extend(initial_reads(h, &reads, &base, &sat, kind));
+        if cyclic {
+            anomalies.extend(cycles(h, &Csr::build(n, &edges), &base, kind));
+        }
+    }
+    report.anomalies = anomalies;
+    Ok(report)
+}
+
+/// The report when session order and reads alone have a cycle (`g1c`): no write order is
+/// inferred.
+fn information_flow(
+    h: &History,
+    mut report: Report,
+    mut anomalies: Vec<Anomaly>,
+    base: &[(u32, u32, Why)],
+) -> Report {
+    report.stats.edges = base.len();
+    let graph = Csr::build(h.txns.len(), base);
+    anomalies.extend(cycles(h, &graph, &graph, AnomalyKind::G1c));
+    report.notes.push("session order and reads have a cycle: no write order was inferred".into());
+    report.anomalies = anomalies;
+    report
+}
+
+/// Session order between consecutive nodes of a session, and a read dependency per read.
+fn base_edges(reads: &Reads) -> Vec<(u32, u32, Why)> {
+    let mut edges = Vec::with_capacity(reads.len() + reads.in_graph.len());
+    for session in &reads.sessions {
+        for pair in session.windows(2) {
+            edges.push((pair[0].0, pair[1].0, Why::Session));
+        }
+        for &t in session {
+            for read in reads.of(t) {
+                if let Writer::Txn(w) = read.writer {
+                    edges.push((w.0, t.0, Why::Read(read.op)));
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// One shortest cycle per cyclic strongly connected component of `graph`, explained; a
+/// cycle with a forced order is of kind `kind`, one without is `g1c`.
+fn cycles(h: &History, graph: &Csr<Why>, base: &Csr<Why>, kind: AnomalyKind) -> Vec<Anomaly> {
+    let mut member = vec![false; graph.nodes()];
+    let mut out = Vec::new();
+    for comp in graph.cyclic_components() {
+        comp.iter().for_each(|&n| member[n as usize] = true);
+        let start = *comp.iter().min().expect("components are not empty");
+        let cycle = graph.shortest_cycle(start, &|n| member[n as usize]);
+        comp.iter().for_each(|&n| member[n as usize] = false);
+        let forced = cycle.iter().any(|e| matches!(e.2, Why::Order(_)));
+        let edges: Vec<Edge> = cycle.iter().map(|&(a, b, why)| explain(h, base, a, b, why)).collect();
+        let (kind, what) = if forced {
+            (kind, "no commit order respects session order, reads and the write orders they force")
+        } else {
+            (
+                cycle_kind(edges.iter().map(|e| e.kind)),
+                "session order and reads form a cycle (circular information flow)",
+            )
+        };
+        out.push(cycle_anomaly(h, kind, edges, what));
+    }
+    out
+}
+
+/// Reads of an initial version that a write had to precede: one anomaly per reading
+/// transaction, the path from the writer to the reader closed by the anti-dependency.
+fn initial_reads(
+    h: &History,
+    reads: &Reads,
+    base: &Csr<Why>,
+    sat: &Saturation,
+    kind: AnomalyKind,
+) -> Vec<Anomaly> {
+    let mut reported: Vec<bool> = vec![false; reads.in_graph.len()];
+    let mut out = Vec::new();
+    for &(t2, why) in &sat.initial {
+        if std::mem::replace(&mut reported[why.reader.index()], true) {
+            continue;
+        }
+        let mut edges = precedence(h, base, t2, why);
+        edges.push(Edge {
+            from: why.reader,
+            to: t2,
+            kind: EdgeKind::Rw,
+            obj: Some(why.obj),
+            op: Some(OpRef { txn: why.reader, op: why.op }),
+            explanation: format!(
+                "{} read the initial version of {} at op {}, which {} overwrote",
+                h.txn_label(why.reader),
+                h.object_label(why.obj),
+                why.op,
+                h.txn_label(t2)
+            ),
+        });
+        out.push(cycle_anomaly(
+            h,
+            kind,
+            edges,
+            "a read saw the initial version although a write it had to see came before it",
+        ));
+    }
+    out
+}
+
+/// The edges by which `t2` precedes the reader of `why`, as the level's premise says.
+fn precedence(h: &History, base: &Csr<Why>, t2: TxnId, why: Forced) -> Vec<Edge> {
+    match why.via {
+        Via::EarlierRead(op) | Via::Read(op) => vec![explain(h, base, t2.0, why.reader.0, Why::Read(op))],
+        Via::Session => vec![explain(h, base, t2.0, why.reader.0, Why::Session)],
+        Via::Causal => {
+            path(base, t2.0, why.reader.0).into_iter().map(|(a, b, w)| explain(h, base, a, b, w)).collect()
+        }
+    }
+}
+
+/// A shortest path of session order and reads from `from` to `to` (breadth-first).
+fn path(base: &Csr<Why>, from: u32, to: u32) -> Vec<(u32, u32, Why)> {
+    let mut parent: rustc_hash::FxHashMap<u32, (u32, Why)> = rustc_hash::FxHashMap::default();
+    let mut queue = VecDeque::from([from]);
+    while let Some(v) = queue.pop_front() {
+        if v == to {
+            break;
+        }
+        for (&w, &why) in base.targets_from(v).iter().zip(base.payloads_from(v)) {
+            if w != from && !parent.contains_key(&w) {
+                parent.insert(w, (v, why));
+                queue.push_back(w);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut at = to;
+    while at != from {
+        let Some(&(p, why)) = parent.get(&at) else { return Vec::new() };
+        out.push((p, at, why));
+        at = p;
+    }
+    out.reverse();
+    out
+}
+
+/// One explained edge.
+fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
+    let (a, b) = (TxnId(from), TxnId(to));
+    let (la, lb) = (h.txn_label(a), h.txn_label(b));
+    let read_at = |t: TxnId, op: u32| match h.txn(t).ops.get(op as usize) {
+        Some(isocert_history::Op::Read { obj, value }) => {
+            (Some(*obj), format!("{} = {}", h.object_label(*obj), h.value_label(*obj, *value)))
+        }
+        _ => (None, format!("op {op}")),
+    };
+    match why {
+        Why::Session => Edge {
+            from: a,
+            to: b,
+            kind: EdgeKind::Session,
+            obj: None,
+            op: None,
+            explanation: format!("{la} came before {lb} in their session"),
+        },
+        Why::Read(op) => {
+            let (obj, value) = read_at(b, op);
+            Edge {
+                from: a,
+                to: b,
+                kind: EdgeKind::Wr,
+                obj,
+                op: Some(OpRef { txn: b, op }),
+                explanation: format!("{lb} read {value} written by {la}"),
+            }
+        }
+        Why::Order(f) => {
+            let t3 = f.reader;
+            let l3 = h.txn_label(t3);
+            let (_, value) = read_at(t3, f.op);
+            let because = match f.via {
+                Via::EarlierRead(op) => format!(
+                    "after it had read {} written by {la} at op {op} (read committed: no read sees an older \
+                     version than an earlier read of its transaction)",
+                    read_at(t3, op).1
+                ),
+                Via::Session => format!("though {la} came before {l3} in its session (read atomic)"),
+                Via::Read(op) => format!(
+                    "though it read {} written by {la} at op {op} (read atomic: all of a transaction's writes or \
+                     none)",
+                    read_at(t3, op).1
+                ),
+                Via::Causal => {
+                    let chain: Vec<String> =
+                        path(base, from, t3.0).iter().map(|&(_, to, _)| h.txn_label(TxnId(to))).collect();
+                    format!("though {la} causally precedes {l3} ({la} -> {}) (causal consistency)", chain.join(" -> "))
+                }
+            };
+            Edge {
+                from: a,
+                to: b,
+                kind: EdgeKind::Ww,
+                obj: Some(f.obj),
+                op: Some(OpRef { txn: t3, op: f.op }),
+                explanation: format!(
+                    "{la}'s write of {} must come before {lb}'s: {l3} read {value} written by {lb} at op {} {because}",
+                    h.object_label(f.obj),
+                    f.op
+                ),
+            }
+        }
+    }
+}
