@@ -526,3 +526,28 @@ async fn openapi(State(state): State<Shared>) -> Response {
     let doc = state.openapi.get().cloned().unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], doc).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_has_its_status_and_the_waits_say_when_to_retry() {
+        let cases = [
+            (CertifyError::NotReady, 202, true),
+            (CertifyError::BadHistory("line 2".into()), 400, false),
+            (CertifyError::Forbidden("kv".into()), 403, false),
+            (CertifyError::UnknownTable("kv".into()), 404, false),
+            (CertifyError::ForeignWriters, 409, false),
+            (CertifyError::OpaqueMatch, 409, false),
+            (CertifyError::Collected("kv".into()), 410, false),
+            (CertifyError::Disagrees("x".into()), 422, false),
+            (CertifyError::Unavailable("down".into()), 503, true),
+        ];
+        for (error, status, retry) in cases {
+            let response = ApiError::from(error).into_response();
+            assert_eq!(response.status().as_u16(), status);
+            assert_eq!(response.headers().get(header::RETRY_AFTER).is_some(), retry, "{status}");
+        }
+    }
+}
