@@ -171,7 +171,33 @@ fn is_integer_type(t: &DataType) -> bool {
             | DataType::Int2(_)
             | DataType::Int4(_)
             | DataType::Int8(_)
-    )
+    ) || matches!(t, DataType::Custom(name, _)
+        if last_name(name).is_some_and(|n| matches!(n.as_str(), "serial" | "bigserial" | "smallserial" | "serial2" | "serial4" | "serial8")))
+}
+
+/// `sql` without PostgreSQL's `INCLUDE (...)` after a key constraint (covering columns of
+/// its index, which sqlparser does not read and which change nothing that is recorded).
+fn without_include(sql: &str) -> String {
+    let lower = sql.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut rest = 0;
+    let mut from = 0;
+    while let Some(found) = lower[from..].find("include") {
+        let at = from + found;
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + "include".len()..].trim_start();
+        from = at + "include".len();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') || !after.starts_with('(') {
+            continue;
+        }
+        let open = lower.len() - after.len();
+        let Some(close) = lower[open..].find(')') else { break };
+        out.push_str(&sql[rest..at]);
+        rest = open + close + 1;
+        from = rest;
+    }
+    out.push_str(&sql[rest..]);
+    out
 }
 
 /// A table the setup creates that is not recorded, and why.
@@ -195,7 +221,7 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
     let mut found: Vec<ScenarioTable> = Vec::new();
     let mut skipped: Vec<SkippedTable> = Vec::new();
     for sql in setup.iter().flat_map(|b| split_statements(b)) {
-        let Some(statement) = parse_one(&sql, dialect) else {
+        let Some(statement) = parse_one(&without_include(&sql), dialect) else {
             let lower = sql.trim_start().to_ascii_lowercase();
             if lower.starts_with("create table") || lower.starts_with("create unlogged table") {
                 let name =
@@ -456,9 +482,15 @@ impl Translator {
         }
     }
 
-    /// An unparsable statement that names a recorded table may write it.
+    /// An unparsable statement that names a recorded table may write it, unless it is a
+    /// `SELECT` (sqlparser does not read `FOR KEY SHARE`, `FOR NO KEY UPDATE`, `SKIP LOCKED`)
+    /// or a `LOCK`: those take locks and read, never write.
     fn unparsed_effect(&self, sql: &str) -> Effect {
         let lower = sql.to_ascii_lowercase();
+        let first = lower.split_whitespace().next().unwrap_or_default();
+        if first == "select" || first == "lock" {
+            return Effect::Unseen;
+        }
         let names_one = lower
             .split(|c: char| !(c.is_alphanumeric() || c == '_'))
             .any(|w| self.tables.iter().any(|t| t.spec.name == w));
@@ -654,6 +686,19 @@ mod tests {
     }
 
     #[test]
+    fn serial_columns_and_covering_keys_are_recordable() {
+        let found = find_tables(
+            &["CREATE TABLE s (id serial PRIMARY KEY, n bigserial); \
+               CREATE TABLE c (key int, value int, PRIMARY KEY (key) INCLUDE (value))"
+                .to_string()],
+            Dialect::Postgres,
+        );
+        let found: Vec<(&str, &[&str])> = found.iter().map(|t| (t.spec.name, t.spec.columns)).collect();
+        assert_eq!(found, [("s", &["id", "n"][..]), ("c", &["key", "value"][..])]);
+        assert_eq!(without_include("a INCLUDE (b, c)) included_x"), "a ) included_x");
+    }
+
+    #[test]
     fn every_recordable_table_is_found_with_its_key_first() {
         let found: Vec<(&str, &[&str])> = tables().iter().map(|t| (t.spec.name, t.spec.columns)).collect();
         // w has a text column: not recordable.
@@ -719,6 +764,8 @@ mod tests {
         assert_eq!(raw("SET enable_seqscan = off").0, Effect::None);
         assert_eq!(raw("SELECT pg_sleep(0.1)").0, Effect::None);
         assert_eq!(raw("DO $$ BEGIN UPDATE t SET v = 1; END $$").0, Effect::WritesTable);
+        assert_eq!(raw("SELECT * FROM t WHERE id = 1 FOR KEY SHARE").0, Effect::Unseen);
+        assert_eq!(raw("LOCK t IN SHARE MODE").0, Effect::Unseen);
         assert_eq!(raw("INSERT INTO t (id, v) VALUES (9, 9)").0, Effect::WritesTable);
         // Every recordable table is recorded; one that is not makes the verdict partial.
         let u = tables()[1];
