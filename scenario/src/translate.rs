@@ -420,6 +420,13 @@ impl Translator {
             },
             Statement::Commit { .. } => Action::Commit,
             Statement::Rollback { savepoint: None, .. } => Action::Rollback,
+            // The history cannot take back what a recorded statement did.
+            Statement::Rollback { savepoint: Some(_), .. } if !self.tables.is_empty() => {
+                self.raw(sql, Effect::WritesTable, "ROLLBACK TO SAVEPOINT undoes recorded statements")
+            }
+            Statement::Merge { .. } | Statement::Truncate { .. } => {
+                self.raw(sql, self.unparsed_effect(sql), "MERGE or TRUNCATE")
+            }
             Statement::Query(q) => self.query(sql, q),
             Statement::Insert(insert) => self.insert(sql, insert),
             Statement::Update { table, assignments, from, selection, returning, limit, .. } => {
@@ -766,6 +773,9 @@ mod tests {
         assert_eq!(raw("DO $$ BEGIN UPDATE t SET v = 1; END $$").0, Effect::WritesTable);
         assert_eq!(raw("SELECT * FROM t WHERE id = 1 FOR KEY SHARE").0, Effect::Unseen);
         assert_eq!(raw("LOCK t IN SHARE MODE").0, Effect::Unseen);
+        assert_eq!(raw("ROLLBACK TO SAVEPOINT a").0, Effect::WritesTable);
+        assert_eq!(raw("TRUNCATE t").0, Effect::WritesTable);
+        assert_eq!(raw("TRUNCATE w").0, Effect::Unseen);
         assert_eq!(raw("INSERT INTO t (id, v) VALUES (9, 9)").0, Effect::WritesTable);
         // Every recordable table is recorded; one that is not makes the verdict partial.
         let u = tables()[1];
