@@ -4,8 +4,10 @@
 //!
 //! One line per permutation: its steps, the steps that waited for a lock, the statements
 //! that failed, and the verdict: `valid`, `anomalies` (with their kinds), `partial` (valid,
-//! but some statements ran unrecorded), `uncertified` (a statement wrote the recorded table
-//! unrecorded, so no certificate can be complete) or `unrecorded` (no recordable table).
+//! but some statements ran unrecorded), `uncertified` (a statement wrote a recorded table
+//! unrecorded, or the captured log holds a write the history lacks, so no certificate can be
+//! complete), `invalid` (a step could not run as written) or `unrecorded` (no recordable
+//! table).
 
 use std::fs;
 use std::path::PathBuf;
