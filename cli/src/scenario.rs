@@ -4,8 +4,10 @@
 //!
 //! One line per permutation: its steps, the steps that waited for a lock, the statements
 //! that failed, and the verdict: `valid`, `anomalies` (with their kinds), `partial` (valid,
-//! but some statements ran unrecorded), `uncertified` (a statement wrote the recorded table
-//! unrecorded, so no certificate can be complete) or `unrecorded` (no recordable table).
+//! but some statements ran unrecorded), `uncertified` (a statement wrote a recorded table
+//! unrecorded, or the captured log holds a write the history lacks, so no certificate can be
+//! complete), `invalid` (a step could not run as written) or `unrecorded` (no recordable
+//! table).
 
 use std::fs;
 use std::path::PathBuf;
@@ -18,7 +20,9 @@ use isocert_adapters::{dispatch, CaptureOptions, Database, DatabaseKind, Databas
 use isocert_checker::{check, render_json, CheckerKind, IsolationLevel};
 use isocert_history::History;
 use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_scenario::{find_table, run_permutation, PermutationRun, RunOptions, ScenarioTable, Spec};
+use isocert_scenario::{
+    run_permutation, survey_tables, PermutationRun, RunOptions, ScenarioTable, SkippedTable, Spec,
+};
 use isocert_workload::Isolation;
 use serde_json::json;
 
@@ -42,9 +46,14 @@ pub(crate) struct ScenarioArgs {
     /// repeat it to run every scenario at each level.
     #[arg(long, value_name = "LEVEL", default_value = "serializable")]
     isolation: Vec<Isolation>,
-    /// The level to check (default: --isolation as the adapter maps it).
+    /// The level to check (default: per permutation, the weakest level its transactions
+    /// ran at, as the adapter maps it: --isolation unless the spec names levels).
     #[arg(long, value_name = "LEVEL")]
     check: Option<IsolationLevel>,
+    /// Only parse the specs: print each one's file and permutation count, run nothing
+    /// (exit 2 at the first that does not parse).
+    #[arg(long, conflicts_with_all = ["table", "json", "out"])]
+    parse_only: bool,
     /// Print a Markdown table instead: a row per scenario, a column per --isolation, each
     /// cell the anomaly kinds any permutation showed (`none`); docs/SCENARIOS.md is made so.
     #[arg(long, conflicts_with = "json")]
@@ -72,6 +81,12 @@ pub(crate) fn run(args: ScenarioArgs) -> anyhow::Result<ExitCode> {
         let spec = isocert_scenario::parse(&text).with_context(|| format!("{}", path.display()))?;
         specs.push((path.clone(), spec));
     }
+    if args.parse_only {
+        for (path, spec) in &specs {
+            println!("{}: parses, {} permutation(s)", path.display(), spec.permutations_to_run().len());
+        }
+        return Ok(exit::valid());
+    }
     let kind = match &args.db {
         Some(url) => DatabaseKind::from_url(url)?,
         None => args.database,
@@ -93,6 +108,9 @@ impl DatabaseVisitor for ScenarioOn {
 #[derive(Debug)]
 struct Outcome {
     number: usize,
+    level: IsolationLevel,
+    /// Why a permutation is uncertified or unrecorded, when the verdict alone does not say.
+    why: Option<String>,
     run: PermutationRun,
     verdict: &'static str,
     anomalies: Vec<String>,
@@ -104,8 +122,8 @@ struct Outcome {
 struct SpecRun {
     path: PathBuf,
     isolation: Isolation,
-    level: IsolationLevel,
-    table: Option<ScenarioTable>,
+    tables: Vec<ScenarioTable>,
+    skipped: Vec<SkippedTable>,
     outcomes: Vec<Outcome>,
 }
 
@@ -163,16 +181,9 @@ fn run_spec<D: Database>(
     isolation: Isolation,
     args: &ScenarioArgs,
 ) -> anyhow::Result<SpecRun> {
-    let level = match args.check {
-        Some(level) => level,
-        None => D::checked_as(isolation)
-            .as_str()
-            .parse::<IsolationLevel>()
-            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
-    };
     let setup: Vec<String> = spec.setup.iter().map(|b| b.sql.clone()).collect();
-    let table = find_table(&setup, D::DIALECT);
-    if table.is_none() {
+    let (tables, skipped) = survey_tables(&setup, D::DIALECT);
+    if tables.is_empty() {
         eprintln!(
             "isocert: {}: the setup creates no table with integer columns and an integer primary key: \
              the permutations run, nothing is recorded",
@@ -200,19 +211,27 @@ fn run_spec<D: Database>(
     let mut outcomes = Vec::new();
     for number in numbers {
         let run = rt
-            .block_on(run_permutation(db, spec, table, &all[number - 1], &options))
+            .block_on(run_permutation(db, spec, &tables, &all[number - 1], &options))
             .with_context(|| format!("{}: permutation {number}", path.display()))?;
         let out = args
             .out
             .as_ref()
             .map(|d| d.join(&stem).join(isolation.as_str()).join(format!("permutation-{number}")));
-        let outcome = judge::<D>(number, run, table, level, out.as_deref(), args.json)?;
+        let weakest = run.levels.first().copied().unwrap_or(isolation);
+        let level = match args.check {
+            Some(level) => level,
+            None => D::checked_as(weakest)
+                .as_str()
+                .parse::<IsolationLevel>()
+                .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
+        };
+        let outcome = judge::<D>(number, run, level, out.as_deref(), args.json)?;
         if !args.json && !args.table {
             println!("{}", line(&outcome));
         }
         outcomes.push(outcome);
     }
-    Ok(SpecRun { path: path.to_path_buf(), isolation, level, table, outcomes })
+    Ok(SpecRun { path: path.to_path_buf(), isolation, tables, skipped, outcomes })
 }
 
 fn spec_json(r: &SpecRun) -> serde_json::Value {
@@ -224,6 +243,11 @@ fn spec_json(r: &SpecRun) -> serde_json::Value {
                 "permutation": o.number,
                 "steps": o.run.steps,
                 "verdict": o.verdict,
+                "checked_as": o.level.to_string(),
+                "levels": o.run.levels.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
+                "why": o.why,
+                "tables": o.run.tables,
+                "unreadable_tables": o.run.unreadable,
                 "anomalies": o.anomalies,
                 "waited": o.run.blocked,
                 "invalid": o.run.invalid,
@@ -236,8 +260,8 @@ fn spec_json(r: &SpecRun) -> serde_json::Value {
     json!({
         "spec": r.path.display().to_string(),
         "isolation": r.isolation.as_str(),
-        "checked_as": r.level.to_string(),
-        "table": r.table.map(|t| t.spec.name),
+        "tables": r.tables.iter().map(|t| t.spec.name).collect::<Vec<_>>(),
+        "skipped_tables": r.skipped,
         "permutations": list,
     })
 }
@@ -297,25 +321,42 @@ fn cell(r: &SpecRun) -> String {
 fn judge<D: Database>(
     number: usize,
     mut run: PermutationRun,
-    table: Option<ScenarioTable>,
     level: IsolationLevel,
     out: Option<&std::path::Path>,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let unrecorded =
-        |run: PermutationRun, verdict| Outcome { number, run, verdict, anomalies: Vec::new(), report: None };
+    let unrecorded = |run: PermutationRun, verdict, why: Option<String>| Outcome {
+        number,
+        level,
+        why,
+        run,
+        verdict,
+        anomalies: Vec::new(),
+        report: None,
+    };
     if run.invalid.is_some() {
-        return Ok(unrecorded(run, "invalid"));
+        return Ok(unrecorded(run, "invalid", None));
     }
-    let (Some(_), Some(log)) = (table, run.log.take()) else { return Ok(unrecorded(run, "unrecorded")) };
-    if run.unrecorded.iter().any(|u| u.writes_table) {
-        return Ok(unrecorded(run, "uncertified"));
+    let (false, Some(log)) = (run.tables.is_empty(), run.log.take()) else {
+        return Ok(unrecorded(run, "unrecorded", None));
+    };
+    if let Some(u) = run.unrecorded.iter().find(|u| u.writes_table) {
+        let why = format!("{} writes a recorded table unrecorded ({})", u.step, u.why);
+        return Ok(unrecorded(run, "uncertified", Some(why)));
     }
     let mut history: History = std::mem::take(&mut run.history);
     let interpreter = Interpreter::new(&history).context("compiling the recorded predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-    let recovered = D::recover(&mut history, &log, &matcher)
-        .with_context(|| format!("permutation {number}: recovering the certificate"))?;
+    let recovered = match D::recover(&mut history, &log, &matcher) {
+        Ok(recovered) => recovered,
+        // The database changed recorded rows the history does not hold (a trigger, a
+        // foreign key's action, a partition): no certificate, but the run goes on.
+        Err(e) => {
+            run.history = history;
+            run.log = Some(log);
+            return Ok(unrecorded(run, "uncertified", Some(format!("recovering the certificate: {e}"))));
+        }
+    };
     let report = check(&history, &recovered.certificate, level, CheckerKind::Auto, &interpreter)
         .with_context(|| format!("permutation {number}: checking"))?;
     let anomalies = report.anomalies.iter().map(|a| a.kind.to_string()).collect();
@@ -334,7 +375,7 @@ fn judge<D: Database>(
     let report = json.then(|| render_json(&report, &history));
     run.history = history;
     run.log = Some(log);
-    Ok(Outcome { number, run, verdict, anomalies, report })
+    Ok(Outcome { number, level, why: None, run, verdict, anomalies, report })
 }
 
 /// `permutation 2: r1 r2 w1 w2 c1 c2: anomalies (g2-item) [blocked: w2] [errors: c2: ...]`.
@@ -343,7 +384,7 @@ fn line(o: &Outcome) -> String {
     if !o.anomalies.is_empty() {
         s.push_str(&format!(" ({})", o.anomalies.join(", ")));
     }
-    if let Some(why) = &o.run.invalid {
+    if let Some(why) = o.run.invalid.as_ref().or(o.why.as_ref()) {
         s.push_str(&format!(" ({why})"));
     }
     if !o.run.blocked.is_empty() {

@@ -91,6 +91,25 @@ impl RawLog {
     pub fn change_count(&self) -> usize {
         self.txns.iter().map(|t| t.changes.len()).sum()
     }
+
+    /// One log from the logs of several captures of the same database (one per table): the
+    /// transactions in commit order, one transaction's changes from several logs (the same
+    /// commit position) joined in the order of `logs`. Each table's changes keep their
+    /// order; the order between tables within a transaction is not known (recovery orders
+    /// the versions of each row, never across rows).
+    pub fn merge(logs: Vec<RawLog>) -> RawLog {
+        let mut all: Vec<CommittedTxn> = logs.into_iter().flat_map(|l| l.txns).collect();
+        // Stable: a transaction's parts stay in the order of `logs`.
+        all.sort_by_key(|t| t.commit_lsn);
+        let mut merged: Vec<CommittedTxn> = Vec::with_capacity(all.len());
+        for txn in all {
+            match merged.last_mut() {
+                Some(last) if last.commit_lsn == txn.commit_lsn => last.changes.extend(txn.changes),
+                _ => merged.push(txn),
+            }
+        }
+        RawLog { txns: merged }
+    }
 }
 
 /// Why a raw log file could not be read.
@@ -252,6 +271,24 @@ mod tests {
 
     fn txn(lsn: u64) -> CommittedTxn {
         CommittedTxn { xid: lsn, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, changes: Vec::new() }
+    }
+
+    #[test]
+    fn logs_of_several_tables_merge_in_commit_order_joining_one_transaction() {
+        let change =
+            |table: &str, key: i64| RowChange { table: table.into(), key: Scalar::Int(key), row: None };
+        let with = |lsn: u64, changes: Vec<RowChange>| CommittedTxn { changes, ..txn(lsn) };
+        let mut a = RawLog::new();
+        a.push(with(10, vec![change("a", 1), change("a", 2)]));
+        a.push(with(30, vec![change("a", 3)]));
+        let mut b = RawLog::new();
+        b.push(with(20, vec![change("b", 1)]));
+        b.push(with(30, vec![change("b", 2)]));
+        let merged = RawLog::merge(vec![a, b]);
+        let lsns: Vec<u64> = merged.txns().iter().map(|t| t.commit_lsn).collect();
+        assert_eq!(lsns, [10, 20, 30]);
+        assert_eq!(merged.txns()[2].changes, vec![change("a", 3), change("b", 2)]);
+        assert_eq!(merged.change_count(), 5);
     }
 
     #[test]

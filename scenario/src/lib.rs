@@ -17,4 +17,4 @@ pub mod translate;
 
 pub use runner::{run_permutation, PermutationRun, RunOptions, ScenarioError, Unrecorded};
 pub use spec::{parse, Permutation, Spec, SpecError};
-pub use translate::{find_table, Action, Effect, ScenarioTable, Translator};
+pub use translate::{find_tables, survey_tables, Action, Effect, ScenarioTable, SkippedTable, Translator};

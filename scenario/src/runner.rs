@@ -1,7 +1,7 @@
 //! Running one permutation of a scenario on a database, through the seam.
 //!
 //! Per permutation: the global setup on an administrative connection, the change capture
-//! started on the recorded table, one connection per session (each in its own task, so a
+//! started on every recorded table (one capture each, their logs merged), one connection per session (each in its own task, so a
 //! step that waits for a lock does not stop the others), the session setups, the steps in
 //! the permutation's order, the session teardowns, the global teardown.
 //!
@@ -27,7 +27,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::spec::{Permutation, Spec};
-use crate::translate::{Action, Effect, ScenarioTable, Translator};
+use crate::translate::{Action, Effect, ScenarioTable, SkippedTable, Translator};
 
 /// How a scenario runs.
 #[derive(Clone, Debug)]
@@ -52,7 +52,7 @@ pub struct Unrecorded {
     pub sql: String,
     /// Why it is not recorded.
     pub why: String,
-    /// Whether it writes the recorded table (then the permutation cannot be certified).
+    /// Whether it writes a recorded table (then the permutation cannot be certified).
     pub writes_table: bool,
 }
 
@@ -63,7 +63,7 @@ pub struct PermutationRun {
     pub steps: Vec<String>,
     /// The recorded history (initial rows, every transaction of every session).
     pub history: History,
-    /// The captured change stream (none without a recorded table).
+    /// The captured change stream of every recorded table, merged (none without one).
     pub log: Option<RawLog>,
     /// Statements that ran unrecorded.
     pub unrecorded: Vec<Unrecorded>,
@@ -74,6 +74,22 @@ pub struct PermutationRun {
     /// Why the permutation could not run as written (isolationtester's "invalid
     /// permutation"): a step of a session whose previous step still waits for a lock.
     pub invalid: Option<String>,
+    /// The levels its recorded transactions ran at, each once, weakest first.
+    pub levels: Vec<Isolation>,
+    /// The tables recorded (those of the spec the runner could read after the setup).
+    pub tables: Vec<&'static str>,
+    /// Recordable tables whose rows could not be read after the setup (a NULL, a value out
+    /// of range): not recorded in this permutation, their statements run as written.
+    pub unreadable: Vec<SkippedTable>,
+}
+
+/// How strong a level is: read committed 0, repeatable read 1, serializable 2.
+pub fn strength(level: Isolation) -> u8 {
+    match level {
+        Isolation::ReadCommitted => 0,
+        Isolation::RepeatableRead => 1,
+        Isolation::Serializable => 2,
+    }
 }
 
 /// Why a permutation could not run.
@@ -161,33 +177,41 @@ enum Command {
 struct Open<S: Session> {
     facts: S::TxnFacts,
     ops: Vec<(RecordedOp, S::OpFacts)>,
+    /// The recorded table of each op (an index into the worker's tables).
+    on: Vec<usize>,
+    level: Isolation,
 }
 
 /// One session's connection and its transaction state.
 struct Worker<S: Session> {
     index: usize,
     session: S,
-    table: Option<ScenarioTable>,
+    tables: Vec<ScenarioTable>,
     default_level: Isolation,
     next_level: Option<Isolation>,
     open: Option<Open<S>>,
     /// A statement failed in the open transaction block: skip until COMMIT/ROLLBACK.
     failed: bool,
-    finished: Vec<(u64, RawTxn)>,
+    finished: Vec<(u64, RawTxn, Vec<usize>)>,
+    /// The levels of the transactions begun.
+    levels: Vec<Isolation>,
     order: Arc<AtomicU64>,
 }
 
 impl<S: Session> Worker<S> {
     fn record(&mut self, status: Status, open: Open<S>) -> Result<(), String> {
+        if !self.levels.contains(&open.level) {
+            self.levels.push(open.level);
+        }
         let raw = raw_txn(self.index as u32, status, open.facts, open.ops).map_err(|e| e.to_string())?;
-        self.finished.push((self.order.fetch_add(1, Ordering::SeqCst), raw));
+        self.finished.push((self.order.fetch_add(1, Ordering::SeqCst), raw, open.on));
         Ok(())
     }
 
     async fn begin(&mut self, level: Option<Isolation>) -> Result<(), DbError> {
         let level = level.or(self.next_level.take()).unwrap_or(self.default_level);
         let facts = self.session.begin(level).await?;
-        self.open = Some(Open { facts, ops: Vec::new() });
+        self.open = Some(Open { facts, ops: Vec::new(), on: Vec::new(), level });
         Ok(())
     }
 
@@ -269,8 +293,10 @@ impl<S: Session> Worker<S> {
                         }
                     }
                 }
-                Action::Record(db_step) => {
-                    let Some(table) = self.table else { continue };
+                Action::Record(table, db_step) => {
+                    let Some(t) = self.tables.iter().position(|x| x.spec.name == table.spec.name) else {
+                        continue;
+                    };
                     let autocommit = self.open.is_none();
                     if autocommit {
                         if let Err(e) = self.begin(None).await {
@@ -281,6 +307,7 @@ impl<S: Session> Worker<S> {
                     let open = self.open.as_mut().expect("a transaction is open");
                     match self.session.execute(&table.spec, &db_step, &mut open.facts).await {
                         Ok(ops) => {
+                            open.on.extend(std::iter::repeat_n(t, ops.len()));
                             open.ops.extend(ops);
                             if autocommit {
                                 errors.extend(self.commit().await?);
@@ -314,7 +341,7 @@ impl<S: Session> Worker<S> {
     }
 }
 
-/// Runs permutation `perm` of `spec` on `db`. `table` is the recorded table (none: the
+/// Runs permutation `perm` of `spec` on `db`. `tables` are the recorded tables (none: the
 /// statements run, nothing is recorded).
 ///
 /// # Errors
@@ -323,11 +350,10 @@ impl<S: Session> Worker<S> {
 pub async fn run_permutation<D: Database>(
     db: &D,
     spec: &Spec,
-    table: Option<ScenarioTable>,
+    tables: &[ScenarioTable],
     perm: &Permutation,
     options: &RunOptions,
 ) -> Result<PermutationRun, ScenarioError> {
-    let translator = Translator::new(table, D::DIALECT);
     let mut admin = db.connect().await.map_err(failed("connecting"))?;
     // The global setup makes the initial state: it runs as written, before the capture.
     for block in &spec.setup {
@@ -335,7 +361,29 @@ pub async fn run_permutation<D: Database>(
             admin.execute_sql(&sql).await.map_err(failed(format!("setup (line {}): {sql}", block.line)))?;
         }
     }
-    let result = run_sessions(db, spec, table, perm, options, &translator).await;
+    // The initial rows of each table; a table whose rows the seam cannot hold (a NULL, a
+    // value out of range) is not recorded.
+    let mut readable = Vec::new();
+    let mut initial = Vec::new();
+    let mut unreadable = Vec::new();
+    for t in tables {
+        match db.read_table(&t.spec).await {
+            Ok(rows) => {
+                readable.push(*t);
+                initial.push(rows);
+            }
+            Err(e) => unreadable.push(SkippedTable {
+                table: t.spec.name.to_string(),
+                why: format!("its rows after the setup could not be read: {}", describe(&e)),
+            }),
+        }
+    }
+    let translator = Translator::new(readable.clone(), D::DIALECT);
+    let result = run_sessions(db, spec, &readable, initial, perm, options, &translator).await;
+    let result = result.map(|mut run| {
+        run.unreadable = unreadable;
+        run
+    });
     if let Some(block) = &spec.teardown {
         for sql in crate::translate::split_statements(&block.sql) {
             if let Err(e) = admin.execute_sql(&sql).await {
@@ -349,23 +397,24 @@ pub async fn run_permutation<D: Database>(
 async fn run_sessions<D: Database>(
     db: &D,
     spec: &Spec,
-    table: Option<ScenarioTable>,
+    tables: &[ScenarioTable],
+    initial: Vec<Vec<Vec<i64>>>,
     perm: &Permutation,
     options: &RunOptions,
     translator: &Translator,
 ) -> Result<PermutationRun, ScenarioError> {
-    let initial = match table {
-        Some(t) => db.read_table(&t.spec).await.map_err(failed("reading the table after setup"))?,
-        None => Vec::new(),
-    };
-    let mut capture = match table {
-        Some(t) => {
-            let mut c = db.start_capture(&t.spec, &options.capture).await?;
-            c.wait_started(Duration::from_secs(60)).await?;
-            Some(c)
+    // One capture per table (the seam's capture follows one table), each with its own
+    // server-side objects: the run name with the table's number.
+    let mut captures = Vec::new();
+    for (i, t) in tables.iter().enumerate() {
+        let mut capture_options = options.capture.clone();
+        if tables.len() > 1 {
+            capture_options.run_name = format!("{}_t{i}", options.capture.run_name);
         }
-        None => None,
-    };
+        let mut c = db.start_capture(&t.spec, &capture_options).await?;
+        c.wait_started(Duration::from_secs(60)).await?;
+        captures.push(c);
+    }
     let order = Arc::new(AtomicU64::new(0));
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Result<StepDone, String>>();
     let mut senders = Vec::new();
@@ -379,12 +428,13 @@ async fn run_sessions<D: Database>(
         let mut worker = Worker {
             index,
             session,
-            table,
+            tables: tables.to_vec(),
             default_level: options.isolation,
             next_level: None,
             open: None,
             failed: false,
             finished: Vec::new(),
+            levels: Vec::new(),
             order: Arc::clone(&order),
         };
         let done = done_tx.clone();
@@ -415,7 +465,7 @@ async fn run_sessions<D: Database>(
                 let _ = worker.session.rollback().await;
                 let _ = worker.record(Status::Aborted, open);
             }
-            worker.finished
+            (worker.finished, worker.levels)
         }));
     }
     drop(done_tx);
@@ -428,6 +478,9 @@ async fn run_sessions<D: Database>(
         errors: Vec::new(),
         blocked: Vec::new(),
         invalid: None,
+        levels: Vec::new(),
+        tables: tables.iter().map(|t| t.spec.name).collect(),
+        unreadable: Vec::new(),
     };
     let mut pending: Vec<Option<String>> = vec![None; spec.sessions.len()];
     let send = |session: usize, step: String, actions: Vec<Action>, pending: &mut Vec<Option<String>>| {
@@ -521,20 +574,34 @@ async fn run_sessions<D: Database>(
     let mut finished = Vec::new();
     for (tx, task) in senders.iter().zip(tasks) {
         let _ = tx.send(Command::Finish);
-        finished.extend(task.await.map_err(|e| ScenarioError::Lost(e.to_string()))?);
+        let (txns, levels) = task.await.map_err(|e| ScenarioError::Lost(e.to_string()))?;
+        finished.extend(txns);
+        for level in levels {
+            if !run.levels.contains(&level) {
+                run.levels.push(level);
+            }
+        }
     }
-    finished.sort_by_key(|(seq, _)| *seq);
-    if let Some(t) = table {
-        let mut recorder = Recorder::new(t.spec, spec.sessions.len() as u32, D::DIALECT);
-        recorder.set_initial(&initial);
-        for (_, raw) in finished {
-            recorder.push(raw);
+    run.levels.sort_by_key(|l| strength(*l));
+    finished.sort_by_key(|(seq, _, _)| *seq);
+    if !tables.is_empty() {
+        let specs: Vec<_> = tables.iter().map(|t| t.spec).collect();
+        let mut recorder = Recorder::with_tables(&specs, spec.sessions.len() as u32, D::DIALECT);
+        for (i, rows) in initial.iter().enumerate() {
+            recorder.add_initial(i, rows);
+        }
+        for (_, raw, on) in finished {
+            recorder.push_on(raw, &on);
         }
         run.history = recorder.finish();
     }
-    if let Some(c) = capture.take() {
+    let mut logs = Vec::new();
+    for c in captures {
         let finish = tokio::time::timeout(CATCH_UP, c.finish(Some(&run.history)));
-        run.log = Some(finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))??);
+        logs.push(finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))??);
+    }
+    if !logs.is_empty() {
+        run.log = Some(RawLog::merge(logs));
     }
     Ok(run)
 }

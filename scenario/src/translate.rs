@@ -3,7 +3,8 @@
 //! statement and records what the database answered with its facts), or SQL run as
 //! written and listed as unrecorded.
 //!
-//! Recorded, on the scenario's table (integer columns, one integer primary key):
+//! Recorded, on any of the scenario's recordable tables (integer columns, one integer
+//! primary key; see [`find_tables`]):
 //! - `SELECT * | cols FROM t [WHERE p]` → an item read (`WHERE pk = N`) or a predicate read;
 //!   `SELECT count(*) | count(c) | sum(c) | min(c) | max(c) FROM t [WHERE p]` → an aggregate;
 //! - `INSERT INTO t [(cols)] VALUES (...), ...` with every column an integer literal;
@@ -13,7 +14,8 @@
 //! Not recorded (run as written): anything with a join, subquery, `GROUP BY`, `ORDER BY`
 //! with `LIMIT`, locking clauses (`FOR UPDATE`/`FOR SHARE`: the locks differ from a plain
 //! read), `RETURNING`, `ON CONFLICT`, expressions in `SET`, a predicate isocert's oracle
-//! cannot evaluate; statements on other tables; DDL; anything sqlparser cannot parse.
+//! cannot evaluate; statements on tables that are not recordable; DDL; anything sqlparser
+//! cannot parse.
 
 use isocert_adapters::{Isolation, Step, TableSpec};
 use isocert_history::{AggregateFn, Dialect, History};
@@ -27,8 +29,8 @@ use sqlparser::ast::{
 use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect};
 use sqlparser::parser::Parser;
 
-/// The table a scenario's statements are recorded on: the first table its setup creates
-/// with integer columns and a one-column integer primary key.
+/// A table a scenario's statements are recorded on: one its setup creates with integer
+/// columns and a one-column integer primary key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScenarioTable {
     /// Its name and columns, primary key first (the seam's vocabulary).
@@ -43,7 +45,7 @@ pub enum Effect {
     /// It may read or write the recorded table, or something else, unseen: the verdict is
     /// partial.
     Unseen,
-    /// It writes the recorded table: the version order holds writes the history lacks, so
+    /// It writes a recorded table: the version order holds writes the history lacks, so
     /// the permutation cannot be certified.
     WritesTable,
 }
@@ -59,8 +61,8 @@ pub enum Action {
     Commit,
     /// `ROLLBACK` / `ABORT`.
     Rollback,
-    /// A recorded statement.
-    Record(Step),
+    /// A recorded statement on one of the recorded tables.
+    Record(ScenarioTable, Step),
     /// SQL run as written.
     Raw {
         /// The statement.
@@ -169,15 +171,92 @@ fn is_integer_type(t: &DataType) -> bool {
             | DataType::Int2(_)
             | DataType::Int4(_)
             | DataType::Int8(_)
-    )
+    ) || matches!(t, DataType::Custom(name, _)
+        if last_name(name).is_some_and(|n| matches!(n.as_str(), "serial" | "bigserial" | "smallserial" | "serial2" | "serial4" | "serial8")))
 }
 
-/// The first table `setup` creates that the runner can record (see [`ScenarioTable`]).
-pub fn find_table(setup: &[String], dialect: Dialect) -> Option<ScenarioTable> {
+/// `sql` without PostgreSQL's `INCLUDE (...)` after a key constraint (covering columns of
+/// its index, which sqlparser does not read and which change nothing that is recorded).
+fn without_include(sql: &str) -> String {
+    let lower = sql.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut rest = 0;
+    let mut from = 0;
+    while let Some(found) = lower[from..].find("include") {
+        let at = from + found;
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + "include".len()..].trim_start();
+        from = at + "include".len();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') || !after.starts_with('(') {
+            continue;
+        }
+        let open = lower.len() - after.len();
+        let Some(close) = lower[open..].find(')') else { break };
+        out.push_str(&sql[rest..at]);
+        rest = open + close + 1;
+        from = rest;
+    }
+    out.push_str(&sql[rest..]);
+    out
+}
+
+/// A table the setup creates that is not recorded, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SkippedTable {
+    /// Its name as written.
+    pub table: String,
+    /// Why it is not recorded (the first reason found).
+    pub why: String,
+}
+
+/// Every table `setup` creates that the runner can record (see [`ScenarioTable`]), in the
+/// order it creates them (a name created twice counts once).
+pub fn find_tables(setup: &[String], dialect: Dialect) -> Vec<ScenarioTable> {
+    survey_tables(setup, dialect).0
+}
+
+/// The tables `setup` creates: those the runner can record (as [`find_tables`]) and the
+/// others with the reason.
+pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>, Vec<SkippedTable>) {
+    let mut found: Vec<ScenarioTable> = Vec::new();
+    let mut skipped: Vec<SkippedTable> = Vec::new();
     for sql in setup.iter().flat_map(|b| split_statements(b)) {
-        let Some(Statement::CreateTable(create)) = parse_one(&sql, dialect) else { continue };
-        let Some(name) = last_name(&create.name) else { continue };
-        if create.columns.is_empty() || !create.columns.iter().all(|c| is_integer_type(&c.data_type)) {
+        let Some(statement) = parse_one(&without_include(&sql), dialect) else {
+            let lower = sql.trim_start().to_ascii_lowercase();
+            if lower.starts_with("create table") || lower.starts_with("create unlogged table") {
+                let name =
+                    lower.split_whitespace().nth(2).unwrap_or_default().trim_end_matches('(').to_string();
+                let why = "sqlparser cannot parse its CREATE TABLE (partitions, PostgreSQL-only syntax)";
+                skipped.push(SkippedTable { table: name, why: why.into() });
+            }
+            continue;
+        };
+        let Statement::CreateTable(create) = statement else { continue };
+        let written = create.name.to_string();
+        let mut skip = |why: String| skipped.push(SkippedTable { table: written.clone(), why });
+        // A table in a named schema is not recorded (the seam names tables unqualified).
+        let Some(name) = last_name(&create.name).filter(|_| create.name.0.len() == 1) else {
+            skip("a table in a named schema".into());
+            continue;
+        };
+        if create.temporary {
+            skip("a temporary table (other sessions cannot read it)".into());
+            continue;
+        }
+        if create.columns.is_empty() {
+            skip("no column list (CREATE TABLE AS, LIKE or PARTITION OF)".into());
+            continue;
+        }
+        if create.inherits.is_some() {
+            skip("it inherits from another table".into());
+            continue;
+        }
+        if create.partition_by.is_some() {
+            skip("a partitioned table (changes are published under its partitions' names)".into());
+            continue;
+        }
+        if let Some(c) = create.columns.iter().find(|c| !is_integer_type(&c.data_type)) {
+            skip(format!("a column that is not an integer ({})", c.data_type));
             continue;
         }
         let mut keys: Vec<String> = create
@@ -193,21 +272,55 @@ pub fn find_table(setup: &[String], dialect: Dialect) -> Option<ScenarioTable> {
                 keys.extend(columns.iter().map(|c| c.column.expr.to_string().to_ascii_lowercase()));
             }
         }
-        let [pk] = keys.as_slice() else { continue };
+        let pk = match keys.as_slice() {
+            [pk] => pk.clone(),
+            [] => {
+                skip("no primary key".into());
+                continue;
+            }
+            _ => {
+                skip("a primary key of several columns".into());
+                continue;
+            }
+        };
+        if found.iter().any(|t| t.spec.name == name) {
+            continue;
+        }
         let mut columns = vec![pk.clone()];
-        columns.extend(create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).filter(|c| c != pk));
+        columns.extend(create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).filter(|c| *c != pk));
         // The seam's vocabulary names tables and columns with 'static strings (workload
         // tables are constants); a scenario's few names are leaked once per table.
         let columns: Vec<&'static str> =
             columns.into_iter().map(|c| &*Box::leak(c.into_boxed_str())).collect();
-        return Some(ScenarioTable {
+        found.push(ScenarioTable {
             spec: TableSpec {
                 name: Box::leak(name.into_boxed_str()),
                 columns: Box::leak(columns.into_boxed_slice()),
             },
         });
     }
-    None
+    // A table with children (partitions, inheritance) has rows changed under their names.
+    let statements: Vec<String> = setup
+        .iter()
+        .flat_map(|b| split_statements(b))
+        .map(|sql| sql.to_ascii_lowercase().split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    found.retain(|t| {
+        let name = t.spec.name;
+        let parent = statements.iter().any(|sql| {
+            sql.contains(&format!("partition of {name} "))
+                || sql.contains(&format!("inherits ({name})"))
+                || sql.contains(&format!("inherits({name})"))
+        });
+        if parent {
+            skipped.push(SkippedTable {
+                table: name.to_string(),
+                why: "it has partitions or child tables".into(),
+            });
+        }
+        !parent
+    });
+    (found, skipped)
 }
 
 fn level(l: &TransactionIsolationLevel) -> Option<Isolation> {
@@ -262,17 +375,17 @@ fn single_table(from: &[TableWithJoins]) -> Option<String> {
     }
 }
 
-/// Translates statements for one recorded table.
+/// Translates statements for the recorded tables.
 #[derive(Debug)]
 pub struct Translator {
-    table: Option<ScenarioTable>,
+    tables: Vec<ScenarioTable>,
     dialect: Dialect,
 }
 
 impl Translator {
-    /// A translator recording on `table` (none: nothing is recorded), in `dialect`.
-    pub fn new(table: Option<ScenarioTable>, dialect: Dialect) -> Self {
-        Translator { table, dialect }
+    /// A translator recording on `tables` (none: nothing is recorded), in `dialect`.
+    pub fn new(tables: Vec<ScenarioTable>, dialect: Dialect) -> Self {
+        Translator { tables, dialect }
     }
 
     /// The actions of an SQL block, one per statement.
@@ -307,13 +420,20 @@ impl Translator {
             },
             Statement::Commit { .. } => Action::Commit,
             Statement::Rollback { savepoint: None, .. } => Action::Rollback,
+            // The history cannot take back what a recorded statement did.
+            Statement::Rollback { savepoint: Some(_), .. } if !self.tables.is_empty() => {
+                self.raw(sql, Effect::WritesTable, "ROLLBACK TO SAVEPOINT undoes recorded statements")
+            }
+            Statement::Merge { .. } | Statement::Truncate { .. } => {
+                self.raw(sql, self.unparsed_effect(sql), "MERGE or TRUNCATE")
+            }
             Statement::Query(q) => self.query(sql, q),
             Statement::Insert(insert) => self.insert(sql, insert),
             Statement::Update { table, assignments, from, selection, returning, limit, .. } => {
                 let Some(name) = single_table(std::slice::from_ref(table)) else {
                     return self.raw(sql, Effect::Unseen, "an UPDATE of a join");
                 };
-                let Some(t) = self.ours(&name) else { return self.raw(sql, Effect::None, "") };
+                let Some(t) = self.ours(&name) else { return self.elsewhere(sql, &name) };
                 if from.is_some() || returning.is_some() || limit.is_some() {
                     return self.raw(sql, Effect::WritesTable, "UPDATE with FROM, RETURNING or LIMIT");
                 }
@@ -337,7 +457,7 @@ impl Translator {
                     set.push((col, v));
                 }
                 match self.predicate(&t, selection.as_ref()) {
-                    Ok(predicate) => Action::Record(Step::PredicateUpdate { predicate, set }),
+                    Ok(predicate) => Action::Record(t, Step::PredicateUpdate { predicate, set }),
                     Err(why) => self.raw(sql, Effect::WritesTable, &why),
                 }
             }
@@ -346,15 +466,15 @@ impl Translator {
                 let Some(name) = single_table(from) else {
                     return self.raw(sql, Effect::Unseen, "a DELETE of several tables");
                 };
-                let Some(t) = self.ours(&name) else { return self.raw(sql, Effect::None, "") };
+                let Some(t) = self.ours(&name) else { return self.elsewhere(sql, &name) };
                 if delete.using.is_some() || delete.returning.is_some() || delete.limit.is_some() {
                     return self.raw(sql, Effect::WritesTable, "DELETE with USING, RETURNING or LIMIT");
                 }
                 if let Some(key) = self.key_equality(&t, delete.selection.as_ref()) {
-                    return Action::Record(Step::Delete { key });
+                    return Action::Record(t, Step::Delete { key });
                 }
                 match self.predicate(&t, delete.selection.as_ref()) {
-                    Ok(predicate) => Action::Record(Step::PredicateDelete { predicate }),
+                    Ok(predicate) => Action::Record(t, Step::PredicateDelete { predicate }),
                     Err(why) => self.raw(sql, Effect::WritesTable, &why),
                 }
             }
@@ -369,18 +489,37 @@ impl Translator {
         }
     }
 
-    /// An unparsable statement that names the table may write it.
+    /// An unparsable statement that names a recorded table may write it, unless it is a
+    /// `SELECT` (sqlparser does not read `FOR KEY SHARE`, `FOR NO KEY UPDATE`, `SKIP LOCKED`)
+    /// or a `LOCK`: those take locks and read, never write.
     fn unparsed_effect(&self, sql: &str) -> Effect {
         let lower = sql.to_ascii_lowercase();
-        let mut words = lower.split(|c: char| !(c.is_alphanumeric() || c == '_'));
-        match &self.table {
-            Some(t) if words.any(|w| w == t.spec.name) => Effect::WritesTable,
-            _ => Effect::Unseen,
+        let first = lower.split_whitespace().next().unwrap_or_default();
+        if first == "select" || first == "lock" {
+            return Effect::Unseen;
+        }
+        let names_one = lower
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|w| self.tables.iter().any(|t| t.spec.name == w));
+        if names_one {
+            Effect::WritesTable
+        } else {
+            Effect::Unseen
         }
     }
 
+    /// A statement on a table (or view, or catalog) that is not recorded: what it reads or
+    /// writes is outside the history.
+    fn elsewhere(&self, sql: &str, name: &str) -> Action {
+        let why = match name.starts_with("pg_") || name.starts_with("information_schema") {
+            true => "a statement on a catalog",
+            false => "a statement on a table that is not recorded",
+        };
+        self.raw(sql, Effect::Unseen, why)
+    }
+
     fn ours(&self, name: &str) -> Option<ScenarioTable> {
-        self.table.filter(|t| t.spec.name == name)
+        self.tables.iter().copied().find(|t| t.spec.name == name)
     }
 
     fn column(&self, t: &ScenarioTable, name: &str) -> Option<&'static str> {
@@ -422,7 +561,7 @@ impl Translator {
                 false => self.raw(sql, Effect::Unseen, "a join or a table function"),
             };
         };
-        let Some(t) = self.ours(&name) else { return self.raw(sql, Effect::None, "") };
+        let Some(t) = self.ours(&name) else { return self.elsewhere(sql, &name) };
         let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
         if q.with.is_some()
             || !q.locks.is_empty()
@@ -464,7 +603,7 @@ impl Translator {
                 return self.raw(sql, Effect::Unseen, "an aggregate of something other than one column");
             };
             return match self.predicate(&t, select.selection.as_ref()) {
-                Ok(predicate) => Action::Record(Step::Aggregate { predicate, function, column }),
+                Ok(predicate) => Action::Record(t, Step::Aggregate { predicate, function, column }),
                 Err(why) => self.raw(sql, Effect::Unseen, &why),
             };
         }
@@ -477,10 +616,10 @@ impl Translator {
             return self.raw(sql, Effect::Unseen, "a projection of something other than the table's columns");
         }
         if let Some(key) = self.key_equality(&t, select.selection.as_ref()) {
-            return Action::Record(Step::Read { key });
+            return Action::Record(t, Step::Read { key });
         }
         match self.predicate(&t, select.selection.as_ref()) {
-            Ok(predicate) => Action::Record(Step::Select { predicate }),
+            Ok(predicate) => Action::Record(t, Step::Select { predicate }),
             Err(why) => self.raw(sql, Effect::Unseen, &why),
         }
     }
@@ -489,9 +628,10 @@ impl Translator {
         let TableObject::TableName(name) = &insert.table else {
             return self.raw(sql, Effect::Unseen, "INSERT into a table function");
         };
-        let Some(t) = last_name(name).and_then(|n| self.ours(&n)) else {
-            return self.raw(sql, Effect::None, "");
+        let Some(name) = last_name(name) else {
+            return self.raw(sql, Effect::Unseen, "INSERT into an unnamed table");
         };
+        let Some(t) = self.ours(&name) else { return self.elsewhere(sql, &name) };
         if insert.on.is_some() || insert.returning.is_some() || insert.ignore || insert.replace_into {
             return self.raw(
                 sql,
@@ -528,7 +668,7 @@ impl Translator {
             steps.push(full);
         }
         match steps.as_slice() {
-            [row] => Action::Record(Step::Insert { row: row.clone() }),
+            [row] => Action::Record(t, Step::Insert { row: row.clone() }),
             _ => self.raw(sql, Effect::WritesTable, "a multi-row INSERT (write one row per statement)"),
         }
     }
@@ -538,29 +678,65 @@ impl Translator {
 mod tests {
     use super::*;
 
-    fn table() -> ScenarioTable {
-        find_table(
-            &["CREATE TABLE t (v int NOT NULL, id int PRIMARY KEY, c int);".to_string()],
+    fn tables() -> Vec<ScenarioTable> {
+        find_tables(
+            &["CREATE TABLE t (v int NOT NULL, id int PRIMARY KEY, c int); \
+               CREATE TABLE w (a int PRIMARY KEY, b text); \
+               CREATE TABLE u (a int, b bigint, PRIMARY KEY (b))"
+                .to_string()],
             Dialect::Postgres,
         )
-        .expect("a recordable table")
+    }
+
+    fn table() -> ScenarioTable {
+        tables()[0]
     }
 
     #[test]
-    fn the_recorded_table_puts_its_key_first() {
-        let t = table();
-        assert_eq!((t.spec.name, t.spec.columns), ("t", &["id", "v", "c"][..]));
-        let constraint =
-            find_table(&["CREATE TABLE u (a int, b bigint, PRIMARY KEY (b))".into()], Dialect::Postgres);
-        assert_eq!(constraint.unwrap().spec.columns, &["b", "a"]);
-        assert!(
-            find_table(&["CREATE TABLE w (a int PRIMARY KEY, b text)".into()], Dialect::Postgres).is_none()
+    fn serial_columns_and_covering_keys_are_recordable() {
+        let found = find_tables(
+            &["CREATE TABLE s (id serial PRIMARY KEY, n bigserial); \
+               CREATE TABLE c (key int, value int, PRIMARY KEY (key) INCLUDE (value))"
+                .to_string()],
+            Dialect::Postgres,
+        );
+        let found: Vec<(&str, &[&str])> = found.iter().map(|t| (t.spec.name, t.spec.columns)).collect();
+        assert_eq!(found, [("s", &["id", "n"][..]), ("c", &["key", "value"][..])]);
+        assert_eq!(without_include("a INCLUDE (b, c)) included_x"), "a ) included_x");
+    }
+
+    #[test]
+    fn every_recordable_table_is_found_with_its_key_first() {
+        let found: Vec<(&str, &[&str])> = tables().iter().map(|t| (t.spec.name, t.spec.columns)).collect();
+        // w has a text column: not recordable.
+        assert_eq!(found, [("t", &["id", "v", "c"][..]), ("u", &["b", "a"][..])]);
+        let (_, skipped) = survey_tables(
+            &["CREATE TABLE w (a int PRIMARY KEY, b text); CREATE TABLE x (a int); \
+               CREATE TABLE s.y (a int PRIMARY KEY); CREATE TEMP TABLE z (a int PRIMARY KEY); \
+               CREATE TABLE p (a int, b int, PRIMARY KEY (a, b)); \
+               CREATE TABLE parent (a int PRIMARY KEY); CREATE TABLE child (b int) INHERITS (parent)"
+                .to_string()],
+            Dialect::Postgres,
+        );
+        let why: Vec<(&str, &str)> = skipped.iter().map(|s| (s.table.as_str(), s.why.as_str())).collect();
+        assert_eq!(
+            why,
+            [
+                ("w", "a column that is not an integer (TEXT)"),
+                ("x", "no primary key"),
+                ("s.y", "a table in a named schema"),
+                ("z", "a temporary table (other sessions cannot read it)"),
+                ("p", "a primary key of several columns"),
+                ("child", "it inherits from another table"),
+                ("parent", "it has partitions or child tables"),
+            ]
         );
     }
 
     #[test]
     fn statements_become_steps_or_stay_raw_with_a_reason() {
-        let tr = Translator::new(Some(table()), Dialect::Postgres);
+        let tr = Translator::new(tables(), Dialect::Postgres);
+        let t = table();
         let actions = tr.block(
             "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM t WHERE id = 1; \
              SELECT * FROM t WHERE v > 5; SELECT count(*) FROM t WHERE c = 2; \
@@ -568,23 +744,22 @@ mod tests {
              DELETE FROM t WHERE id = 2; DELETE FROM t WHERE v < 0; COMMIT",
         );
         assert_eq!(actions[0], Action::Begin(Some(Isolation::RepeatableRead)));
-        assert_eq!(actions[1], Action::Record(Step::Read { key: 1 }));
-        assert_eq!(actions[2], Action::Record(Step::Select { predicate: "v > 5".into() }));
+        assert_eq!(actions[1], Action::Record(t, Step::Read { key: 1 }));
+        assert_eq!(actions[2], Action::Record(t, Step::Select { predicate: "v > 5".into() }));
         assert_eq!(
             actions[3],
-            Action::Record(Step::Aggregate {
-                predicate: "c = 2".into(),
-                function: AggregateFn::Count,
-                column: "id"
-            })
+            Action::Record(
+                t,
+                Step::Aggregate { predicate: "c = 2".into(), function: AggregateFn::Count, column: "id" }
+            )
         );
-        assert_eq!(actions[4], Action::Record(Step::Insert { row: vec![3, 30, -1] }));
+        assert_eq!(actions[4], Action::Record(t, Step::Insert { row: vec![3, 30, -1] }));
         assert_eq!(
             actions[5],
-            Action::Record(Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", 11)] })
+            Action::Record(t, Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", 11)] })
         );
-        assert_eq!(actions[6], Action::Record(Step::Delete { key: 2 }));
-        assert_eq!(actions[7], Action::Record(Step::PredicateDelete { predicate: "v < 0".into() }));
+        assert_eq!(actions[6], Action::Record(t, Step::Delete { key: 2 }));
+        assert_eq!(actions[7], Action::Record(t, Step::PredicateDelete { predicate: "v < 0".into() }));
         assert_eq!(actions[8], Action::Commit);
         let raw = |sql: &str| match tr.statement(sql) {
             Action::Raw { effect, why, .. } => (effect, why),
@@ -596,7 +771,21 @@ mod tests {
         assert_eq!(raw("SET enable_seqscan = off").0, Effect::None);
         assert_eq!(raw("SELECT pg_sleep(0.1)").0, Effect::None);
         assert_eq!(raw("DO $$ BEGIN UPDATE t SET v = 1; END $$").0, Effect::WritesTable);
+        assert_eq!(raw("SELECT * FROM t WHERE id = 1 FOR KEY SHARE").0, Effect::Unseen);
+        assert_eq!(raw("LOCK t IN SHARE MODE").0, Effect::Unseen);
+        assert_eq!(raw("ROLLBACK TO SAVEPOINT a").0, Effect::WritesTable);
+        assert_eq!(raw("TRUNCATE t").0, Effect::WritesTable);
+        assert_eq!(raw("TRUNCATE w").0, Effect::Unseen);
         assert_eq!(raw("INSERT INTO t (id, v) VALUES (9, 9)").0, Effect::WritesTable);
+        // Every recordable table is recorded; one that is not makes the verdict partial.
+        let u = tables()[1];
+        assert_eq!(
+            tr.statement("UPDATE u SET a = 3 WHERE b = 2"),
+            Action::Record(u, Step::PredicateUpdate { predicate: "b = 2".into(), set: vec![("a", 3)] })
+        );
+        assert_eq!(raw("SELECT * FROM w").0, Effect::Unseen);
+        assert_eq!(raw("INSERT INTO w VALUES (1, 'x')").0, Effect::Unseen);
+        assert!(raw("SELECT * FROM pg_locks").1.contains("catalog"));
         assert_eq!(
             tr.statement("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
             Action::SetLevel(Isolation::Serializable)

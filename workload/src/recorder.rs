@@ -21,15 +21,22 @@ pub struct RawTxn {
     pub meta: Map<String, Json>,
 }
 
-/// The history under construction: interned table, columns and sessions, transactions in
-/// the order they finished (which keeps each session's order). Random workloads and
-/// scripted scenarios (isocert-scenario) record through it.
+/// One table the history records: its spec, interned id and columns.
 #[derive(Debug)]
-pub struct Recorder {
-    history: History,
+struct Recorded {
     spec: TableSpec,
     table: TableId,
     columns: Vec<ColId>,
+}
+
+/// The history under construction: interned tables, columns and sessions, transactions in
+/// the order they finished (which keeps each session's order). Random workloads and
+/// scripted scenarios (isocert-scenario) record through it; a scenario may record several
+/// tables, each op naming its table by index.
+#[derive(Debug)]
+pub struct Recorder {
+    history: History,
+    tables: Vec<Recorded>,
     sessions: Vec<SessionId>,
 }
 
@@ -38,54 +45,84 @@ impl Recorder {
     /// predicates are in `dialect`. The table `kv` with columns `key`, `value` is v1's
     /// key-value table (plain scalar values); any other is recorded as rows.
     pub fn new(spec: TableSpec, sessions: u32, dialect: Dialect) -> Self {
+        Recorder::with_tables(&[spec], sessions, dialect)
+    }
+
+    /// A recorder for several tables (table `i` of an op is `specs[i]`); otherwise as
+    /// [`Recorder::new`].
+    pub fn with_tables(specs: &[TableSpec], sessions: u32, dialect: Dialect) -> Self {
         let mut history = History::new();
         history.dialect = dialect;
-        let table = history.intern_table(spec.name);
-        let columns = spec.columns.iter().map(|c| history.intern_column(table, c)).collect();
+        let tables = specs
+            .iter()
+            .map(|&spec| {
+                let table = history.intern_table(spec.name);
+                let columns = spec.columns.iter().map(|c| history.intern_column(table, c)).collect();
+                Recorded { spec, table, columns }
+            })
+            .collect();
         let sessions = (0..sessions).map(|s| history.intern_session(Scalar::Int(i64::from(s)))).collect();
-        Recorder { history, spec, table, columns, sessions }
+        Recorder { history, tables, sessions }
     }
 
-    fn is_kv(&self) -> bool {
-        self.spec.name == "kv" && self.spec.columns == ["key", "value"]
+    fn is_kv(&self, t: usize) -> bool {
+        self.tables.len() == 1
+            && self.tables[t].spec.name == "kv"
+            && self.tables[t].spec.columns == ["key", "value"]
     }
 
-    fn object(&mut self, key: i64) -> ObjId {
-        self.history.intern_object(self.table, Scalar::Int(key))
+    fn object(&mut self, t: usize, key: i64) -> ObjId {
+        self.history.intern_object(self.tables[t].table, Scalar::Int(key))
     }
 
-    fn value(&mut self, row: Option<&[i64]>) -> ValueId {
+    fn value(&mut self, t: usize, row: Option<&[i64]>) -> ValueId {
         match row {
             None => ValueId::ABSENT,
-            Some(r) if self.is_kv() => self.history.intern_value(Value::Scalar(Scalar::Int(r[1]))),
+            Some(r) if self.is_kv(t) => self.history.intern_value(Value::Scalar(Scalar::Int(r[1]))),
             Some(r) => {
                 let cols: Vec<(ColId, Scalar)> =
-                    self.columns.iter().zip(r).map(|(&c, &v)| (c, Scalar::Int(v))).collect();
+                    self.tables[t].columns.iter().zip(r).map(|(&c, &v)| (c, Scalar::Int(v))).collect();
                 self.history.intern_row(&cols)
             }
         }
     }
 
-    fn column(&self, name: &str) -> ColId {
-        let i = self.spec.columns.iter().position(|c| *c == name).expect("column of the table");
-        self.columns[i]
+    fn column(&self, t: usize, name: &str) -> ColId {
+        let table = &self.tables[t];
+        let i = table.spec.columns.iter().position(|c| *c == name).expect("column of the table");
+        table.columns[i]
     }
 
-    fn result_rows(&mut self, rows: &[Vec<i64>]) -> Vec<ResultRow> {
-        rows.iter().map(|r| ResultRow { obj: self.object(r[0]), value: self.value(Some(r)) }).collect()
+    fn result_rows(&mut self, t: usize, rows: &[Vec<i64>]) -> Vec<ResultRow> {
+        rows.iter().map(|r| ResultRow { obj: self.object(t, r[0]), value: self.value(t, Some(r)) }).collect()
     }
 
     /// Records the rows that exist before the first transaction (the header's `initial`).
     pub fn set_initial(&mut self, rows: &[Vec<i64>]) {
-        self.history.initial = rows.iter().map(|r| (self.object(r[0]), self.value(Some(r)))).collect();
+        self.history.initial.clear();
+        self.add_initial(0, rows);
+    }
+
+    /// Adds table `t`'s rows to those that exist before the first transaction.
+    pub fn add_initial(&mut self, t: usize, rows: &[Vec<i64>]) {
+        for r in rows {
+            let entry = (self.object(t, r[0]), self.value(t, Some(r)));
+            self.history.initial.push(entry);
+        }
     }
 
     /// Appends a finished transaction with the next id.
     pub fn push(&mut self, raw: RawTxn) {
+        self.push_on(raw, &[]);
+    }
+
+    /// Appends a finished transaction whose op `i` is on table `tables[i]` (table 0 where
+    /// `tables` is shorter).
+    pub fn push_on(&mut self, raw: RawTxn, tables: &[usize]) {
         let mut ops = Vec::with_capacity(raw.ops.len());
         let mut op_meta = Vec::new();
         for (i, (op, meta)) in raw.ops.into_iter().enumerate() {
-            ops.push(self.op(op));
+            ops.push(self.op(tables.get(i).copied().unwrap_or(0), op));
             if !meta.is_empty() {
                 op_meta.push((i as u32, Json::Object(meta)));
             }
@@ -99,33 +136,35 @@ impl Recorder {
         let _ = self.history.push_txn(txn);
     }
 
-    fn op(&mut self, op: RecordedOp) -> Op {
+    fn op(&mut self, t: usize, op: RecordedOp) -> Op {
         match op {
             RecordedOp::Read { key, row } => {
-                Op::Read { obj: self.object(key), value: self.value(row.as_deref()) }
+                Op::Read { obj: self.object(t, key), value: self.value(t, row.as_deref()) }
             }
             RecordedOp::Write { key, row } => {
-                Op::Write { obj: self.object(key), value: self.value(row.as_deref()) }
+                Op::Write { obj: self.object(t, key), value: self.value(t, row.as_deref()) }
             }
             RecordedOp::Select { predicate, rows } => {
-                let predicate = self.history.intern_predicate(self.table, &predicate);
-                Op::Select { predicate, rows: self.result_rows(&rows) }
+                let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
+                Op::Select { predicate, rows: self.result_rows(t, &rows) }
             }
             RecordedOp::Update { predicate, set, rows } => {
-                let predicate = self.history.intern_predicate(self.table, &predicate);
-                let set = set.iter().map(|(c, v)| (self.column(c), Scalar::Int(*v))).collect();
-                Op::Update { predicate, set, rows: self.result_rows(&rows) }
+                let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
+                let set = set.iter().map(|(c, v)| (self.column(t, c), Scalar::Int(*v))).collect();
+                Op::Update { predicate, set, rows: self.result_rows(t, &rows) }
             }
             RecordedOp::Delete { predicate, keys } => {
-                let predicate = self.history.intern_predicate(self.table, &predicate);
-                let rows =
-                    keys.iter().map(|&k| ResultRow { obj: self.object(k), value: ValueId::ABSENT }).collect();
+                let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
+                let rows = keys
+                    .iter()
+                    .map(|&k| ResultRow { obj: self.object(t, k), value: ValueId::ABSENT })
+                    .collect();
                 Op::Delete { predicate, rows }
             }
             RecordedOp::Aggregate { predicate, function, column, result } => {
-                let predicate = self.history.intern_predicate(self.table, &predicate);
+                let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
                 let result = result.map_or(Scalar::Null, Scalar::Int);
-                Op::Aggregate { predicate, function, column: Some(self.column(column)), result }
+                Op::Aggregate { predicate, function, column: Some(self.column(t, column)), result }
             }
         }
     }

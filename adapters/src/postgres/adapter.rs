@@ -158,7 +158,12 @@ impl Database for Postgres {
 
     async fn is_blocked(&self, server_id: u64) -> Result<bool, DbError> {
         let client = self.admin_client().await?;
-        let sql = format!("SELECT cardinality(pg_blocking_pids({server_id})) > 0");
+        // A lock wait, or a SERIALIZABLE READ ONLY DEFERRABLE transaction waiting for a safe
+        // snapshot (isolationtester counts both as blocked).
+        let sql = format!(
+            "SELECT cardinality(pg_blocking_pids({server_id})) > 0 \
+             OR cardinality(pg_safe_snapshot_blocking_pids({server_id})) > 0"
+        );
         let rows = client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))?;
         Ok(rows.iter().any(|m| match m {
             tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0) == Some("t"),

@@ -111,8 +111,11 @@ impl ReplicationSlot {
         for table in tables {
             let rows = client
                 .query(
+                    // The key columns only: a covering index's INCLUDE columns follow
+                    // them in indkey.
                     "SELECT a.attname::text FROM pg_index i JOIN pg_attribute a \
-                     ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
+                     ON a.attrelid = i.indrelid \
+                     AND a.attnum = ANY((i.indkey::int2[])[0:i.indnkeyatts - 1]) \
                      WHERE i.indrelid = $1::text::regclass AND i.indisprimary",
                     &[table],
                 )
