@@ -389,7 +389,10 @@ fn finish<D: Database>(
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", crate::check::text_report(&report, &history));
-        println!("{}", summary(&stats, &recovered, &args.out));
+        match &args.certificate_api {
+            Some(_) => println!("{}", api_summary(&stats, &recovered, &args.out)),
+            None => println!("{}", summary(&stats, &recovered, &args.out)),
+        }
     }
     Ok(if stats.interrupted {
         exit::interrupted()
@@ -573,6 +576,24 @@ fn write_run_json<D: Database>(
     r: Option<&Recovered>,
 ) -> anyhow::Result<()> {
     write_text(&dir.join("run.json"), &(serde_json::to_string_pretty(&run_json::<D>(args, stats, r))? + "\n"))
+}
+
+/// The summary of a run whose certificate came from a certificate API: what it holds, and
+/// how long after the last commit it arrived.
+fn api_summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
+    let cert = &r.certificate;
+    format!(
+        "run: {} committed of {} attempts in {:.2}s ({:.0} committed/s); certificate from the certificate API \
+         ({} objects' version orders, {} version sets) {:.3}s after the last commit; files in {}",
+        stats.committed,
+        stats.attempts,
+        stats.workload_secs,
+        stats.committed as f64 / stats.workload_secs.max(1e-9),
+        cert.version_order.as_ref().map_or(0, |v| v.len()),
+        cert.version_sets.as_ref().map_or(0, |v| v.len()),
+        stats.recovery_lag_secs.unwrap_or_default(),
+        out.display()
+    )
 }
 
 fn summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
