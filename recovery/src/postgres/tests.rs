@@ -422,3 +422,46 @@ fn ambiguous_item_reads_name_the_version_their_snapshot_sees() {
     let at = |n: i64| order.iter().position(|&x| x == t(&h, n)).unwrap();
     assert!(at(3) < at(1) && at(2) < at(4) && at(4) < at(7), "{order:?}");
 }
+
+#[test]
+fn the_initial_load_is_the_longest_prefix_that_produces_the_initial_versions() {
+    let h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":0},{"key":2,"value":-7}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":20}}"#,
+    ]);
+    // The setup inserts 0 and 0; another client sets key 2 to -7 before the run reads its
+    // initial rows; then the history's transaction; then another foreign change.
+    let full = log(vec![
+        logged(10, 100, &[(1, Some(0)), (2, Some(0))]),
+        logged(11, 110, &[(2, Some(-7))]),
+        logged(20, 120, &[(1, Some(5))]),
+        logged(12, 130, &[(2, Some(-8))]),
+    ]);
+    let rest = crate::without_initial_load(&h, &full);
+    assert_eq!(rest.txns().iter().map(|t| t.xid).collect::<Vec<_>>(), [20, 12]);
+    // The setup alone does not produce the initial versions (key 2 holds 0, not -7), so a
+    // log without the second change keeps everything: nothing is taken for the setup.
+    let partial = log(vec![logged(10, 100, &[(1, Some(0)), (2, Some(0))]), logged(20, 120, &[(1, Some(5))])]);
+    assert_eq!(crate::without_initial_load(&h, &partial).len(), 2);
+    // A row the history never names ends the prefix.
+    let other = log(vec![logged(9, 90, &[(3, Some(1))]), logged(10, 100, &[(1, Some(0)), (2, Some(-7))])]);
+    assert_eq!(crate::without_initial_load(&h, &other).len(), 2);
+}
+
+#[test]
+fn foreign_writers_become_transactions_of_their_own_and_recovery_places_them() {
+    let mut h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":20,"snapshot":"20:20:"}}"#,
+        r#"{"id":2,"session":0,"ops":[{"f":"r","key":1,"value":-1}],"meta":{"xid":null,"snapshot":"23:23:"}}"#,
+    ]);
+    let full = log(vec![logged(20, 120, &[(1, Some(5))]), logged(21, 130, &[(1, Some(-1)), (2, Some(-2))])]);
+    let foreign = crate::add_foreign_writers(&mut h, &full).unwrap();
+    assert_eq!(foreign.len(), 1);
+    assert_eq!(h.txn(foreign[0]).name, Scalar::Text("~1".into()));
+    let r = recover(&mut h, &full).unwrap();
+    assert_eq!(r.certificate.version_order.as_ref().unwrap()[&obj(&h, 1)], vec![t(&h, 1), foreign[0]]);
+    // The history read key 1's foreign value, so it may be shown; key 2 it never read.
+    let shown = crate::values_the_history_holds(&h, &foreign);
+    assert_eq!(shown[&(foreign[0], obj(&h, 1))], true);
+    assert_eq!(shown[&(foreign[0], obj(&h, 2))], false);
+}
