@@ -366,19 +366,23 @@ fn bad_bodies_revoked_tokens_lost_connections_and_the_openapi_document() {
     assert_eq!(status, 413, "{answer}");
     // The replication connection is killed under the server: it reconnects and later
     // certificates are complete.
-    let status = |serve: &Serve| -> Json {
+    let server_status = |serve: &Serve| -> Json {
         let (code, body) = get(&format!("{}/v1/status", serve.url()), Some("tok-t"));
         assert_eq!(code, 200, "{body}");
         serde_json::from_str(&body).unwrap()
     };
     let waited = Instant::now();
-    while status(&serve)["feed"]["connected"] != true {
+    while server_status(&serve)["feed"]["connected"] != true {
         assert!(waited.elapsed() < Duration::from_secs(30), "the feed did not connect");
         std::thread::sleep(Duration::from_millis(50));
     }
     sql(&db_url, &["SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'isocert_serve_faults'"]);
-    while status(&serve)["feed"]["reconnects"].as_u64().unwrap() < 1 {
-        assert!(waited.elapsed() < Duration::from_secs(60), "the feed did not reconnect: {}", status(&serve));
+    while server_status(&serve)["feed"]["reconnects"].as_u64().unwrap() < 1 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the feed did not reconnect: {}",
+            server_status(&serve)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = dir.path().join("run");
@@ -422,6 +426,7 @@ fn bad_bodies_revoked_tokens_lost_connections_and_the_openapi_document() {
     ] {
         assert!(doc["paths"][path][method].is_object(), "{method} {path} is not in the OpenAPI document");
     }
+    assert!(server_status(&serve)["store"]["bytes"].as_i64().unwrap() > 0);
     let (status, metrics) = get(&format!("{}/metrics", serve.url()), None);
     assert_eq!(status, 200);
     assert!(
@@ -590,6 +595,15 @@ fn a_database_restart_under_a_tls_server_with_a_postgres_store() {
         }
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // The PostgreSQL store reports its size too.
+    let status: Json = rt.block_on(async {
+        let client = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
+        let url = format!("https://{}/v1/status", serve.addr);
+        let text = client.get(url).bearer_auth("tok-t").send().await.unwrap().text().await.unwrap();
+        serde_json::from_str(&text).unwrap()
+    });
+    assert!(status["store"]["bytes"].as_i64().unwrap() > 0, "{status}");
+    assert!(status["store"]["transactions"].as_i64().unwrap() > 0, "{status}");
     let plain = rt.block_on(reqwest::Client::new().get(format!("http://{}/healthz", serve.addr)).send());
     assert!(
         plain.map(|r| r.status().as_u16() != 200).unwrap_or(true),

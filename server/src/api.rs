@@ -516,6 +516,7 @@ async fn metrics(State(state): State<Shared>) -> Response {
             stats.transactions as f64,
         ),
         ("isocert_store_changes", "Row changes in the version store.", stats.changes as f64),
+        ("isocert_store_bytes", "Bytes the version store takes on disk.", stats.bytes as f64),
     ]);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -45,6 +45,9 @@ pub struct StoreStats {
     pub oldest_stored_at: Option<i64>,
     /// The position the feed resumes from.
     pub resume_position: i64,
+    /// Bytes the store's tables take on disk (SQLite: the database file's pages;
+    /// PostgreSQL: the `isocert_*` tables with their indexes).
+    pub bytes: i64,
 }
 
 /// A table incarnation as stored, with what makes certificates over it impossible.
@@ -64,6 +67,8 @@ pub struct StoredTable {
 #[derive(Clone, Debug)]
 pub struct VersionStore {
     pool: AnyPool,
+    /// Whether the store is SQLite (else PostgreSQL): only the size query differs.
+    sqlite: bool,
 }
 
 fn now_secs() -> i64 {
@@ -110,7 +115,7 @@ impl VersionStore {
         for statement in SCHEMA {
             sqlx::query(statement).execute(&pool).await?;
         }
-        Ok(VersionStore { pool })
+        Ok(VersionStore { pool, sqlite: url.starts_with("sqlite://") })
     }
 
     /// The position the feed resumes from, if anything was ever stored.
@@ -306,7 +311,18 @@ impl VersionStore {
             tables: count("SELECT count(*) FROM isocert_tables").await?,
             oldest_stored_at: oldest,
             resume_position: self.resume_position().await?.unwrap_or(0) as i64,
+            bytes: self.bytes().await?,
         })
+    }
+
+    async fn bytes(&self) -> Result<i64, StoreError> {
+        let sql = if self.sqlite {
+            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+        } else {
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+             WHERE c.relkind = 'r' AND c.relname LIKE 'isocert\\_%'"
+        };
+        Ok(sqlx::query(sql).fetch_one(&self.pool).await?.get::<i64, _>(0))
     }
 }
 

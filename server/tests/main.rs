@@ -59,6 +59,7 @@ async fn batches_survive_a_reopen_and_redeliveries_are_dropped() {
     assert_eq!(s.log_for(&[b.id]).await.unwrap().len(), 1);
     let stats = s.stats().await.unwrap();
     assert_eq!((stats.transactions, stats.changes, stats.tables), (3, 4, 2));
+    assert!(stats.bytes > 0, "{stats:?}");
 }
 
 #[tokio::test]
