@@ -195,3 +195,122 @@ impl Certificate {
         Ok(())
     }
 }
+
+impl Certificate {
+    /// Rewrites the predicate operations' version sets listed row by row as snapshots
+    /// where that is shorter, for any source whose transactions carry commit timestamps
+    /// (PostgreSQL's recovered snapshot ticks, the timestamp-ordered databases). Per
+    /// operation, `visible_through` is the timestamp the most listed rows agree with (a
+    /// sweep over the interval of timestamps that gives each row its listed version); the
+    /// rows that disagree become `except`/`unseen`, checked by resolving the result, so
+    /// [`Certificate::expand_snapshot_sets`] gives back exactly the lists. A set stays a list
+    /// when more than a quarter of its rows would be exceptions. Returns how many sets were
+    /// rewritten.
+    pub fn compact_version_sets(&mut self, h: &History) -> usize {
+        let Some(sets) = self.version_sets.take() else { return 0 };
+        let resolver = SnapshotResolver::new(h, self);
+        let mut snapshots = self.snapshot_sets.take().unwrap_or_default();
+        let mut kept = FxHashMap::default();
+        let mut resolved = Vec::new();
+        let mut rewritten = 0;
+        for (at, listed) in sets {
+            let snap = h
+                .txn(at.txn)
+                .ops
+                .get(at.op as usize)
+                .and_then(Op::predicate)
+                .and_then(|_| resolver.compact(h, at, &listed, &mut resolved));
+            match snap {
+                Some(snap) => {
+                    snapshots.insert(at, snap);
+                    rewritten += 1;
+                }
+                None => {
+                    kept.insert(at, listed);
+                }
+            }
+        }
+        self.version_sets = Some(kept);
+        if !snapshots.is_empty() {
+            self.snapshot_sets = Some(snapshots);
+        }
+        rewritten
+    }
+}
+
+impl SnapshotResolver {
+    /// The snapshot form of `listed`, the version set of operation `at`, when it is short
+    /// (module doc of [`Certificate::compact_version_sets`]); `scratch` is reused.
+    fn compact(
+        &self,
+        h: &History,
+        at: OpRef,
+        listed: &[SeenVersion],
+        scratch: &mut Vec<SeenVersion>,
+    ) -> Option<SnapshotSet> {
+        let table = h.predicate(h.txn(at.txn).ops[at.op as usize].predicate()?).table;
+        if listed.iter().any(|s| h.object(s.obj).table != table) {
+            return None;
+        }
+        // Candidate timestamps: where each listed row's version becomes the newest visible
+        // one (+1) and where the next writer replaces it (-1).
+        let mut events: Vec<(Timestamp, i32)> = Vec::with_capacity(2 * listed.len());
+        let mut unbounded = 0i32;
+        for s in listed {
+            let list = self.writers.get(&s.obj).map_or(&[][..], Vec::as_slice);
+            let others = || list.iter().filter(|(w, _)| *w != at.txn);
+            let (lo, hi) = match s.writer {
+                Writer::Txn(w) if w == at.txn => continue,
+                Writer::Txn(w) => {
+                    let mut after = others().skip_while(|(x, _)| *x != w);
+                    let Some((_, Some(lo))) = after.next() else { continue };
+                    (Some(*lo), after.next().and_then(|(_, ts)| *ts))
+                }
+                Writer::Initial => (None, others().next().and_then(|(_, ts)| *ts)),
+            };
+            match lo {
+                Some(lo) => events.push((lo, 1)),
+                None => unbounded += 1,
+            }
+            if let Some(hi) = hi {
+                events.push((hi, -1));
+            }
+        }
+        events.sort_unstable();
+        let (mut best, mut best_count, mut count) = (Timestamp::default(), unbounded, unbounded);
+        for (ts, delta) in events {
+            count += delta;
+            if count > best_count {
+                (best, best_count) = (ts, count);
+            }
+        }
+        let mut snap = SnapshotSet { visible_through: best, except: Vec::new(), unseen: Vec::new() };
+        self.resolve_into(h, at, &snap, scratch).ok()?;
+        // The differences, object by object (both lists in object order once sorted).
+        let mut want: Vec<SeenVersion> = listed.to_vec();
+        want.sort_unstable_by_key(|s| s.obj);
+        let (mut i, mut j) = (0, 0);
+        while i < want.len() || j < scratch.len() {
+            match (want.get(i), scratch.get(j)) {
+                (Some(w), Some(r)) if w.obj == r.obj => {
+                    if w.writer != r.writer {
+                        snap.except.push(*w);
+                    }
+                    i += 1;
+                    j += 1;
+                }
+                (Some(w), r) if r.is_none_or(|r| w.obj < r.obj) => {
+                    snap.except.push(*w);
+                    i += 1;
+                }
+                (_, Some(r)) => {
+                    snap.unseen.push(r.obj);
+                    j += 1;
+                }
+                _ => unreachable!("one of the lists has an element left"),
+            }
+        }
+        let exceptions = snap.except.len() + snap.unseen.len();
+        (exceptions * 4 <= listed.len().max(4)).then_some(snap)
+    }
+}
