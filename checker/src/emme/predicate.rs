@@ -193,7 +193,7 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         let mut resolved = std::mem::take(&mut self.resolved);
         let set: Option<&[SeenVersion]> = match self.sets.and_then(|s| s.get(&opref)) {
             Some(set) => Some(set),
-            None => match &self.snapshots {
+            None => match &mut self.snapshots {
                 Some((snaps, resolver)) => match snaps.get(&opref) {
                     Some(snap) => {
                         resolver.resolve_into(h, opref, snap, &mut resolved).map_err(|e| {
