@@ -222,13 +222,7 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     );
     if let Some(path) = &args.certificate_out {
         anyhow::ensure!(
-            report.checker != CheckerKind::Weak,
-            "--certificate-out writes the version order a black-box checker found; weak decides {} without \
-             one (use it with mtc, cobra or polysi)",
-            report.level
-        );
-        anyhow::ensure!(
-            matches!(report.checker, CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi),
+            matches!(report.checker, CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi | CheckerKind::Weak),
             "--certificate-out writes the version order a black-box checker found; {} used the certificate given",
             report.checker
         );
