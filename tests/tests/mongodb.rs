@@ -67,13 +67,15 @@ fn history(lost_update: bool) -> String {
 }
 
 fn oplog() -> String {
-    [oplog_txn(0, 1, (1_714_557_601, 1), &[(1, 10)]), oplog_txn(1, 1, (1_714_557_601, 2), &[(1, 20)])].join("\n")
+    [oplog_txn(0, 1, (1_714_557_601, 1), &[(1, 10)]), oplog_txn(1, 1, (1_714_557_601, 2), &[(1, 20)])]
+        .join("\n")
 }
 
 fn verdict(text: &str, log: &RawLog) -> Vec<AnomalyKind> {
     let mut h = v1::read_history(text.as_bytes()).expect("history");
     let interpreter = Interpreter::new(&h).expect("the filters compile");
-    let matcher = |h: &isocert_history::History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    let matcher =
+        |h: &isocert_history::History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
     let recovered = recover_mongodb(&mut h, log, &matcher).expect("recovers");
     let interpreter = Interpreter::new(&h).unwrap();
     let report =
