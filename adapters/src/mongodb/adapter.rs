@@ -238,3 +238,32 @@ impl Database for MongoDb {
         recover_mongodb(h, log, matcher)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ITEMS: TableSpec = TableSpec { name: "items", columns: &["id", "c1", "v"] };
+
+    #[test]
+    fn rows_and_documents_round_trip_with_the_writer_tag() {
+        let d = row_document(&ITEMS, &[3, 4, 500], 77);
+        assert_eq!(d, doc! { "_id": 3_i64, "c1": 4_i64, "v": 500_i64, "writer": 77_i64 });
+        assert_eq!(document_row(&ITEMS, &d).unwrap(), vec![3, 4, 500]);
+        let e = document_row(&ITEMS, &doc! { "_id": 3, "c1": "x", "v": 1 }).unwrap_err().to_string();
+        assert!(e.contains("c1"), "{e}");
+        assert!(MongoDb::from_url("postgres://h/db").is_err());
+    }
+
+    #[test]
+    fn recover_sources_are_told_apart_by_their_first_line() {
+        let oplog = r#"{"op":"i","ns":"isocert.kv","o":{"_id":1,"value":5,"writer":9},"ts":{"$timestamp":{"t":1700000000,"i":1}}}"#;
+        let log = read_mongodb_source(oplog.as_bytes()).unwrap();
+        assert_eq!(log.len(), 1);
+        let events = r#"{"_id":{"_data":"82"},"operationType":"insert","clusterTime":{"$timestamp":{"t":1700000000,"i":1}},"ns":{"db":"isocert","coll":"kv"},"documentKey":{"_id":1},"fullDocument":{"_id":1,"value":5}}"#;
+        assert_eq!(read_mongodb_source(events.as_bytes()).unwrap().len(), 1);
+        let mut raw = Vec::new();
+        log.write_jsonl(&mut raw).unwrap();
+        assert_eq!(read_mongodb_source(raw.as_slice()).unwrap(), log);
+    }
+}
