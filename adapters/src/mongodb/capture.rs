@@ -8,6 +8,7 @@ use std::time::Duration;
 use isocert_history::History;
 use isocert_recovery::RawLog;
 use mongodb::bson::{doc, Bson, Document};
+use mongodb::change_stream::event::ResumeToken;
 use mongodb::change_stream::ChangeStream;
 use mongodb::options::FullDocumentType;
 use mongodb::Database as MongoDatabase;
@@ -49,32 +50,56 @@ impl MongoCapture {
         run_name: &str,
     ) -> Result<Self, AdapterError> {
         let marker = format!("{MARKER_PREFIX}{run_name}");
-        let pipeline = [doc! { "$match": { "ns.coll": { "$in": [collection, &marker] } } }];
-        let stream: ChangeStream<Document> = db
-            .watch()
-            .pipeline(pipeline)
-            .full_document(FullDocumentType::WhenAvailable)
-            .await
-            .map_err(|e| AdapterError::from(db_error("opening a change stream", e)))?
-            .with_type::<Document>();
+        let stream = open(&db, collection, &marker, None).await?;
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let task =
-            tokio::spawn(consume(stream, collection.to_string(), run_name.to_string(), shared.clone()));
+        let task = tokio::spawn(consume(
+            db.clone(),
+            stream,
+            collection.to_string(),
+            run_name.to_string(),
+            shared.clone(),
+        ));
         Ok(MongoCapture { database: db.name().to_string(), db, shared, task, run_name: run_name.to_string() })
     }
 }
 
+/// Opens the change stream on `collection` and the marker collection, after `resume` when
+/// given (a reconnect: events already kept may come again; the reader drops them by token).
+async fn open(
+    db: &MongoDatabase,
+    collection: &str,
+    marker: &str,
+    resume: Option<ResumeToken>,
+) -> Result<ChangeStream<Document>, AdapterError> {
+    let pipeline = [doc! { "$match": { "ns.coll": { "$in": [collection, marker] } } }];
+    Ok(db
+        .watch()
+        .pipeline(pipeline)
+        .full_document(FullDocumentType::WhenAvailable)
+        .resume_after(resume)
+        .await
+        .map_err(|e| AdapterError::from(db_error("opening a change stream", e)))?
+        .with_type::<Document>())
+}
+
+/// How many times a failed stream is reopened from its last resume token (the driver
+/// already resumes once by itself on a resumable error).
+const REOPENS: u32 = 5;
+
 async fn consume(
+    db: MongoDatabase,
     mut stream: ChangeStream<Document>,
     collection: String,
     run_name: String,
     shared: Arc<Mutex<Shared>>,
 ) {
+    let marker = format!("{MARKER_PREFIX}{run_name}");
+    let mut reopens = 0;
     loop {
         let next = stream.next_if_any().await;
-        let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
         match next {
             Ok(Some(event)) => {
+                let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
                 let coll = event.get_document("ns").ok().and_then(|ns| ns.get_str("coll").ok()).unwrap_or("");
                 if coll == collection {
                     s.lines.push(Bson::Document(event).into_relaxed_extjson().to_string());
@@ -84,12 +109,18 @@ async fn consume(
                     s.marker_seen = Some(run_name.clone());
                 }
             }
-            Ok(None) => {
-                drop(s);
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) if reopens < REOPENS => {
+                reopens += 1;
+                tracing::warn!("the change stream failed ({e}); reopening it from its last resume token");
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(reopens))).await;
+                match open(&db, &collection, &marker, stream.resume_token()).await {
+                    Ok(s) => stream = s,
+                    Err(e) => tracing::warn!("reopening the change stream: {e}"),
+                }
             }
             Err(e) => {
-                s.error = Some(e.to_string());
+                shared.lock().unwrap_or_else(|p| p.into_inner()).error = Some(e.to_string());
                 return;
             }
         }
