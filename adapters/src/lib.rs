@@ -25,6 +25,7 @@
 mod error;
 pub mod guard;
 pub mod mariadb;
+pub mod mongodb;
 mod mysql_sql;
 pub mod postgres;
 pub mod seam;
@@ -33,6 +34,8 @@ pub mod tidb;
 
 pub use error::AdapterError;
 pub use mariadb::{EmbeddedMariaDb, MariaDb};
+#[cfg(feature = "mongodb")]
+pub use mongodb::MongoDb;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
     dispatch, redact_url, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,

@@ -11,7 +11,6 @@ use anyhow::Context;
 use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor};
 use isocert_history::{v1, History};
 use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_recovery::RawLog;
 
 use crate::exit;
 use crate::run::{write_certificate, write_history, RAW_LOG};
@@ -75,7 +74,7 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
     let source = source_file(args);
     let file =
         File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
-    let log = RawLog::read_jsonl(BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
+    let log = D::read_source(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
     let mut recovered = D::recover(&mut history, &log, &matcher).with_context(|| {

@@ -115,6 +115,8 @@ pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V:
         DatabaseKind::Postgres => Ok(visitor.visit::<crate::postgres::Postgres>()),
         DatabaseKind::MariaDb => Ok(visitor.visit::<crate::mariadb::MariaDb>()),
         DatabaseKind::TiDb => Ok(visitor.visit::<crate::tidb::TiDb>()),
+        #[cfg(feature = "mongodb")]
+        DatabaseKind::MongoDb => Ok(visitor.visit::<crate::mongodb::MongoDb>()),
         other => Err(AdapterError::NotSupported { database: other.display_name() }),
     }
 }
