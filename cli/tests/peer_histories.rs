@@ -25,6 +25,8 @@ struct Case {
     format: &'static str,
     /// `--checker`.
     checker: &'static str,
+    /// `--isolation`: `si`, or `ser` for Cobra.
+    level: &'static str,
     /// Further flags (`--initial-value 0` for TimeKiller's key-value sample).
     extra: &'static [&'static str],
     /// Whether the history satisfies snapshot isolation.
@@ -34,7 +36,7 @@ struct Case {
 }
 
 fn polysi(path: &str, format: &'static str, valid: bool, txns: u64) -> Case {
-    Case { path: format!("{POLYSI}/{path}"), format, checker: "polysi", extra: &[], valid, txns }
+    Case { path: format!("{POLYSI}/{path}"), format, checker: "polysi", level: "si", extra: &[], valid, txns }
 }
 
 /// The directory of the copied histories, or `None` (with a visible line) when unset.
@@ -53,7 +55,7 @@ fn peer_dir(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// Checks every case at snapshot isolation and asserts its verdict and transaction count.
+/// Checks every case at its level and asserts its verdict and transaction count.
 fn run(test: &str, cases: &[Case]) {
     let Some(dir) = peer_dir(test) else { return };
     for case in cases {
@@ -65,8 +67,16 @@ fn run(test: &str, cases: &[Case]) {
             dir.display()
         );
         let path_arg = path.to_str().expect("a UTF-8 path");
-        let mut args =
-            vec!["check", "--isolation", "si", "--json", "--format", case.format, "--checker", case.checker];
+        let mut args = vec![
+            "check",
+            "--isolation",
+            case.level,
+            "--json",
+            "--format",
+            case.format,
+            "--checker",
+            case.checker,
+        ];
         args.extend_from_slice(case.extra);
         args.push(path_arg);
         let start = Instant::now();
@@ -83,19 +93,22 @@ fn run(test: &str, cases: &[Case]) {
         let anomalies = report["anomalies"].as_array().expect("anomalies");
         if case.valid {
             assert!(anomalies.is_empty(), "{}: {report}", case.path);
-        } else {
+        } else if case.level == "si" {
             assert!(!anomalies.is_empty(), "{}", case.path);
             assert!(
                 anomalies.iter().all(|a| a["kind"] == "g-si"),
                 "{}: only snapshot isolation violations: {report}",
                 case.path
             );
+        } else {
+            assert!(!anomalies.is_empty(), "{}", case.path);
         }
         println!(
-            "{test}: {} ({} txns): {} by {} in {:.2}s",
+            "{test}: {} ({} txns): {} at {} by {} in {:.2}s",
             case.path,
             case.txns,
             if case.valid { "accepted" } else { "rejected" },
+            case.level,
             case.checker,
             elapsed.as_secs_f64()
         );
@@ -111,6 +124,20 @@ fn polysi_violations_are_rejected_at_si() {
             polysi("violations/galera/galera.txt", "plume", false, 7),
             polysi("violations/yugabyte/yugabyte.txt", "plume", false, 20),
             polysi("violations/dgraph/history.bincode", "dbcop-bincode", false, 800),
+        ],
+    );
+}
+
+/// The same violations are not serializable either: Cobra rejects them too.
+#[test]
+fn polysi_violations_are_rejected_at_ser_by_cobra() {
+    let cobra = |case: Case| Case { checker: "cobra", level: "ser", ..case };
+    run(
+        "polysi_violations_are_rejected_at_ser_by_cobra",
+        &[
+            cobra(polysi("violations/galera/galera.txt", "plume", false, 7)),
+            cobra(polysi("violations/yugabyte/yugabyte.txt", "plume", false, 20)),
+            cobra(polysi("violations/dgraph/history.bincode", "dbcop-bincode", false, 800)),
         ],
     );
 }
@@ -161,6 +188,7 @@ fn timekiller_samples_are_accepted_by_chronos_and_aion() {
             path: format!("{TIMEKILLER}/format-kv.json"),
             format: "chronos",
             checker,
+            level: "si",
             extra: &["--initial-value", "0"],
             valid: true,
             txns: 1000,
@@ -169,6 +197,7 @@ fn timekiller_samples_are_accepted_by_chronos_and_aion() {
             path: format!("{TIMEKILLER}/format-list.json"),
             format: "chronos",
             checker,
+            level: "si",
             extra: &[],
             valid: true,
             txns: 1000,
