@@ -4,6 +4,7 @@ mod bad_input;
 mod chronos;
 mod formats;
 mod mtc;
+mod peer_histories;
 mod seam;
 mod serve;
 mod weak;
