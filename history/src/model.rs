@@ -248,6 +248,9 @@ pub enum Dialect {
     Postgres,
     /// MySQL/TiDB: case-insensitive default collation, implicit conversions.
     Mysql,
+    /// Dgraph: each predicate is a DQL filter (`ge(value, 3) AND lt(value, 9)`) over the
+    /// row's columns; a node without a column's predicate matches no function of it.
+    Dgraph,
 }
 
 impl Dialect {
@@ -256,6 +259,7 @@ impl Dialect {
         match self {
             Dialect::Postgres => "postgres",
             Dialect::Mysql => "mysql",
+            Dialect::Dgraph => "dgraph",
         }
     }
 }
