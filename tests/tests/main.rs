@@ -1,6 +1,7 @@
 //! End-to-end tests: one integration binary, one module per topic.
 
 mod corpus;
+mod dgraph;
 mod generated;
 mod html;
 mod mariadb;

@@ -54,6 +54,14 @@ pub const TIDB: TestServer = TestServer {
     hint: "bring one up with `docker compose up -d --wait tidb` and set ISOCERT_TIDB_URL=tidb://root@127.0.0.1:4000/test",
 };
 
+/// Dgraph: `ISOCERT_DGRAPH_URL` (a `dgraph://` URL naming Alpha's HTTP port). It cannot run
+/// on isocert's machines, so its live tests use [`TestServer::live_url`].
+pub const DGRAPH: TestServer = TestServer {
+    name: "Dgraph",
+    env: "ISOCERT_DGRAPH_URL",
+    hint: "bring one up with `docker compose up -d --wait dgraph` and set ISOCERT_DGRAPH_URL=dgraph://127.0.0.1:8080",
+};
+
 /// Where a test gets its server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {

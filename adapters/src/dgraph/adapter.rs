@@ -103,6 +103,7 @@ impl Database for Dgraph {
 
     const KIND: DatabaseKind = DatabaseKind::Dgraph;
     const DIALECT: Dialect = Dialect::Dgraph;
+    const NEEDS_LOG: bool = false;
 
     fn from_url(url: &str) -> Result<Self, AdapterError> {
         Dgraph::new(url)
