@@ -23,15 +23,18 @@ fn matches(row: &[(&str, Option<i64>)], filter: &str) -> Result<bool, OracleErro
     Interpreter::new(&h)?.matches(&h, pred, obj, value)
 }
 
-const FULL: &[(&str, Option<i64>)] = &[("id", Some(1)), ("c1", Some(5)), ("v", Some(10))];
+/// A row: each column present, with a value or NULL.
+type Row = &'static [(&'static str, Option<i64>)];
+
+const FULL: Row = &[("id", Some(1)), ("c1", Some(5)), ("v", Some(10))];
 /// A node without `c1` (Dgraph: the predicate has no value for it).
-const NO_C1: &[(&str, Option<i64>)] = &[("id", Some(2)), ("v", Some(20))];
+const NO_C1: Row = &[("id", Some(2)), ("v", Some(20))];
 /// `c1` present as NULL in the row: the same as absent.
-const NULL_C1: &[(&str, Option<i64>)] = &[("id", Some(3)), ("c1", None), ("v", Some(30))];
+const NULL_C1: Row = &[("id", Some(3)), ("c1", None), ("v", Some(30))];
 
 #[test]
 fn functions_connectives_and_missing_predicates_follow_dgraph() {
-    let table: &[(&str, &[(&str, Option<i64>)], bool)] = &[
+    let table: &[(&str, Row, bool)] = &[
         ("eq(c1, 5)", FULL, true),
         ("eq(c1, 4)", FULL, false),
         ("eq(c1, [1, 5, 9])", FULL, true),
