@@ -2,6 +2,7 @@
 
 mod corpus;
 mod dgraph;
+mod dgraph_fake;
 mod generated;
 mod html;
 mod mariadb;
