@@ -65,10 +65,13 @@ fn timestamp_facts(h: &History) -> Result<TimestampFacts, RecoveryError> {
         let txn = h.txn(t);
         let start = pick(h, t, "start_ts", f.start_ts.map(Timestamp::new), txn.start_ts)?;
         let commit = pick(h, t, "commit_ts", f.commit_ts.map(Timestamp::new), txn.commit_ts)?;
-        let wrote = txn
-            .ops
-            .iter()
-            .any(|op| !matches!(op, Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. }));
+        // Whether the transaction installed a version (a predicate update or delete that
+        // matched nothing mutated nothing).
+        let wrote = txn.ops.iter().any(|op| match op {
+            Op::Write { .. } | Op::Append { .. } => true,
+            Op::Update { rows, .. } | Op::Delete { rows, .. } => !rows.is_empty(),
+            _ => false,
+        });
         facts.start[t.index()] = start;
         // A transaction that mutated nothing never reaches /commit: its reads are those of
         // its snapshot, and it is equivalent to one committing there.

@@ -25,8 +25,8 @@ fn key(h: &History, k: i64) -> isocert_history::ObjId {
 
 const W1: &str = r#"{"id":1,"session":1,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":10}}],"meta":{"isolation":"repeatable-read","start_ts":100,"commit_ts":110}}"#;
 const W2: &str = r#"{"id":2,"session":2,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":20}}],"meta":{"isolation":"repeatable-read","start_ts":111,"commit_ts":120}}"#;
-/// Read-only: never sent to /commit, so no commit_ts.
-const R_MID: &str = r#"{"id":3,"session":3,"ops":[{"f":"r","table":"t","key":1,"value":{"id":1,"v":10}},{"f":"select","table":"t","where":"ge(v, 5)","rows":[{"key":1,"value":{"id":1,"v":10}}]}],"meta":{"isolation":"repeatable-read","start_ts":115}}"#;
+/// Mutates nothing (its predicate update matches no row): never sent to /commit, so no commit_ts.
+const R_MID: &str = r#"{"id":3,"session":3,"ops":[{"f":"r","table":"t","key":1,"value":{"id":1,"v":10}},{"f":"select","table":"t","where":"ge(v, 5)","rows":[{"key":1,"value":{"id":1,"v":10}}]},{"f":"update","table":"t","where":"gt(v, 100)","set":{"v":7},"rows":[]}],"meta":{"isolation":"repeatable-read","start_ts":115}}"#;
 
 #[test]
 fn versions_follow_commit_ts_and_reads_see_their_start_ts_snapshot() {
