@@ -368,3 +368,17 @@ fn a_predicate_run_records_dql_filters_that_the_oracle_and_emme_accept() {
     assert!(history.contains(r#""where":"between("#) || history.contains(r#""where":"eq("#), "{history}");
     assert!(!history.contains(" BETWEEN "), "the SQL text was recorded:\n{history}");
 }
+
+#[test]
+fn predicates_isocert_did_not_create_are_never_dropped() {
+    let url = fake_alpha(true);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out) = run_workload(&url, dir.path(), "kv", "20", &["--keep-tables"]);
+    assert_eq!(code, Some(0), "first run:\n{out}");
+    // The kept predicates now belong to nobody: a second run refuses to drop them...
+    let (code, out) = run_workload(&url, dir.path(), "kv", "20", &["--force"]);
+    assert_eq!(code, Some(2), "second run:\n{out}");
+    // ... unless told to.
+    let (code, out) = run_workload(&url, dir.path(), "kv", "20", &["--force", "--reset-tables"]);
+    assert_eq!(code, Some(0), "third run:\n{out}");
+}

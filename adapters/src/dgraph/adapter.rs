@@ -48,9 +48,24 @@ impl Dgraph {
         &self.url
     }
 
-    /// Drops `table`'s predicates (and with them every value of every node), only those.
+    /// Which of `table`'s predicates the cluster's schema has.
+    async fn existing_predicates(&self, table: &TableSpec) -> Result<Vec<String>, DbError> {
+        let dql = dql::schema_query(table);
+        let answer = self.http.query(None, &dql).await.map_err(|e| db_error(&dql, e))?;
+        let ours = dql::predicates(table);
+        let listed = answer.data.get("schema").and_then(|s| s.as_array()).cloned().unwrap_or_default();
+        Ok(listed
+            .iter()
+            .filter_map(|entry| entry.get("predicate").and_then(|p| p.as_str()))
+            .filter(|p| ours.iter().any(|o| o == p))
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// Drops those of `table`'s predicates that exist (and with them every value of every
+    /// node), only those.
     async fn drop_predicates(&self, table: &TableSpec) -> Result<(), DbError> {
-        for p in dql::predicates(table) {
+        for p in self.existing_predicates(table).await? {
             let body = json!({ "drop_attr": p }).to_string();
             self.http.alter(body).await.map_err(|e| db_error(&format!("/alter drop_attr {p}"), e))?;
         }
@@ -147,9 +162,7 @@ impl Database for Dgraph {
     }
 
     async fn table_exists(&self, table: &TableSpec) -> Result<bool, DbError> {
-        let dql = dql::schema_query(table);
-        let answer = self.http.query(None, &dql).await.map_err(|e| db_error(&dql, e))?;
-        Ok(answer.data.get("schema").and_then(|s| s.as_array()).is_some_and(|s| !s.is_empty()))
+        Ok(!self.existing_predicates(table).await?.is_empty())
     }
 
     async fn drop_table(&self, table: &TableSpec) -> Result<(), DbError> {
