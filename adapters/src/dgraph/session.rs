@@ -22,7 +22,8 @@ use isocert_recovery::DgraphTxnFacts;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use super::dql::{self, Filter, Node};
+use super::dql::{self, Node};
+use super::filter::{self, Filter};
 use super::http::{db_error, Answer, DgraphHttp};
 use crate::seam::{CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec};
 
@@ -151,7 +152,7 @@ impl DgraphSession {
         predicate: &str,
         facts: &mut DgraphTxnFacts,
     ) -> Result<(String, Vec<Node>), DbError> {
-        let filter: Filter = dql::parse_filter(table, predicate)
+        let filter: Filter = filter::parse_filter(table, predicate)
             .map_err(|e| DbError::new(ErrorClass::Fatal, None, format!("predicate {predicate}"), e))?;
         let text = filter.render(&|c| c.to_string());
         let nodes = self.nodes(table, &dql::filter_query(table, Some(&filter)), facts).await?;
