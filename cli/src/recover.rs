@@ -11,7 +11,6 @@ use anyhow::Context;
 use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor};
 use isocert_history::{v1, History};
 use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_recovery::RawLog;
 
 use crate::exit;
 use crate::run::{write_certificate, write_history, RAW_LOG};
@@ -37,6 +36,10 @@ pub(crate) struct RecoverArgs {
     /// unknown outcomes (what `isocert run` saves as history.jsonl).
     #[arg(long, value_name = "FILE")]
     history_out: Option<PathBuf>,
+    /// List every predicate read's version set row by row, as the shared spec does, instead
+    /// of as its snapshot where that is shorter (docs/FORMAT.md "Compact version sets").
+    #[arg(long)]
+    explicit_version_sets: bool,
 }
 
 /// Runs `isocert recover`: exit 0 when the certificate is written, 2 on any error.
@@ -71,19 +74,22 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
     let source = source_file(args);
     // A database recovered from the history alone (Dgraph) needs no log; one given is read.
     let log = if !D::NEEDS_LOG && args.source.is_none() && !source.exists() {
-        RawLog::new()
+        isocert_recovery::RawLog::new()
     } else {
         let file =
             File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
-        RawLog::read_jsonl(BufReader::new(file)).with_context(|| format!("{}", source.display()))?
+        D::read_source(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?
     };
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-    let recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
+    let mut recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
         format!("recovering the {} certificate from {}", D::KIND.display_name(), source.display())
     })?;
     for w in &recovered.warnings {
         eprintln!("isocert: warning: {w}");
+    }
+    if !args.explicit_version_sets {
+        recovered.certificate.compact_version_sets(&history);
     }
     write_certificate(&args.out, &history, &recovered)?;
     if let Some(path) = &args.history_out {

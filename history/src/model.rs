@@ -248,6 +248,10 @@ pub enum Dialect {
     Postgres,
     /// MySQL/TiDB: case-insensitive default collation, implicit conversions.
     Mysql,
+    /// MongoDB: each predicate text is a query filter document in (relaxed) extended JSON,
+    /// such as `{"value": {"$gte": 2, "$lt": 5}}`, with MongoDB's comparison order and
+    /// type bracketing.
+    Mongodb,
     /// Dgraph: each predicate is a DQL filter (`ge(value, 3) AND lt(value, 9)`) over the
     /// row's columns; a node without a column's predicate matches no function of it.
     Dgraph,
@@ -259,6 +263,7 @@ impl Dialect {
         match self {
             Dialect::Postgres => "postgres",
             Dialect::Mysql => "mysql",
+            Dialect::Mongodb => "mongodb",
             Dialect::Dgraph => "dgraph",
         }
     }

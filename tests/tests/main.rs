@@ -6,6 +6,7 @@ mod dgraph_fake;
 mod generated;
 mod html;
 mod mariadb;
+mod mongodb;
 mod postgres;
 mod safety;
 mod scenarios;

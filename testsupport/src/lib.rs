@@ -54,6 +54,15 @@ pub const TIDB: TestServer = TestServer {
     hint: "bring one up with `docker compose up -d --wait tidb` and set ISOCERT_TIDB_URL=tidb://root@127.0.0.1:4000/test",
 };
 
+/// MongoDB: `ISOCERT_MONGODB_URL` (a `mongodb://` URL of a replica set). It cannot run on
+/// isocert's machines, so its live tests use [`TestServer::live_url`].
+pub const MONGODB: TestServer = TestServer {
+    name: "MongoDB",
+    env: "ISOCERT_MONGODB_URL",
+    hint: "bring one up with `docker compose up -d --wait mongodb` and set \
+           ISOCERT_MONGODB_URL=mongodb://127.0.0.1:27017/isocert?replicaSet=rs0 (tests built with --features mongodb)",
+};
+
 /// Dgraph: `ISOCERT_DGRAPH_URL` (a `dgraph://` URL naming Alpha's HTTP port). It cannot run
 /// on isocert's machines, so its live tests use [`TestServer::live_url`].
 pub const DGRAPH: TestServer = TestServer {

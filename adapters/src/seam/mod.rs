@@ -541,6 +541,16 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// Reads a captured source for `isocert recover --source`. Default: a `raw-log.jsonl`
+    /// ([`RawLog::read_jsonl`]); an adapter whose database has its own dump format (MongoDB's
+    /// oplog or change events) reads that too.
+    ///
+    /// # Errors
+    /// A [`isocert_recovery::RawLogError`] naming the bad line and field.
+    fn read_source(input: &mut dyn std::io::BufRead) -> Result<RawLog, isocert_recovery::RawLogError> {
+        RawLog::read_jsonl(input)
+    }
+
     /// The recovery rule: history (with the facts the sessions recorded) + captured log
     /// -> certificate, with derived timestamps written into the history. `matcher` is the
     /// predicate oracle.

@@ -201,12 +201,13 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
         h.dialect = match d.as_str() {
             "postgres" | "postgresql" => Dialect::Postgres,
             "mysql" | "tidb" => Dialect::Mysql,
+            "mongodb" => Dialect::Mongodb,
             "dgraph" => Dialect::Dgraph,
             other => {
                 return Err(FormatError::invalid(
                     line,
                     "dialect",
-                    format!("unknown dialect {other:?} (postgres, mysql, dgraph)"),
+                    format!("unknown dialect {other:?} (postgres, mysql, mongodb, dgraph)"),
                 ))
             }
         };
