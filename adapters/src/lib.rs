@@ -22,6 +22,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod dgraph;
 mod error;
 pub mod guard;
 pub mod mariadb;
@@ -32,6 +33,7 @@ pub mod seam;
 mod server_process;
 pub mod tidb;
 
+pub use dgraph::Dgraph;
 pub use error::AdapterError;
 pub use mariadb::{EmbeddedMariaDb, MariaDb};
 #[cfg(feature = "mongodb")]

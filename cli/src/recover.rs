@@ -26,7 +26,7 @@ pub(crate) struct RecoverArgs {
     #[arg(long, value_name = "FILE")]
     history: PathBuf,
     /// The captured change stream: a raw-log.jsonl file, or a directory holding one
-    /// [default: raw-log.jsonl beside --history].
+    /// [default: raw-log.jsonl beside --history; Dgraph needs none].
     #[arg(long, value_name = "FILE_OR_DIR")]
     source: Option<PathBuf>,
     /// Where to write the certificate (v1 JSON).
@@ -72,9 +72,14 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
     let mut history: History = v1::read_history(BufReader::new(file))
         .with_context(|| format!("history {}", args.history.display()))?;
     let source = source_file(args);
-    let file =
-        File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
-    let log = D::read_source(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
+    // A database recovered from the history alone (Dgraph) needs no log; one given is read.
+    let log = if !D::NEEDS_LOG && args.source.is_none() && !source.exists() {
+        isocert_recovery::RawLog::new()
+    } else {
+        let file =
+            File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
+        D::read_source(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?
+    };
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
     let mut recovered = D::recover(&mut history, &log, &matcher).with_context(|| {

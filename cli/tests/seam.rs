@@ -18,7 +18,6 @@ fn databases_without_an_adapter_are_refused_by_name_with_exit_2() {
     for (url, name) in [
         ("cockroachdb://root@127.0.0.1:26257/defaultdb", "CockroachDB is not supported yet"),
         ("mongodb://127.0.0.1:27017", "MongoDB is not supported yet"),
-        ("dgraph://127.0.0.1:9080", "Dgraph is not supported yet"),
     ] {
         let o = run_on(url, dir.path());
         let stderr = String::from_utf8_lossy(&o.stderr);
@@ -38,6 +37,20 @@ fn databases_without_an_adapter_are_refused_by_name_with_exit_2() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("MongoDB is not supported yet"), "{stderr}");
+}
+
+#[test]
+fn dgraph_urls_reach_the_dgraph_adapter() {
+    // Nothing listens on port 9: the adapter's HTTP client says so, naming Dgraph.
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_on("dgraph://127.0.0.1:9", dir.path());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no answer from Dgraph") && !stderr.contains("not supported yet"), "{stderr}");
+    let o = isocert(&["run", "--database", "dgraph", "--workload", "kv", "--isolation", "rr", "--out", "x"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot start a throwaway Dgraph"), "{stderr}");
 }
 
 #[test]

@@ -252,6 +252,9 @@ pub enum Dialect {
     /// such as `{"value": {"$gte": 2, "$lt": 5}}`, with MongoDB's comparison order and
     /// type bracketing.
     Mongodb,
+    /// Dgraph: each predicate is a DQL filter (`ge(value, 3) AND lt(value, 9)`) over the
+    /// row's columns; a node without a column's predicate matches no function of it.
+    Dgraph,
 }
 
 impl Dialect {
@@ -261,6 +264,7 @@ impl Dialect {
             Dialect::Postgres => "postgres",
             Dialect::Mysql => "mysql",
             Dialect::Mongodb => "mongodb",
+            Dialect::Dgraph => "dgraph",
         }
     }
 }

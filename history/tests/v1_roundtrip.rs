@@ -80,3 +80,22 @@ fn blank_lines_are_skipped_and_header_is_optional() {
     let Op::Write { value, .. } = h.txns[0].ops[0] else { panic!("expected a write") };
     assert_eq!(h.value(value), &Value::Scalar(Scalar::Float(2.5)));
 }
+
+#[test]
+fn the_dgraph_dialect_round_trips_and_unknown_dialects_name_the_choices() {
+    let text = concat!(
+        r#"{"format":"isocert-history","version":1,"dialect":"dgraph"}"#,
+        "\n",
+        r#"{"id":1,"session":0,"ops":[{"f":"select","table":"t","where":"ge(v, 3) AND lt(v, 9)","rows":[]}]}"#,
+        "\n"
+    );
+    let h = v1::read_history(text.as_bytes()).unwrap();
+    assert_eq!(h.dialect, Dialect::Dgraph);
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), text);
+    let e = v1::read_history(r#"{"format":"isocert-history","version":1,"dialect":"gql"}"#.as_bytes())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dialect") && e.contains("dgraph"), "{e}");
+}

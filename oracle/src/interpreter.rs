@@ -226,6 +226,8 @@ pub(crate) fn parse_predicate(sql: &str, dialect: Dialect) -> Result<sqlparser::
         Dialect::Postgres => &pg,
         Dialect::Mysql => &my,
         Dialect::Mongodb => return Err("a MongoDB query filter is not a SQL expression".into()),
+        // Dgraph's predicates are DQL filters (crate::dql); SQL text in them reads as PostgreSQL.
+        Dialect::Dgraph => &pg,
     };
     let mut parser = Parser::new(d).try_with_sql(sql).map_err(|e| e.to_string())?;
     let expr = parser.parse_expr().map_err(|e| e.to_string())?;
@@ -265,6 +267,10 @@ fn compile_predicate(
     kinds: &[u8],
 ) -> Result<CompiledPredicate, OracleError> {
     let p = h.predicate(pred);
+    if dialect == Dialect::Dgraph {
+        let c = crate::dql::compile(h, pred)?;
+        return Ok(CompiledPredicate { table: p.table, node: Ok(Program::Sql(c.node)), bounds: c.bounds });
+    }
     // Quoted in error messages: a pathological predicate can be megabytes long.
     let sql = isocert_history::quote_capped(&p.sql);
     if dialect == Dialect::Mongodb {

@@ -1,4 +1,5 @@
-//! The matches oracle: decides whether a row version matches a SQL predicate.
+//! The matches oracle: decides whether a row version matches a SQL predicate (or, for a
+//! Dgraph history, a DQL filter).
 //!
 //! Checkers ask one small trait, [`MatchesOracle`]; the [`Interpreter`] answers it by
 //! compiling each distinct predicate of a history once and evaluating it with SQL
@@ -38,6 +39,7 @@ mod calls;
 mod compile;
 #[cfg(feature = "database")]
 mod database;
+mod dql;
 mod error;
 mod eval;
 #[cfg(feature = "database")]

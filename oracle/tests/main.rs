@@ -3,6 +3,7 @@
 mod bounds;
 mod common;
 mod deep;
+mod dgraph;
 mod differential;
 mod grammar;
 mod histories;

@@ -26,6 +26,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod dgraph;
 mod error;
 mod innodb;
 mod matching;
@@ -37,6 +38,7 @@ mod snapshot;
 mod tidb;
 pub mod timestamp_order;
 
+pub use dgraph::{recover_dgraph, DgraphTxnFacts};
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use matching::without_initial_load;

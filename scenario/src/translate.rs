@@ -149,6 +149,8 @@ fn parse_one(sql: &str, dialect: Dialect) -> Option<Statement> {
         Dialect::Mysql => Parser::parse_sql(&MySqlDialect {}, sql),
         // Scenarios are SQL; a MongoDB history has no SQL statements to translate.
         Dialect::Mongodb => return None,
+        // Scenarios are SQL; a Dgraph history's predicates are DQL filters.
+        Dialect::Dgraph => return None,
     };
     let mut statements = parsed.ok()?;
     (statements.len() == 1).then(|| statements.remove(0))

@@ -1,6 +1,8 @@
 //! End-to-end tests: one integration binary, one module per topic.
 
 mod corpus;
+mod dgraph;
+mod dgraph_fake;
 mod generated;
 mod html;
 mod mariadb;

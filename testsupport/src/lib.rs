@@ -63,6 +63,14 @@ pub const MONGODB: TestServer = TestServer {
            ISOCERT_MONGODB_URL=mongodb://127.0.0.1:27017/isocert?replicaSet=rs0 (tests built with --features mongodb)",
 };
 
+/// Dgraph: `ISOCERT_DGRAPH_URL` (a `dgraph://` URL naming Alpha's HTTP port). It cannot run
+/// on isocert's machines, so its live tests use [`TestServer::live_url`].
+pub const DGRAPH: TestServer = TestServer {
+    name: "Dgraph",
+    env: "ISOCERT_DGRAPH_URL",
+    hint: "bring one up with `docker compose up -d --wait dgraph` and set ISOCERT_DGRAPH_URL=dgraph://127.0.0.1:8080",
+};
+
 /// Where a test gets its server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {

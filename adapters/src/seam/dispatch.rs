@@ -115,6 +115,7 @@ pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V:
         DatabaseKind::Postgres => Ok(visitor.visit::<crate::postgres::Postgres>()),
         DatabaseKind::MariaDb => Ok(visitor.visit::<crate::mariadb::MariaDb>()),
         DatabaseKind::TiDb => Ok(visitor.visit::<crate::tidb::TiDb>()),
+        DatabaseKind::Dgraph => Ok(visitor.visit::<crate::dgraph::Dgraph>()),
         #[cfg(feature = "mongodb")]
         DatabaseKind::MongoDb => Ok(visitor.visit::<crate::mongodb::MongoDb>()),
         other => Err(AdapterError::NotSupported { database: other.display_name() }),

@@ -407,6 +407,11 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// case-insensitive collation and implicit conversions).
     const DIALECT: Dialect = Dialect::Postgres;
 
+    /// Whether [`Database::recover`] needs the captured log (`raw-log.jsonl`). `false` for a
+    /// database whose certificate follows from the facts in the history alone (Dgraph: its
+    /// transactions' timestamps), so that `isocert recover` needs only the history.
+    const NEEDS_LOG: bool = true;
+
     /// The adapter for `url` (no connection is made yet). Fails on a URL it cannot use.
     fn from_url(url: &str) -> Result<Self, AdapterError>;
 

@@ -161,9 +161,10 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                         b"postgres" | b"postgresql" => Dialect::Postgres,
                         b"mysql" | b"tidb" => Dialect::Mysql,
                         b"mongodb" => Dialect::Mongodb,
+                        b"dgraph" => Dialect::Dgraph,
                         other => {
                             return Err(Fail::bad(format!(
-                                "unknown dialect {:?} (postgres, mysql, mongodb)",
+                                "unknown dialect {:?} (postgres, mysql, mongodb, dgraph)",
                                 String::from_utf8_lossy(other)
                             ))
                             .at("dialect"))

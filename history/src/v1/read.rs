@@ -202,11 +202,12 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
             "postgres" | "postgresql" => Dialect::Postgres,
             "mysql" | "tidb" => Dialect::Mysql,
             "mongodb" => Dialect::Mongodb,
+            "dgraph" => Dialect::Dgraph,
             other => {
                 return Err(FormatError::invalid(
                     line,
                     "dialect",
-                    format!("unknown dialect {other:?} (postgres, mysql, mongodb)"),
+                    format!("unknown dialect {other:?} (postgres, mysql, mongodb, dgraph)"),
                 ))
             }
         };

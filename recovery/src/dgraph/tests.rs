@@ -1,0 +1,115 @@
+//! Dgraph's rule on histories shaped as the Dgraph session records them: `meta` holds
+//! `start_ts` (from `extensions.txn.start_ts` of the first `/query` or `/mutate` answer) and
+//! `commit_ts` (from `extensions.txn.commit_ts` of `/commit`), the shapes of Dgraph's
+//! `dgraph/cmd/alpha/http.go` (queryHandler, mutationHandler, handleCommit).
+
+use isocert_history::{v1, History, OpRef, Scalar, Status, Timestamp, TxnId, Writer};
+
+use super::recover_dgraph;
+use crate::{RawLog, RecoveryError};
+
+const HEADER: &str = r#"{"format":"isocert-history","version":1,"dialect":"dgraph","initial":[{"table":"t","key":1,"value":{"id":1,"v":0}},{"table":"t","key":2,"value":{"id":2,"v":0}}]}"#;
+
+fn history(lines: &[&str]) -> History {
+    let text = std::iter::once(HEADER).chain(lines.iter().copied()).collect::<Vec<_>>().join("\n");
+    v1::read_history(text.as_bytes()).expect("history")
+}
+
+fn recover(h: &mut History) -> Result<crate::Recovered, RecoveryError> {
+    recover_dgraph(h, &RawLog::new(), &|_, _, _, _| Ok(true))
+}
+
+fn key(h: &History, k: i64) -> isocert_history::ObjId {
+    h.object_by_key(h.table_by_name("t").unwrap(), &Scalar::Int(k)).unwrap()
+}
+
+const W1: &str = r#"{"id":1,"session":1,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":10}}],"meta":{"isolation":"repeatable-read","start_ts":100,"commit_ts":110}}"#;
+const W2: &str = r#"{"id":2,"session":2,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":20}}],"meta":{"isolation":"repeatable-read","start_ts":111,"commit_ts":120}}"#;
+/// Mutates nothing (its predicate update matches no row): never sent to /commit, so no commit_ts.
+const R_MID: &str = r#"{"id":3,"session":3,"ops":[{"f":"r","table":"t","key":1,"value":{"id":1,"v":10}},{"f":"select","table":"t","where":"ge(v, 5)","rows":[{"key":1,"value":{"id":1,"v":10}}]},{"f":"update","table":"t","where":"gt(v, 100)","set":{"v":7},"rows":[]}],"meta":{"isolation":"repeatable-read","start_ts":115}}"#;
+
+#[test]
+fn versions_follow_commit_ts_and_reads_see_their_start_ts_snapshot() {
+    let mut h = history(&[W1, W2, R_MID]);
+    let r = recover(&mut h).expect("recovers");
+    let order = r.certificate.version_order.as_ref().unwrap();
+    assert_eq!(order[&key(&h, 1)], vec![TxnId(0), TxnId(1)]);
+    let sets = r.certificate.version_sets.as_ref().unwrap();
+    // Read at 115: T1 (110) committed, T2 (120) not yet.
+    assert_eq!(sets[&OpRef { txn: TxnId(2), op: 0 }][0].writer, Writer::Txn(TxnId(0)));
+    let seen: Vec<Writer> = sets[&OpRef { txn: TxnId(2), op: 1 }].iter().map(|s| s.writer).collect();
+    assert!(seen.contains(&Writer::Txn(TxnId(0))) && seen.contains(&Writer::Initial), "{seen:?}");
+    // Timestamps land in the history; the read-only transaction commits at its snapshot.
+    assert_eq!(h.txns[1].commit_ts, Some(Timestamp::new(120)));
+    assert_eq!(
+        (h.txns[2].start_ts, h.txns[2].commit_ts),
+        (Some(Timestamp::new(115)), Some(Timestamp::new(115)))
+    );
+    // Recovering again from the history's own timestamps gives the same certificate.
+    let again = recover(&mut h).expect("recovers twice");
+    assert_eq!(again.certificate.version_order, r.certificate.version_order);
+}
+
+#[test]
+fn timestamps_in_the_history_alone_suffice() {
+    let bare = |line: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let meta = v.as_object_mut().unwrap().remove("meta").unwrap();
+        v["start_ts"] = meta["start_ts"].clone();
+        if let Some(c) = meta.get("commit_ts") {
+            v["commit_ts"] = c.clone();
+        }
+        v.to_string()
+    };
+    let lines = [bare(W1), bare(W2), bare(R_MID)];
+    let mut h = history(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let r = recover(&mut h).expect("recovers");
+    assert_eq!(r.certificate.version_order.unwrap()[&key(&h, 1)], vec![TxnId(0), TxnId(1)]);
+}
+
+#[test]
+fn a_lost_commit_answer_nobody_read_is_aborted_and_one_read_is_refused() {
+    let lost = r#"{"id":4,"session":4,"status":"unknown","ops":[{"f":"w","table":"t","key":2,"value":{"id":2,"v":40}}],"meta":{"start_ts":130,"error":"connection"}}"#;
+    let mut h = history(&[W1, lost]);
+    recover(&mut h).expect("recovers");
+    assert_eq!(h.txns[1].status, Status::Aborted);
+
+    let reader = r#"{"id":5,"session":5,"ops":[{"f":"r","table":"t","key":2,"value":{"id":2,"v":40}}],"meta":{"start_ts":150}}"#;
+    let mut h = history(&[W1, lost, reader]);
+    let e = recover(&mut h).unwrap_err().to_string();
+    assert!(e.contains("unknown") && e.contains("read what it wrote"), "{e}");
+}
+
+#[test]
+fn bad_timestamps_are_refused_naming_the_transaction_and_field() {
+    // Two writers of key 1 committing at the same timestamp: impossible in Dgraph.
+    let tie = W2.replace(r#""start_ts":111,"commit_ts":120"#, r#""start_ts":105,"commit_ts":110"#);
+    let mut h = history(&[W1, &tie]);
+    let e = recover(&mut h).unwrap_err().to_string();
+    assert!(e.contains("same timestamp"), "{e}");
+
+    let backwards = W1.replace(r#""commit_ts":110"#, r#""commit_ts":90"#);
+    let mut h = history(&[&backwards]);
+    let e = recover(&mut h).unwrap_err().to_string();
+    assert!(e.contains("meta.commit_ts") && e.contains("not after start_ts"), "{e}");
+
+    let no_start = r#"{"id":1,"session":1,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":10}}],"meta":{"commit_ts":110}}"#;
+    let mut h = history(&[no_start]);
+    let e = recover(&mut h).unwrap_err().to_string();
+    assert!(e.contains("start_ts"), "{e}");
+
+    let no_commit = r#"{"id":1,"session":1,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":10}}],"meta":{"start_ts":100}}"#;
+    let mut h = history(&[no_commit]);
+    let e = recover(&mut h).unwrap_err().to_string();
+    assert!(e.contains("commit timestamp"), "{e}");
+
+    let disagree = r#"{"id":1,"session":1,"start_ts":99,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":10}}],"meta":{"start_ts":100,"commit_ts":110}}"#;
+    let mut h = history(&[disagree]);
+    let e = recover(&mut h).unwrap_err().to_string();
+    assert!(e.contains("meta.start_ts") && e.contains("99"), "{e}");
+
+    let malformed = r#"{"id":1,"session":1,"ops":[],"meta":{"start_ts":"soon"}}"#;
+    let mut h = history(&[malformed]);
+    let e = recover(&mut h).unwrap_err().to_string();
+    assert!(e.contains("meta"), "{e}");
+}
