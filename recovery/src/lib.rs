@@ -26,6 +26,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod cockroach;
 mod error;
 mod innodb;
 mod matching;
@@ -35,6 +36,7 @@ mod raw_log;
 mod snapshot;
 mod tidb;
 
+pub use cockroach::{parse_hlc, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use matching::without_initial_load;
