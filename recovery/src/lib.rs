@@ -16,7 +16,7 @@
 //! {"id":2,"session":1,"ops":[{"f":"select","table":"kv","where":"value > 5","rows":[{"key":1,"value":10}]}],"meta":{"xid":null,"snapshot":"701:701:"}}"#;
 //! let mut h = v1::read_history(text.as_bytes())?;
 //! let mut log = RawLog::new();
-//! log.push(CommittedTxn { xid: 700, commit_lsn: 1, end_lsn: 2, commit_time: 0, changes: vec![RowChange {
+//! log.push(CommittedTxn { xid: 700, commit_lsn: 1, end_lsn: 2, commit_time: 0, commit_ts: None, changes: vec![RowChange {
 //!     table: "kv".into(), key: Scalar::Int(1),
 //!     row: Some(vec![("key".into(), Scalar::Int(1)), ("value".into(), Scalar::Int(10))]) }] });
 //! let recovered = recover_postgres(&mut h, &log, &|_, _, _, _| Ok(true))?;
@@ -35,6 +35,7 @@ mod postgres;
 mod raw_log;
 mod snapshot;
 mod tidb;
+pub mod timestamp_order;
 
 pub use cockroach::{parse_hlc, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
 pub use error::RecoveryError;
@@ -47,3 +48,4 @@ pub use postgres::{
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
 pub use tidb::{recover_tidb, TiDbOpFacts, TiDbTxnFacts};
+pub use timestamp_order::{recover_by_timestamps, LogMatch, TimestampFacts, VersionSource};

@@ -5,7 +5,7 @@
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
-use isocert_history::Scalar;
+use isocert_history::{Scalar, Timestamp};
 use serde_json::{json, Map, Value as Json};
 
 /// One row change of a committed transaction.
@@ -40,6 +40,10 @@ pub struct CommittedTxn {
     /// The commit time the database reported, in the adapter's unit (PostgreSQL:
     /// microseconds since 2000-01-01; MariaDB: the event header's Unix seconds).
     pub commit_time: i64,
+    /// The commit timestamp, for databases that order versions by timestamp (TiDB's
+    /// `commit_ts`, CockroachDB's HLC `updated`, MongoDB's cluster time); `None` where the
+    /// commit position is the order (PostgreSQL, MariaDB).
+    pub commit_ts: Option<Timestamp>,
     /// The row changes in the order the transaction made them (a row may change twice).
     pub changes: Vec<RowChange>,
 }
@@ -145,7 +149,8 @@ fn scalar_from_json(v: &Json) -> Option<Scalar> {
 
 impl CommittedTxn {
     /// The transaction as one JSON object: `xid`, `commit_lsn`, `end_lsn`, `commit_time`,
-    /// `changes` (each `table`, `key`, `row`: an object of columns in order, or `null`).
+    /// `commit_ts` when known (`"WALL"` or `"WALL.LOGICAL"`), `changes` (each `table`, `key`,
+    /// `row`: an object of columns in order, or `null`).
     pub fn to_json(&self) -> Json {
         let changes: Vec<Json> = self
             .changes
@@ -158,7 +163,11 @@ impl CommittedTxn {
                 json!({"table": &*c.table, "key": c.key.to_json(), "row": row})
             })
             .collect();
-        json!({"xid": self.xid, "commit_lsn": self.commit_lsn, "end_lsn": self.end_lsn, "commit_time": self.commit_time, "changes": changes})
+        let mut out = json!({"xid": self.xid, "commit_lsn": self.commit_lsn, "end_lsn": self.end_lsn, "commit_time": self.commit_time, "changes": changes});
+        if let Some(ts) = self.commit_ts {
+            out["commit_ts"] = Json::String(ts.to_string());
+        }
+        out
     }
 
     /// Reads a transaction [`CommittedTxn::to_json`] wrote; errors name `line` and the field.
@@ -172,10 +181,9 @@ impl CommittedTxn {
             message: message.to_string(),
         };
         let obj = v.as_object().ok_or_else(|| bad("line", "is not a JSON object"))?;
-        if let Some(k) = obj
-            .keys()
-            .find(|k| !["xid", "commit_lsn", "end_lsn", "commit_time", "changes"].contains(&k.as_str()))
-        {
+        if let Some(k) = obj.keys().find(|k| {
+            !["xid", "commit_lsn", "end_lsn", "commit_time", "commit_ts", "changes"].contains(&k.as_str())
+        }) {
             return Err(bad(k, "unknown field"));
         }
         let number = |f: &str| {
@@ -186,6 +194,11 @@ impl CommittedTxn {
             .get("commit_time")
             .and_then(Json::as_i64)
             .ok_or_else(|| bad("commit_time", "missing or not an integer"))?;
+        let commit_ts = match obj.get("commit_ts") {
+            None => None,
+            Some(Json::String(s)) => Some(Timestamp::parse_str(s).map_err(|e| bad("commit_ts", &e))?),
+            Some(_) => return Err(bad("commit_ts", "not a string \"WALL\" or \"WALL.LOGICAL\"")),
+        };
         let mut changes = Vec::new();
         let list = obj
             .get("changes")
@@ -219,7 +232,7 @@ impl CommittedTxn {
             };
             changes.push(RowChange { table: table.into(), key, row });
         }
-        Ok(CommittedTxn { xid, commit_lsn, end_lsn, commit_time, changes })
+        Ok(CommittedTxn { xid, commit_lsn, end_lsn, commit_time, commit_ts, changes })
     }
 }
 
@@ -270,7 +283,14 @@ mod tests {
     use super::*;
 
     fn txn(lsn: u64) -> CommittedTxn {
-        CommittedTxn { xid: lsn, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, changes: Vec::new() }
+        CommittedTxn {
+            xid: lsn,
+            commit_lsn: lsn,
+            end_lsn: lsn + 1,
+            commit_time: 0,
+            commit_ts: None,
+            changes: Vec::new(),
+        }
     }
 
     #[test]
@@ -315,6 +335,7 @@ mod tests {
             commit_lsn: 0x1_0000_0100,
             end_lsn: 0x1_0000_0130,
             commit_time: -5,
+            commit_ts: Some(Timestamp::hlc(1_700_000_000_000_000_000, 3)),
             changes: vec![
                 RowChange { table: "items".into(), key: Scalar::Int(3), row: Some(row) },
                 RowChange { table: "items".into(), key: Scalar::Int(4), row: None },

@@ -22,7 +22,14 @@ fn txn(lsn: u64, changes: &[(&TableIncarnation, i64, Option<i64>)]) -> FeedTxn {
         })
         .unzip();
     FeedTxn {
-        txn: CommittedTxn { xid: lsn, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, changes },
+        txn: CommittedTxn {
+            xid: lsn,
+            commit_lsn: lsn,
+            end_lsn: lsn + 1,
+            commit_time: 0,
+            commit_ts: None,
+            changes,
+        },
         tables,
         truncated: Vec::new(),
     }

@@ -363,6 +363,7 @@ impl Reader {
             commit_lsn: key,
             end_lsn: key,
             commit_time: i64::from(time),
+            commit_ts: None,
             changes: p.changes,
         });
         if pushed {

@@ -105,8 +105,14 @@ impl PgOutputDecoder {
                 let xid = u64::from(r.u32()?);
                 self.tables.clear();
                 self.truncated.clear();
-                self.current =
-                    Some(CommittedTxn { xid, commit_lsn: 0, end_lsn: 0, commit_time, changes: Vec::new() });
+                self.current = Some(CommittedTxn {
+                    xid,
+                    commit_lsn: 0,
+                    end_lsn: 0,
+                    commit_time,
+                    commit_ts: None,
+                    changes: Vec::new(),
+                });
                 Ok(None)
             }
             b'C' => {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use isocert_history::{History, Scalar};
+use isocert_history::{History, Scalar, Timestamp};
 use isocert_recovery::{CommittedTxn, RawLog, RowChange};
 use serde::Deserialize;
 use tokio::task::JoinSet;
@@ -196,6 +196,7 @@ pub fn versions_to_log(table: &TableSpec, versions: &[(i64, Vec<MvccVersion>)], 
             commit_lsn: position as u64 + 1,
             end_lsn: position as u64 + 1,
             commit_time: commit_ts as i64,
+            commit_ts: Some(Timestamp::new(commit_ts)),
             changes,
         });
     }

@@ -15,6 +15,7 @@ fn logged(seq: u64, writes: &[(i64, Option<i64>)]) -> CommittedTxn {
         commit_lsn: key,
         end_lsn: key,
         commit_time: 0,
+        commit_ts: None,
         changes: writes
             .iter()
             .map(|&(k, v)| RowChange {

@@ -18,7 +18,7 @@ fn logged(xid: u64, lsn: u64, writes: &[(i64, Option<i64>)]) -> CommittedTxn {
             row: v.map(|v| vec![("key".into(), Scalar::Int(k)), ("value".into(), Scalar::Int(v))]),
         })
         .collect();
-    CommittedTxn { xid, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, changes }
+    CommittedTxn { xid, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, commit_ts: None, changes }
 }
 
 fn log(txns: Vec<CommittedTxn>) -> RawLog {
@@ -274,6 +274,7 @@ fn sql_rows_compare_by_column_name() {
         commit_lsn: 1,
         end_lsn: 2,
         commit_time: 0,
+        commit_ts: None,
         changes: vec![row("x")],
     }]);
     assert!(recover(&mut h.clone(), &ok).is_ok());
@@ -282,6 +283,7 @@ fn sql_rows_compare_by_column_name() {
         commit_lsn: 1,
         end_lsn: 2,
         commit_time: 0,
+        commit_ts: None,
         changes: vec![row("y")],
     }]);
     let err = recover(&mut h, &bad).unwrap_err();

@@ -19,15 +19,12 @@
 //! Only the last write of a row per transaction reaches TiKV, like every log this crate
 //! reads; [`crate::matching`] compares it with the history's final write of the row.
 
-use isocert_history::{
-    Certificate, History, ObjId, Op, OpRef, SeenVersion, Status, Timestamp, ValueId, Writer,
-};
-use rustc_hash::FxHashMap;
+use isocert_history::{History, OpRef, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::matching::{match_log, record_own_writes};
 use crate::meta::{op_facts, txn_facts};
-use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
+use crate::timestamp_order::{recover_by_timestamps, LogMatch, TimestampFacts, VersionSource};
+use crate::{CommittedTxn, RawLog, Recovered, RecoveryError, RowMatcher};
 
 /// What a TiDB session records about one transaction attempt (docs/TIDB.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,19 +57,11 @@ pub struct TiDbOpFacts {
     pub read_ts: Option<u64>,
 }
 
-/// One version of a row: its writer's commit timestamp (`None` for the initial version),
-/// writer and value.
-#[derive(Clone, Copy, Debug)]
-struct Version {
-    commit_ts: Option<u64>,
-    writer: Writer,
-    value: ValueId,
-}
-
 /// Recovers the certificate of a TiDB history from the MVCC versions of the rows it
 /// touched (a [`RawLog`] sorted by commit timestamp, `xid` = `start_ts`), and writes the
 /// transactions' `start_ts`/`commit_ts` into the history; unknown outcomes the versions
-/// settle become committed or aborted.
+/// settle become committed or aborted. The rule is [`crate::timestamp_order`]'s; this
+/// function reads TiDB's facts for it.
 ///
 /// # Errors
 /// A [`RecoveryError`] when the `meta` facts are malformed, a committed transaction has no
@@ -82,125 +71,27 @@ pub fn recover_tidb(
     log: &RawLog,
     _matcher: RowMatcher<'_>,
 ) -> Result<Recovered, RecoveryError> {
-    let facts: Vec<TiDbTxnFacts> =
+    let txn_facts: Vec<TiDbTxnFacts> =
         history.txn_ids().map(|t| txn_facts(history, t)).collect::<Result<_, _>>()?;
-    let ids: Vec<Option<u64>> = facts.iter().map(|f| f.start_ts).collect();
-    let matched = match_log(history, &ids, log, |ts| ts)?;
-    let h: &History = history;
-    let mut warnings = Vec::new();
-
-    // Each transaction's timestamps: start from the client, commit from the log (the
-    // client's for a transaction that wrote nothing: TiDB commits it at no timestamp, and it
-    // is equivalent to one committing at its start).
-    let mut times: Vec<Option<(u64, u64)>> = vec![None; h.txns.len()];
-    for t in h.txn_ids() {
-        if h.txn(t).status != Status::Committed {
-            continue;
-        }
-        let f = &facts[t.index()];
-        let start = f.start_ts.ok_or_else(|| RecoveryError::Meta {
-            txn: h.txn_label(t),
-            field: "meta.start_ts".into(),
-            message: "a committed transaction needs its start timestamp (@@tidb_current_ts)".into(),
-        })?;
-        let logged = matched.stream_pos[t.index()].map(|p| log.txns()[p as usize].commit_time as u64);
-        if let (Some(logged), Some(client)) = (logged, f.commit_ts.filter(|&c| c > 0)) {
-            if logged != client {
-                warnings.push(format!(
-                    "{}: @@tidb_last_txn_info says commit_ts {client}, its MVCC versions {logged}; the versions' is used",
-                    h.txn_label(t)
-                ));
+    let mut facts = TimestampFacts::with_len(history.txns.len());
+    for (t, f) in history.txn_ids().zip(&txn_facts) {
+        facts.start[t.index()] = f.start_ts.map(Timestamp::new);
+        // A transaction that wrote nothing reports commit_ts 0: it committed at no timestamp.
+        facts.commit[t.index()] = f.commit_ts.filter(|&c| c > 0).map(Timestamp::new);
+        for i in 0..history.txn(t).ops.len() {
+            if let Some(ts) = op_facts::<TiDbOpFacts>(history, t, i)?.read_ts {
+                facts.read_ts.insert(OpRef { txn: t, op: i as u32 }, Timestamp::new(ts));
             }
         }
-        times[t.index()] = Some((start, logged.unwrap_or(start)));
     }
-
-    // Per row, its versions: the initial one, then each writer's, by commit timestamp.
-    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
-    let mut versions: FxHashMap<ObjId, Vec<Version>> = FxHashMap::default();
-    for obj in initial.keys().chain(matched.version_order.keys()).copied() {
-        versions.entry(obj).or_insert_with(|| {
-            let mut list = vec![Version {
-                commit_ts: None,
-                writer: Writer::Initial,
-                value: initial.get(&obj).copied().unwrap_or(ValueId::ABSENT),
-            }];
-            for &w in matched.version_order.get(&obj).map(Vec::as_slice).unwrap_or(&[]) {
-                list.push(Version {
-                    commit_ts: times[w.index()].map(|(_, c)| c),
-                    writer: Writer::Txn(w),
-                    value: matched.final_value.get(&(w, obj)).copied().unwrap_or(ValueId::ABSENT),
-                });
-            }
-            list
-        });
+    let ids: Vec<Option<u64>> = txn_facts.iter().map(|f| f.start_ts).collect();
+    // The MVCC API's versions carry their commit_ts; older captured logs only `commit_time`.
+    let mut with_ts = RawLog::new();
+    for txn in log.txns() {
+        let commit_ts = txn.commit_ts.or(Some(Timestamp::new(txn.commit_time as u64)));
+        with_ts.push(CommittedTxn { commit_ts, ..txn.clone() });
     }
-    let mut objects_of: Vec<Vec<ObjId>> = vec![Vec::new(); h.tables().len()];
-    for obj in versions.keys() {
-        objects_of[h.object(*obj).table.index()].push(*obj);
-    }
-    objects_of.iter_mut().for_each(|v| v.sort_unstable());
-    let newest_at = |obj: ObjId, ts: u64| -> Option<Version> {
-        let list = versions.get(&obj)?;
-        list.iter().rev().find(|v| v.commit_ts.is_none_or(|c| c <= ts)).copied()
-    };
-
-    let mut sets: FxHashMap<OpRef, Vec<SeenVersion>> = FxHashMap::default();
-    let mut stats = RecoveryStats {
-        logged_txns: log.len(),
-        logged_changes: log.change_count(),
-        resolved_committed: matched.resolved_committed,
-        resolved_aborted: matched.resolved_aborted,
-        ..RecoveryStats::default()
-    };
-    for t in h.txn_ids() {
-        let Some((start, _)) = times[t.index()] else { continue };
-        let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
-        for (i, op) in h.txn(t).ops.iter().enumerate() {
-            let at = OpRef { txn: t, op: i as u32 };
-            let read_ts = op_facts::<TiDbOpFacts>(h, t, i)?.read_ts.unwrap_or(start);
-            match op {
-                Op::Read { obj, .. } if !own.contains_key(obj) => {
-                    if let Some(v) = newest_at(*obj, read_ts) {
-                        sets.insert(at, vec![SeenVersion { obj: *obj, writer: v.writer }]);
-                        stats.item_read_versions += 1;
-                    }
-                }
-                Op::Select { predicate, .. }
-                | Op::Update { predicate, .. }
-                | Op::Delete { predicate, .. }
-                | Op::Aggregate { predicate, .. } => {
-                    let table = h.predicate(*predicate).table;
-                    let mut set = Vec::new();
-                    for &obj in &objects_of[table.index()] {
-                        if own.contains_key(&obj) {
-                            set.push(SeenVersion { obj, writer: Writer::Txn(t) });
-                        } else if let Some(v) = newest_at(obj, read_ts) {
-                            if !(v.writer == Writer::Initial && v.value == ValueId::ABSENT) {
-                                set.push(SeenVersion { obj, writer: v.writer });
-                            }
-                        }
-                    }
-                    sets.insert(at, set);
-                    stats.version_sets += 1;
-                }
-                _ => {}
-            }
-            record_own_writes(op, &mut own);
-        }
-    }
-    let certificate = Certificate {
-        version_order: Some(matched.version_order.clone()),
-        version_sets: Some(sets),
-        serialization_order: None,
-    };
-    for (txn, time) in history.txns.iter_mut().zip(&times) {
-        if let Some((start, commit)) = time {
-            txn.start_ts = Some(Timestamp::new(*start));
-            txn.commit_ts = Some(Timestamp::new(*commit));
-        }
-    }
-    Ok(Recovered { certificate, stats, warnings })
+    recover_by_timestamps(history, VersionSource::Log { log: &with_ts, by: LogMatch::Xid(&ids) }, &facts)
 }
 
 #[cfg(test)]

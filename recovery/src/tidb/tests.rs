@@ -22,6 +22,7 @@ fn logged(position: u64, start_ts: u64, commit_ts: u64, writes: &[(i64, Option<i
         commit_lsn: position,
         end_lsn: position,
         commit_time: commit_ts as i64,
+        commit_ts: None,
         changes: writes
             .iter()
             .map(|&(key, v)| RowChange {

@@ -1,0 +1,350 @@
+//! The timestamp-ordering rule, written once for every database that orders versions by
+//! commit timestamp and lets a transaction read a snapshot at a timestamp: TiDB (Percolator
+//! `start_ts`/`commit_ts`), CockroachDB (HLC), MongoDB (cluster time), Dgraph
+//! (`start_ts`/`commit_ts`).
+//!
+//! Given, per transaction, the timestamp its snapshot reads at and its commit timestamp
+//! ([`TimestampFacts`]), the certificate follows:
+//!
+//! - version order: per row, its writers by commit timestamp. The writers come either from a
+//!   captured log ([`VersionSource::Log`]: changefeed, oplog, MVCC API; each logged
+//!   transaction matched to the history's by an id the client recorded, or by its commit
+//!   timestamp) or, for a database without any per-row version source, from the history's own
+//!   committed writes ([`VersionSource::CommitTimestamps`]);
+//! - what each read saw: the newest version committed at or before its read timestamp (the
+//!   transaction's snapshot timestamp, or the statement's own where [`TimestampFacts::read_ts`]
+//!   gives one, as for read committed); a transaction sees its own writes first;
+//! - timestamps: each committed transaction's start and commit timestamps are written into
+//!   the history, so that the snapshot isolation checks (Chronos, Aion, Emme's SI) judge
+//!   exactly what the database promises.
+//!
+//! Ties: two writers of one row with the same commit timestamp cannot both be right; the
+//! rule refuses them, naming both. Only the last write of a row per transaction reaches a
+//! log (every source this crate reads); [`crate::matching`] compares it with the history's
+//! final write of the row.
+
+use isocert_history::{
+    Certificate, History, ObjId, Op, OpRef, SeenVersion, Status, Timestamp, TxnId, ValueId, Writer,
+};
+use rustc_hash::FxHashMap;
+
+use crate::matching::{final_writes, match_log, record_own_writes, Matched};
+use crate::{CommittedTxn, RawLog, Recovered, RecoveryError, RecoveryStats};
+
+/// What the client recorded about each history transaction's timestamps, indexed by
+/// [`TxnId::index`].
+#[derive(Clone, Debug, Default)]
+pub struct TimestampFacts {
+    /// The timestamp the transaction's snapshot reads at (TiDB and Dgraph `start_ts`,
+    /// CockroachDB's read timestamp, MongoDB's `atClusterTime`). Required for every
+    /// committed transaction.
+    pub start: Vec<Option<Timestamp>>,
+    /// The commit timestamp the client learned (`@@tidb_last_txn_info`,
+    /// `cluster_logical_timestamp()`, `operationTime`, Dgraph's `commit_ts`). A logged commit
+    /// timestamp wins over it (with a warning when they differ); without a log it is the
+    /// version order.
+    pub commit: Vec<Option<Timestamp>>,
+    /// Statements that read at their own timestamp rather than the transaction's snapshot
+    /// (read committed statements, pessimistic locking reads).
+    pub read_ts: FxHashMap<OpRef, Timestamp>,
+}
+
+impl TimestampFacts {
+    /// Facts for `txns` transactions with nothing known yet.
+    pub fn with_len(txns: usize) -> Self {
+        TimestampFacts { start: vec![None; txns], commit: vec![None; txns], read_ts: FxHashMap::default() }
+    }
+}
+
+/// Where the rule learns who wrote each row.
+#[derive(Clone, Copy, Debug)]
+pub enum VersionSource<'a> {
+    /// A captured log whose transactions carry [`CommittedTxn::commit_ts`], in commit order.
+    Log {
+        /// The log.
+        log: &'a RawLog,
+        /// How its transactions are matched to the history's.
+        by: LogMatch<'a>,
+    },
+    /// No log: every committed transaction of the history is a writer at its
+    /// [`TimestampFacts::commit`] timestamp (Dgraph, whose HTTP API gives commit timestamps
+    /// but no per-row versions).
+    CommitTimestamps,
+}
+
+/// How a logged transaction is matched to a history transaction.
+#[derive(Clone, Copy, Debug)]
+pub enum LogMatch<'a> {
+    /// By id: the log's `xid` equals the id the client recorded (`ids[t]`; TiDB: `start_ts`).
+    Xid(&'a [Option<u64>]),
+    /// By commit timestamp: the log's `commit_ts` equals [`TimestampFacts::commit`]
+    /// (CockroachDB's changefeed `updated` and `cluster_logical_timestamp()`).
+    CommitTimestamp,
+}
+
+/// One version of a row: its writer's commit timestamp (`None` for the initial version),
+/// writer and value.
+#[derive(Clone, Copy, Debug)]
+struct Version {
+    commit_ts: Option<Timestamp>,
+    writer: Writer,
+    value: ValueId,
+}
+
+/// Recovers the certificate of a history by timestamp ordering (module doc), writing each
+/// committed transaction's `start_ts`/`commit_ts` into the history; unknown outcomes a log
+/// settles become committed or aborted.
+///
+/// # Errors
+/// A [`RecoveryError`] when a committed transaction has no snapshot or commit timestamp,
+/// two writers of a row share a commit timestamp, or history and log disagree.
+pub fn recover_by_timestamps(
+    history: &mut History,
+    source: VersionSource<'_>,
+    facts: &TimestampFacts,
+) -> Result<Recovered, RecoveryError> {
+    let (matched, logged_commit, mut stats) = match source {
+        VersionSource::Log { log, by } => {
+            let matched = match by {
+                LogMatch::Xid(ids) => match_log(history, ids, log, |x| x)?,
+                LogMatch::CommitTimestamp => match_by_commit_ts(history, log, &facts.commit)?,
+            };
+            let logged: Vec<Option<Timestamp>> =
+                matched.stream_pos.iter().map(|p| p.and_then(|p| log.txns()[p as usize].commit_ts)).collect();
+            let stats = RecoveryStats {
+                logged_txns: log.len(),
+                logged_changes: log.change_count(),
+                resolved_committed: matched.resolved_committed,
+                resolved_aborted: matched.resolved_aborted,
+                ..RecoveryStats::default()
+            };
+            (matched, logged, stats)
+        }
+        VersionSource::CommitTimestamps => {
+            let matched = writers_by_commit_ts(history, &facts.commit)?;
+            let n = history.txns.len();
+            (matched, vec![None; n], RecoveryStats::default())
+        }
+    };
+    let h: &History = history;
+    let mut warnings = Vec::new();
+
+    // Each committed transaction's (snapshot, commit) timestamps; the log's commit
+    // timestamp wins, and a transaction that wrote nothing commits at its snapshot.
+    let mut times: Vec<Option<(Timestamp, Timestamp)>> = vec![None; h.txns.len()];
+    for t in h.txn_ids() {
+        if h.txn(t).status != Status::Committed {
+            continue;
+        }
+        let start = facts.start[t.index()].ok_or_else(|| RecoveryError::Meta {
+            txn: h.txn_label(t),
+            field: "meta.start_ts".into(),
+            message: "a committed transaction needs the timestamp its snapshot reads at".into(),
+        })?;
+        let client = facts.commit[t.index()];
+        let logged = logged_commit[t.index()];
+        if let (Some(logged), Some(client)) = (logged, client) {
+            if logged != client {
+                warnings.push(format!(
+                    "{}: the client recorded commit timestamp {client}, the log {logged}; the log's is used",
+                    h.txn_label(t)
+                ));
+            }
+        }
+        let commit = match (logged, client) {
+            (Some(c), _) => c,
+            (None, Some(c)) if matches!(source, VersionSource::CommitTimestamps) => c,
+            // A transaction the log does not show wrote nothing there; it commits at no
+            // timestamp of its own and is equivalent to one committing at its snapshot.
+            (None, c) => c.unwrap_or(start),
+        };
+        times[t.index()] = Some((start, commit));
+    }
+
+    // Per row, its versions: the initial one, then each writer's, by commit timestamp.
+    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
+    let mut versions: FxHashMap<ObjId, Vec<Version>> = FxHashMap::default();
+    for obj in initial.keys().chain(matched.version_order.keys()).copied() {
+        if versions.contains_key(&obj) {
+            continue;
+        }
+        let mut list = vec![Version {
+            commit_ts: None,
+            writer: Writer::Initial,
+            value: initial.get(&obj).copied().unwrap_or(ValueId::ABSENT),
+        }];
+        for &w in matched.version_order.get(&obj).map(Vec::as_slice).unwrap_or(&[]) {
+            let commit_ts = times[w.index()].map(|(_, c)| c);
+            if let (Some(prev), Some(ts)) = (list.last(), commit_ts) {
+                if let (Writer::Txn(p), Some(pts)) = (prev.writer, prev.commit_ts) {
+                    if pts == ts {
+                        return Err(RecoveryError::Meta {
+                            txn: h.txn_label(w),
+                            field: "commit_ts".into(),
+                            message: format!(
+                                "commits {} at {ts}, the same timestamp as {}, which wrote it too",
+                                h.object_label(obj),
+                                h.txn_label(p)
+                            ),
+                        });
+                    }
+                }
+            }
+            list.push(Version {
+                commit_ts,
+                writer: Writer::Txn(w),
+                value: matched.final_value.get(&(w, obj)).copied().unwrap_or(ValueId::ABSENT),
+            });
+        }
+        versions.insert(obj, list);
+    }
+    let mut objects_of: Vec<Vec<ObjId>> = vec![Vec::new(); h.tables().len()];
+    for obj in versions.keys() {
+        objects_of[h.object(*obj).table.index()].push(*obj);
+    }
+    objects_of.iter_mut().for_each(|v| v.sort_unstable());
+    let newest_at = |obj: ObjId, ts: Timestamp| -> Option<Version> {
+        let list = versions.get(&obj)?;
+        list.iter().rev().find(|v| v.commit_ts.is_none_or(|c| c <= ts)).copied()
+    };
+
+    let mut sets: FxHashMap<OpRef, Vec<SeenVersion>> = FxHashMap::default();
+    for t in h.txn_ids() {
+        let Some((start, _)) = times[t.index()] else { continue };
+        let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
+        for (i, op) in h.txn(t).ops.iter().enumerate() {
+            let at = OpRef { txn: t, op: i as u32 };
+            let read_ts = facts.read_ts.get(&at).copied().unwrap_or(start);
+            match op {
+                Op::Read { obj, .. } if !own.contains_key(obj) => {
+                    if let Some(v) = newest_at(*obj, read_ts) {
+                        sets.insert(at, vec![SeenVersion { obj: *obj, writer: v.writer }]);
+                        stats.item_read_versions += 1;
+                    }
+                }
+                Op::Select { predicate, .. }
+                | Op::Update { predicate, .. }
+                | Op::Delete { predicate, .. }
+                | Op::Aggregate { predicate, .. } => {
+                    let table = h.predicate(*predicate).table;
+                    let mut set = Vec::new();
+                    for &obj in &objects_of[table.index()] {
+                        if own.contains_key(&obj) {
+                            set.push(SeenVersion { obj, writer: Writer::Txn(t) });
+                        } else if let Some(v) = newest_at(obj, read_ts) {
+                            if !(v.writer == Writer::Initial && v.value == ValueId::ABSENT) {
+                                set.push(SeenVersion { obj, writer: v.writer });
+                            }
+                        }
+                    }
+                    sets.insert(at, set);
+                    stats.version_sets += 1;
+                }
+                _ => {}
+            }
+            record_own_writes(op, &mut own);
+        }
+    }
+    let certificate = Certificate {
+        version_order: Some(matched.version_order),
+        version_sets: Some(sets),
+        serialization_order: None,
+    };
+    for (txn, time) in history.txns.iter_mut().zip(&times) {
+        if let Some((start, commit)) = time {
+            txn.start_ts = Some(*start);
+            txn.commit_ts = Some(*commit);
+        }
+    }
+    Ok(Recovered { certificate, stats, warnings })
+}
+
+/// Matches a log to the history by commit timestamp: both sides' timestamps are numbered
+/// densely and the numbers matched as ids, so the matching (and its checks that history and
+/// log agree) is [`match_log`]'s.
+fn match_by_commit_ts(
+    history: &mut History,
+    log: &RawLog,
+    commit: &[Option<Timestamp>],
+) -> Result<Matched, RecoveryError> {
+    let mut number: FxHashMap<Timestamp, u64> = FxHashMap::default();
+    let mut id = |ts: Timestamp| {
+        let next = number.len() as u64;
+        *number.entry(ts).or_insert(next)
+    };
+    let mut numbered = RawLog::new();
+    for (pos, txn) in log.txns().iter().enumerate() {
+        let ts = txn.commit_ts.ok_or_else(|| RecoveryError::Meta {
+            txn: format!("logged transaction {}", pos + 1),
+            field: "commit_ts".into(),
+            message: "a log matched by commit timestamp needs every transaction's commit_ts".into(),
+        })?;
+        numbered.push(CommittedTxn { xid: id(ts), ..txn.clone() });
+    }
+    let ids: Vec<Option<u64>> = commit.iter().map(|c| c.map(&mut id)).collect();
+    match_log(history, &ids, &numbered, |x| x)
+}
+
+/// The version order when there is no log: each committed writer at its commit timestamp,
+/// its final write of each row as the version. An unknown-outcome transaction cannot be
+/// placed: it is left out (with its writes never read, as if aborted) or refused when some
+/// transaction read what it wrote.
+fn writers_by_commit_ts(h: &mut History, commit: &[Option<Timestamp>]) -> Result<Matched, RecoveryError> {
+    let n = h.txns.len();
+    let mut m = Matched { stream_pos: vec![None; n], xid: vec![None; n], ..Matched::default() };
+    let mut writers: Vec<(Timestamp, TxnId)> = Vec::new();
+    let ids: Vec<TxnId> = h.txn_ids().collect();
+    for t in ids {
+        match h.txn(t).status {
+            Status::Committed => {
+                let ts = commit[t.index()].ok_or_else(|| RecoveryError::Meta {
+                    txn: h.txn_label(t),
+                    field: "meta.commit_ts".into(),
+                    message: "a committed transaction needs its commit timestamp".into(),
+                })?;
+                writers.push((ts, t));
+            }
+            Status::Unknown => {
+                let writes = final_writes(h, t)?;
+                if let Some(reader) = reader_of(h, t, &writes) {
+                    return Err(RecoveryError::Meta {
+                        txn: h.txn_label(t),
+                        field: "status".into(),
+                        message: format!(
+                            "its outcome is unknown and there is no log to settle it, but {reader} read what it wrote"
+                        ),
+                    });
+                }
+                h.txns[t.index()].status = Status::Aborted;
+                m.resolved_aborted += 1;
+            }
+            Status::Aborted => {}
+        }
+    }
+    writers.sort_unstable();
+    for (_, t) in writers {
+        for (obj, value) in final_writes(h, t)? {
+            m.version_order.entry(obj).or_default().push(t);
+            m.final_value.insert((t, obj), value);
+        }
+    }
+    Ok(m)
+}
+
+/// The first transaction other than `writer` whose item read returned a value `writer`
+/// wrote, as a label.
+fn reader_of(h: &History, writer: TxnId, writes: &[(ObjId, ValueId)]) -> Option<String> {
+    h.txn_ids().filter(|&t| t != writer).find_map(|t| {
+        h.txn(t).ops.iter().find_map(|op| match op {
+            Op::Read { obj, value }
+                if writes.iter().any(|&(o, v)| o == *obj && v == *value && v != ValueId::ABSENT) =>
+            {
+                Some(h.txn_label(t))
+            }
+            _ => None,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;
