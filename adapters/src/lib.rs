@@ -22,6 +22,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod cockroach;
 mod error;
 pub mod guard;
 pub mod mariadb;
@@ -31,6 +32,7 @@ pub mod seam;
 mod server_process;
 pub mod tidb;
 
+pub use cockroach::CockroachDb;
 pub use error::AdapterError;
 pub use mariadb::{EmbeddedMariaDb, MariaDb};
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};

@@ -37,7 +37,7 @@ mod snapshot;
 mod tidb;
 pub mod timestamp_order;
 
-pub use cockroach::{parse_hlc, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
+pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use matching::without_initial_load;

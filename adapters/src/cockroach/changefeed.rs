@@ -111,7 +111,8 @@ pub fn parse_message(table: Option<&str>, key: Option<&Json>, value: &Json) -> R
     }
     if !obj.contains_key("after") {
         return Err(
-            "value: no \"after\" field (the changefeed must use the wrapped envelope, CockroachDB's default)".into()
+            "value: no \"after\" field (the changefeed must use the wrapped envelope, CockroachDB's default)"
+                .into(),
         );
     }
     let updated = timestamp(obj, "updated")?
@@ -122,7 +123,10 @@ pub fn parse_message(table: Option<&str>, key: Option<&Json>, value: &Json) -> R
     let key = match key.map(|k| document(k, "key")).transpose()? {
         Some(Json::Array(parts)) if parts.len() == 1 => scalar(&parts[0]).map_err(|e| format!("key: {e}"))?,
         Some(Json::Array(parts)) => {
-            return Err(format!("key: {} columns; isocert's tables have a one-column primary key", parts.len()))
+            return Err(format!(
+                "key: {} columns; isocert's tables have a one-column primary key",
+                parts.len()
+            ))
         }
         Some(other) => return Err(format!("key: {other} is not a JSON array")),
         None => return Err("key: missing on a row change".into()),
@@ -293,7 +297,8 @@ impl FeedLog {
 
     /// The log as a [`RawLog`]: one committed transaction per commit timestamp, in HLC
     /// order, `commit_lsn` its position from 1, `commit_time` the wall time in
-    /// nanoseconds, `xid` 0 (a changefeed names no transaction), rows in (table, key) order.
+    /// nanoseconds, `commit_ts` the HLC timestamp, `xid` 0 (a changefeed names no
+    /// transaction), rows in (table, key) order.
     pub fn to_raw_log(&self) -> RawLog {
         let mut log = RawLog::new();
         for (i, (ts, changes)) in self.txns.iter().enumerate() {
@@ -310,6 +315,7 @@ impl FeedLog {
                 commit_lsn: i as u64 + 1,
                 end_lsn: i as u64 + 1,
                 commit_time: i64::try_from(ts.wall).unwrap_or(i64::MAX),
+                commit_ts: Some(*ts),
                 changes,
             });
         }

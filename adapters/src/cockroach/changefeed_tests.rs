@@ -31,7 +31,9 @@ fn insert(key: i64, v: i64, at: &str) -> FeedMessage {
     msg(
         "items",
         &format!("[{key}]"),
-        &format!(r#"{{"after": {{"id": {key}, "v": {v}}}, "before": null, "mvcc_timestamp": "{at}", "updated": "{at}"}}"#),
+        &format!(
+            r#"{{"after": {{"id": {key}, "v": {v}}}, "before": null, "mvcc_timestamp": "{at}", "updated": "{at}"}}"#
+        ),
     )
 }
 
@@ -48,7 +50,9 @@ fn inserts_updates_and_deletes_parse_with_their_before_images() {
     let FeedMessage::Change(u) = msg(
         "items",
         "[1]",
-        &format!(r#"{{"after": {{"id": 1, "v": 11}}, "before": {{"id": 1, "v": 10}}, "mvcc_timestamp": "{T2}", "updated": "{T2}"}}"#),
+        &format!(
+            r#"{{"after": {{"id": 1, "v": 11}}, "before": {{"id": 1, "v": 10}}, "mvcc_timestamp": "{T2}", "updated": "{T2}"}}"#
+        ),
     ) else {
         panic!("a change")
     };
@@ -56,7 +60,9 @@ fn inserts_updates_and_deletes_parse_with_their_before_images() {
     let FeedMessage::Change(d) = msg(
         "items",
         "[1]",
-        &format!(r#"{{"after": null, "before": {{"id": 1, "v": 11}}, "mvcc_timestamp": "{T3}", "updated": "{T3}"}}"#),
+        &format!(
+            r#"{{"after": null, "before": {{"id": 1, "v": 11}}, "mvcc_timestamp": "{T3}", "updated": "{T3}"}}"#
+        ),
     ) else {
         panic!("a change")
     };
@@ -70,7 +76,8 @@ fn sinkless_rows_arrive_as_hex_bytes() {
     let hex = |s: &str| format!("\\x{}", s.bytes().map(|b| format!("{b:02x}")).collect::<String>());
     let key = bytes_text(&hex("[1]")).unwrap();
     let value =
-        bytes_text(&hex(&format!(r#"{{"after": {{"id": 1, "v": 10}}, "before": null, "updated": "{T1}"}}"#))).unwrap();
+        bytes_text(&hex(&format!(r#"{{"after": {{"id": 1, "v": 10}}, "before": null, "updated": "{T1}"}}"#)))
+            .unwrap();
     assert_eq!(parse_message(Some("items"), Some(&key), &value).unwrap(), {
         let FeedMessage::Change(mut c) = insert(1, 10, T1) else { panic!() };
         c.mvcc_timestamp = None;
@@ -87,9 +94,11 @@ fn bad_messages_name_the_field() {
     };
     assert!(e(Some("items"), Some("[1]"), r#"{"id": 1, "v": 10}"#).contains("wrapped envelope"));
     assert!(e(Some("items"), Some("[1]"), r#"{"after": {"id": 1}}"#).contains("WITH updated"));
-    assert!(e(Some("items"), Some("[1, 2]"), &format!(r#"{{"after": null, "updated": "{T1}"}}"#)).contains("2 columns"));
+    assert!(e(Some("items"), Some("[1, 2]"), &format!(r#"{{"after": null, "updated": "{T1}"}}"#))
+        .contains("2 columns"));
     assert!(e(Some("items"), Some("[1]"), r#"{"after": null, "updated": "soon"}"#).contains("updated"));
-    assert!(e(Some("items"), Some("[1]"), &format!(r#"{{"after": {{"v": [1]}}, "updated": "{T1}"}}"#)).contains("after.v"));
+    assert!(e(Some("items"), Some("[1]"), &format!(r#"{{"after": {{"v": [1]}}, "updated": "{T1}"}}"#))
+        .contains("after.v"));
     assert!(e(None, Some("[1]"), &format!(r#"{{"after": null, "updated": "{T1}"}}"#)).contains("table"));
     assert!(e(Some("items"), None, "[1]").contains("not a JSON object"));
 }
@@ -102,13 +111,22 @@ fn changes_group_into_transactions_by_commit_timestamp_in_hlc_order() {
     for m in [insert(2, 20, T2), insert(3, 30, T1), insert(1, 21, T2)] {
         assert!(log.push(0, m).unwrap());
     }
-    log.push(0, msg("items", "[3]", &format!(r#"{{"after": null, "before": {{"id": 3, "v": 30}}, "updated": "{T3}"}}"#)))
-        .unwrap();
+    log.push(
+        0,
+        msg(
+            "items",
+            "[3]",
+            &format!(r#"{{"after": null, "before": {{"id": 3, "v": 30}}, "updated": "{T3}"}}"#),
+        ),
+    )
+    .unwrap();
     let raw = log.to_raw_log();
     let shape: Vec<(i64, Vec<String>)> = raw
         .txns()
         .iter()
-        .map(|t| (t.commit_time, t.changes.iter().map(|c| format!("{}:{}", c.key, c.row.is_some())).collect()))
+        .map(|t| {
+            (t.commit_time, t.changes.iter().map(|c| format!("{}:{}", c.key, c.row.is_some())).collect())
+        })
         .collect();
     assert_eq!(
         shape,
@@ -183,9 +201,16 @@ fn the_watermark_is_the_lowest_partition_and_completeness_needs_it_past_the_last
 #[test]
 fn capture_files_hold_sinkless_rows_and_bad_lines_are_named() {
     let lines = [
-        capture_line(Some("items"), Some(&json("[1]")), &json(&format!(r#"{{"after": {{"id": 1, "v": 10}}, "updated": "{T1}"}}"#)), None),
+        capture_line(
+            Some("items"),
+            Some(&json("[1]")),
+            &json(&format!(r#"{{"after": {{"id": 1, "v": 10}}, "updated": "{T1}"}}"#)),
+            None,
+        ),
         // `cockroach sql --format=ndjson` shows BYTES as strings of JSON.
-        format!(r#"{{"table":"items","key":"[2]","value":"{{\"after\": {{\"id\": 2, \"v\": 20}}, \"updated\": \"{T2}\"}}"}}"#),
+        format!(
+            r#"{{"table":"items","key":"[2]","value":"{{\"after\": {{\"id\": 2, \"v\": 20}}, \"updated\": \"{T2}\"}}"}}"#
+        ),
         format!(r#"{{"table":null,"key":null,"value":{{"resolved":"{T2}"}}}}"#),
         String::new(),
         format!(r#"{{"resolved":"{T3}"}}"#),
@@ -193,7 +218,8 @@ fn capture_files_hold_sinkless_rows_and_bad_lines_are_named() {
     let log = read_capture(lines.join("\n").as_bytes()).unwrap();
     assert_eq!((log.txn_count(), log.watermark()), (2, Some(ts(T3))));
     assert!(log.is_complete());
-    let e = read_capture(format!("{}\n{{\"table\":\"items\",\"key\":[3]}}\n", lines[0]).as_bytes()).unwrap_err();
+    let e =
+        read_capture(format!("{}\n{{\"table\":\"items\",\"key\":[3]}}\n", lines[0]).as_bytes()).unwrap_err();
     assert!(e.starts_with("line 2:") && e.contains("value"), "{e}");
     let e = read_capture("{\"partition\":-1,\"resolved\":\"1.0000000000\"}".as_bytes()).unwrap_err();
     assert!(e.contains("line 1: partition"), "{e}");

@@ -69,7 +69,9 @@ impl CrdbSession {
 /// The low 64 bits of a session id (32 hex digits).
 pub(crate) fn session_low_bits(hex: &str) -> Option<u64> {
     let hex = hex.trim();
-    (hex.len() >= 16 && hex.is_ascii()).then(|| u64::from_str_radix(&hex[hex.len() - 16..], 16).ok()).flatten()
+    (hex.len() >= 16 && hex.is_ascii())
+        .then(|| u64::from_str_radix(&hex[hex.len() - 16..], 16).ok())
+        .flatten()
 }
 
 fn mvcc(sql: &str, row: &SimpleQueryRow) -> Result<String, DbError> {
@@ -115,7 +117,9 @@ impl Session for CrdbSession {
         let n = table.columns.len();
         Ok(match step {
             Step::Read { key } => {
-                let sql = format!("SELECT crdb_internal_mvcc_timestamp::STRING, {cols} FROM {t} WHERE {pk} = {key}");
+                let sql = format!(
+                    "SELECT crdb_internal_mvcc_timestamp::STRING, {cols} FROM {t} WHERE {pk} = {key}"
+                );
                 let rows = self.query(&sql).await?;
                 match rows.first() {
                     None => vec![(RecordedOp::Read { key: *key, row: None }, none)],
@@ -135,8 +139,11 @@ impl Session for CrdbSession {
                 vec![(RecordedOp::Write { key: row[0], row: Some(row.clone()) }, none)]
             }
             Step::Update { row } => {
-                let set: Vec<String> =
-                    table.columns[1..].iter().zip(&row[1..]).map(|(c, v)| format!("{} = {v}", ident(c))).collect();
+                let set: Vec<String> = table.columns[1..]
+                    .iter()
+                    .zip(&row[1..])
+                    .map(|(c, v)| format!("{} = {v}", ident(c)))
+                    .collect();
                 let sql = format!("UPDATE {t} SET {} WHERE {pk} = {} RETURNING {pk}", set.join(", "), row[0]);
                 if self.query(&sql).await?.is_empty() {
                     Vec::new()
@@ -160,7 +167,9 @@ impl Session for CrdbSession {
                 let mut rows = Vec::with_capacity(result.len());
                 let mut stamps = Vec::with_capacity(result.len());
                 for r in &result {
-                    rows.push(table_row(&sql, r, 1, n)?.ok_or_else(|| DbError::unexpected(&sql, "a NULL key"))?);
+                    rows.push(
+                        table_row(&sql, r, 1, n)?.ok_or_else(|| DbError::unexpected(&sql, "a NULL key"))?,
+                    );
                     stamps.push(mvcc(&sql, r)?);
                 }
                 let facts = CrdbOpFacts { mvcc_ts_rows: Some(stamps), ..none };
@@ -175,11 +184,17 @@ impl Session for CrdbSession {
                 let sql = format!("SELECT {call} FROM {t} WHERE {predicate}");
                 let r = one_row(&sql, self.query(&sql).await?)?;
                 let result = int(&sql, &r, 0)?;
-                let op = RecordedOp::Aggregate { predicate: predicate.clone(), function: *function, column, result };
+                let op = RecordedOp::Aggregate {
+                    predicate: predicate.clone(),
+                    function: *function,
+                    column,
+                    result,
+                };
                 vec![(op, none)]
             }
             Step::PredicateUpdate { predicate, set } => {
-                let assignments: Vec<String> = set.iter().map(|(c, v)| format!("{} = {v}", ident(c))).collect();
+                let assignments: Vec<String> =
+                    set.iter().map(|(c, v)| format!("{} = {v}", ident(c))).collect();
                 let sql =
                     format!("UPDATE {t} SET {} WHERE {predicate} RETURNING {cols}", assignments.join(", "));
                 let result = self.query(&sql).await?;

@@ -138,7 +138,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ca.crt");
         std::fs::write(&path, "not a certificate\n").unwrap();
-        let url = parse(&format!("cockroachdb://root@h/db?sslmode=verify-full&sslrootcert={}", path.display()));
+        let url =
+            parse(&format!("cockroachdb://root@h/db?sslmode=verify-full&sslrootcert={}", path.display()));
         let e = client_config(&url).unwrap_err().to_string();
         assert!(e.contains("ca.crt") && e.contains("no usable certificate"), "{e}");
         let url = parse("cockroachdb://root@h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.crt");

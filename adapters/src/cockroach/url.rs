@@ -107,9 +107,10 @@ impl CockroachUrl {
     /// # Errors
     /// A URL tokio-postgres refuses.
     pub fn config(&self) -> Result<tokio_postgres::Config, AdapterError> {
-        let mut config: tokio_postgres::Config = self.pg_url.parse().map_err(|e| AdapterError::Protocol {
-            message: format!("{}: {e}", redact_url(&self.pg_url)),
-        })?;
+        let mut config: tokio_postgres::Config = self
+            .pg_url
+            .parse()
+            .map_err(|e| AdapterError::Protocol { message: format!("{}: {e}", redact_url(&self.pg_url)) })?;
         config.ssl_mode(if self.tls == TlsMode::Disable { SslMode::Disable } else { SslMode::Require });
         if config.get_application_name().is_none() {
             config.application_name("isocert");

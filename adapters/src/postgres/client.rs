@@ -328,7 +328,12 @@ fn xmin(sql: &str, row: &SimpleQueryRow, i: usize, snap: &Snapshot) -> Result<Op
 }
 
 /// Columns `from..from+n` of `row` as a full table row; `None` when the key column is NULL.
-pub(crate) fn table_row(sql: &str, row: &SimpleQueryRow, from: usize, n: usize) -> Result<Option<Vec<i64>>, DbError> {
+pub(crate) fn table_row(
+    sql: &str,
+    row: &SimpleQueryRow,
+    from: usize,
+    n: usize,
+) -> Result<Option<Vec<i64>>, DbError> {
     if int(sql, row, from)?.is_none() {
         return Ok(None);
     }

@@ -115,6 +115,7 @@ pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V:
         DatabaseKind::Postgres => Ok(visitor.visit::<crate::postgres::Postgres>()),
         DatabaseKind::MariaDb => Ok(visitor.visit::<crate::mariadb::MariaDb>()),
         DatabaseKind::TiDb => Ok(visitor.visit::<crate::tidb::TiDb>()),
+        DatabaseKind::CockroachDb => Ok(visitor.visit::<crate::cockroach::CockroachDb>()),
         other => Err(AdapterError::NotSupported { database: other.display_name() }),
     }
 }

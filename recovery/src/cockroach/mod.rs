@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::RecoveryError;
 
+mod recover;
+
+pub use recover::recover_cockroach;
+
 /// What a CockroachDB session records about one transaction attempt (docs/COCKROACHDB.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrdbTxnFacts {
