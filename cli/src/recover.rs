@@ -11,7 +11,6 @@ use anyhow::Context;
 use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor};
 use isocert_history::{v1, History};
 use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_recovery::RawLog;
 
 use crate::exit;
 use crate::run::{write_certificate, write_history, RAW_LOG};
@@ -27,7 +26,8 @@ pub(crate) struct RecoverArgs {
     #[arg(long, value_name = "FILE")]
     history: PathBuf,
     /// The captured change stream: a raw-log.jsonl file, or a directory holding one
-    /// [default: raw-log.jsonl beside --history].
+    /// [default: raw-log.jsonl beside --history]; for CockroachDB also a captured
+    /// changefeed, one row per line (docs/COCKROACHDB.md).
     #[arg(long, value_name = "FILE_OR_DIR")]
     source: Option<PathBuf>,
     /// Where to write the certificate (v1 JSON).
@@ -71,7 +71,7 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
     let source = source_file(args);
     let file =
         File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
-    let log = RawLog::read_jsonl(BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
+    let log = D::read_captured(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
     let recovered = D::recover(&mut history, &log, &matcher).with_context(|| {

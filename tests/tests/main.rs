@@ -1,5 +1,6 @@
 //! End-to-end tests: one integration binary, one module per topic.
 
+mod cockroach;
 mod corpus;
 mod generated;
 mod html;

@@ -79,10 +79,9 @@ impl CockroachDb {
     /// # Errors
     /// A malformed line, naming it; a feed whose resolved timestamps never pass its last
     /// change (the capture stopped too early: the certificate would be incomplete).
-    pub fn read_captured(input: impl std::io::BufRead) -> Result<RawLog, AdapterError> {
+    pub fn read_capture_file(input: &mut dyn std::io::BufRead) -> Result<RawLog, AdapterError> {
         let mut text = String::new();
-        let mut input = input;
-        std::io::Read::read_to_string(&mut input, &mut text)
+        std::io::Read::read_to_string(input, &mut text)
             .map_err(|e| AdapterError::io("reading the captured changefeed", e))?;
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
         let is_raw_log = serde_json::from_str::<serde_json::Value>(first)
@@ -90,12 +89,12 @@ impl CockroachDb {
             .is_some_and(|v| v.get("commit_lsn").is_some());
         if is_raw_log {
             return RawLog::read_jsonl(text.as_bytes())
-                .map_err(|e| AdapterError::Protocol { message: format!("raw log: {e}") });
+                .map_err(|e| AdapterError::Captured { message: e.to_string() });
         }
         let feed = read_capture(text.as_bytes())
-            .map_err(|e| AdapterError::Protocol { message: format!("captured changefeed {e}") })?;
+            .map_err(|e| AdapterError::Captured { message: format!("captured changefeed {e}") })?;
         if !feed.is_complete() {
-            return Err(AdapterError::Protocol {
+            return Err(AdapterError::Captured {
                 message: format!(
                     "captured changefeed: its last change is at {} but its resolved timestamps reach only {}: \
                      capture until a resolved timestamp passes the last commit",
@@ -211,6 +210,10 @@ impl Database for CockroachDb {
         Ok(ChangefeedCapture::start(&self.url, table, cursor))
     }
 
+    fn read_captured(input: &mut dyn std::io::BufRead) -> Result<RawLog, AdapterError> {
+        CockroachDb::read_capture_file(input)
+    }
+
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {
         recover_cockroach(h, log, matcher)
     }
@@ -230,14 +233,14 @@ mod tests {
         assert!(CockroachDb::from_url("postgres://h/db").is_err());
         let raw =
             r#"{"xid":0,"commit_lsn":1,"end_lsn":1,"commit_time":5,"commit_ts":"5.0000000001","changes":[]}"#;
-        let log = CockroachDb::read_captured(raw.as_bytes()).unwrap();
+        let log = CockroachDb::read_capture_file(&mut raw.as_bytes()).unwrap();
         assert_eq!(log.txns()[0].commit_ts, Some(isocert_history::Timestamp::hlc(5, 1)));
         let feed = "{\"table\":\"items\",\"key\":[1],\"value\":{\"after\":{\"id\":1,\"v\":3},\"updated\":\"9.0000000000\"}}\n";
-        let e = CockroachDb::read_captured(feed.as_bytes()).unwrap_err().to_string();
+        let e = CockroachDb::read_capture_file(&mut feed.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("resolved timestamps reach only none"), "{e}");
         let complete = format!("{feed}{{\"resolved\":\"9.0000000000\"}}\n");
-        assert_eq!(CockroachDb::read_captured(complete.as_bytes()).unwrap().len(), 1);
-        let e = CockroachDb::read_captured(&b"{\"table\":\"items\"}\n"[..]).unwrap_err().to_string();
+        assert_eq!(CockroachDb::read_capture_file(&mut complete.as_bytes()).unwrap().len(), 1);
+        let e = CockroachDb::read_capture_file(&mut &b"{\"table\":\"items\"}\n"[..]).unwrap_err().to_string();
         assert!(e.contains("line 1"), "{e}");
     }
 }

@@ -536,6 +536,16 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// Reads the captured change stream `isocert recover --source` names. Default: the
+    /// `raw-log.jsonl` that `isocert run` saves; an adapter may also accept its database's
+    /// own capture format (CockroachDB: changefeed rows as JSON lines).
+    ///
+    /// # Errors
+    /// [`AdapterError::Captured`] naming the line and field at fault.
+    fn read_captured(input: &mut dyn std::io::BufRead) -> Result<RawLog, AdapterError> {
+        RawLog::read_jsonl(input).map_err(|e| AdapterError::Captured { message: e.to_string() })
+    }
+
     /// The recovery rule: history (with the facts the sessions recorded) + captured log
     /// -> certificate, with derived timestamps written into the history. `matcher` is the
     /// predicate oracle.

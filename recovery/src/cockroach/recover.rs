@@ -20,7 +20,8 @@ use crate::{
 /// Timestamps per level (docs/COCKROACHDB.md):
 /// - SERIALIZABLE: a transaction reads and writes at its commit timestamp (CockroachDB
 ///   refreshes its reads up to it), the `cluster_logical_timestamp()` the client recorded
-///   before COMMIT, which the log's `updated` must equal;
+///   before COMMIT, which the log's `updated` must equal; its snapshot is placed just below
+///   it (before its own writes);
 /// - REPEATABLE READ (snapshot): its snapshot is placed at the newest version its reads
 ///   returned (`crdb_internal_mvcc_timestamp`), its commit timestamp is the log's;
 /// - READ COMMITTED: each statement reads at the newest version it returned;
@@ -85,7 +86,7 @@ pub fn recover_cockroach(
         let level = f.effective_isolation.as_deref().unwrap_or(&f.isolation);
         let commit = facts.commit[t.index()];
         if level == "serializable" || level.is_empty() {
-            facts.start[t.index()] = commit;
+            facts.start[t.index()] = commit.map(just_below);
             continue;
         }
         let per_statement = level == "read-committed";
@@ -133,6 +134,16 @@ pub fn recover_cockroach(
         };
     }
     recover_by_timestamps(history, VersionSource::Log { log, by: LogMatch::CommitTimestamp }, &facts)
+}
+
+/// The HLC timestamp just below `ts`: a serializable transaction's reads are valid at its
+/// commit timestamp but come before its own writes there, which the shared rule would
+/// otherwise count as committed at the reads' timestamp.
+fn just_below(ts: Timestamp) -> Timestamp {
+    match (ts.wall, ts.logical) {
+        (w, 0) if w > 0 => Timestamp::hlc(w - 1, u64::MAX),
+        (w, l) => Timestamp::hlc(w, l.saturating_sub(1)),
+    }
 }
 
 /// The objects `op` writes.
