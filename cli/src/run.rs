@@ -37,8 +37,8 @@ use crate::output::{write_file, write_text};
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
     /// The database to test; the scheme picks the adapter: `postgres://user@host:port/db`
-    /// (needs `wal_level=logical`), `mariadb://` or `mysql://`, `tidb://` (README lists what
-    /// each needs). Without it a throwaway server of --database is started in a temporary
+    /// (needs `wal_level=logical`), `mariadb://` or `mysql://`, `tidb://`, `cockroachdb://` (README
+    /// lists what each needs). Without it a throwaway server of --database is started in a temporary
     /// directory and removed afterwards.
     #[arg(long, value_name = "URL")]
     db: Option<String>,
