@@ -193,11 +193,14 @@ pub fn parse_capture_line(line: &str) -> Result<(u32, FeedMessage), String> {
     parse_message(table, key, value).map(|m| (partition, m))
 }
 
+/// One transaction's changes: (table, key text) -> (key, row after).
+type TxnChanges = BTreeMap<(String, String), (Scalar, Option<FeedRow>)>;
+
 /// The changes of a changefeed so far, deduplicated, with the watermark.
 #[derive(Clone, Debug, Default)]
 pub struct FeedLog {
     /// Per commit timestamp, its changes: (table, key) -> row after.
-    txns: BTreeMap<Timestamp, BTreeMap<(String, String), (Scalar, Option<FeedRow>)>>,
+    txns: BTreeMap<Timestamp, TxnChanges>,
     /// Per partition, its highest resolved timestamp.
     resolved: BTreeMap<u32, Timestamp>,
     duplicates: usize,
