@@ -29,7 +29,8 @@ use crate::{
 ///   it wrote nothing either, at the start of the log.
 ///
 /// A writer without a recorded commit timestamp (below SERIALIZABLE, or a lost COMMIT
-/// answer) is found in the log by the unique values it wrote.
+/// answer) is found in the log by the unique values it wrote; an unknown outcome found
+/// there committed, one not found is settled as aborted (the capture covers the whole run).
 ///
 /// # Errors
 /// A [`RecoveryError`]: a predicate write whose rows the transaction also writes otherwise
@@ -42,16 +43,11 @@ pub fn recover_cockroach(
     single_change_per_row(history)?;
     let h: &History = history;
     let n = h.txns.len();
-    let bad = |t: TxnId, field: &str, message: String| RecoveryError::Meta {
-        txn: h.txn_label(t),
-        field: field.to_string(),
-        message,
-    };
     let mut facts = TimestampFacts::with_len(n);
     let mut txn: Vec<CrdbTxnFacts> = Vec::with_capacity(n);
     for t in h.txn_ids() {
         let f: CrdbTxnFacts = txn_facts(h, t)?;
-        facts.commit[t.index()] = f.commit_timestamp().map_err(|e| bad(t, "meta.commit_ts", e))?;
+        facts.commit[t.index()] = f.commit_timestamp().map_err(|e| bad(h, t, "meta.commit_ts", e))?;
         txn.push(f);
     }
 
@@ -80,6 +76,25 @@ pub fn recover_cockroach(
     }
     let log_start = log.txns().iter().find_map(|t| t.commit_ts).map(|ts| Timestamp::hlc(ts.wall, 0));
 
+    // An unknown outcome the log does not show committed never did: the capture waited
+    // until the feed's resolved timestamp passed the end of the run.
+    let mut settled_aborted = 0;
+    for t in h.txn_ids() {
+        if h.txn(t).status == Status::Unknown && facts.commit[t.index()].is_none() {
+            settled_aborted += 1;
+        }
+    }
+    if settled_aborted > 0 {
+        let unknown: Vec<TxnId> = history
+            .txn_ids()
+            .filter(|&t| history.txn(t).status == Status::Unknown && facts.commit[t.index()].is_none())
+            .collect();
+        for t in unknown {
+            history.txns[t.index()].status = Status::Aborted;
+        }
+    }
+    let h: &History = history;
+
     // Snapshot and statement timestamps.
     for t in h.txn_ids() {
         let f = &txn[t.index()];
@@ -101,6 +116,7 @@ pub fn recover_cockroach(
                     let stamps = of.mvcc_ts_rows.as_deref().unwrap_or(&[]);
                     if !stamps.is_empty() && stamps.len() != rows.len() {
                         return Err(bad(
+                            h,
                             t,
                             &format!("ops[{i}].meta.mvcc_ts_rows"),
                             format!("{} timestamps for {} rows", stamps.len(), rows.len()),
@@ -115,7 +131,7 @@ pub fn recover_cockroach(
                 if written.contains(&obj) {
                     continue; // its own provisional version
                 }
-                let ts = parse_hlc(m).map_err(|e| bad(t, &format!("ops[{i}].meta"), e))?;
+                let ts = parse_hlc(m).map_err(|e| bad(h, t, &format!("ops[{i}].meta"), e))?;
                 op_newest = op_newest.max(Some(ts));
             }
             if per_statement {
@@ -133,7 +149,14 @@ pub fn recover_cockroach(
             (_, None, None) => log_start.or(Some(Timestamp::new(0))),
         };
     }
-    recover_by_timestamps(history, VersionSource::Log { log, by: LogMatch::CommitTimestamp }, &facts)
+    let mut recovered =
+        recover_by_timestamps(history, VersionSource::Log { log, by: LogMatch::CommitTimestamp }, &facts)?;
+    recovered.stats.resolved_aborted += settled_aborted;
+    Ok(recovered)
+}
+
+fn bad(h: &History, t: TxnId, field: &str, message: String) -> RecoveryError {
+    RecoveryError::Meta { txn: h.txn_label(t), field: field.to_string(), message }
 }
 
 /// The HLC timestamp just below `ts`: a serializable transaction's reads are valid at its
