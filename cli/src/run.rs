@@ -100,6 +100,11 @@ pub(crate) struct RunArgs {
     /// --poll-interval-ms; costs the server more). MariaDB has one way (the binary log).
     #[arg(long, value_name = "MODE")]
     replication: Option<String>,
+    /// CockroachDB: where the changefeed goes, `kafka://BROKER:9092/TOPIC_PREFIX` (isocert
+    /// creates the changefeed into that Kafka sink and consumes its topic; needs the `kafka`
+    /// build feature); default: a sinkless changefeed on its own connection.
+    #[arg(long, value_name = "URL", conflicts_with = "replication")]
+    changefeed: Option<String>,
     /// With a polling mode (`--replication poll`): shortest time between two reads of the
     /// change stream while the workload runs (longer: less work for the server, same
     /// completeness; the final read is immediate).
@@ -220,7 +225,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let capture = (!args.no_recovery && api.is_none()).then(|| CaptureOptions {
         run_name: run_name(),
-        mode: args.replication.clone(),
+        mode: args.replication.clone().or_else(|| args.changefeed.clone()),
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
     let table = cfg.kind.table_spec();

@@ -198,16 +198,30 @@ impl Database for CockroachDb {
         options: &CaptureOptions,
     ) -> Result<ChangefeedCapture, AdapterError> {
         match options.mode.as_deref() {
-            None | Some("sinkless") => {}
-            Some(other) => {
-                return Err(AdapterError::NotSupportedHere {
-                    message: format!("CockroachDB's versions come from a sinkless changefeed; --replication {other} is PostgreSQL's"),
-                })
+            None | Some("sinkless") => {
+                // Everything committed by now (the loaded table) is the initial state.
+                let cursor = now(&self.url).await?;
+                Ok(ChangefeedCapture::start(&self.url, table, cursor))
             }
+            #[cfg(feature = "kafka")]
+            Some(kafka) if kafka.starts_with("kafka://") => {
+                let target = super::kafka::KafkaTarget::parse(kafka)?;
+                let cursor = now(&self.url).await?;
+                Ok(ChangefeedCapture::start_kafka(&self.url, table, cursor, target))
+            }
+            #[cfg(not(feature = "kafka"))]
+            Some(kafka) if kafka.starts_with("kafka://") => Err(AdapterError::NotSupportedHere {
+                message: "this isocert was built without the Kafka sink: build it with `--features kafka` \
+                          (librdkafka is compiled from source; it needs make and a C compiler)"
+                    .into(),
+            }),
+            Some(other) => Err(AdapterError::NotSupportedHere {
+                message: format!(
+                    "CockroachDB's versions come from a changefeed, sinkless or --changefeed kafka://BROKER/PREFIX; \
+                     --replication {other} is PostgreSQL's"
+                ),
+            }),
         }
-        // Everything committed by now (the loaded table) is the initial state.
-        let cursor = now(&self.url).await?;
-        Ok(ChangefeedCapture::start(&self.url, table, cursor))
     }
 
     fn read_captured(input: &mut dyn std::io::BufRead) -> Result<RawLog, AdapterError> {

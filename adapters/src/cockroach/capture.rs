@@ -58,6 +58,8 @@ struct State {
     log: FeedLog,
     started: bool,
     error: Option<String>,
+    /// The changefeed job a sink-based feed created (cancelled by `finish`).
+    job: Option<String>,
 }
 
 /// The sinkless changefeed of one table.
@@ -78,6 +80,30 @@ impl ChangefeedCapture {
         let (stop, stopped) = watch::channel(false);
         let task =
             tokio::spawn(consume(url.clone(), table.name.to_string(), cursor, state.clone(), tick, stopped));
+        ChangefeedCapture { state, changed, stop, task, url: url.clone() }
+    }
+
+    /// Creates a changefeed on `table` from `cursor` into the Kafka sink `target` and
+    /// consumes its topic (cargo feature `kafka`).
+    #[cfg(feature = "kafka")]
+    pub(crate) fn start_kafka(
+        url: &CockroachUrl,
+        table: &TableSpec,
+        cursor: Timestamp,
+        target: super::kafka::KafkaTarget,
+    ) -> Self {
+        let state = Arc::new(Mutex::new(State::default()));
+        let (tick, changed) = watch::channel(0u64);
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(consume_kafka(
+            url.clone(),
+            table.name.to_string(),
+            cursor,
+            target,
+            state.clone(),
+            tick,
+            stopped,
+        ));
         ChangefeedCapture { state, changed, stop, task, url: url.clone() }
     }
 
@@ -152,6 +178,50 @@ async fn consume(
     }
 }
 
+/// The Kafka path: the changefeed job, then its topic read into the shared log.
+#[cfg(feature = "kafka")]
+async fn consume_kafka(
+    url: CockroachUrl,
+    table: String,
+    cursor: Timestamp,
+    target: super::kafka::KafkaTarget,
+    state: Arc<Mutex<State>>,
+    tick: watch::Sender<u64>,
+    stopped: watch::Receiver<bool>,
+) {
+    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    let outcome: Result<(), String> = async {
+        let client = tls::connect(&url, classify).await.map_err(|e| e.to_string())?;
+        let sql = format!(
+            "CREATE CHANGEFEED FOR TABLE {} INTO '{}' WITH updated, mvcc_timestamp, diff, \
+             resolved = '{RESOLVED_EVERY}', min_checkpoint_frequency = '{RESOLVED_EVERY}', cursor = '{}.{:010}'",
+            ident(&table),
+            target.sink_uri().replace('\'', "''"),
+            cursor.wall,
+            cursor.logical
+        );
+        let rows = query_with(&client, &sql, classify).await.map_err(|e| e.to_string())?;
+        lock().job = rows.first().and_then(|r| r.get(0)).map(str::to_string);
+        let feed = super::kafka::KafkaFeed::open(&target.brokers, &target.topic(&table), &table, FINISH_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())?;
+        lock().started = true;
+        tick.send_modify(|n| *n += 1);
+        let mut log = FeedLog::new();
+        while !*stopped.borrow() {
+            feed.read_until(&mut log, None, Duration::from_millis(300), |_| {}).await.map_err(|e| e.to_string())?;
+            lock().log = log.clone();
+            tick.send_modify(|n| *n += 1);
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = outcome {
+        lock().error = Some(e);
+        tick.send_modify(|n| *n += 1);
+    }
+}
+
 impl ChangeCapture for ChangefeedCapture {
     async fn wait_started(&mut self, timeout: Duration) -> Result<(), AdapterError> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -215,6 +285,17 @@ impl ChangeCapture for ChangefeedCapture {
         };
         let _ = self.stop.send(true);
         self.task.abort();
+        let job = self.lock().job.take();
+        if let Some(job) = job {
+            // A sink-based changefeed is a job that outlives the connection: cancel it.
+            let cancel = async {
+                let client = tls::connect(&self.url, classify).await?;
+                query_with(&client, &format!("CANCEL JOB {job}"), classify).await
+            };
+            if let Err(e) = cancel.await {
+                tracing::warn!("cancelling changefeed job {job}: {e}; cancel it yourself (CANCEL JOB {job})");
+            }
+        }
         result
     }
 }

@@ -206,6 +206,9 @@ pub struct FeedLog {
     duplicates: usize,
     late: usize,
     changes: usize,
+    /// Partitions that must each have resolved before there is a watermark (Kafka: the
+    /// topic's partition count; 0 or 1 for a sinkless feed).
+    partitions: u32,
 }
 
 impl FeedLog {
@@ -251,9 +254,18 @@ impl FeedLog {
         }
     }
 
-    /// The watermark: the lowest resolved timestamp over the partitions seen (`None`
-    /// before every partition has resolved once).
+    /// Expects `partitions` partitions (Kafka: the topic's count): no watermark until each
+    /// has sent a resolved timestamp.
+    pub fn expect_partitions(&mut self, partitions: u32) {
+        self.partitions = partitions;
+    }
+
+    /// The watermark: the lowest resolved timestamp over the partitions (`None` before
+    /// every expected partition has resolved once).
     pub fn watermark(&self) -> Option<Timestamp> {
+        if (self.resolved.len() as u32) < self.partitions {
+            return None;
+        }
         self.resolved.values().min().copied()
     }
 

@@ -11,6 +11,8 @@
 mod adapter;
 mod capture;
 mod changefeed;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod session;
 mod tls;
 mod url;
@@ -21,5 +23,7 @@ pub use changefeed::{
     bytes_text, capture_line, parse_capture_line, parse_message, read_capture, FeedChange, FeedLog,
     FeedMessage, FeedRow,
 };
+#[cfg(feature = "kafka")]
+pub use kafka::{KafkaFeed, KafkaTarget};
 pub use session::{classify, CrdbSession};
 pub use url::{CockroachUrl, TlsMode};
