@@ -291,4 +291,126 @@ mod tests {
         let e = KafkaFeed::open(&brokers, "absent", "items", Duration::from_millis(500)).await.err().unwrap();
         assert!(e.to_string().contains("topic absent"), "{e}");
     }
+
+    /// A minimal pgwire server answering what the Kafka capture sends: the timestamps, the
+    /// `CREATE CHANGEFEED ... INTO` (a job id, as CockroachDB answers a sink changefeed) and
+    /// `CANCEL JOB`; it records the statements.
+    async fn fake_cockroach(statements: std::sync::Arc<std::sync::Mutex<Vec<String>>>) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
+            let mut out = vec![kind];
+            out.extend(((body.len() + 4) as u32).to_be_bytes());
+            out.extend(body);
+            out
+        }
+        fn one_value(name: &str, value: &str) -> Vec<u8> {
+            let mut d = 1u16.to_be_bytes().to_vec();
+            d.extend(name.as_bytes());
+            d.extend([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25, 255, 255, 255, 255, 255, 255, 0, 0]);
+            let mut out = msg(b'T', &d);
+            let mut row = 1u16.to_be_bytes().to_vec();
+            row.extend((value.len() as u32).to_be_bytes());
+            row.extend(value.as_bytes());
+            out.extend(msg(b'D', &row));
+            out
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let clock = std::sync::Arc::new(std::sync::Mutex::new(vec![CURSOR, END]));
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (statements, clock) = (statements.clone(), clock.clone());
+                tokio::spawn(async move {
+                    let mut len = [0u8; 4];
+                    socket.read_exact(&mut len).await.unwrap();
+                    let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+                    socket.read_exact(&mut startup).await.unwrap();
+                    let mut hello = msg(b'R', &0u32.to_be_bytes());
+                    hello.extend(msg(b'Z', b"I"));
+                    socket.write_all(&hello).await.unwrap();
+                    loop {
+                        let mut head = [0u8; 5];
+                        if socket.read_exact(&mut head).await.is_err() {
+                            return;
+                        }
+                        let n = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize - 4;
+                        let mut body = vec![0u8; n];
+                        socket.read_exact(&mut body).await.unwrap();
+                        if head[0] != b'Q' {
+                            return;
+                        }
+                        let sql = String::from_utf8_lossy(&body).trim_end_matches('\0').to_string();
+                        statements.lock().unwrap().push(sql.clone());
+                        let mut out = if sql.starts_with("SELECT cluster_logical_timestamp()") {
+                            one_value("cluster_logical_timestamp", clock.lock().unwrap().remove(0))
+                        } else if sql.starts_with("CREATE CHANGEFEED") {
+                            one_value("job_id", "1017")
+                        } else {
+                            Vec::new()
+                        };
+                        out.extend(msg(b'C', b"OK\0"));
+                        out.extend(msg(b'Z', b"I"));
+                        socket.write_all(&out).await.unwrap();
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    const CURSOR: &str = "1700000000000000000.0000000000";
+    const END: &str = "1700000002500000000.0000000000";
+
+    /// The whole Kafka capture: the changefeed job created INTO the sink named by
+    /// `?sink=`, its topic read from the broker until the watermark passes the end of the
+    /// run, and the job cancelled.
+    #[tokio::test]
+    async fn the_kafka_capture_creates_the_job_reads_its_topic_and_cancels_it() {
+        use crate::{CaptureOptions, ChangeCapture, CockroachDb, Database, TableSpec};
+
+        let cluster = MockCluster::new(1).unwrap();
+        cluster.create_topic("run_items", 2, 1).unwrap();
+        let brokers = cluster.bootstrap_servers();
+        let producer: FutureProducer =
+            ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+        let value = |key: i64, v: i64, at: &str| {
+            format!(
+                r#"{{"after": {{"id": {key}, "v": {v}}}, "before": null, "mvcc_timestamp": "{at}", "updated": "{at}"}}"#
+            )
+        };
+        let resolved = format!(r#"{{"resolved": "{RESOLVED}"}}"#);
+        for (partition, key, payload) in [
+            (0, Some("[1]"), value(1, 11, T1)),
+            (1, Some("[2]"), value(2, 22, T2)),
+            (0, None, resolved.clone()),
+            (1, None, resolved.clone()),
+        ] {
+            let mut record = FutureRecord::to("run_items").payload(&payload).partition(partition);
+            if let Some(k) = key {
+                record = record.key(k);
+            }
+            producer.send(record, Duration::from_secs(5)).await.unwrap();
+        }
+        let statements = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let port = fake_cockroach(statements.clone()).await;
+        let db = CockroachDb::from_url(&format!("cockroachdb://root@127.0.0.1:{port}/defaultdb")).unwrap();
+        let options = CaptureOptions {
+            run_name: "t".into(),
+            mode: Some(format!("kafka://{brokers}/run_?sink=kafka:19092")),
+            poll_interval: Duration::ZERO,
+        };
+        let table = TableSpec { name: "items", columns: &["id", "v"] };
+        let mut capture = db.start_capture(&table, &options).await.unwrap();
+        capture.wait_started(Duration::from_secs(20)).await.unwrap();
+        let log = tokio::time::timeout(Duration::from_secs(30), capture.finish(None)).await.unwrap().unwrap();
+        assert_eq!((log.len(), log.change_count()), (2, 2));
+        let sent = statements.lock().unwrap().clone();
+        let create = sent.iter().find(|s| s.starts_with("CREATE CHANGEFEED")).unwrap();
+        assert!(
+            create.contains("INTO 'kafka://kafka:19092?topic_prefix=run_'")
+                && create.contains(&format!("cursor = '{CURSOR}'")),
+            "{create}"
+        );
+        assert!(sent.contains(&"CANCEL JOB 1017".to_string()), "{sent:?}");
+    }
 }
