@@ -16,7 +16,6 @@ fn run_on(db: &str, out: &std::path::Path) -> Output {
 fn databases_without_an_adapter_are_refused_by_name_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     for (url, name) in [
-        ("cockroachdb://root@127.0.0.1:26257/defaultdb", "CockroachDB is not supported yet"),
         ("mongodb://127.0.0.1:27017", "MongoDB is not supported yet"),
         ("dgraph://127.0.0.1:9080", "Dgraph is not supported yet"),
     ] {

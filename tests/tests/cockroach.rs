@@ -209,6 +209,21 @@ fn recover_refuses_a_feed_cut_before_its_last_commit_and_a_predicate_update_rewr
     assert!(e.contains("9") && e.contains("last change"), "{e}");
 }
 
+#[test]
+fn run_routes_cockroachdb_urls_to_the_adapter_and_names_an_unreachable_cluster() {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(isocert_tests::isocert_bin())
+        .args(["run", "--db", "cockroachdb://root:s3cret@127.0.0.1:9/defaultdb", "--workload", "kv"])
+        .args(["--isolation", "serializable", "--txns", "10", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cockroachdb://root:***@127.0.0.1:9/defaultdb"), "{stderr}");
+    assert!(!stderr.contains("not supported") && !stderr.contains("s3cret"), "{stderr}");
+}
+
 /// `isocert run` against a live CockroachDB: kv and predicate at SERIALIZABLE certify;
 /// READ COMMITTED runs and is checked as serializable (exit 0 or 1: anomalies are allowed
 /// there; a cluster that has not enabled READ COMMITTED runs it as SERIALIZABLE).

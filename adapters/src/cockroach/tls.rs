@@ -57,7 +57,9 @@ pub(crate) async fn connect(
     classify: fn(&tokio_postgres::Error) -> ErrorClass,
 ) -> Result<Client, DbError> {
     let config = url.config().map_err(|e| DbError::new(ErrorClass::Fatal, None, "reading the URL", e))?;
-    let context = || format!("connecting to {}", redact_url(&url.pg_url));
+    let context = || {
+        format!("connecting to {}", redact_url(&url.pg_url).replacen("postgresql://", "cockroachdb://", 1))
+    };
     let error = |e: tokio_postgres::Error| {
         DbError::new(classify(&e), e.code().map(|c| c.code().to_string()), context(), e)
     };
