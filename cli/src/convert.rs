@@ -106,6 +106,17 @@ fn remap_certificate(from: &History, to: &History, cert: &Certificate) -> anyhow
     use isocert_history::{ObjId, OpRef, SeenVersion, TxnId, Writer};
     use rustc_hash::FxHashMap;
 
+    // Other formats list version sets row by row: compact ones are expanded first.
+    let expanded;
+    let cert = if cert.snapshot_sets.is_some() {
+        let mut c = cert.clone();
+        c.expand_snapshot_sets(from)?;
+        expanded = c;
+        &expanded
+    } else {
+        cert
+    };
+
     let by_session = |h: &History| {
         let mut sessions: Vec<(isocert_history::SessionId, Vec<TxnId>)> = Vec::new();
         for t in h.txn_ids() {
@@ -171,7 +182,7 @@ fn remap_certificate(from: &History, to: &History, cert: &Certificate) -> anyhow
         Some(order) => Some(order.iter().map(|x| t(*x)).collect::<anyhow::Result<Vec<_>>>()?),
         None => None,
     };
-    Ok(Certificate { version_order, version_sets, serialization_order })
+    Ok(Certificate { version_order, version_sets, serialization_order, snapshot_sets: None })
 }
 
 /// Writes `cert` to `path`: King Cobra's layout for a `.vo` file, else a v1 certificate.

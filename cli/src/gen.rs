@@ -67,6 +67,11 @@ pub(crate) struct GenArgs {
     /// Plant one anomaly (see --list-injections for the kinds and the levels that reject them).
     #[arg(long, value_name = "KIND")]
     inject: Option<Injection>,
+    /// Write each predicate operation's version set row by row, as the shared spec does,
+    /// instead of as its snapshot (the default, docs/FORMAT.md "Compact version sets"):
+    /// for readers that know only the spec.
+    #[arg(long)]
+    explicit_version_sets: bool,
     /// Start from the Chronos benchmark's shape: 50 sessions, 1,000 keys, zipfian,
     /// 50% reads, 15 operations per transaction, key-value, snapshot isolation.
     #[arg(long)]
@@ -101,6 +106,7 @@ impl GenArgs {
             concurrency: self.concurrency.unwrap_or(base.concurrency),
             avoid_conflicts: self.avoid_conflicts.unwrap_or(base.avoid_conflicts),
             inject: self.inject,
+            explicit_version_sets: self.explicit_version_sets,
         }
     }
 }

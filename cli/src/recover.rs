@@ -37,6 +37,10 @@ pub(crate) struct RecoverArgs {
     /// unknown outcomes (what `isocert run` saves as history.jsonl).
     #[arg(long, value_name = "FILE")]
     history_out: Option<PathBuf>,
+    /// List every predicate read's version set row by row, as the shared spec does, instead
+    /// of as its snapshot where that is shorter (docs/FORMAT.md "Compact version sets").
+    #[arg(long)]
+    explicit_version_sets: bool,
 }
 
 /// Runs `isocert recover`: exit 0 when the certificate is written, 2 on any error.
@@ -74,11 +78,14 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
     let log = D::read_captured(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-    let recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
+    let mut recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
         format!("recovering the {} certificate from {}", D::KIND.display_name(), source.display())
     })?;
     for w in &recovered.warnings {
         eprintln!("isocert: warning: {w}");
+    }
+    if !args.explicit_version_sets {
+        recovered.certificate.compact_version_sets(&history);
     }
     write_certificate(&args.out, &history, &recovered)?;
     if let Some(path) = &args.history_out {

@@ -93,6 +93,11 @@ pub(crate) struct RunArgs {
     /// measuring what recovery costs); writes only history.jsonl and run.json, exits 0.
     #[arg(long)]
     no_recovery: bool,
+    /// Write every predicate read's version set row by row, as the shared spec does,
+    /// instead of as its snapshot where that is shorter (docs/FORMAT.md "Compact version
+    /// sets"): for readers that know only the spec.
+    #[arg(long)]
+    explicit_version_sets: bool,
     /// How recovery receives the committed changes (the adapter refuses modes it lacks).
     /// PostgreSQL: `stream` (the default: the streaming replication protocol; the server
     /// decodes each change once and pushes it; needs a connection with
@@ -359,11 +364,14 @@ struct Fetched {
 fn finish<D: Database>(
     args: &RunArgs,
     history: History,
-    recovered: Recovered,
+    mut recovered: Recovered,
     mut stats: RunStats,
     level: IsolationLevel,
     sent: Option<(&[u8], usize)>,
 ) -> anyhow::Result<ExitCode> {
+    if sent.is_none() && !args.explicit_version_sets {
+        recovered.certificate.compact_version_sets(&history);
+    }
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     match sent {
         None => {

@@ -1,8 +1,8 @@
 //! The in-memory sink: records become an interned [`History`] and a [`Certificate`].
 
 use isocert_history::{
-    Certificate, ColId, History, ObjId, Op, OpRef, ResultRow, Scalar, SeenVersion, SessionId, Status,
-    TableId, Timestamp, Transaction, TxnId, Value, ValueId, Writer, KV_TABLE,
+    Certificate, ColId, History, ObjId, Op, OpRef, ResultRow, Scalar, SeenVersion, SessionId, SnapshotSet,
+    Status, TableId, Timestamp, Transaction, TxnId, Value, ValueId, Writer, KV_TABLE,
 };
 use rustc_hash::FxHashMap;
 
@@ -139,7 +139,18 @@ impl HistoryBuilder {
             }
         }
         let mut version_sets = FxHashMap::default();
-        for (id, op, seen) in &cert.version_sets {
+        let mut snapshot_sets = FxHashMap::default();
+        for rec in &cert.version_sets {
+            let (id, op, seen) = (&rec.txn, &rec.op, &rec.seen);
+            if !cert.explicit {
+                let snap = SnapshotSet {
+                    visible_through: Timestamp::new(rec.at),
+                    except: Vec::new(),
+                    unseen: Vec::new(),
+                };
+                snapshot_sets.insert(OpRef { txn: txn(*id), op: *op }, snap);
+                continue;
+            }
             let versions = seen
                 .iter()
                 .map(|&Seen { obj, writer }| SeenVersion {
@@ -156,6 +167,7 @@ impl HistoryBuilder {
         Certificate {
             version_order: Some(version_order),
             version_sets: Some(version_sets),
+            snapshot_sets: (!cert.explicit).then_some(snapshot_sets),
             serialization_order: Some(cert.serialization_order().into_iter().map(txn).collect()),
         }
     }

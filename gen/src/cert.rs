@@ -2,14 +2,29 @@
 
 use crate::record::{Outcome, Seen, SeenWriter, TxnRecord};
 
+/// One predicate operation's version set.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct VersionSetRec {
+    /// The transaction's id.
+    pub(crate) txn: u32,
+    /// The operation's index.
+    pub(crate) op: u32,
+    /// The snapshot it was evaluated at, usually the transaction's start timestamp (every
+    /// writer committed at or before it is visible; the compact form's `visible_through`).
+    pub(crate) at: u64,
+    /// The versions row by row, with [`SeenWriter::Own`] resolved; empty in the compact form.
+    pub(crate) seen: Vec<Seen>,
+}
+
 /// Version order, version sets and commit timestamps of the committed transactions.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CertBuilder {
     /// Per generator object, the committed writers oldest first.
     pub(crate) version_order: Vec<Vec<u32>>,
-    /// Per predicate operation of a committed transaction: (txn id, op index, version set),
-    /// with [`SeenWriter::Own`] already resolved.
-    pub(crate) version_sets: Vec<(u32, u32, Vec<Seen>)>,
+    /// Per predicate operation of a committed transaction, its version set.
+    pub(crate) version_sets: Vec<VersionSetRec>,
+    /// Keep version sets row by row (else only their snapshot timestamps).
+    pub(crate) explicit: bool,
     /// (commit timestamp, id) of every committed transaction, in commit (emission) order.
     pub(crate) commits: Vec<(u64, u32)>,
 }
@@ -29,15 +44,18 @@ impl CertBuilder {
             self.version_order[i].push(rec.id);
         }
         for (i, op) in rec.ops.iter().enumerate() {
-            if let Some(seen) = op.seen() {
-                let resolved = seen
-                    .iter()
-                    .map(|s| match s.writer {
-                        SeenWriter::Own => Seen { obj: s.obj, writer: SeenWriter::Txn(rec.id) },
-                        _ => *s,
-                    })
-                    .collect();
-                self.version_sets.push((rec.id, i as u32, resolved));
+            if let Some((seen, at)) = op.seen() {
+                let seen = if self.explicit {
+                    seen.iter()
+                        .map(|s| match s.writer {
+                            SeenWriter::Own => Seen { obj: s.obj, writer: SeenWriter::Txn(rec.id) },
+                            _ => *s,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                self.version_sets.push(VersionSetRec { txn: rec.id, op: i as u32, at, seen });
             }
         }
         self.commits.push((rec.commit_ts.unwrap_or(rec.start_ts), rec.id));

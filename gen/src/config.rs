@@ -137,6 +137,9 @@ pub struct GenConfig {
     pub avoid_conflicts: bool,
     /// An anomaly to inject into the otherwise valid history.
     pub inject: Option<Injection>,
+    /// Write every predicate operation's version set row by row instead of as its
+    /// snapshot (the compact form, docs/FORMAT.md), which is the default.
+    pub explicit_version_sets: bool,
 }
 
 impl Default for GenConfig {
@@ -155,6 +158,7 @@ impl Default for GenConfig {
             concurrency: 0,
             avoid_conflicts: false,
             inject: None,
+            explicit_version_sets: false,
         }
     }
 }
@@ -177,6 +181,7 @@ impl GenConfig {
             concurrency: CHRONOS_CONCURRENCY,
             avoid_conflicts: true,
             inject: None,
+            explicit_version_sets: false,
         }
     }
 

@@ -102,20 +102,21 @@ pub(crate) enum OpRec {
     /// Append to a list.
     Append { obj: u32, elem: i64 },
     /// `SELECT * FROM t WHERE pred`.
-    Select { pred: PredSpec, rows: Vec<(u32, RowVal)>, seen: Vec<Seen> },
+    Select { pred: PredSpec, rows: Vec<(u32, RowVal)>, seen: Vec<Seen>, seen_at: u64 },
     /// `UPDATE t SET c1 = set_c1 WHERE pred`; rows are the new versions.
-    Update { pred: PredSpec, set_c1: i64, rows: Vec<(u32, RowVal)>, seen: Vec<Seen> },
+    Update { pred: PredSpec, set_c1: i64, rows: Vec<(u32, RowVal)>, seen: Vec<Seen>, seen_at: u64 },
     /// `DELETE FROM t WHERE pred`; rows are the deleted keys.
-    Delete { pred: PredSpec, rows: Vec<u32>, seen: Vec<Seen> },
+    Delete { pred: PredSpec, rows: Vec<u32>, seen: Vec<Seen>, seen_at: u64 },
 }
 
 impl OpRec {
-    /// The version set of a predicate operation.
-    pub(crate) fn seen(&self) -> Option<&[Seen]> {
+    /// The version set of a predicate operation, and the snapshot timestamp it was
+    /// evaluated at.
+    pub(crate) fn seen(&self) -> Option<(&[Seen], u64)> {
         match self {
-            OpRec::Select { seen, .. } | OpRec::Update { seen, .. } | OpRec::Delete { seen, .. } => {
-                Some(seen)
-            }
+            OpRec::Select { seen, seen_at, .. }
+            | OpRec::Update { seen, seen_at, .. }
+            | OpRec::Delete { seen, seen_at, .. } => Some((seen, *seen_at)),
             _ => None,
         }
     }

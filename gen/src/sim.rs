@@ -108,7 +108,8 @@ impl<'c> Sim<'c> {
             clock: 0,
             stamp: 1,
             next_id: 0,
-            cert: keep_certificate.then(CertBuilder::default),
+            cert: keep_certificate
+                .then(|| CertBuilder { explicit: cfg.explicit_version_sets, ..CertBuilder::default() }),
             stats: GenStats::default(),
             sessions: (0..cfg.sessions).map(|_| None).collect(),
             active: Vec::new(),
@@ -284,7 +285,7 @@ impl<'c> Sim<'c> {
         txn.pred_reads.push((pred, txn.write_log.len()));
         let roll = self.rng.random_range(0..10);
         if roll < 6 {
-            return OpRec::Select { pred, rows: matched, seen };
+            return OpRec::Select { pred, rows: matched, seen, seen_at: txn.start_ts };
         }
         if roll < 9 {
             let set_c1 = self.next_stamp();
@@ -293,13 +294,13 @@ impl<'c> Sim<'c> {
             for &(o, r) in &rows {
                 txn.buffer_write(o, Val::Row(r));
             }
-            return OpRec::Update { pred, set_c1, rows, seen };
+            return OpRec::Update { pred, set_c1, rows, seen, seen_at: txn.start_ts };
         }
         let rows: Vec<u32> = matched.into_iter().map(|(o, _)| o).collect();
         for &o in &rows {
             txn.buffer_write(o, Val::Absent);
         }
-        OpRec::Delete { pred, rows, seen }
+        OpRec::Delete { pred, rows, seen, seen_at: txn.start_ts }
     }
 
     /// Evaluates `pred` on every row of the table as seen at `start_ts` through `buffer`:

@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-use crate::cert::CertBuilder;
+use crate::cert::{CertBuilder, VersionSetRec};
 use crate::record::{OpRec, Outcome, RowVal, SeenWriter, Sink, TxnRecord, Val, SQL_TABLE};
 use crate::sim::{GenStats, Sim};
 use crate::{DataModel, GenConfig, GenError};
@@ -249,18 +249,25 @@ fn write_certificate(cert: &CertBuilder, sql: bool, out: &mut dyn Write) -> Resu
         spill(&mut buf)?;
     }
     buf.extend_from_slice(b"],\"version_sets\":[");
-    let mut sets: Vec<&(u32, u32, Vec<crate::record::Seen>)> = cert.version_sets.iter().collect();
-    sets.sort_by_key(|(t, o, _)| (*t, *o));
-    for (i, (txn, op, seen)) in sets.into_iter().enumerate() {
+    let mut sets: Vec<&VersionSetRec> = cert.version_sets.iter().collect();
+    sets.sort_by_key(|r| (r.txn, r.op));
+    for (i, rec) in sets.into_iter().enumerate() {
         if i > 0 {
             buf.push(b',');
         }
         buf.extend_from_slice(b"{\"txn\":");
-        push_int(&mut buf, i64::from(*txn));
+        push_int(&mut buf, i64::from(rec.txn));
         buf.extend_from_slice(b",\"op\":");
-        push_int(&mut buf, i64::from(*op));
+        push_int(&mut buf, i64::from(rec.op));
+        if !cert.explicit {
+            buf.extend_from_slice(b",\"snapshot\":{\"visible_through\":");
+            push_uint(&mut buf, rec.at);
+            buf.extend_from_slice(b"}}");
+            spill(&mut buf)?;
+            continue;
+        }
         buf.extend_from_slice(b",\"versions\":[");
-        for (j, s) in seen.iter().enumerate() {
+        for (j, s) in rec.seen.iter().enumerate() {
             if j > 0 {
                 buf.push(b',');
             }
@@ -270,7 +277,7 @@ fn write_certificate(cert: &CertBuilder, sql: bool, out: &mut dyn Write) -> Resu
             match s.writer {
                 SeenWriter::Initial => buf.extend_from_slice(b"null"),
                 SeenWriter::Txn(w) => push_int(&mut buf, i64::from(w)),
-                SeenWriter::Own => push_int(&mut buf, i64::from(*txn)),
+                SeenWriter::Own => push_int(&mut buf, i64::from(rec.txn)),
             }
             buf.push(b'}');
         }

@@ -1,5 +1,6 @@
 //! Integration tests of isocert-gen, one module per topic.
 
+mod compact;
 mod injections;
 mod reference;
 mod stream;

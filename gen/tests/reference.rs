@@ -28,6 +28,10 @@ struct Current {
 
 /// Every violation found, one sentence each.
 pub(crate) fn violations(h: &History, cert: &Certificate, rule: Rule) -> Vec<String> {
+    // Version sets row by row: compact ones are expanded by the format's rule first.
+    let mut cert = cert.clone();
+    cert.expand_snapshot_sets(h).expect("compact version sets resolve");
+    let cert = &cert;
     let oracle = Interpreter::new(h).expect("generated predicates compile");
     let mut out = Vec::new();
     let committed: Vec<TxnId> = h.txn_ids().filter(|&t| h.txn(t).status == Status::Committed).collect();

@@ -54,6 +54,10 @@ pub struct Certificate {
     /// several versions hold), exactly one entry: the version of the object it saw.
     /// `None`: the certificate has no version sets.
     pub version_sets: Option<FxHashMap<OpRef, Vec<SeenVersion>>>,
+    /// Per predicate operation, its version set given by a snapshot instead of row by row
+    /// (isocert extension, [`crate::SnapshotSet`]); an operation is in at most one of
+    /// `version_sets` and `snapshot_sets`. `None`: there are none.
+    pub snapshot_sets: Option<FxHashMap<OpRef, crate::SnapshotSet>>,
     /// The expected serialization order of the committed transactions (Enne).
     pub serialization_order: Option<Vec<TxnId>>,
 }
@@ -61,7 +65,10 @@ pub struct Certificate {
 impl Certificate {
     /// Whether the certificate carries nothing at all.
     pub fn is_empty(&self) -> bool {
-        self.version_order.is_none() && self.version_sets.is_none() && self.serialization_order.is_none()
+        self.version_order.is_none()
+            && self.version_sets.is_none()
+            && self.snapshot_sets.is_none()
+            && self.serialization_order.is_none()
     }
 }
 

@@ -25,6 +25,7 @@ pub mod formats;
 mod ids;
 mod kv;
 mod model;
+mod snapshot_set;
 mod timestamp;
 pub mod v1;
 mod value;
@@ -39,5 +40,6 @@ pub use kv::{read_kv_v1, read_kv_v1_bytes, KvHistory, KvOp, KvOpKind, KvTxnField
 pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, ResultRow, Status, Table, Transaction, KV_TABLE,
 };
+pub use snapshot_set::{SnapshotResolver, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};

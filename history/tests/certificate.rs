@@ -145,3 +145,93 @@ fn foreign_writers_become_transactions_with_shown_or_opaque_values() {
     let e = cert_error(r#"{"foreign_writers":[{"id":"~1","writes":[{"key":[1]}]}]}"#);
     assert!(e.contains("foreign_writers[0].writes[0].key"), "{e}");
 }
+
+/// A table `t` of three rows, two writers with commit timestamps, and a reader whose
+/// select's version set the certificate gives as a snapshot (docs/FORMAT.md).
+const SNAP_HISTORY: &str = r#"{"format":"isocert-history","version":1,"initial":[{"table":"t","key":1,"value":{"k":1,"c0":0}},{"table":"t","key":2,"value":{"k":2,"c0":0}}]}
+{"id":1,"session":0,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","table":"t","key":1,"value":{"k":1,"c0":5}}]}
+{"id":2,"session":1,"start_ts":3,"commit_ts":6,"ops":[{"f":"w","table":"t","key":2,"value":{"k":2,"c0":7}},{"f":"w","table":"t","key":3,"value":{"k":3,"c0":9}}]}
+{"id":3,"session":2,"start_ts":4,"commit_ts":8,"ops":[{"f":"w","table":"t","key":2,"value":{"k":2,"c0":1}},{"f":"select","table":"t","where":"c0 >= 0","rows":[]}]}
+"#;
+
+fn snapshot_cert(snapshot: &str) -> String {
+    format!(
+        r#"{{"format":"isocert-certificate","version":1,"version_order":[{{"table":"t","key":1,"writers":[1]}},{{"table":"t","key":2,"writers":[2,3]}},{{"table":"t","key":3,"writers":[2]}}],"version_sets":[{{"txn":3,"op":1,"snapshot":{snapshot}}}]}}
+"#
+    )
+}
+
+fn resolved(snapshot: &str) -> Vec<(i64, Writer)> {
+    let mut h = v1::read_history(SNAP_HISTORY.as_bytes()).unwrap();
+    let mut cert = v1::read_certificate(snapshot_cert(snapshot).as_bytes(), &mut h).unwrap();
+    cert.expand_snapshot_sets(&h).unwrap();
+    let set = &cert.version_sets.as_ref().unwrap()[&OpRef { txn: TxnId(2), op: 1 }];
+    set.iter()
+        .map(|s| match h.object(s.obj).key {
+            Scalar::Int(k) => (k, s.writer),
+            ref other => panic!("key {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_compact_version_set_resolves_by_the_snapshot_rule_and_round_trips() {
+    let (t1, t2, t3) = (Writer::Txn(TxnId(0)), Writer::Txn(TxnId(1)), Writer::Txn(TxnId(2)));
+    // Through 4: T1 (committed at 2) is visible, T2 (at 6) is not; row 2 is T3's own
+    // write; row 3 was unborn.
+    assert_eq!(resolved(r#"{"visible_through":4}"#), vec![(1, t1), (2, t3), (3, t2)][..2].to_vec());
+    // Through 6: T2's row 3 too (row 2 stays the reader's own).
+    assert_eq!(resolved(r#"{"visible_through":6}"#), vec![(1, t1), (2, t3), (3, t2)]);
+    // Through 1: nothing committed yet, the initial rows only.
+    assert_eq!(resolved(r#"{"visible_through":1}"#), vec![(1, Writer::Initial), (2, t3)]);
+    // Exceptions win over the rule.
+    assert_eq!(
+        resolved(
+            r#"{"visible_through":6,"except":[{"table":"t","key":1,"writer":null}],"unseen":[{"table":"t","key":3}]}"#
+        ),
+        vec![(1, Writer::Initial), (2, t3)]
+    );
+    // Written back byte for byte.
+    let text = snapshot_cert(
+        r#"{"visible_through":6,"except":[{"table":"t","key":1,"writer":null}],"unseen":[{"table":"t","key":3}]}"#,
+    );
+    let mut h = v1::read_history(SNAP_HISTORY.as_bytes()).unwrap();
+    let cert = v1::read_certificate(text.as_bytes(), &mut h).unwrap();
+    assert!(cert.snapshot_sets.is_some());
+    let mut out = Vec::new();
+    v1::write_certificate(&h, &cert, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), text);
+}
+
+#[test]
+fn compact_version_set_errors_name_the_field() {
+    let error = |snapshot: &str| {
+        let mut h = v1::read_history(SNAP_HISTORY.as_bytes()).unwrap();
+        v1::read_certificate(snapshot_cert(snapshot).as_bytes(), &mut h).unwrap_err().to_string()
+    };
+    let e = error(r#"{"visible_through":"x"}"#);
+    assert!(e.contains("version_sets[0].snapshot.visible_through"), "{e}");
+    let e = error(r#"{"visible_through":4,"except":[{"table":"t","key":1,"writer":99}]}"#);
+    assert!(e.contains("version_sets[0].snapshot.except[0].writer") && e.contains("99"), "{e}");
+    let e = error(
+        r#"{"visible_through":4,"except":[{"table":"t","key":1,"writer":1}],"unseen":[{"table":"t","key":1}]}"#,
+    );
+    assert!(e.contains("version_sets[0].snapshot.unseen[0]") && e.contains("twice"), "{e}");
+    let e = error(r#"{"visible_through":4,"bogus":1}"#);
+    assert!(e.contains("bogus"), "{e}");
+    // Both forms, or neither.
+    let mut h = v1::read_history(SNAP_HISTORY.as_bytes()).unwrap();
+    let both = r#"{"version_sets":[{"txn":3,"op":1,"versions":[],"snapshot":{"visible_through":4}}]}"#;
+    let e = v1::read_certificate(both.as_bytes(), &mut h).unwrap_err().to_string();
+    assert!(e.contains("version_sets[0]") && e.contains("both"), "{e}");
+    let neither = r#"{"version_sets":[{"txn":3,"op":1}]}"#;
+    let e = v1::read_certificate(neither.as_bytes(), &mut h).unwrap_err().to_string();
+    assert!(e.contains("version_sets[0]") && e.contains("versions"), "{e}");
+    // A writer without a commit timestamp cannot be placed: the expansion says which.
+    let no_ts = SNAP_HISTORY.replace(r#","commit_ts":6"#, "");
+    let mut h = v1::read_history(no_ts.as_bytes()).unwrap();
+    let mut cert =
+        v1::read_certificate(snapshot_cert(r#"{"visible_through":4}"#).as_bytes(), &mut h).unwrap();
+    let e = cert.expand_snapshot_sets(&h).unwrap_err().to_string();
+    assert!(e.contains("T2") && e.contains("commit timestamp"), "{e}");
+}

@@ -105,7 +105,9 @@ pub(crate) fn check(
             });
         }
     }
-    let needs_predicates = level != IsolationLevel::ReadUncommitted || cert.version_sets.is_some();
+    let needs_predicates = level != IsolationLevel::ReadUncommitted
+        || cert.version_sets.is_some()
+        || cert.snapshot_sets.is_some();
     let read_versions = cert.version_sets.as_ref().filter(|sets| {
         sets.keys().any(|r| {
             matches!(h.txns.get(r.txn.index()).and_then(|t| t.ops.get(r.op as usize)), Some(Op::Read { .. }))

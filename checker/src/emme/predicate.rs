@@ -7,7 +7,8 @@
 //! predicate's matching versions and match-changing transitions, plus its version set.
 
 use isocert_history::{
-    Certificate, ColId, History, ObjId, Op, OpRef, PredId, SeenVersion, TableId, TxnId, ValueId, Writer,
+    Certificate, ColId, History, ObjId, Op, OpRef, PredId, SeenVersion, SnapshotResolver, SnapshotSet,
+    TableId, TxnId, ValueId, Writer,
 };
 use isocert_oracle::MatchesOracle;
 use rustc_hash::FxHashMap;
@@ -42,6 +43,10 @@ enum Seen {
 pub(crate) struct PredicatePass<'a, 'h> {
     h: &'h History,
     sets: Option<&'a FxHashMap<OpRef, Vec<SeenVersion>>>,
+    /// Compact version sets and their resolver (built when the certificate has any).
+    snapshots: Option<(&'a FxHashMap<OpRef, SnapshotSet>, SnapshotResolver)>,
+    /// The resolved compact set of the current operation, reused between operations.
+    resolved: Vec<SeenVersion>,
     level: IsolationLevel,
     oracle: &'a dyn MatchesOracle,
     vt: &'a VersionTable,
@@ -77,6 +82,8 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         Ok(PredicatePass {
             h,
             sets: cert.version_sets.as_ref(),
+            snapshots: cert.snapshot_sets.as_ref().map(|s| (s, SnapshotResolver::new(h, cert))),
+            resolved: Vec::new(),
             level,
             oracle,
             vt,
@@ -183,7 +190,44 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         let h = self.h;
         let Some(pred) = op.predicate() else { return Ok(()) };
         let opref = OpRef { txn: t, op: i };
-        let Some(set) = self.sets.and_then(|s| s.get(&opref)) else {
+        let mut resolved = std::mem::take(&mut self.resolved);
+        let set: Option<&[SeenVersion]> = match self.sets.and_then(|s| s.get(&opref)) {
+            Some(set) => Some(set),
+            None => match &mut self.snapshots {
+                Some((snaps, resolver)) => match snaps.get(&opref) {
+                    Some(snap) => {
+                        resolver.resolve_into(h, opref, snap, &mut resolved).map_err(|e| {
+                            CheckError::InvalidCertificate {
+                                field: format!("version_sets[{}:{}].snapshot", h.txn_label(t), i),
+                                message: e.to_string(),
+                            }
+                        })?;
+                        Some(&resolved)
+                    }
+                    None => None,
+                },
+                None => None,
+            },
+        };
+        let result = self.op_with_set(t, i, op, pred, opref, set, items);
+        self.resolved = resolved;
+        result
+    }
+
+    /// [`Self::op`] once the operation's version set is known (`None`: the certificate has none).
+    #[allow(clippy::too_many_arguments)]
+    fn op_with_set(
+        &mut self,
+        t: TxnId,
+        i: u32,
+        op: &Op,
+        pred: PredId,
+        opref: OpRef,
+        set: Option<&[SeenVersion]>,
+        items: &mut ItemPass<'_, 'h>,
+    ) -> Result<(), CheckError> {
+        let h = self.h;
+        let Some(set) = set else {
             if self.level == IsolationLevel::ReadUncommitted {
                 // Only G0 matters at read-uncommitted; without a version set there is
                 // nothing to compare the result with.

@@ -100,6 +100,19 @@ pub(crate) fn esc(s: &str) -> String {
 /// The report as a self-contained HTML page; see the module doc. `cert` supplies the
 /// certificate facts shown per edge (an empty certificate shows none).
 pub fn render_html(report: &Report, h: &History, cert: &Certificate, opts: &HtmlOptions) -> String {
+    // The facts name versions row by row: compact version sets are expanded once (a set
+    // that cannot be resolved shows no facts, as the check already reported it).
+    let expanded;
+    let cert = if cert.snapshot_sets.is_some() {
+        let mut c = cert.clone();
+        if c.expand_snapshot_sets(h).is_err() {
+            c.snapshot_sets = None;
+        }
+        expanded = c;
+        &expanded
+    } else {
+        cert
+    };
     let drawn: Vec<&Anomaly> = report.anomalies.iter().take(opts.drawn).collect();
     let graphs: Vec<graph::Graph> =
         drawn.iter().enumerate().map(|(i, a)| graph::Graph::of(i + 1, a)).collect();

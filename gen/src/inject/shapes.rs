@@ -237,7 +237,7 @@ fn fresh_row(sim: &mut Sim<'_>) -> u32 {
 
 fn select(sim: &Sim<'_>, pred: PredSpec, at: u64) -> OpRec {
     let (seen, rows) = sim.evaluate(pred, at, &FxHashMap::default());
-    OpRec::Select { pred, rows, seen }
+    OpRec::Select { pred, rows, seen, seen_at: at }
 }
 
 fn g2(sim: &mut Sim<'_>, sink: &mut dyn Sink) -> Result<String, GenError> {
@@ -298,9 +298,9 @@ pub(crate) fn result_set_mismatch(sim: &mut Sim<'_>, sink: &mut dyn Sink) -> Res
     };
     let pred = PredSpec::Between { lo: row.c0, hi: row.c0 };
     let s = sim.tick();
-    let OpRec::Select { rows, seen, .. } = select(sim, pred, s) else { unreachable!() };
+    let OpRec::Select { rows, seen, seen_at, .. } = select(sim, pred, s) else { unreachable!() };
     let kept = rows.into_iter().filter(|(o, _)| *o != obj).collect();
-    let ta = emit(sim, sink, 0, s, Some(s), vec![OpRec::Select { pred, rows: kept, seen }])?;
+    let ta = emit(sim, sink, 0, s, Some(s), vec![OpRec::Select { pred, rows: kept, seen, seen_at }])?;
     sim.stats.injected =
         format!("result-set-mismatch: T{ta}'s select {} omits row {obj}, which matched", pred.sql());
     Ok(())

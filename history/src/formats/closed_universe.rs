@@ -99,7 +99,7 @@ pub(crate) fn closed_universe_certificate(h: &History) -> Result<Certificate, St
     for (obj, (t, _)) in mutator {
         order.insert(obj, vec![t]);
     }
-    Ok(Certificate { version_order: Some(order), version_sets: Some(sets), serialization_order: None })
+    Ok(Certificate { version_order: Some(order), version_sets: Some(sets), ..Certificate::default() })
 }
 
 /// Whether a closed predicate matches a value (absent never matches); the remainder is

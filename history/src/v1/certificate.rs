@@ -2,14 +2,14 @@
 
 use std::io::{Read, Write};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
 use super::json as j;
 use crate::certificate::{ForeignWriter, OpRef, SeenVersion, Writer};
 use crate::model::KV_TABLE;
-use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, Transaction, TxnId};
+use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, SnapshotSet, Transaction, TxnId};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,8 +76,32 @@ struct RawVersionSet<'a> {
     #[serde(borrow)]
     txn: RawKey<'a>,
     op: u32,
+    #[serde(default, borrow)]
+    versions: Option<Vec<RawSeen<'a>>>,
+    /// A compact version set (isocert extension, [`crate::SnapshotSet`]).
+    #[serde(default, borrow)]
+    snapshot: Option<RawSnapshot<'a>>,
+}
+
+/// A compact version set: the snapshot's timestamp and the rows where the rule does not hold.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSnapshot<'a> {
+    visible_through: Json,
+    #[serde(default, borrow)]
+    except: Vec<RawSeen<'a>>,
+    #[serde(default, borrow)]
+    unseen: Vec<RawObject<'a>>,
+}
+
+/// An object named by table and key.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawObject<'a> {
+    #[serde(default, borrow)]
+    table: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow)]
-    versions: Vec<RawSeen<'a>>,
+    key: RawKey<'a>,
 }
 
 /// One entry of a version set: the hot part of a large certificate, read without an
@@ -227,6 +251,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     }
     if let Some(sets) = raw.version_sets {
         let mut map = FxHashMap::default();
+        let mut snapshots: FxHashMap<OpRef, SnapshotSet> = FxHashMap::default();
         for (i, s) in sets.into_iter().enumerate() {
             let t = txn_of(h, &s.txn, &|| format!("version_sets[{i}].txn"))?;
             let read_obj = match h.txn(t).ops.get(s.op as usize) {
@@ -243,20 +268,54 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
                     ))
                 }
             };
-            if read_obj.is_some() && s.versions.len() != 1 {
+            let at = OpRef { txn: t, op: s.op };
+            if snapshots.contains_key(&at) {
+                return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
+            }
+            let versions = match (s.versions, s.snapshot) {
+                (Some(versions), None) => versions,
+                (None, Some(snap)) => {
+                    if read_obj.is_some() {
+                        return Err(bad(
+                            format!("version_sets[{i}].snapshot"),
+                            format!(
+                                "operation {} of {} is an item read: it names its version in `versions`",
+                                s.op,
+                                h.txn_label(t)
+                            ),
+                        ));
+                    }
+                    if map.contains_key(&at) {
+                        return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
+                    }
+                    let snap = read_snapshot(h, &snap, &|| format!("version_sets[{i}].snapshot"), &txn_of)?;
+                    snapshots.insert(at, snap);
+                    continue;
+                }
+                (Some(_), Some(_)) => {
+                    return Err(bad(
+                        format!("version_sets[{i}]"),
+                        "has both `versions` and `snapshot`: give one".into(),
+                    ))
+                }
+                (None, None) => {
+                    return Err(bad(format!("version_sets[{i}]"), "needs `versions` (or `snapshot`)".into()))
+                }
+            };
+            if read_obj.is_some() && versions.len() != 1 {
                 return Err(bad(
                     format!("version_sets[{i}].versions"),
                     format!(
                         "operation {} of {} is an item read, so it names exactly one version, not {}",
                         s.op,
                         h.txn_label(t),
-                        s.versions.len()
+                        versions.len()
                     ),
                 ));
             }
-            let mut seen = Vec::with_capacity(s.versions.len());
+            let mut seen = Vec::with_capacity(versions.len());
             let mut listed: FxHashMap<ObjId, usize> = FxHashMap::default();
-            for (v, raw) in s.versions.iter().enumerate() {
+            for (v, raw) in versions.iter().enumerate() {
                 let field = || format!("version_sets[{i}].versions[{v}]");
                 let table = h.intern_table(raw.table.as_deref().unwrap_or(KV_TABLE));
                 let key = raw.key.scalar().map_err(|m| bad(format!("{}.key", field()), m))?;
@@ -296,6 +355,9 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
             }
         }
         cert.version_sets = Some(map);
+        if !snapshots.is_empty() {
+            cert.snapshot_sets = Some(snapshots);
+        }
     }
     if let Some(facts) = raw.transactions {
         for (i, f) in facts.iter().enumerate() {
@@ -338,6 +400,50 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
         );
     }
     Ok(cert)
+}
+
+/// Resolves a transaction id of the certificate against the history; the closure names the field.
+type TxnOf<'f> = dyn Fn(&History, &RawKey<'_>, &dyn Fn() -> String) -> Result<TxnId, FormatError> + 'f;
+
+/// Reads a compact version set; `txn_of` resolves a writer, `field` names the entry.
+fn read_snapshot(
+    h: &mut History,
+    raw: &RawSnapshot<'_>,
+    field: &dyn Fn() -> String,
+    txn_of: &TxnOf<'_>,
+) -> Result<SnapshotSet, FormatError> {
+    let bad = |f: String, message: String| FormatError::invalid(0, f, message);
+    let visible_through = super::read::timestamp(&raw.visible_through)
+        .map_err(|m| bad(format!("{}.visible_through", field()), m))?;
+    let mut listed: FxHashSet<ObjId> = FxHashSet::default();
+    let mut object =
+        |h: &mut History, table: &Option<std::borrow::Cow<'_, str>>, key: &RawKey<'_>, at: String| {
+            let table = h.intern_table(table.as_deref().unwrap_or(KV_TABLE));
+            let key = key.scalar().map_err(|m| bad(format!("{at}.key"), m))?;
+            let obj = h.intern_object(table, key);
+            if !listed.insert(obj) {
+                return Err(bad(
+                    at,
+                    format!("{} is listed twice in the snapshot's exceptions", h.object_label(obj)),
+                ));
+            }
+            Ok(obj)
+        };
+    let mut except = Vec::with_capacity(raw.except.len());
+    for (e, seen) in raw.except.iter().enumerate() {
+        let at = || format!("{}.except[{e}]", field());
+        let obj = object(h, &seen.table, &seen.key, at())?;
+        let writer = match &seen.writer {
+            RawKey::Null => Writer::Initial,
+            other => Writer::Txn(txn_of(h, other, &|| format!("{}.writer", at()))?),
+        };
+        except.push(SeenVersion { obj, writer });
+    }
+    let mut unseen = Vec::with_capacity(raw.unseen.len());
+    for (u, o) in raw.unseen.iter().enumerate() {
+        unseen.push(object(h, &o.table, &o.key, format!("{}.unseen[{u}]", field()))?);
+    }
+    Ok(SnapshotSet { visible_through, except, unseen })
 }
 
 /// Adds a committed transaction of its own session for each foreign writer (see
@@ -452,25 +558,40 @@ fn write_certificate_doc<W: Write>(
             .collect();
         doc.insert("version_order".into(), Json::Array(list));
     }
-    if let Some(vs) = &cert.version_sets {
-        let mut ops: Vec<_> = vs.iter().collect();
-        ops.sort_by_key(|(r, _)| **r);
-        let list: Vec<Json> = ops
-            .into_iter()
-            .map(|(r, seen)| {
-                let versions: Vec<Json> = seen
+    if cert.version_sets.is_some() || cert.snapshot_sets.is_some() {
+        let seen_json = |s: &SeenVersion| {
+            let mut m = serde_json::Map::new();
+            obj_json(s.obj, &mut m);
+            m.insert("writer".into(), s.writer.txn().map(name).unwrap_or(Json::Null));
+            Json::Object(m)
+        };
+        let mut ops: Vec<(OpRef, Json)> = Vec::new();
+        for (r, seen) in cert.version_sets.iter().flatten() {
+            let versions: Vec<Json> = seen.iter().map(seen_json).collect();
+            ops.push((*r, json!({"txn": name(r.txn), "op": r.op, "versions": versions})));
+        }
+        for (r, snap) in cert.snapshot_sets.iter().flatten() {
+            let mut m = serde_json::Map::new();
+            m.insert("visible_through".into(), snap.visible_through.to_json());
+            if !snap.except.is_empty() {
+                m.insert("except".into(), Json::Array(snap.except.iter().map(seen_json).collect()));
+            }
+            if !snap.unseen.is_empty() {
+                let unseen = snap
+                    .unseen
                     .iter()
-                    .map(|s| {
-                        let mut m = serde_json::Map::new();
-                        obj_json(s.obj, &mut m);
-                        m.insert("writer".into(), s.writer.txn().map(name).unwrap_or(Json::Null));
-                        Json::Object(m)
+                    .map(|&obj| {
+                        let mut o = serde_json::Map::new();
+                        obj_json(obj, &mut o);
+                        Json::Object(o)
                     })
                     .collect();
-                json!({"txn": name(r.txn), "op": r.op, "versions": versions})
-            })
-            .collect();
-        doc.insert("version_sets".into(), Json::Array(list));
+                m.insert("unseen".into(), Json::Array(unseen));
+            }
+            ops.push((*r, json!({"txn": name(r.txn), "op": r.op, "snapshot": Json::Object(m)})));
+        }
+        ops.sort_by_key(|(r, _)| *r);
+        doc.insert("version_sets".into(), Json::Array(ops.into_iter().map(|(_, j)| j).collect()));
     }
     if let Some(order) = &cert.serialization_order {
         doc.insert("serialization_order".into(), Json::Array(order.iter().map(|&t| name(t)).collect()));

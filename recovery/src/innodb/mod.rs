@@ -202,6 +202,7 @@ pub fn recover_innodb(
     let certificate = Certificate {
         version_order: Some(matched.version_order.clone()),
         version_sets: Some(sets),
+        snapshot_sets: None,
         serialization_order: None,
     };
     for (txn, (start, commit)) in history.txns.iter_mut().zip(times) {

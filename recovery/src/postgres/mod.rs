@@ -111,6 +111,7 @@ pub fn recover_postgres(
     let certificate = Certificate {
         version_order: Some(matched.version_order),
         version_sets: Some(sets),
+        snapshot_sets: None,
         serialization_order: Some(serial),
     };
     Ok(Recovered { certificate, stats, warnings })

@@ -248,6 +248,7 @@ pub fn recover_by_timestamps(
     let certificate = Certificate {
         version_order: Some(matched.version_order),
         version_sets: Some(sets),
+        snapshot_sets: None,
         serialization_order: None,
     };
     for (txn, time) in history.txns.iter_mut().zip(&times) {
