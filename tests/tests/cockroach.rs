@@ -163,11 +163,41 @@ fn recover_on_a_captured_feed_gives_the_in_process_certificate() {
             .arg(dir.path().join(source))
             .arg("--out")
             .arg(&out)
+            .arg("--explicit-version-sets")
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{source}: {}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{source}");
     }
+    // The default, compact version sets (snapshots at HLC timestamps) check the same.
+    let (compact, history_out) = (dir.path().join("compact.json"), dir.path().join("history-out.jsonl"));
+    let o = Command::new(isocert_tests::isocert_bin())
+        .args(["recover", "--database", "cockroachdb", "--history"])
+        .arg(dir.path().join("history.jsonl"))
+        .arg("--source")
+        .arg(dir.path().join("feed.ndjson"))
+        .arg("--out")
+        .arg(&compact)
+        .arg("--history-out")
+        .arg(&history_out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(isocert_tests::isocert_bin())
+        .arg("check")
+        .arg(&history_out)
+        .arg("--certificate")
+        .arg(&compact)
+        .args(["--isolation", "serializable"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
