@@ -118,13 +118,6 @@ pub enum AdapterError {
         /// What is not supported, and what to do instead.
         message: String,
     },
-    /// A captured change stream (`isocert recover --source`) that cannot be read; the
-    /// message names the line and field.
-    #[error("{message}")]
-    Captured {
-        /// What is wrong, and where.
-        message: String,
-    },
     /// The data directory of an embedded server could not be prepared.
     #[error("cannot prepare data directory {path}: {message}")]
     DataDir {

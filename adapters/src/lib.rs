@@ -26,6 +26,7 @@ pub mod cockroach;
 mod error;
 pub mod guard;
 pub mod mariadb;
+pub mod mongodb;
 mod mysql_sql;
 pub mod postgres;
 pub mod seam;
@@ -35,6 +36,8 @@ pub mod tidb;
 pub use cockroach::CockroachDb;
 pub use error::AdapterError;
 pub use mariadb::{EmbeddedMariaDb, MariaDb};
+#[cfg(feature = "mongodb")]
+pub use mongodb::MongoDb;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
     dispatch, redact_url, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,

@@ -53,7 +53,25 @@ fn black_box_verdicts_agree_with_the_certificate_checker() {
                             .is_valid();
                         let at = format!("seed {seed}, {txns} txns, {isolation:?}, {inject:?}, {level:?}");
                         let bb = match check(&g.history, &Certificate::default(), level, black_box, &oracle) {
-                            Ok(report) => report.is_valid(),
+                            Ok(report) => {
+                                // A valid verdict carries the version order it found, which
+                                // Emme accepts as a certificate at the same level.
+                                if report.is_valid() {
+                                    let order = report.inferred_version_order.clone();
+                                    let cert = Certificate { version_order: order, ..Certificate::default() };
+                                    assert!(
+                                        cert.version_order.is_some(),
+                                        "{black_box:?} inferred no order: {at}"
+                                    );
+                                    if level != IsolationLevel::SnapshotIsolation {
+                                        let again =
+                                            check(&g.history, &cert, level, CheckerKind::Emme, &oracle)
+                                                .expect("emme checks the inferred order");
+                                        assert!(again.is_valid(), "Emme rejects {black_box:?}'s order: {at}");
+                                    }
+                                }
+                                report.is_valid()
+                            }
                             // Black-box checking needs unique written values: a duplicate
                             // write is refused by name, which is right.
                             Err(CheckError::UnsupportedHistory { .. })

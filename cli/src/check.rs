@@ -51,7 +51,8 @@ pub(crate) struct CheckArgs {
     pub(crate) checker: CheckerKind,
     /// Black-box checkers: write the version order found for the history to FILE as a v1
     /// certificate, so Emme can re-check it (`--checker emme --certificate FILE`): mtc's is
-    /// implied by the reads, cobra's and polysi's is the solver's (valid histories only).
+    /// implied by the reads, cobra's and polysi's is the solver's, weak's a commit order its
+    /// level's axiom accepts (valid histories only).
     #[arg(long, value_name = "FILE")]
     pub(crate) certificate_out: Option<PathBuf>,
     /// Print the report as JSON instead of text.
@@ -222,13 +223,7 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     );
     if let Some(path) = &args.certificate_out {
         anyhow::ensure!(
-            report.checker != CheckerKind::Weak,
-            "--certificate-out writes the version order a black-box checker found; weak decides {} without \
-             one (use it with mtc, cobra or polysi)",
-            report.level
-        );
-        anyhow::ensure!(
-            matches!(report.checker, CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi),
+            matches!(report.checker, CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi | CheckerKind::Weak),
             "--certificate-out writes the version order a black-box checker found; {} used the certificate given",
             report.checker
         );

@@ -75,7 +75,7 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
     let source = source_file(args);
     let file =
         File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
-    let log = D::read_captured(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
+    let log = D::read_source(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?;
     let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
     let mut recovered = D::recover(&mut history, &log, &matcher).with_context(|| {

@@ -248,6 +248,10 @@ pub enum Dialect {
     Postgres,
     /// MySQL/TiDB: case-insensitive default collation, implicit conversions.
     Mysql,
+    /// MongoDB: each predicate text is a query filter document in (relaxed) extended JSON,
+    /// such as `{"value": {"$gte": 2, "$lt": 5}}`, with MongoDB's comparison order and
+    /// type bracketing.
+    Mongodb,
 }
 
 impl Dialect {
@@ -256,6 +260,7 @@ impl Dialect {
         match self {
             Dialect::Postgres => "postgres",
             Dialect::Mysql => "mysql",
+            Dialect::Mongodb => "mongodb",
         }
     }
 }

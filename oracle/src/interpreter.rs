@@ -18,8 +18,17 @@ use crate::{Bounds, MatchesOracle, OracleError};
 struct CompiledPredicate {
     table: TableId,
     /// `Err`: the predicate could not be compiled (kept only by [`Interpreter::new_lenient`]).
-    node: Result<Node, OracleError>,
+    node: Result<Program, OracleError>,
     bounds: Bounds,
+}
+
+/// A compiled predicate in its query language.
+#[derive(Clone, Debug)]
+enum Program {
+    /// A SQL expression.
+    Sql(Node),
+    /// A MongoDB query filter.
+    Mongo(crate::mongo_filter::Filter),
 }
 
 /// The SQL interpreter oracle: compiles each distinct predicate of a history once (parse
@@ -135,7 +144,10 @@ impl Interpreter {
         let Some(c) = self.predicates.get(pred.index()) else {
             return Err(OracleError::NotCompiled { pred });
         };
-        let node = c.node.as_ref().map_err(Clone::clone)?;
+        let node = match c.node.as_ref().map_err(Clone::clone)? {
+            Program::Sql(node) => node,
+            Program::Mongo(filter) => return self.mongo_truth(h, filter, c.table, (pred, obj, value)),
+        };
         let o = h.object(obj);
         if o.table != c.table {
             return Ok(None);
@@ -156,6 +168,33 @@ impl Interpreter {
         };
         let ctx = Ctx { row, table: h.table(c.table), dialect: self.dialect };
         node.truth(&ctx, "WHERE").map_err(|e| eval_error(h, pred, obj, value, e.into_message()))
+    }
+}
+
+impl Interpreter {
+    /// A MongoDB filter on one version: `Some(true)` matches, `Some(false)` does not,
+    /// `None` no document (absent version or another collection).
+    fn mongo_truth(
+        &self,
+        h: &History,
+        filter: &crate::mongo_filter::Filter,
+        table: TableId,
+        (pred, obj, value): (PredId, ObjId, ValueId),
+    ) -> Result<Option<bool>, OracleError> {
+        use crate::mongo_filter::{evaluate, HistoryDoc};
+        let o = h.object(obj);
+        if o.table != table {
+            return Ok(None);
+        }
+        let doc = match h.value(value) {
+            Value::Absent => return Ok(None),
+            Value::Scalar(s) => HistoryDoc::Kv { key: &o.key, value: s },
+            Value::Row(r) => HistoryDoc::Row { key: &o.key, row: r, table: h.table(table) },
+            Value::List(_) => {
+                return Err(eval_error(h, pred, obj, value, "a filter cannot be evaluated on a list".into()))
+            }
+        };
+        evaluate(filter, &doc).map(Some).map_err(|m| eval_error(h, pred, obj, value, m))
     }
 }
 
@@ -186,6 +225,7 @@ pub(crate) fn parse_predicate(sql: &str, dialect: Dialect) -> Result<sqlparser::
     let d: &dyn sqlparser::dialect::Dialect = match dialect {
         Dialect::Postgres => &pg,
         Dialect::Mysql => &my,
+        Dialect::Mongodb => return Err("a MongoDB query filter is not a SQL expression".into()),
     };
     let mut parser = Parser::new(d).try_with_sql(sql).map_err(|e| e.to_string())?;
     let expr = parser.parse_expr().map_err(|e| e.to_string())?;
@@ -227,6 +267,9 @@ fn compile_predicate(
     let p = h.predicate(pred);
     // Quoted in error messages: a pathological predicate can be megabytes long.
     let sql = isocert_history::quote_capped(&p.sql);
+    if dialect == Dialect::Mongodb {
+        return compile_mongo(h, pred, sql);
+    }
     if let Some(construct) = unsupported_keyword_construct(&p.sql) {
         return Err(OracleError::Unsupported { pred, sql, construct });
     }
@@ -254,5 +297,19 @@ fn compile_predicate(
     })?;
     let bounds = extract_bounds(&node, table, dialect);
     let node = specialize(node);
-    Ok(CompiledPredicate { table: p.table, node: Ok(node), bounds })
+    Ok(CompiledPredicate { table: p.table, node: Ok(Program::Sql(node)), bounds })
+}
+
+/// Compiles a MongoDB query filter (the `mongodb` dialect).
+fn compile_mongo(h: &History, pred: PredId, sql: String) -> Result<CompiledPredicate, OracleError> {
+    use crate::mongo_filter::{compile_filter, filter_bounds, FilterError};
+    let p = h.predicate(pred);
+    let table = h.table(p.table);
+    let filter = compile_filter(&p.sql, table).map_err(|e| match e {
+        FilterError::Parse(message) => OracleError::Parse { pred, sql: sql.clone(), message },
+        FilterError::Unsupported(construct) => OracleError::Unsupported { pred, sql: sql.clone(), construct },
+        FilterError::Invalid(message) => OracleError::Invalid { pred, sql: sql.clone(), message },
+    })?;
+    let bounds = filter_bounds(&filter, table);
+    Ok(CompiledPredicate { table: p.table, node: Ok(Program::Mongo(filter)), bounds })
 }

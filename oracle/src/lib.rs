@@ -5,7 +5,10 @@
 //! three-valued logic over interned rows, following PostgreSQL (or, when the history says
 //! so, MySQL) semantics. [`Bounds`] describe, per column, the intervals a predicate can
 //! match, so a checker can index versions and skip those that cannot change a predicate's
-//! matches. [`PostgresOracle`] answers the same trait by asking a live PostgreSQL, to
+//! matches. Histories in the `mongodb` dialect hold MongoDB query filters instead of SQL
+//! (`{"value": {"$gte": 2, "$lt": 5}}`); the interpreter evaluates them with MongoDB's
+//! comparison order, type bracketing and null-or-missing rules, and refuses the operators
+//! it does not implement by name. [`PostgresOracle`] answers the same trait by asking a live PostgreSQL, to
 //! cross-check the interpreter or (through [`FallbackOracle`]) to cover what it refuses.
 //!
 //! | feature | default | what it adds |
@@ -42,6 +45,7 @@ mod fallback;
 mod fold;
 mod interpreter;
 mod like;
+mod mongo_filter;
 mod numeric;
 mod ops;
 mod schema;

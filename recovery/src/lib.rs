@@ -31,6 +31,7 @@ mod error;
 mod innodb;
 mod matching;
 mod meta;
+mod mongodb;
 mod postgres;
 mod raw_log;
 mod snapshot;
@@ -41,6 +42,9 @@ pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpF
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use matching::without_initial_load;
+pub use mongodb::{
+    mongo_txn_xid, read_change_stream, read_oplog, recover_mongodb, ClusterTime, MongoTxnFacts,
+};
 pub use postgres::{
     add_foreign_writers, recover_postgres, values_the_history_holds, PostgresRecovery, Recovered,
     RecoveryStats, RowMatcher,

@@ -147,6 +147,8 @@ fn parse_one(sql: &str, dialect: Dialect) -> Option<Statement> {
     let parsed = match dialect {
         Dialect::Postgres => Parser::parse_sql(&PostgreSqlDialect {}, sql),
         Dialect::Mysql => Parser::parse_sql(&MySqlDialect {}, sql),
+        // Scenarios are SQL; a MongoDB history has no SQL statements to translate.
+        Dialect::Mongodb => return None,
     };
     let mut statements = parsed.ok()?;
     (statements.len() == 1).then(|| statements.remove(0))

@@ -112,6 +112,9 @@ pub fn isocert_bin() -> &'static Path {
         let bin = dir.join(format!("isocert{}", std::env::consts::EXE_SUFFIX));
         let mut cmd = Command::new(env!("CARGO"));
         cmd.args(["build", "--quiet", "-p", "isocert", "--bin", "isocert"]);
+        if cfg!(feature = "mongodb") {
+            cmd.args(["--features", "mongodb"]);
+        }
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }

@@ -6,6 +6,7 @@ mod corpus;
 mod generated;
 mod html;
 mod mariadb;
+mod mongodb;
 mod postgres;
 mod safety;
 mod scenarios;

@@ -63,6 +63,15 @@ pub const COCKROACH: TestServer = TestServer {
            ISOCERT_COCKROACH_URL='cockroachdb://root@127.0.0.1:26257/defaultdb?sslmode=disable'",
 };
 
+/// MongoDB: `ISOCERT_MONGODB_URL` (a `mongodb://` URL of a replica set). It cannot run on
+/// isocert's machines, so its live tests use [`TestServer::live_url`].
+pub const MONGODB: TestServer = TestServer {
+    name: "MongoDB",
+    env: "ISOCERT_MONGODB_URL",
+    hint: "bring one up with `docker compose up -d --wait mongodb` and set \
+           ISOCERT_MONGODB_URL=mongodb://127.0.0.1:27017/isocert?replicaSet=rs0 (tests built with --features mongodb)",
+};
+
 /// Where a test gets its server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {

@@ -1,7 +1,7 @@
 //! [`CockroachDb`]: the seam's [`Database`] for CockroachDB.
 
 use isocert_history::{Dialect, History};
-use isocert_recovery::{recover_cockroach, RawLog, Recovered, RecoveryError, RowMatcher};
+use isocert_recovery::{recover_cockroach, RawLog, RawLogError, Recovered, RecoveryError, RowMatcher};
 use tokio_postgres::Client;
 
 use super::capture::{now, ChangefeedCapture};
@@ -79,24 +79,23 @@ impl CockroachDb {
     /// # Errors
     /// A malformed line, naming it; a feed whose resolved timestamps never pass its last
     /// change (the capture stopped too early: the certificate would be incomplete).
-    pub fn read_capture_file(input: &mut dyn std::io::BufRead) -> Result<RawLog, AdapterError> {
+    pub fn read_capture_file(input: &mut dyn std::io::BufRead) -> Result<RawLog, RawLogError> {
         let mut text = String::new();
-        std::io::Read::read_to_string(input, &mut text)
-            .map_err(|e| AdapterError::io("reading the captured changefeed", e))?;
+        std::io::Read::read_to_string(input, &mut text)?;
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
         let is_raw_log = serde_json::from_str::<serde_json::Value>(first)
             .ok()
             .is_some_and(|v| v.get("commit_lsn").is_some());
         if is_raw_log {
-            return RawLog::read_jsonl(text.as_bytes())
-                .map_err(|e| AdapterError::Captured { message: e.to_string() });
+            return RawLog::read_jsonl(text.as_bytes());
         }
-        let feed = read_capture(text.as_bytes())
-            .map_err(|e| AdapterError::Captured { message: format!("captured changefeed {e}") })?;
+        let feed = read_capture(text.as_bytes())?;
         if !feed.is_complete() {
-            return Err(AdapterError::Captured {
+            return Err(RawLogError::Line {
+                line: text.lines().count(),
+                field: "resolved".into(),
                 message: format!(
-                    "captured changefeed: its last change is at {} but its resolved timestamps reach only {}: \
+                    "the captured changefeed's last change is at {} but its resolved timestamps reach only {}: \
                      capture until a resolved timestamp passes the last commit",
                     feed.last_commit().map_or("-".into(), |t| t.to_string()),
                     feed.watermark().map_or("none".into(), |t| t.to_string())
@@ -224,7 +223,7 @@ impl Database for CockroachDb {
         }
     }
 
-    fn read_captured(input: &mut dyn std::io::BufRead) -> Result<RawLog, AdapterError> {
+    fn read_source(input: &mut dyn std::io::BufRead) -> Result<RawLog, RawLogError> {
         CockroachDb::read_capture_file(input)
     }
 

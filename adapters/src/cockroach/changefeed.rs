@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use isocert_history::{Scalar, Timestamp};
-use isocert_recovery::{parse_hlc, CommittedTxn, RawLog, RowChange};
+use isocert_recovery::{parse_hlc, CommittedTxn, RawLog, RawLogError, RowChange};
 use serde_json::{Map, Value as Json};
 
 /// One changefeed message.
@@ -342,16 +342,17 @@ impl FeedLog {
 /// [`FeedLog`].
 ///
 /// # Errors
-/// The line number and what is wrong with it.
-pub fn read_capture(input: impl std::io::BufRead) -> Result<FeedLog, String> {
+/// [`RawLogError::Line`] naming the line (field `changefeed`) and what is wrong with it.
+pub fn read_capture(input: impl std::io::BufRead) -> Result<FeedLog, RawLogError> {
     let mut log = FeedLog::new();
     for (i, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| format!("reading line {}: {e}", i + 1))?;
+        let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        let (partition, message) = parse_capture_line(&line).map_err(|e| format!("line {}: {e}", i + 1))?;
-        log.push(partition, message).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let bad = |message: String| RawLogError::Line { line: i + 1, field: "changefeed".into(), message };
+        let (partition, message) = parse_capture_line(&line).map_err(bad)?;
+        log.push(partition, message).map_err(bad)?;
     }
     Ok(log)
 }

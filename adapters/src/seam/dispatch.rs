@@ -116,6 +116,8 @@ pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V:
         DatabaseKind::MariaDb => Ok(visitor.visit::<crate::mariadb::MariaDb>()),
         DatabaseKind::TiDb => Ok(visitor.visit::<crate::tidb::TiDb>()),
         DatabaseKind::CockroachDb => Ok(visitor.visit::<crate::cockroach::CockroachDb>()),
+        #[cfg(feature = "mongodb")]
+        DatabaseKind::MongoDb => Ok(visitor.visit::<crate::mongodb::MongoDb>()),
         other => Err(AdapterError::NotSupported { database: other.display_name() }),
     }
 }

@@ -536,14 +536,14 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         Ok(Vec::new())
     }
 
-    /// Reads the captured change stream `isocert recover --source` names. Default: the
-    /// `raw-log.jsonl` that `isocert run` saves; an adapter may also accept its database's
-    /// own capture format (CockroachDB: changefeed rows as JSON lines).
+    /// Reads a captured source for `isocert recover --source`. Default: a `raw-log.jsonl`
+    /// ([`RawLog::read_jsonl`]); an adapter whose database has its own dump format (MongoDB's
+    /// oplog or change events) reads that too.
     ///
     /// # Errors
-    /// [`AdapterError::Captured`] naming the line and field at fault.
-    fn read_captured(input: &mut dyn std::io::BufRead) -> Result<RawLog, AdapterError> {
-        RawLog::read_jsonl(input).map_err(|e| AdapterError::Captured { message: e.to_string() })
+    /// A [`isocert_recovery::RawLogError`] naming the bad line and field.
+    fn read_source(input: &mut dyn std::io::BufRead) -> Result<RawLog, isocert_recovery::RawLogError> {
+        RawLog::read_jsonl(input)
     }
 
     /// The recovery rule: history (with the facts the sessions recorded) + captured log

@@ -20,8 +20,9 @@
 //!    certain and forced edges alone is reported without the solver.
 //!
 //! Counterexamples mark each edge "certain", "forced" or "chosen by the solver" in its
-//! explanation; for an unsatisfiable polygraph the report shows the last cycle the solver
-//! ran into. A valid verdict carries the version order it found
+//! explanation; for an unsatisfiable polygraph the report names a minimal unsatisfiable core
+//! (the pairs of writes whose every order closes one of its cycles) and shows one of its
+//! cycles. A valid verdict carries the version order it found
 //! ([`Report::inferred_version_order`]).
 //!
 //! The solver is batsat (a pure-Rust MiniSat port, incremental clause addition between
@@ -108,11 +109,15 @@ pub(crate) fn check(
                 report.inferred_version_order = Some(version_order(&pg, &position));
             }
         }
-        Outcome::Invalid { cycle, unsat, rounds } => {
+        Outcome::Invalid { cycle, core, unsat, rounds } => {
             if unsat {
                 report.notes.push(format!("the solver ran {rounds} round(s) and found no acyclic order"));
             }
-            anomalies.push(anomaly(h, cycle, si, unsat));
+            let mut a = anomaly(h, cycle, si, unsat);
+            if !core.is_empty() {
+                a.explanation.push_str(&core_explanation(h, &pg, &core));
+            }
+            anomalies.push(a);
         }
     }
     report.anomalies = anomalies;
@@ -181,6 +186,43 @@ pub(crate) fn shape_checking(h: &History, checker: CheckerKind, repeats: bool) -
     Ok(())
 }
 
+/// What a minimal unsatisfiable core says, in words: the pairs of writes whose every order
+/// closes one of the core's cycles (the first of which the anomaly shows).
+fn core_explanation(h: &History, pg: &Polygraph, core: &[Vec<Arc>]) -> String {
+    let mut pairs: Vec<usize> = core
+        .iter()
+        .flatten()
+        .filter_map(|e| match e.2.origin {
+            Origin::Chosen(l) => Some(l.var().idx() as usize),
+            _ => None,
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let named: Vec<String> = pairs
+        .iter()
+        .filter_map(|&i| pg.pairs.get(i))
+        .map(|p| format!("{} by {} and {}", h.object_label(p.obj), h.txn_label(p.a), h.txn_label(p.b)))
+        .collect();
+    let cycles: Vec<String> = core
+        .iter()
+        .map(|c| {
+            let mut path: Vec<String> =
+                c.iter().map(|e| format!("{} -{}->", h.txn_label(TxnId(e.0)), e.2.dep.kind)).collect();
+            path.push(h.txn_label(TxnId(c[0].0)));
+            path.join(" ")
+        })
+        .collect();
+    format!(
+        ". Why no order works (a minimal unsatisfiable core): the writes of {} can be ordered {} way(s), \
+         and every one closes one of these {} cycle(s): {}",
+        named.join("; "),
+        1u64.checked_shl(named.len() as u32).map_or("many".to_string(), |n| n.to_string()),
+        cycles.len(),
+        cycles.join("; ")
+    )
+}
+
 /// An explained anomaly from a cycle's edges; `unsat`: the solver proved no order avoids
 /// some cycle and this is the last one it met.
 fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
@@ -244,8 +286,8 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
     let what = match (unsat, si) {
         (false, false) => "dependency cycle of certain and forced edges (no serial order explains the reads)",
         (false, true) => "cycle of certain and forced edges with no two anti-dependencies in a row (no snapshot order explains the reads)",
-        (true, false) => "no order of the writes avoids a dependency cycle (the solver proved it); the last cycle it met",
-        (true, true) => "no order of the writes avoids a cycle snapshot isolation forbids (the solver proved it); the last cycle it met",
+        (true, false) => "no order of the writes avoids a dependency cycle (the solver proved it); one cycle of its proof",
+        (true, true) => "no order of the writes avoids a cycle snapshot isolation forbids (the solver proved it); one cycle of its proof",
     };
     cycle_anomaly(h, kind, edges, what)
 }

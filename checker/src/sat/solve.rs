@@ -21,9 +21,11 @@ pub(crate) enum Outcome {
     /// An acyclic orientation: the position of each transaction in a topological order of
     /// the known and chosen edges (it orders every key's writers as chosen).
     Valid { position: Vec<u32>, rounds: usize },
-    /// No orientation avoids a forbidden cycle; `unsat`: the solver proved it and `cycle`
-    /// is the last one it met, else `cycle` is made of known edges alone.
-    Invalid { cycle: Vec<Arc>, unsat: bool, rounds: usize },
+    /// No orientation avoids a forbidden cycle; `unsat`: the solver proved it, `core` holds
+    /// the cycles of a minimal unsatisfiable core (every orientation of the pairs they
+    /// choose closes one of them) and `cycle` is the first of them; else `cycle` is made of
+    /// known edges alone and `core` is empty.
+    Invalid { cycle: Vec<Arc>, core: Vec<Vec<Arc>>, unsat: bool, rounds: usize },
 }
 
 /// Searches an orientation of `pg`'s open pairs.
@@ -32,7 +34,7 @@ pub(crate) fn solve(pg: &Polygraph, si: bool) -> Outcome {
     let known = forbidden_graph(n, &pg.deps, &pg.anti, si);
     let Some(order) = topological_order(&known) else {
         let cycle = cycles(&known, 1).into_iter().next().expect("a cyclic graph has a cycle");
-        return Outcome::Invalid { cycle, unsat: false, rounds: 0 };
+        return Outcome::Invalid { cycle, core: Vec::new(), unsat: false, rounds: 0 };
     };
     drop(known);
     let position = positions(&order);
@@ -46,12 +48,13 @@ pub(crate) fn solve(pg: &Polygraph, si: bool) -> Outcome {
         })
         .collect();
     let mut rounds = 0usize;
-    let mut last: Option<Vec<Arc>> = None;
+    let mut clauses: Vec<(Vec<Lit>, Vec<Arc>)> = Vec::new();
     loop {
         rounds += 1;
         if solver.solve_limited(&[]) != lbool::TRUE {
-            let cycle = last.expect("unsatisfiable only after a cycle clause");
-            return Outcome::Invalid { cycle, unsat: true, rounds };
+            let core = minimal_core(vars.len(), &clauses);
+            let cycle = core.first().cloned().expect("unsatisfiable only after a cycle clause");
+            return Outcome::Invalid { cycle, core, unsat: true, rounds };
         }
         let mut deps = pg.deps.clone();
         let mut anti = pg.anti.clone();
@@ -83,12 +86,66 @@ pub(crate) fn solve(pg: &Polygraph, si: bool) -> Outcome {
             clause.sort_unstable_by_key(|l| l.var().idx());
             clause.dedup();
             if clause.is_empty() {
-                return Outcome::Invalid { cycle: cycle.clone(), unsat: false, rounds };
+                return Outcome::Invalid { cycle: cycle.clone(), core: Vec::new(), unsat: false, rounds };
             }
+            clauses.push((clause.clone(), cycle.clone()));
             solver.add_clause_reuse(&mut clause);
         }
-        last = found.into_iter().next();
     }
+}
+
+/// At most this many extra solver calls to shrink an unsatisfiable core.
+const CORE_SHRINK_CALLS: usize = 200;
+
+/// The cycles of a minimal unsatisfiable subset of the cycle clauses (PolySI's
+/// interpretation step: which choices of write orders the proof needed). Each clause gets a
+/// selector; the solver's final conflict over the selectors gives a core, which deletion
+/// then shrinks: a clause is left out when the rest stays unsatisfiable without it.
+fn minimal_core(vars: usize, clauses: &[(Vec<Lit>, Vec<Arc>)]) -> Vec<Vec<Arc>> {
+    let mut solver = BasicSolver::default();
+    for _ in 0..vars {
+        solver.new_var_default();
+    }
+    let selectors: Vec<Lit> = clauses
+        .iter()
+        .map(|(clause, _)| {
+            let s = Lit::new(solver.new_var_default(), true);
+            let mut with = clause.clone();
+            with.push(!s);
+            solver.add_clause_reuse(&mut with);
+            s
+        })
+        .collect();
+    let unsat = |solver: &mut BasicSolver, keep: &[usize]| {
+        let assumptions: Vec<Lit> = keep.iter().map(|&i| selectors[i]).collect();
+        solver.solve_limited(&assumptions) == lbool::FALSE
+    };
+    let all: Vec<usize> = (0..clauses.len()).collect();
+    if !unsat(&mut solver, &all) {
+        // Cannot happen (the clauses were unsatisfiable): fall back to all of them.
+        return clauses.iter().map(|(_, c)| c.clone()).collect();
+    }
+    let in_conflict = |solver: &BasicSolver| -> Vec<usize> {
+        (0..clauses.len()).filter(|&i| solver.unsat_core_contains_lit(!selectors[i])).collect()
+    };
+    let mut core = in_conflict(&solver);
+    if core.is_empty() {
+        core = all;
+    }
+    // A clause whose removal makes the rest satisfiable stays necessary in every subset.
+    let mut necessary: Vec<usize> = Vec::new();
+    for _ in 0..CORE_SHRINK_CALLS {
+        let Some(&candidate) = core.iter().find(|c| !necessary.contains(c)) else { break };
+        let without: Vec<usize> = core.iter().copied().filter(|&c| c != candidate).collect();
+        if unsat(&mut solver, &without) {
+            // Keep only what the new conflict used (never more than `without`).
+            let used = in_conflict(&solver);
+            core = if used.is_empty() { without } else { used };
+        } else {
+            necessary.push(candidate);
+        }
+    }
+    core.into_iter().map(|i| clauses[i].1.clone()).collect()
 }
 
 /// The index of each node in `order`.

@@ -160,7 +160,22 @@ fn sat_checkers_agree_with_brute_force_on_thousands_of_random_histories() {
                 }
             } else {
                 invalid[i] += 1;
-                proved[i] += got.notes.iter().any(|n| n.contains("found no acyclic order")) as usize;
+                let by_solver = got.notes.iter().any(|n| n.contains("found no acyclic order"));
+                if by_solver {
+                    // The proof is explained by a minimal core: its pairs and cycles, the
+                    // cycle shown among them with at least one edge the solver chose.
+                    let a = &got.anomalies[got.anomalies.len() - 1];
+                    assert!(
+                        a.explanation.contains("minimal unsatisfiable core"),
+                        "seed {seed}: {}",
+                        a.explanation
+                    );
+                    assert!(
+                        a.cycle.iter().any(|e| e.explanation.contains("chosen by the solver")),
+                        "seed {seed}"
+                    );
+                }
+                proved[i] += by_solver as usize;
                 forced[i] +=
                     got.anomalies.iter().flat_map(|a| &a.cycle).any(|e| e.explanation.contains("(forced"))
                         as usize;

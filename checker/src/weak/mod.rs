@@ -29,7 +29,8 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use isocert_history::{History, Op, OpRef, TxnId, Writer};
+use isocert_history::{History, ObjId, Op, OpRef, Status, TxnId, Writer};
+use rustc_hash::FxHashMap;
 
 use crate::mtc::graph::Csr;
 use crate::mtc::{cycle_anomaly, cycle_kind};
@@ -114,7 +115,8 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
     edges.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
     // Acyclic (the common case) is decided by Kahn's algorithm alone; the graphs that
     // explain counterexamples are built only when there is something to explain.
-    let cyclic = topological_order(&reads.in_graph, &edges).is_none();
+    let topo = topological_order(&reads.in_graph, &edges);
+    let cyclic = topo.is_none();
     if cyclic
         && level != IsolationLevel::Causal
         && topological_order(&reads.in_graph, &edges[..base_len]).is_none()
@@ -137,8 +139,33 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
             anomalies.extend(cycles(h, &Csr::build(n, &edges), &base, kind));
         }
     }
+    if let (Some(order), true) = (topo, anomalies.is_empty()) {
+        report.inferred_version_order = Some(version_order(h, &reads.in_graph, &order));
+    }
     report.anomalies = anomalies;
     Ok(report)
+}
+
+/// The version order a valid verdict implies: every object's writers in the order of a
+/// topological order of session order, reads and the forced write orders (a commit order
+/// the level's axiom accepts), for `--certificate-out`.
+fn version_order(h: &History, in_graph: &[bool], order: &[u32]) -> FxHashMap<ObjId, Vec<TxnId>> {
+    let mut out: FxHashMap<ObjId, Vec<TxnId>> = FxHashMap::default();
+    for &t in order {
+        let t = TxnId(t);
+        if !in_graph[t.index()] || h.txn(t).status != Status::Committed {
+            continue;
+        }
+        for op in &h.txn(t).ops {
+            if let Op::Write { obj, .. } = op {
+                let writers = out.entry(*obj).or_default();
+                if writers.last() != Some(&t) {
+                    writers.push(t);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The report when session order and reads alone have a cycle (`g1c`): no write order is

@@ -160,9 +160,10 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                     h.dict_mut().dialect = match d.as_bytes() {
                         b"postgres" | b"postgresql" => Dialect::Postgres,
                         b"mysql" | b"tidb" => Dialect::Mysql,
+                        b"mongodb" => Dialect::Mongodb,
                         other => {
                             return Err(Fail::bad(format!(
-                                "unknown dialect {:?} (postgres, mysql)",
+                                "unknown dialect {:?} (postgres, mysql, mongodb)",
                                 String::from_utf8_lossy(other)
                             ))
                             .at("dialect"))

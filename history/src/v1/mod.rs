@@ -4,7 +4,8 @@
 //! certificate is one JSON document ([`read_certificate`]). Unknown fields are errors.
 //!
 //! Project extensions (optional, documented in `docs/FORMAT.md`):
-//! - header `"dialect": "postgres" | "mysql"`: the predicates' SQL dialect;
+//! - header `"dialect": "postgres" | "mysql" | "mongodb"`: the predicates' dialect (SQL, or
+//!   MongoDB query filters as extended JSON);
 //! - operation `{"f":"aggregate","table":T,"where":SQL,"function":"min|max|count|sum",
 //!   "column":C,"result":V}`: an aggregate over the rows a predicate matches;
 //! - transaction `"meta"` and operation `"meta"`: adapter facts (xid, snapshot, row

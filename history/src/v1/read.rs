@@ -201,11 +201,12 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
         h.dialect = match d.as_str() {
             "postgres" | "postgresql" => Dialect::Postgres,
             "mysql" | "tidb" => Dialect::Mysql,
+            "mongodb" => Dialect::Mongodb,
             other => {
                 return Err(FormatError::invalid(
                     line,
                     "dialect",
-                    format!("unknown dialect {other:?} (postgres, mysql)"),
+                    format!("unknown dialect {other:?} (postgres, mysql, mongodb)"),
                 ))
             }
         };
