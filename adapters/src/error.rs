@@ -101,16 +101,10 @@ pub enum AdapterError {
         source: Box<AdapterError>,
     },
     /// A database URL whose scheme names no database isocert knows.
-    #[error("unknown database URL scheme {}: use postgres://, postgresql://, mariadb://, mysql:// or tidb://", scheme.as_deref().map_or("(none)".to_string(), |s| format!("{s}://")))]
+    #[error("unknown database URL scheme {}: use postgres://, postgresql://, mariadb://, mysql://, tidb:// or cockroachdb://", scheme.as_deref().map_or("(none)".to_string(), |s| format!("{s}://")))]
     UnknownScheme {
         /// The scheme, if the URL has one (never the whole URL: it may hold a password).
         scheme: Option<String>,
-    },
-    /// A database isocert knows but has no adapter for yet.
-    #[error("{database} is not supported yet")]
-    NotSupported {
-        /// The database's name.
-        database: &'static str,
     },
     /// An option the chosen database does not have.
     #[error("{message}")]

@@ -22,6 +22,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod cockroach;
 pub mod dgraph;
 mod error;
 pub mod guard;
@@ -33,6 +34,7 @@ pub mod seam;
 mod server_process;
 pub mod tidb;
 
+pub use cockroach::CockroachDb;
 pub use dgraph::Dgraph;
 pub use error::AdapterError;
 pub use mariadb::{EmbeddedMariaDb, MariaDb};

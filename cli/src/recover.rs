@@ -26,7 +26,8 @@ pub(crate) struct RecoverArgs {
     #[arg(long, value_name = "FILE")]
     history: PathBuf,
     /// The captured change stream: a raw-log.jsonl file, or a directory holding one
-    /// [default: raw-log.jsonl beside --history; Dgraph needs none].
+    /// [default: raw-log.jsonl beside --history; Dgraph needs none]; for CockroachDB also a
+    /// captured changefeed, one row per line (docs/COCKROACHDB.md).
     #[arg(long, value_name = "FILE_OR_DIR")]
     source: Option<PathBuf>,
     /// Where to write the certificate (v1 JSON).

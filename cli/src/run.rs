@@ -37,9 +37,9 @@ use crate::output::{write_file, write_text};
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
     /// The database to test; the scheme picks the adapter: `postgres://user@host:port/db`
-    /// (needs `wal_level=logical`), `mariadb://` or `mysql://`, `tidb://`, `dgraph://host:8080` (README lists what
-    /// each needs). Without it a throwaway server of --database is started in a temporary
-    /// directory and removed afterwards.
+    /// (needs `wal_level=logical`), `mariadb://` or `mysql://`, `tidb://`, `cockroachdb://`,
+    /// `dgraph://host:8080` (README lists what each needs). Without it a throwaway server of
+    /// --database is started in a temporary directory and removed afterwards.
     #[arg(long, value_name = "URL")]
     db: Option<String>,
     /// Without --db: which throwaway server to start (postgres or mariadb).
@@ -105,6 +105,11 @@ pub(crate) struct RunArgs {
     /// --poll-interval-ms; costs the server more). MariaDB has one way (the binary log).
     #[arg(long, value_name = "MODE")]
     replication: Option<String>,
+    /// CockroachDB: where the changefeed goes, `kafka://BROKER:9092/TOPIC_PREFIX` (isocert
+    /// creates the changefeed into that Kafka sink and consumes its topic; needs the `kafka`
+    /// build feature); default: a sinkless changefeed on its own connection.
+    #[arg(long, value_name = "URL", conflicts_with = "replication")]
+    changefeed: Option<String>,
     /// With a polling mode (`--replication poll`): shortest time between two reads of the
     /// change stream while the workload runs (longer: less work for the server, same
     /// completeness; the final read is immediate).
@@ -225,7 +230,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let capture = (!args.no_recovery && api.is_none()).then(|| CaptureOptions {
         run_name: run_name(),
-        mode: args.replication.clone(),
+        mode: args.replication.clone().or_else(|| args.changefeed.clone()),
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
     let table = cfg.kind.table_spec();

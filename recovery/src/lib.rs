@@ -26,6 +26,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod cockroach;
 mod dgraph;
 mod error;
 mod innodb;
@@ -38,6 +39,7 @@ mod snapshot;
 mod tidb;
 pub mod timestamp_order;
 
+pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
 pub use dgraph::{recover_dgraph, DgraphTxnFacts};
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};

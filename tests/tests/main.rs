@@ -1,5 +1,7 @@
 //! End-to-end tests: one integration binary, one module per topic.
 
+mod cockroach;
+mod cockroach_feed;
 mod corpus;
 mod dgraph;
 mod dgraph_fake;

@@ -54,6 +54,15 @@ pub const TIDB: TestServer = TestServer {
     hint: "bring one up with `docker compose up -d --wait tidb` and set ISOCERT_TIDB_URL=tidb://root@127.0.0.1:4000/test",
 };
 
+/// CockroachDB: `ISOCERT_COCKROACH_URL` (a `cockroachdb://` URL). It cannot run on
+/// isocert's machines, so its live tests use [`TestServer::live_url`].
+pub const COCKROACH: TestServer = TestServer {
+    name: "CockroachDB",
+    env: "ISOCERT_COCKROACH_URL",
+    hint: "bring one up with `docker compose up -d --wait cockroachdb` and set \
+           ISOCERT_COCKROACH_URL='cockroachdb://root@127.0.0.1:26257/defaultdb?sslmode=disable'",
+};
+
 /// MongoDB: `ISOCERT_MONGODB_URL` (a `mongodb://` URL of a replica set). It cannot run on
 /// isocert's machines, so its live tests use [`TestServer::live_url`].
 pub const MONGODB: TestServer = TestServer {

@@ -263,6 +263,25 @@ struct Recorded {
     snapshot: Snapshot,
 }
 
+/// Runs `sql` and returns its data rows (shared with the CockroachDB session).
+pub(crate) async fn query_with(
+    client: &Client,
+    sql: &str,
+    classify: fn(&tokio_postgres::Error) -> ErrorClass,
+) -> Result<Vec<SimpleQueryRow>, DbError> {
+    let messages = client
+        .simple_query(sql)
+        .await
+        .map_err(|e| DbError::new(classify(&e), e.code().map(|c| c.code().to_string()), sql, e))?;
+    Ok(messages
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => Some(r),
+            _ => None,
+        })
+        .collect())
+}
+
 /// Runs `sql` and returns its data rows.
 async fn query(client: &Client, sql: &str) -> Result<Vec<SimpleQueryRow>, DbError> {
     let messages = client.simple_query(sql).await.map_err(|e| db_error(sql, e))?;
@@ -276,12 +295,12 @@ async fn query(client: &Client, sql: &str) -> Result<Vec<SimpleQueryRow>, DbErro
 }
 
 /// Column `i` of `row` as text (`None` for NULL).
-fn text<'r>(sql: &str, row: &'r SimpleQueryRow, i: usize) -> Result<Option<&'r str>, DbError> {
+pub(crate) fn text<'r>(sql: &str, row: &'r SimpleQueryRow, i: usize) -> Result<Option<&'r str>, DbError> {
     row.try_get(i).map_err(|e| DbError::unexpected(sql, format!("column {i}: {e}")))
 }
 
 /// Column `i` of `row` as an integer (`None` for NULL).
-fn int(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Option<i64>, DbError> {
+pub(crate) fn int(sql: &str, row: &SimpleQueryRow, i: usize) -> Result<Option<i64>, DbError> {
     match text(sql, row, i)? {
         None => Ok(None),
         Some(t) => t
@@ -309,7 +328,12 @@ fn xmin(sql: &str, row: &SimpleQueryRow, i: usize, snap: &Snapshot) -> Result<Op
 }
 
 /// Columns `from..from+n` of `row` as a full table row; `None` when the key column is NULL.
-fn table_row(sql: &str, row: &SimpleQueryRow, from: usize, n: usize) -> Result<Option<Vec<i64>>, DbError> {
+pub(crate) fn table_row(
+    sql: &str,
+    row: &SimpleQueryRow,
+    from: usize,
+    n: usize,
+) -> Result<Option<Vec<i64>>, DbError> {
     if int(sql, row, from)?.is_none() {
         return Ok(None);
     }
@@ -319,7 +343,7 @@ fn table_row(sql: &str, row: &SimpleQueryRow, from: usize, n: usize) -> Result<O
         .map(Some)
 }
 
-fn one_row(sql: &str, mut rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, DbError> {
+pub(crate) fn one_row(sql: &str, mut rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, DbError> {
     match rows.len() {
         1 => Ok(rows.pop().expect("one row")),
         n => {
@@ -332,7 +356,7 @@ fn one_row(sql: &str, mut rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, D
     }
 }
 
-fn literal_row(row: &[i64]) -> String {
+pub(crate) fn literal_row(row: &[i64]) -> String {
     row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 

@@ -16,6 +16,8 @@ mod walsender_wire;
 
 pub use adapter::{PgCapture, Postgres};
 pub use client::{classify, PgOpFacts, PgSession, PgTxnFacts};
+/// Simple-query helpers the CockroachDB session shares (same wire protocol and text rows).
+pub(crate) use client::{int, literal_row, one_row, query_with, table_row, text};
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
 // PostgreSQL snapshots live in isocert-recovery (they are the recovery rule's data); the
 // test client and recovery share that one type.

@@ -109,16 +109,22 @@ pub trait DatabaseVisitor {
 /// Calls `visitor` with the adapter of `kind`: the one place that lists the adapters.
 ///
 /// # Errors
-/// [`AdapterError::NotSupported`] for a database whose adapter is not built yet.
+/// [`AdapterError::NotSupportedHere`] for MongoDB in a build without the `mongodb` feature.
 pub fn dispatch<V: DatabaseVisitor>(kind: DatabaseKind, visitor: V) -> Result<V::Output, AdapterError> {
     match kind {
         DatabaseKind::Postgres => Ok(visitor.visit::<crate::postgres::Postgres>()),
         DatabaseKind::MariaDb => Ok(visitor.visit::<crate::mariadb::MariaDb>()),
         DatabaseKind::TiDb => Ok(visitor.visit::<crate::tidb::TiDb>()),
         DatabaseKind::Dgraph => Ok(visitor.visit::<crate::dgraph::Dgraph>()),
+        DatabaseKind::CockroachDb => Ok(visitor.visit::<crate::cockroach::CockroachDb>()),
         #[cfg(feature = "mongodb")]
         DatabaseKind::MongoDb => Ok(visitor.visit::<crate::mongodb::MongoDb>()),
-        other => Err(AdapterError::NotSupported { database: other.display_name() }),
+        #[cfg(not(feature = "mongodb"))]
+        DatabaseKind::MongoDb => Err(AdapterError::NotSupportedHere {
+            message: "MongoDB needs a binary built with the `mongodb` feature: \
+                      cargo build --release -p isocert --features mongodb (docs/MONGODB.md)"
+                .into(),
+        }),
     }
 }
 
