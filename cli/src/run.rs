@@ -209,6 +209,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     cfg.distribution = args.distribution;
     cfg.seed = args.seed;
     cfg.deletes = !args.no_deletes;
+    cfg.predicate_writes_alone = D::ONE_CHANGE_PER_ROW;
     cfg.validate()?;
 
     let name = D::KIND.display_name();

@@ -101,6 +101,10 @@ pub struct WorkloadConfig {
     /// never insert: this avoids PostgreSQL's delete-then-insert behaviour at repeatable
     /// read, which is not snapshot isolation (docs/POSTGRES.md). Deletes become updates.
     pub deletes: bool,
+    /// Keep predicate updates and deletes apart from every other write of their transaction
+    /// (for databases whose version source reports one change per row and transaction:
+    /// `Database::ONE_CHANGE_PER_ROW`). Reads still share the transaction.
+    pub predicate_writes_alone: bool,
 }
 
 impl WorkloadConfig {
@@ -118,6 +122,7 @@ impl WorkloadConfig {
             max_attempts: 100,
             disconnect_rate: 0.0,
             deletes: true,
+            predicate_writes_alone: false,
         }
     }
 

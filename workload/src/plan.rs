@@ -41,6 +41,7 @@ pub(crate) struct Planner {
     pairs: KeyChooser,
     c1_values: i64,
     deletes: bool,
+    predicate_writes_alone: bool,
 }
 
 impl Planner {
@@ -53,6 +54,7 @@ impl Planner {
             pairs: KeyChooser::new(cfg.distribution, u64::from((cfg.keys / 2).max(1))),
             c1_values: items_c1_values(cfg.keys),
             deletes: cfg.deletes,
+            predicate_writes_alone: cfg.predicate_writes_alone,
         }
     }
 
@@ -213,14 +215,21 @@ impl Planner {
             }
             50..65 => {
                 let other = self.predicate(rng);
-                vec![self.predicate_update(rng, p), self.item_step(rng), Step::Select { predicate: other }]
+                let item = if self.predicate_writes_alone {
+                    Step::Read { key: self.key(rng) }
+                } else {
+                    self.item_step(rng)
+                };
+                vec![self.predicate_update(rng, p), item, Step::Select { predicate: other }]
             }
             65..75 => {
                 let key = self.key(rng);
-                vec![
-                    Step::PredicateDelete { predicate: self.narrow_predicate(rng) },
-                    Step::Upsert { key, columns: self.item_columns(rng) },
-                ]
+                let delete = Step::PredicateDelete { predicate: self.narrow_predicate(rng) };
+                if self.predicate_writes_alone {
+                    vec![delete, Step::Read { key }]
+                } else {
+                    vec![delete, Step::Upsert { key, columns: self.item_columns(rng) }]
+                }
             }
             75..85 => vec![self.aggregate(rng, p), self.item_step(rng)],
             _ => (0..rng.random_range(1..=4)).map(|_| self.item_step(rng)).collect(),
@@ -292,6 +301,35 @@ mod tests {
             assert!(!steps.iter().any(|s| matches!(s, Step::Delete { .. } | Step::PredicateDelete { .. })));
             assert!(steps.iter().any(|s| matches!(s, Step::Update { .. })));
         }
+    }
+
+    #[test]
+    fn predicate_writes_alone_share_their_transaction_with_reads_only() {
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::Serializable);
+        cfg.predicate_writes_alone = true;
+        let p = Planner::new(&cfg);
+        let mut predicate_writers = 0;
+        for i in 0..2000 {
+            let steps = p.plan(i);
+            let is_write =
+                |s: &Step| !matches!(s, Step::Read { .. } | Step::Select { .. } | Step::Aggregate { .. });
+            let predicate = steps
+                .iter()
+                .filter(|s| matches!(s, Step::PredicateUpdate { .. } | Step::PredicateDelete { .. }))
+                .count();
+            if predicate > 0 {
+                predicate_writers += 1;
+                assert_eq!(steps.iter().filter(|s| is_write(s)).count(), 1, "plan {i}: {steps:?}");
+            }
+        }
+        assert!(predicate_writers > 300, "{predicate_writers}");
+        // Without the flag the mixed shapes stay (they find more anomalies elsewhere).
+        let mixed = Planner::new(&WorkloadConfig::new(WorkloadKind::Predicate, Isolation::Serializable));
+        assert!((0..2000).any(|i| {
+            let steps = mixed.plan(i);
+            steps.iter().any(|s| matches!(s, Step::PredicateDelete { .. }))
+                && steps.iter().any(|s| matches!(s, Step::Upsert { .. }))
+        }));
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl Database for CockroachDb {
 
     const KIND: DatabaseKind = DatabaseKind::CockroachDb;
     const DIALECT: Dialect = Dialect::Postgres;
+    const ONE_CHANGE_PER_ROW: bool = true;
 
     fn from_url(url: &str) -> Result<Self, AdapterError> {
         CockroachDb::new(url)

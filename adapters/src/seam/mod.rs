@@ -412,6 +412,13 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// transactions' timestamps), so that `isocert recover` needs only the history.
     const NEEDS_LOG: bool = true;
 
+    /// Whether the version source reports only a row's last change per transaction and the
+    /// recovery rule therefore refuses a transaction whose predicate update or delete also
+    /// changes the same rows by another statement (CockroachDB's changefeeds, the Emme
+    /// paper's restriction). `true` makes the workload plan predicate writes without other
+    /// writes in the same transaction.
+    const ONE_CHANGE_PER_ROW: bool = false;
+
     /// The adapter for `url` (no connection is made yet). Fails on a URL it cannot use.
     fn from_url(url: &str) -> Result<Self, AdapterError>;
 
