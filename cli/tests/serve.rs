@@ -206,10 +206,12 @@ fn certificate_core(text: &str) -> Json {
     doc
 }
 
-/// `isocert run` with its own capture (the reference certificate) into `out`.
+/// `isocert run` with its own capture (the reference certificate) into `out`, listing version
+/// sets row by row as the API answers them.
 fn direct_run(db_url: &str, out: &Path, txns: &str, workload: &str) {
     let o = isocert(&[
         "run",
+        "--explicit-version-sets",
         "--db",
         db_url,
         "--workload",
