@@ -96,3 +96,28 @@ fn killing_the_dump_connection_loses_and_doubles_nothing() {
         assert!(!dir.exists(), "the server's directory is removed");
     });
 }
+
+/// Regression: throwaway servers sharing `/tmp` collided on MariaDB's internal temporary
+/// tables while installing their system tables (about one `mariadb-install-db` in three
+/// failed with "Unknown table 'mysql.tmp_user_…'" when six ran at once). Each server now has
+/// its own `--tmpdir`, so six started at once all come up and all go away.
+#[test]
+fn six_servers_started_at_once_all_start() {
+    if !isocert_testsupport::MARIADB.embedded(EmbeddedMariaDb::is_installed()) {
+        return;
+    }
+    let starts: Vec<_> = (0..6).map(|_| std::thread::spawn(|| EmbeddedMariaDb::start(&[]))).collect();
+    let servers: Vec<EmbeddedMariaDb> = starts
+        .into_iter()
+        .map(|start| {
+            start.join().expect("start thread").unwrap_or_else(|e| panic!("a server did not start: {e}"))
+        })
+        .collect();
+    let roots: Vec<_> = servers.iter().map(|s| s.data_dir().parent().unwrap().to_path_buf()).collect();
+    for server in servers {
+        server.shutdown().expect("clean shutdown");
+    }
+    for root in roots {
+        assert!(!root.exists(), "{} left behind", root.display());
+    }
+}

@@ -18,6 +18,9 @@ const DIR_PREFIX: &str = "isocert-mariadb-";
 /// The server's pid file, relative to the server's directory.
 const PID_FILE: &str = "mariadbd.pid";
 
+/// The server's own temporary directory (`--tmpdir`), relative to the server's directory.
+const TMP_DIR: &str = "tmp";
+
 /// `mariadbd` shuts down cleanly on SIGTERM.
 const STOP_SIGNAL: &str = "TERM";
 
@@ -95,15 +98,24 @@ impl EmbeddedMariaDb {
         })?;
         OwnerFile::current().write_into(dir.path())?;
         let guard = ServerGuard::spawn(&dir.path().join(PID_FILE), STOP_SIGNAL, dir.path())?;
+        // A private temporary directory: servers sharing /tmp collide on their internal
+        // temporary tables (`#sql-temptable-…`), which made one concurrent
+        // mariadb-install-db in three fail with "Unknown table 'mysql.tmp_user_…'".
+        let tmp = dir.path().join(TMP_DIR);
+        std::fs::create_dir(&tmp).map_err(|e| AdapterError::io(format!("creating {}", tmp.display()), e))?;
         if let Some((uid, gid)) = owner {
-            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
-                .map_err(|e| AdapterError::io(format!("chown {}", dir.path().display()), e))?;
+            for path in [dir.path(), tmp.as_path()] {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid))
+                    .map_err(|e| AdapterError::io(format!("chown {}", path.display()), e))?;
+            }
         }
+        let tmpdir = format!("--tmpdir={}", tmp.display());
         let mut db = EmbeddedMariaDb { dir: GuardedDir::new(dir, guard), port: 0, child: None };
         let mut cmd = Command::new(&install);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", db.data_dir().display()))
-            .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
+            .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
+            .arg(&tmpdir);
         if owner.is_some() {
             cmd.arg("--user=mysql");
         }
@@ -125,6 +137,7 @@ impl EmbeddedMariaDb {
             .arg(format!("--pid-file={}", root.join(PID_FILE).display()))
             .arg(format!("--log-bin={}", root.join("binlog").display()))
             .arg(format!("--log-error={}", root.join("server.log").display()))
+            .arg(&tmpdir)
             .args(BASE_OPTIONS)
             .args(options.iter().map(|(name, value)| format!("--{name}={value}")))
             .stdin(Stdio::null())
