@@ -1,5 +1,6 @@
 //! The MTC benchmark: a million mini-transactions checked without a certificate at
-//! serializable and snapshot isolation (figures and commands in docs/PERFORMANCE.md).
+//! serializable, snapshot isolation and strict serializability (figures and commands in
+//! docs/PERFORMANCE.md).
 //!
 //! ```text
 //! cargo bench -p isocert-checker --bench mtc -- [TXNS] [OUT.jsonl]
@@ -8,15 +9,17 @@
 //! The history is built in memory: 25 sessions taking turns, 10,000 keys picked uniformly,
 //! MTC's shapes in the `mini` workload's proportions (one read 20%, two reads 15%, one
 //! read-modify-write 30%, a read then a read-modify-write 15%, two read-modify-writes 20%),
-//! values unique, executed serially so the history is valid at both levels (each run
-//! asserts it). With OUT, it is also written as a v1 history for timing `isocert check`.
+//! values unique, executed serially so the history is valid at every level (each run
+//! asserts it). Transaction i is invoked at 10·i and completes up to 40 later, so
+//! neighbours overlap in real time. With OUT, it is also written as a v1 history for timing
+//! `isocert check`.
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::time::Instant;
 
 use isocert_checker::{check, CheckerKind, IsolationLevel};
-use isocert_history::{v1, Certificate, History, Op, Scalar, Transaction, Value, KV_TABLE};
+use isocert_history::{v1, Certificate, History, Op, RealTime, Scalar, Transaction, Value, KV_TABLE};
 use isocert_random::rand::Rng as _;
 
 const SESSIONS: u64 = 25;
@@ -61,8 +64,10 @@ fn generate(txns: usize) -> History {
             }
         }
         let session = sessions[i % SESSIONS as usize];
-        h.push_txn(Transaction::new(Scalar::Int(i as i64 + 1), session, ops))
-            .expect("fresh transaction name");
+        let mut t = Transaction::new(Scalar::Int(i as i64 + 1), session, ops);
+        let invoked_at = 10 * i as i64;
+        t.real_time = Some(RealTime { invoked_at, completed_at: invoked_at + rng.random_range(0..40) });
+        h.push_txn(t).expect("fresh transaction name");
     }
     h
 }
@@ -80,7 +85,9 @@ fn main() {
     }
     let oracle = isocert_oracle::Interpreter::new(&h).expect("kv history");
     let none = Certificate::default();
-    for level in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
+    for level in
+        [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation, IsolationLevel::StrictSerializable]
+    {
         let started = Instant::now();
         let report = check(&h, &none, level, CheckerKind::Mtc, &oracle).expect("mtc runs");
         let elapsed = started.elapsed();

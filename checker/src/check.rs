@@ -36,6 +36,15 @@ pub fn check(
         },
         other => (other?, None),
     };
+    if level == IsolationLevel::StrictSerializable && resolved != CheckerKind::Mtc {
+        return Err(CheckError::UnsupportedLevel {
+            checker: resolved,
+            level,
+            hint:
+                "strict serializability is decided by --checker mtc, from mini-transactions and the clients' \
+                   invoked_at / completed_at",
+        });
+    }
     match resolved {
         CheckerKind::Enne => enne::check(h, cert, level, oracle),
         CheckerKind::Chronos => crate::chronos::check_chronos(h, level),
@@ -96,6 +105,9 @@ pub fn resolve(
 ) -> Result<CheckerKind, CheckError> {
     if checker != CheckerKind::Auto {
         return Ok(checker);
+    }
+    if level == IsolationLevel::StrictSerializable {
+        return Ok(CheckerKind::Mtc);
     }
     if level.black_box_only() {
         return Ok(CheckerKind::Weak);

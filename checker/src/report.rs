@@ -66,11 +66,15 @@ pub enum AnomalyKind {
     Ext,
     /// Chronos/Aion: two concurrent transactions wrote the same object (SI's first-committer-wins).
     NoConflict,
+    /// A cycle through real-time order: no serial order both explains the reads and puts
+    /// every transaction after those that completed before it was invoked (strict
+    /// serializability; linearizability for single-operation transactions).
+    RealTime,
 }
 
 impl AnomalyKind {
     /// Every kind, in declaration order.
-    pub const ALL: [AnomalyKind; 22] = [
+    pub const ALL: [AnomalyKind; 23] = [
         AnomalyKind::G0,
         AnomalyKind::G1a,
         AnomalyKind::G1b,
@@ -93,6 +97,7 @@ impl AnomalyKind {
         AnomalyKind::Int,
         AnomalyKind::Ext,
         AnomalyKind::NoConflict,
+        AnomalyKind::RealTime,
     ];
 
     /// The kebab-case name used in JSON and on the command line (`g2-item`).
@@ -120,6 +125,7 @@ impl AnomalyKind {
             AnomalyKind::Int => "int",
             AnomalyKind::Ext => "ext",
             AnomalyKind::NoConflict => "no-conflict",
+            AnomalyKind::RealTime => "real-time",
         }
     }
 
@@ -133,7 +139,8 @@ impl AnomalyKind {
     /// serializable, G-SI snapshot isolation; reads nobody can explain violate every level.
     /// The black-box kinds: a non-monotonic read violates everything above read-uncommitted,
     /// a fractured read read atomic and the levels above it that forbid G2-item or G-SI, a
-    /// causality violation causal consistency, snapshot isolation and serializable.
+    /// causality violation causal consistency, snapshot isolation and serializable. Strict
+    /// serializability forbids what serializable does, and cycles through real time.
     pub fn violates(self, level: IsolationLevel) -> bool {
         use IsolationLevel::*;
         match self {
@@ -141,9 +148,12 @@ impl AnomalyKind {
                 level != ReadUncommitted
             }
             AnomalyKind::FracturedRead => !matches!(level, ReadUncommitted | ReadCommitted),
-            AnomalyKind::CausalityViolation => matches!(level, Causal | SnapshotIsolation | Serializable),
-            AnomalyKind::G2Item => matches!(level, RepeatableRead | Serializable),
-            AnomalyKind::G2 => level == Serializable,
+            AnomalyKind::CausalityViolation => {
+                matches!(level, Causal | SnapshotIsolation | Serializable | StrictSerializable)
+            }
+            AnomalyKind::G2Item => matches!(level, RepeatableRead | Serializable | StrictSerializable),
+            AnomalyKind::G2 => matches!(level, Serializable | StrictSerializable),
+            AnomalyKind::RealTime => level == StrictSerializable,
             AnomalyKind::GSi | AnomalyKind::NoConflict => level == SnapshotIsolation,
             _ => true,
         }
@@ -176,6 +186,8 @@ pub enum EdgeKind {
     StartDep,
     /// Session order: `from` came before `to` in the same session.
     Session,
+    /// Real-time order: `from` completed before `to` was invoked (strict serializability).
+    RealTime,
 }
 
 impl EdgeKind {
@@ -189,6 +201,7 @@ impl EdgeKind {
             EdgeKind::PredicateRw => "predicate-rw",
             EdgeKind::StartDep => "start-dep",
             EdgeKind::Session => "session",
+            EdgeKind::RealTime => "real-time",
         }
     }
 
@@ -346,7 +359,7 @@ mod tests {
         // data and certificates (garbage reads, duplicate writes, contradictions, replay
         // divergences, session and axiom violations) violate every level.
         // Columns: read uncommitted, read committed, read atomic, causal, repeatable read,
-        // snapshot isolation, serializable.
+        // snapshot isolation, serializable, strict serializable.
         let levels = [
             ReadUncommitted,
             ReadCommitted,
@@ -355,31 +368,33 @@ mod tests {
             RepeatableRead,
             SnapshotIsolation,
             Serializable,
+            StrictSerializable,
         ];
         let (f, t) = (false, true);
-        let table: [(AnomalyKind, [bool; 7]); 22] = [
-            (AnomalyKind::G0, [t; 7]),
-            (AnomalyKind::G1a, [f, t, t, t, t, t, t]),
-            (AnomalyKind::G1b, [f, t, t, t, t, t, t]),
-            (AnomalyKind::G1c, [f, t, t, t, t, t, t]),
-            (AnomalyKind::G2Item, [f, f, f, f, t, f, t]),
-            (AnomalyKind::G2, [f, f, f, f, f, f, t]),
-            (AnomalyKind::GSi, [f, f, f, f, f, t, f]),
-            (AnomalyKind::NoConflict, [f, f, f, f, f, t, f]),
-            (AnomalyKind::NonMonotonicRead, [f, t, t, t, t, t, t]),
-            (AnomalyKind::FracturedRead, [f, f, t, t, t, t, t]),
-            (AnomalyKind::CausalityViolation, [f, f, f, t, f, t, t]),
-            (AnomalyKind::GarbageRead, [t; 7]),
-            (AnomalyKind::InternalInconsistency, [t; 7]),
-            (AnomalyKind::DuplicateWrite, [t; 7]),
-            (AnomalyKind::ResultSetMismatch, [t; 7]),
-            (AnomalyKind::CertificateContradiction, [t; 7]),
-            (AnomalyKind::ReplayDivergence, [t; 7]),
-            (AnomalyKind::IncompatibleOrder, [t; 7]),
-            (AnomalyKind::DuplicateElements, [t; 7]),
-            (AnomalyKind::Session, [t; 7]),
-            (AnomalyKind::Int, [t; 7]),
-            (AnomalyKind::Ext, [t; 7]),
+        let table: [(AnomalyKind, [bool; 8]); 23] = [
+            (AnomalyKind::G0, [t; 8]),
+            (AnomalyKind::G1a, [f, t, t, t, t, t, t, t]),
+            (AnomalyKind::G1b, [f, t, t, t, t, t, t, t]),
+            (AnomalyKind::G1c, [f, t, t, t, t, t, t, t]),
+            (AnomalyKind::G2Item, [f, f, f, f, t, f, t, t]),
+            (AnomalyKind::G2, [f, f, f, f, f, f, t, t]),
+            (AnomalyKind::GSi, [f, f, f, f, f, t, f, f]),
+            (AnomalyKind::NoConflict, [f, f, f, f, f, t, f, f]),
+            (AnomalyKind::NonMonotonicRead, [f, t, t, t, t, t, t, t]),
+            (AnomalyKind::FracturedRead, [f, f, t, t, t, t, t, t]),
+            (AnomalyKind::CausalityViolation, [f, f, f, t, f, t, t, t]),
+            (AnomalyKind::GarbageRead, [t; 8]),
+            (AnomalyKind::InternalInconsistency, [t; 8]),
+            (AnomalyKind::DuplicateWrite, [t; 8]),
+            (AnomalyKind::ResultSetMismatch, [t; 8]),
+            (AnomalyKind::CertificateContradiction, [t; 8]),
+            (AnomalyKind::ReplayDivergence, [t; 8]),
+            (AnomalyKind::IncompatibleOrder, [t; 8]),
+            (AnomalyKind::DuplicateElements, [t; 8]),
+            (AnomalyKind::Session, [t; 8]),
+            (AnomalyKind::Int, [t; 8]),
+            (AnomalyKind::Ext, [t; 8]),
+            (AnomalyKind::RealTime, [f, f, f, f, f, f, f, t]),
         ];
         for (kind, forbidden) in table {
             for (level, want) in levels.iter().zip(forbidden) {

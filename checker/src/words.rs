@@ -38,6 +38,10 @@ pub(crate) fn class_meaning(kind: AnomalyKind) -> &'static str {
         AnomalyKind::Int => "a read inside a transaction did not follow the transaction's own writes",
         AnomalyKind::Ext => "a read did not see the latest write of its snapshot",
         AnomalyKind::NoConflict => "two concurrent transactions wrote the same object (snapshot isolation forbids it)",
+        AnomalyKind::RealTime => {
+            "real-time violation: no serial order explains the reads and puts each transaction after those that \
+             completed before it was invoked"
+        }
     }
 }
 
@@ -51,6 +55,7 @@ pub(crate) fn edge_meaning(kind: EdgeKind) -> &'static str {
         EdgeKind::PredicateRw => "predicate anti-dependency",
         EdgeKind::StartDep => "start-dependency",
         EdgeKind::Session => "session order",
+        EdgeKind::RealTime => "real-time order",
     }
 }
 

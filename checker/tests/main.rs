@@ -68,14 +68,16 @@ fn predicate_updates_own_writes_and_aggregates_are_checked_against_version_sets(
         let r = run(TABLE, &table_cert(true), level, CheckerKind::Emme);
         assert!(r.is_valid(), "{level}: {:?}", r.anomalies);
     }
-    // Read atomic and causal are black-box levels: Emme and Enne refuse them, naming the
-    // level and the checker to use.
+    // Read atomic, causal and strict serializability are black-box levels: Emme and Enne
+    // refuse them, naming the level and the checker to use.
     let (h, c) = load(TABLE, &table_cert(true));
     let oracle = Interpreter::new(&h).expect("predicates");
     for level in IsolationLevel::ALL.into_iter().filter(|l| l.black_box_only()) {
         for checker in [CheckerKind::Emme, CheckerKind::Enne] {
             let err = check(&h, &c, level, checker, &oracle).expect_err("refused").to_string();
-            assert!(err.contains(level.as_str()) && err.contains("--checker weak"), "{err}");
+            let to_use =
+                if level == IsolationLevel::StrictSerializable { "--checker mtc" } else { "--checker weak" };
+            assert!(err.contains(level.as_str()) && err.contains(to_use), "{err}");
         }
     }
     let r = run(TABLE, &table_cert(true), IsolationLevel::Serializable, CheckerKind::Emme);

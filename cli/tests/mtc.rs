@@ -132,3 +132,35 @@ fn cobra_writes_the_order_it_found_and_emme_rechecks_it() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn strict_serializability_uses_the_clients_times_and_exits_by_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let stale = r#"{"id":1,"session":1,"invoked_at":0,"completed_at":10,"ops":[{"f":"r","key":"x","value":0},{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"invoked_at":20,"completed_at":30,"ops":[{"f":"r","key":"x","value":0}]}"#;
+    let bad = write(dir.path(), "stale.jsonl", stale);
+    let dot = dir.path().join("g.dot");
+    let out = isocert(&["check", &bad, "-i", "sser", "--json", "--dot", dot.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["anomalies"][0]["kind"], "real-time", "{json}");
+    let graph = std::fs::read_to_string(&dot).unwrap();
+    assert!(graph.contains("label=\"real-time\""), "{graph}");
+    // Serializable ignores real time; overlapping intervals are strictly serializable.
+    assert_eq!(isocert(&["check", &bad, "-i", "ser"]).status.code(), Some(0));
+    let overlapping =
+        write(dir.path(), "overlap.jsonl", &stale.replace(r#""invoked_at":20"#, r#""invoked_at":5"#));
+    assert_eq!(isocert(&["check", &overlapping, "-i", "strict-serializable"]).status.code(), Some(0));
+    // Without the times it is an error naming the transaction; Emme refuses the level.
+    let untimed = write(dir.path(), "untimed.jsonl", SERIAL);
+    let out = isocert(&["check", &untimed, "-i", "sser"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("T1 has no invoked_at"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = isocert(&["check", &bad, "-i", "sser", "--checker", "emme"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--checker mtc"));
+}

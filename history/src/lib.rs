@@ -38,7 +38,8 @@ pub use error::{quote_capped, FormatError, QUOTE_BYTES};
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};
 pub use kv::{read_kv_v1, read_kv_v1_bytes, KvHistory, KvOp, KvOpKind, KvTxnFields, KvV1Reader, KvValue};
 pub use model::{
-    AggregateFn, Dialect, History, ObjectKey, Op, Predicate, ResultRow, Status, Table, Transaction, KV_TABLE,
+    AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,
+    KV_TABLE,
 };
 pub use snapshot_set::{SnapshotResolver, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;

@@ -173,6 +173,29 @@ pub struct Transaction {
     pub meta: Option<Box<serde_json::Value>>,
     /// Per-operation adapter facts (project extension: `meta` on an op), by op index.
     pub op_meta: Vec<(u32, serde_json::Value)>,
+    /// When the client invoked it and saw its outcome, if recorded (project extension
+    /// `invoked_at` / `completed_at`): the real-time order strict serializability keeps.
+    pub real_time: Option<RealTime>,
+}
+
+/// The client's view of a transaction's duration (project extension `invoked_at` /
+/// `completed_at`): it was invoked at `invoked_at` and its outcome was known at
+/// `completed_at`, both on one clock shared by every session of the file (`isocert run`
+/// writes nanoseconds since the run started; Jepsen's `:time` is the same). One transaction
+/// precedes another in real time when it completed strictly before the other was invoked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RealTime {
+    /// When the client sent the transaction's first statement.
+    pub invoked_at: i64,
+    /// When the client received its commit's (or abort's) answer; never before `invoked_at`.
+    pub completed_at: i64,
+}
+
+impl RealTime {
+    /// Whether a transaction of this span precedes one of `later` in real time.
+    pub fn precedes(&self, later: &RealTime) -> bool {
+        self.completed_at < later.invoked_at
+    }
 }
 
 impl Transaction {
@@ -187,6 +210,7 @@ impl Transaction {
             commit_ts: None,
             meta: None,
             op_meta: Vec::new(),
+            real_time: None,
         }
     }
 

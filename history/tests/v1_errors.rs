@@ -121,3 +121,19 @@ fn errors_are_structured() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+#[test]
+fn bad_real_times() {
+    assert_error(r#"{"id":1,"session":0,"invoked_at":5,"ops":[]}"#, 1, &["completed_at", "missing"]);
+    assert_error(r#"{"id":1,"session":0,"completed_at":5,"ops":[]}"#, 1, &["invoked_at", "missing"]);
+    assert_error(
+        r#"{"id":1,"session":0,"invoked_at":"5","completed_at":6,"ops":[]}"#,
+        1,
+        &["invoked_at", "integer"],
+    );
+    assert_error(
+        r#"{"id":1,"session":0,"invoked_at":7,"completed_at":6,"ops":[]}"#,
+        1,
+        &["completed_at", "before"],
+    );
+}

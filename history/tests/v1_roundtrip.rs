@@ -99,3 +99,21 @@ fn the_dgraph_dialect_round_trips_and_unknown_dialects_name_the_choices() {
         .to_string();
     assert!(e.contains("dialect") && e.contains("dgraph"), "{e}");
 }
+
+#[test]
+fn real_times_round_trip_and_the_fast_reader_accepts_them() {
+    let text = r#"{"id":1,"session":0,"invoked_at":10,"completed_at":25,"ops":[{"f":"r","key":5,"value":null}]}
+{"id":2,"session":1,"status":"unknown","invoked_at":12,"completed_at":9223372036854775807,"ops":[{"f":"w","key":5,"value":1}]}
+"#;
+    let h = v1::read_history(text.as_bytes()).unwrap();
+    let rt = h.txns[0].real_time.unwrap();
+    assert_eq!((rt.invoked_at, rt.completed_at), (10, 25));
+    assert!(rt.precedes(&isocert_history::RealTime { invoked_at: 26, completed_at: 30 }));
+    assert!(!rt.precedes(&isocert_history::RealTime { invoked_at: 25, completed_at: 30 }));
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), text);
+    // The key-value fast reader (Chronos, Aion) skips them: its checkers ignore real time.
+    let kv = isocert_history::read_kv_v1_bytes(text.as_bytes()).unwrap();
+    assert_eq!(kv.len(), 2);
+}

@@ -303,6 +303,12 @@ fn mini_transactions_certify_where_postgres_promises_and_lose_updates_at_read_co
     let black = mtc(&ser, IsolationLevel::Serializable);
     assert_eq!(black.checker, CheckerKind::Mtc);
     assert!(black.is_valid(), "{}", ser.explain("mini-ser-mtc", &black));
+    // Every transaction carries the client's real times; one PostgreSQL server's
+    // SERIALIZABLE keeps them (a transaction begun after another's COMMIT returned sees it).
+    assert!(ser.history.txns.iter().all(|t| t.real_time.is_some_and(|rt| rt.invoked_at <= rt.completed_at)));
+    let strict = mtc(&ser, IsolationLevel::StrictSerializable);
+    assert_eq!(strict.checker, CheckerKind::Mtc);
+    assert!(strict.is_valid(), "{}", ser.explain("mini-sser-mtc", &strict));
     let rr = run(&url, &config(WorkloadKind::Mini, Isolation::RepeatableRead, 1000, 8, 9), 0);
     let si = rr.check(IsolationLevel::SnapshotIsolation);
     assert!(si.is_valid(), "{}", rr.explain("mini-rr", &si));

@@ -1,8 +1,8 @@
 //! Turns what the sessions saw into the history, one finished transaction at a time.
 
 use isocert_history::{
-    ColId, Dialect, History, ObjId, Op, ResultRow, Scalar, SessionId, Status, TableId, Transaction, Value,
-    ValueId,
+    ColId, Dialect, History, ObjId, Op, RealTime, ResultRow, Scalar, SessionId, Status, TableId, Transaction,
+    Value, ValueId,
 };
 use serde_json::{Map, Value as Json};
 
@@ -19,6 +19,8 @@ pub struct RawTxn {
     pub ops: Vec<(RecordedOp, Map<String, Json>)>,
     /// Its transaction facts (xid, isolation, snapshot, sqlstate).
     pub meta: Map<String, Json>,
+    /// When the client invoked it and learnt its outcome, if timed.
+    pub real_time: Option<RealTime>,
 }
 
 /// One table the history records: its spec, interned id and columns.
@@ -132,6 +134,7 @@ impl Recorder {
         txn.status = raw.status;
         txn.meta = Some(Box::new(Json::Object(raw.meta)));
         txn.op_meta = op_meta;
+        txn.real_time = raw.real_time;
         // Ids are the position in the history, so they cannot collide.
         let _ = self.history.push_txn(txn);
     }

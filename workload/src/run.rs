@@ -77,6 +77,7 @@ pub async fn run_until<D: Database>(
         interrupt,
         recorder: Mutex::new(recorder),
         gate: tokio::sync::RwLock::new(()),
+        epoch: std::time::Instant::now(),
     });
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let tasks: Vec<_> = (0..cfg.sessions)

@@ -4,10 +4,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use isocert_adapters::{CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep};
-use isocert_history::Status;
+use isocert_history::{RealTime, Status};
 use isocert_random::SeededRng;
 use rand::Rng;
 use serde::Serialize;
@@ -41,12 +41,19 @@ pub(crate) struct Shared<D> {
     pub(crate) recorder: Mutex<Recorder>,
     /// Attempts hold it shared; a plan that aborted too often takes it exclusively.
     pub(crate) gate: RwLock<()>,
+    /// When the run started: transactions' real times are nanoseconds since then.
+    pub(crate) epoch: Instant,
 }
 
 impl<D> Shared<D> {
     /// A value no other write has used.
     fn fresh(&self) -> i64 {
         self.fresh.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Nanoseconds since the run started, on one clock for every session.
+    fn now(&self) -> i64 {
+        i64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(i64::MAX)
     }
 }
 
@@ -215,6 +222,24 @@ async fn attempt_plan<D: Database>(
     plan: &[Step],
     rng: &mut SeededRng,
 ) -> Result<(Option<RawTxn>, Next, bool), WorkloadError> {
+    let invoked_at = shared.now();
+    let (mut raw, next, lost) = attempt_body(shared, conn, session, plan, rng).await?;
+    if let Some(raw) = &mut raw {
+        // An unknown outcome may take effect at any time after the invocation.
+        let completed_at = if raw.status == Status::Unknown { i64::MAX } else { shared.now() };
+        raw.real_time = Some(RealTime { invoked_at, completed_at });
+    }
+    Ok((raw, next, lost))
+}
+
+/// [`attempt_plan`] without the timing.
+async fn attempt_body<D: Database>(
+    shared: &Shared<D>,
+    conn: &mut D::Session,
+    session: u32,
+    plan: &[Step],
+    rng: &mut SeededRng,
+) -> Result<(Option<RawTxn>, Next, bool), WorkloadError> {
     let mut facts = match conn.begin(shared.cfg.isolation).await {
         Ok(f) => f,
         Err(e) if e.is_connection_lost() => return Ok((None, Next::Retry, true)),
@@ -261,7 +286,7 @@ pub fn raw_txn<T: Serialize, O: Serialize>(
     ops: Vec<(RecordedOp, O)>,
 ) -> Result<RawTxn, WorkloadError> {
     let ops = ops.into_iter().map(|(op, f)| Ok((op, to_meta(&f)?))).collect::<Result<_, WorkloadError>>()?;
-    Ok(RawTxn { session, status, ops, meta: to_meta(&facts)? })
+    Ok(RawTxn { session, status, ops, meta: to_meta(&facts)?, real_time: None })
 }
 
 /// Records a failed attempt as aborted and decides whether to retry; an error that is

@@ -211,7 +211,7 @@ pub(crate) fn find(
         RepeatableRead => &[G0, G1C, G2_ITEM],
         Serializable => &[G0, G1C, G2_ITEM, G2],
         // Refused by `emme::check` before any edge is built (black-box levels).
-        ReadAtomic | Causal => &[],
+        ReadAtomic | Causal | StrictSerializable => &[],
     };
     let n = h.txns.len();
     let graph = Graph::new(n, edges);

@@ -66,6 +66,8 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
             installed(e.aux)
         ),
         EdgeKind::Session => format!("{from} precedes {to} in their session"),
+        // Emme does not decide strict serializability (MTC explains its own edges).
+        EdgeKind::RealTime => format!("{from} completed before {to} was invoked"),
         EdgeKind::StartDep => {
             let ts = |t: u32, start: bool| {
                 let txn = h.txn(TxnId(t));

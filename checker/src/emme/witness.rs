@@ -51,7 +51,10 @@ impl Obligations {
             }
             // Snapshot isolation checks each edge against timestamps; read atomic and causal
             // are refused by `emme::check` (black-box levels).
-            IsolationLevel::SnapshotIsolation | IsolationLevel::ReadAtomic | IsolationLevel::Causal => None,
+            IsolationLevel::SnapshotIsolation
+            | IsolationLevel::ReadAtomic
+            | IsolationLevel::Causal
+            | IsolationLevel::StrictSerializable => None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The certificate facts one dependency edge relies on, as HTML: the object's version order
 //! around the versions involved (ww, wr, rw), the version set of a predicate read (predicate
-//! edges, and item reads the certificate resolved), the timestamps of a start-dependency.
+//! edges, and item reads the certificate resolved), the timestamps of a start-dependency,
+//! the clients' times of a real-time edge.
 
 use isocert_history::{Certificate, History, ObjId, OpRef, TxnId, Writer};
 
@@ -24,6 +25,18 @@ pub(super) fn edge_facts(h: &History, cert: &Certificate, e: &Edge) -> String {
                 esc(&h.txn_label(e.to)),
                 esc(&ts(to.start_ts))
             ));
+        }
+        EdgeKind::RealTime => {
+            let time = |t: TxnId| h.txn(t).real_time;
+            if let (Some(a), Some(b)) = (time(e.from), time(e.to)) {
+                parts.push(format!(
+                    "completed_at of {} = {} &lt; invoked_at of {} = {} (the clients' clock)",
+                    esc(&h.txn_label(e.from)),
+                    a.completed_at,
+                    esc(&h.txn_label(e.to)),
+                    b.invoked_at
+                ));
+            }
         }
         EdgeKind::Session => parts.push(format!(
             "both ran in session {}; {} comes first in the history",

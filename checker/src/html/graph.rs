@@ -75,6 +75,7 @@ pub(super) fn color(kind: EdgeKind) -> &'static str {
         EdgeKind::PredicateRw => "#d35400",
         EdgeKind::StartDep => "#1e8449",
         EdgeKind::Session => "#7f8c8d",
+        EdgeKind::RealTime => "#b7950b",
     }
 }
 

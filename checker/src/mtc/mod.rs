@@ -20,10 +20,13 @@
 //! nobody wrote, a transaction contradicting its own earlier read or write) are reported
 //! first, as Emme reports them.
 //!
-//! Strict serializability needs the clients' invocation and response times, which the v1
-//! format does not carry; MTC here decides serializable and snapshot isolation.
+//! Strict serializability adds the real-time order from the clients' invocation and
+//! completion times (`invoked_at` / `completed_at`) to the serializability graph through a
+//! chain of auxiliary nodes, and decides lightweight-transaction histories (linearizability)
+//! per key in linear time ([`realtime`]).
 
 pub(crate) mod graph;
+pub(crate) mod realtime;
 mod shape;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -344,15 +347,17 @@ pub fn infer_mtc_certificate(h: &History) -> Result<Certificate, CheckError> {
     Ok(Certificate { version_order: Some(version_order(h, &inf)), ..Certificate::default() })
 }
 
-/// Runs MTC at serializable or snapshot isolation.
+/// Runs MTC at strict serializability, serializable or snapshot isolation.
 pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
-    if !matches!(level, IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation) {
+    if !matches!(
+        level,
+        IsolationLevel::StrictSerializable | IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation
+    ) {
         return Err(CheckError::UnsupportedLevel {
             checker: CheckerKind::Mtc,
             level,
-            hint:
-                "mtc decides serializable and snapshot-isolation; for read-committed, read-atomic and causal \
-                   use --checker weak, for the others give a certificate (--checker emme)",
+            hint: "mtc decides strict-serializable, serializable and snapshot-isolation; for read-committed, \
+                   read-atomic and causal use --checker weak, for the others give a certificate (--checker emme)",
         });
     }
     check_shape(h)?;
@@ -377,6 +382,21 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
     let mut anomalies = inf.anomalies.clone();
     match level {
         IsolationLevel::Serializable => anomalies.extend(ser_cycles(h, &inf)),
+        IsolationLevel::StrictSerializable => {
+            let times = realtime::real_times(h, &inf.in_graph)?;
+            report.notes.push(
+                "real-time order from the clients' invoked_at / completed_at is part of the graph".into(),
+            );
+            if realtime::lwt_linearizable(h, &inf, &times) == Some(true) {
+                report.notes.push(
+                    "lightweight transactions (one compare-and-set or insert-if-absent each): linearizable, \
+                     decided per key by MTC's Algorithm 2"
+                        .into(),
+                );
+            } else {
+                anomalies.extend(realtime::sser_cycles(h, &inf, &times));
+            }
+        }
         _ => {
             anomalies.extend(divergences(h, &inf));
             anomalies.extend(si_cycles(h, &inf));

@@ -434,3 +434,224 @@ fn mtc_agrees_with_brute_force_on_thousands_of_random_histories() {
         assert!(valid[i] > 400 && invalid[i] > 400, "valid {valid:?} invalid {invalid:?}");
     }
 }
+
+mod strict {
+    //! Strict serializability: each real-time anomaly with its overlapping twin, refusal of
+    //! untimed histories, lightweight transactions, and brute force over the serial orders
+    //! that keep real time.
+
+    use super::oracle::{self, Txn};
+    use super::*;
+    use crate::mtc::{infer, realtime};
+    use crate::EdgeKind;
+    use isocert_random::rand::Rng as _;
+
+    const SSER: IsolationLevel = IsolationLevel::StrictSerializable;
+
+    fn timed(id: u32, session: u32, span: (i64, i64), ops: &str) -> String {
+        format!(
+            r#"{{"id":{id},"session":{session},"invoked_at":{},"completed_at":{},"ops":[{ops}]}}"#,
+            span.0, span.1
+        )
+    }
+
+    const CAS_0_1: &str = r#"{"f":"r","key":"x","value":0},{"f":"w","key":"x","value":1}"#;
+    const READ_0: &str = r#"{"f":"r","key":"x","value":0}"#;
+
+    #[test]
+    fn a_stale_read_after_a_completed_write_is_serializable_but_not_strictly() {
+        let stale = [timed(1, 1, (0, 10), CAS_0_1), timed(2, 2, (20, 30), READ_0)].join("\n");
+        assert!(run(&stale, SER).is_valid());
+        let r = run(&stale, SSER);
+        assert_eq!(kinds(&r), [AnomalyKind::RealTime]);
+        let rt =
+            r.anomalies[0].cycle.iter().find(|e| e.kind == EdgeKind::RealTime).expect("a real-time edge");
+        assert_eq!(rt.explanation, "T1 completed (at 10) before T2 was invoked (at 20)");
+        assert!(r.anomalies[0].cycle.iter().any(|e| e.kind == EdgeKind::Rw), "{:#?}", r.anomalies[0].cycle);
+        // Twin: the read overlaps the write, so it may come first.
+        let overlapping = [timed(1, 1, (0, 10), CAS_0_1), timed(2, 2, (5, 30), READ_0)].join("\n");
+        assert!(run(&overlapping, SSER).is_valid());
+        // Completing exactly when the other is invoked is not "before".
+        let touching = [timed(1, 1, (0, 10), CAS_0_1), timed(2, 2, (10, 30), READ_0)].join("\n");
+        assert!(run(&touching, SSER).is_valid());
+    }
+
+    #[test]
+    fn a_multi_key_real_time_cycle_goes_through_the_chain() {
+        // T1 writes x; T2, invoked after T1 completed, writes y; T3 (overlapping both) reads
+        // T2's y and the old x. Serializable as T2 T3 T1 (T2 -wr-> T3 -rw-> T1), but T1
+        // completed before T2 was invoked.
+        let body = [
+            timed(1, 1, (0, 10), CAS_0_1),
+            timed(2, 2, (20, 30), r#"{"f":"r","key":"y","value":0},{"f":"w","key":"y","value":1}"#),
+            timed(3, 3, (5, 40), r#"{"f":"r","key":"y","value":1},{"f":"r","key":"x","value":0}"#),
+        ]
+        .join("\n");
+        assert!(run(&body, SER).is_valid());
+        let r = run(&body, SSER);
+        assert_eq!(kinds(&r), [AnomalyKind::RealTime]);
+        let edges: Vec<(u32, u32, EdgeKind)> =
+            r.anomalies[0].cycle.iter().map(|e| (e.from.0, e.to.0, e.kind)).collect();
+        assert_eq!(edges, [(0, 1, EdgeKind::RealTime), (1, 2, EdgeKind::Wr), (2, 0, EdgeKind::Rw)]);
+    }
+
+    #[test]
+    fn untimed_transactions_are_refused_naming_the_first() {
+        let body =
+            [timed(1, 1, (0, 10), CAS_0_1), format!(r#"{{"id":2,"session":2,"ops":[{READ_0}]}}"#)].join("\n");
+        let h = v1::read_history(format!("{HEADER}\n{body}").as_bytes()).unwrap();
+        match check(&h, SSER) {
+            Err(CheckError::UnsupportedHistory { what, .. }) => {
+                assert!(what.starts_with("T2 has no invoked_at"), "{what}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // Auto picks MTC at strict serializability; Emme refuses the level.
+        let cert = isocert_history::Certificate::default();
+        let oracle = isocert_oracle::Interpreter::new(&h).unwrap();
+        assert!(matches!(
+            check_any(&h, &cert, SSER, CheckerKind::Emme, &oracle),
+            Err(CheckError::UnsupportedLevel { .. })
+        ));
+        assert!(matches!(
+            check_any(&h, &cert, SSER, CheckerKind::Auto, &oracle),
+            Err(CheckError::UnsupportedHistory { checker: CheckerKind::Mtc, .. })
+        ));
+    }
+
+    #[test]
+    fn lightweight_transactions_are_checked_for_linearizability() {
+        let cas = |id: u32, span, from: i64, to: i64| {
+            timed(
+                id,
+                id,
+                span,
+                &format!(r#"{{"f":"r","key":"x","value":{from}}},{{"f":"w","key":"x","value":{to}}}"#),
+            )
+        };
+        let read =
+            |id: u32, span, v: i64| timed(id, id, span, &format!(r#"{{"f":"r","key":"x","value":{v}}}"#));
+        // A failed compare-and-set that reads a version two writes old after both completed.
+        let stale = [cas(1, (0, 10), 0, 1), cas(2, (20, 30), 1, 2), read(3, (40, 50), 1)].join("\n");
+        let r = run(&stale, SSER);
+        assert_eq!(kinds(&r), [AnomalyKind::RealTime]);
+        let fresh = [cas(1, (0, 10), 0, 1), cas(2, (20, 30), 1, 2), read(3, (40, 50), 2)].join("\n");
+        let r = run(&fresh, SSER);
+        assert!(r.is_valid(), "{:#?}", r.anomalies);
+        assert!(r.notes.iter().any(|n| n.contains("Algorithm 2")), "{:?}", r.notes);
+        // The chain runs against real time: T2 builds on T1 but finished before T1 began.
+        let backwards = [cas(1, (20, 30), 0, 1), cas(2, (0, 10), 1, 2)].join("\n");
+        assert_eq!(kinds(&run(&backwards, SSER)), [AnomalyKind::RealTime]);
+        assert!(run(&backwards, SER).is_valid());
+    }
+
+    /// Random intervals for a generated history (a session's transactions in its order).
+    fn spans(rng: &mut oracle::Rng, txns: &[Txn]) -> Vec<(i64, i64)> {
+        let mut session_end: std::collections::HashMap<u32, i64> = Default::default();
+        txns.iter()
+            .enumerate()
+            .map(|(i, t)| {
+                // Roughly in file order, so that real time orders many pairs.
+                let floor = session_end.get(&t.session).copied().unwrap_or(0).max(3 * i as i64);
+                let start = floor + rng.random_range(0..8) as i64;
+                let end = start + rng.random_range(0..4) as i64;
+                session_end.insert(t.session, end + 1);
+                (start, end)
+            })
+            .collect()
+    }
+
+    fn with_times(text: &str, spans: &[(i64, i64)]) -> String {
+        let mut lines = text.lines();
+        let mut out = lines.next().unwrap().to_string();
+        for (line, (a, b)) in lines.zip(spans) {
+            out.push('\n');
+            out.push_str(&line.replacen(
+                ",\"ops\"",
+                &format!(",\"invoked_at\":{a},\"completed_at\":{b},\"ops\""),
+                1,
+            ));
+        }
+        out
+    }
+
+    fn keeps_real_time(spans: &[(i64, i64)]) -> impl Fn(&[usize]) -> bool + '_ {
+        move |order: &[usize]| {
+            order.iter().enumerate().all(|(i, &a)| order[i + 1..].iter().all(|&b| spans[b].1 >= spans[a].0))
+        }
+    }
+
+    #[test]
+    fn strict_serializability_agrees_with_brute_force_on_thousands_of_random_histories() {
+        let (mut valid, mut invalid, mut ser_only) = (0, 0, 0);
+        for seed in 0..4000u64 {
+            let mut rng = isocert_random::seeded(seed ^ 0x55e7);
+            let (txns, keys) = oracle::random(&mut rng);
+            let spans = spans(&mut rng, &txns);
+            let text = with_times(&oracle::to_v1(&txns, keys), &spans);
+            let h = v1::read_history(text.as_bytes()).unwrap();
+            let expected = oracle::brute_force_where(&txns, keys, false, keeps_real_time(&spans));
+            let got = check(&h, SSER).unwrap();
+            assert_eq!(got.is_valid(), expected, "seed {seed}:\n{text}\n{:#?}", got.anomalies);
+            match (expected, oracle::brute_force(&txns, keys, false)) {
+                (true, _) => valid += 1,
+                (false, true) => ser_only += 1,
+                (false, false) => invalid += 1,
+            }
+        }
+        assert!(valid > 400 && invalid > 400 && ser_only > 50, "{valid} {invalid} {ser_only}");
+    }
+
+    /// Random lightweight-transaction histories: compare-and-sets and failed ones on two keys.
+    fn random_lwt(rng: &mut oracle::Rng) -> (Vec<Txn>, u8) {
+        let n = 2 + rng.random_range(0..5) as usize;
+        let mut next = 1i64;
+        let mut txns: Vec<Txn> = (0..n)
+            .map(|i| {
+                let k = rng.random_range(0..2) as u8;
+                let mut ops = vec![(k, false, -1)];
+                if rng.random_range(0..3) != 0 {
+                    ops.push((k, true, next));
+                    next += 1;
+                }
+                Txn { session: i as u32, committed: true, ops }
+            })
+            .collect();
+        // Mostly chain-shaped reads (a value of the key), so valid chains occur often.
+        let mut pool: Vec<Vec<i64>> = vec![vec![0]; 2];
+        for t in &txns {
+            if let Some(&(k, true, v)) = t.ops.get(1) {
+                pool[k as usize].push(v);
+            }
+        }
+        for t in &mut txns {
+            let k = t.ops[0].0 as usize;
+            t.ops[0].2 = pool[k][rng.random_range(0..pool[k].len() as u64) as usize];
+        }
+        (txns, 2)
+    }
+
+    #[test]
+    fn the_linear_lightweight_check_agrees_with_the_graph_and_brute_force() {
+        let (mut linearizable, mut not) = (0, 0);
+        for seed in 0..4000u64 {
+            let mut rng = isocert_random::seeded(seed ^ 0x1ea5);
+            let (txns, keys) = random_lwt(&mut rng);
+            let spans = spans(&mut rng, &txns);
+            let text = with_times(&oracle::to_v1(&txns, keys), &spans);
+            let h = v1::read_history(text.as_bytes()).unwrap();
+            let inf = infer(&h);
+            let times = realtime::real_times(&h, &inf.in_graph).unwrap();
+            let Some(fast) = realtime::lwt_linearizable(&h, &inf, &times) else { continue };
+            let graph = realtime::sser_cycles(&h, &inf, &times).is_empty();
+            let brute = oracle::brute_force_where(&txns, keys, false, keeps_real_time(&spans));
+            assert_eq!((fast, graph), (brute, brute), "seed {seed}:\n{text}");
+            if brute {
+                linearizable += 1;
+            } else {
+                not += 1;
+            }
+        }
+        assert!(linearizable > 400 && not > 400, "{linearizable} {not}");
+    }
+}

@@ -469,8 +469,17 @@ fn to_ops(h: &History, format: &'static str) -> Result<Vec<Edn>, FormatError> {
             Status::Unknown => "info",
         };
         let done = if t.status == Status::Committed { completed } else { invoked.clone() };
-        ops.push(op("invoke", process, "txn", Edn::Vector(invoked), extra.clone()));
-        ops.push(op(kind, process, "txn", Edn::Vector(done), extra));
+        let time = |at: i64| -> Vec<(Edn, Edn)> {
+            let mut e = extra.clone();
+            if at != i64::MAX {
+                e.push((kw("time"), Edn::Int(at)));
+            }
+            e
+        };
+        let (invoked_at, completed_at) =
+            t.real_time.map_or((i64::MAX, i64::MAX), |rt| (rt.invoked_at, rt.completed_at));
+        ops.push(op("invoke", process, "txn", Edn::Vector(invoked), time(invoked_at)));
+        ops.push(op(kind, process, "txn", Edn::Vector(done), time(completed_at)));
     }
     Ok(ops)
 }

@@ -12,7 +12,9 @@ use rustc_hash::FxHashMap;
 
 use super::edn::Edn;
 use crate::model::KV_TABLE;
-use crate::{FormatError, History, Op, ResultRow, Scalar, Status, TableId, Transaction, Value, ValueId};
+use crate::{
+    FormatError, History, Op, RealTime, ResultRow, Scalar, Status, TableId, Transaction, Value, ValueId,
+};
 
 /// The extra key isocert writes to keep its transaction ids through Jepsen histories.
 pub(crate) const TXN_KEY: &str = "isocert/txn";
@@ -26,6 +28,8 @@ struct Pending {
     value: Edn,
     name: Option<Scalar>,
     session: Option<Scalar>,
+    /// Jepsen's `:time` of the invocation (nanoseconds since the test started).
+    time: Option<i64>,
 }
 
 /// Builds a [`History`] from Jepsen operations pushed in file order.
@@ -88,6 +92,11 @@ impl ElleBuilder {
         };
         let name = op.get(TXN_KEY).map(|v| scalar(v).map_err(|m| bad(TXN_KEY, m))).transpose()?;
         let session = op.get(SESSION_KEY).map(|v| scalar(v).map_err(|m| bad(SESSION_KEY, m))).transpose()?;
+        let time = match op.get("time") {
+            Some(Edn::Int(t)) => Some(*t),
+            None | Some(Edn::Nil) => None,
+            Some(other) => return Err(bad("time", format!("expected an integer, found {}", other.kind()))),
+        };
         match kind {
             "invoke" => {
                 if let Some(p) = self.pending.get(&process) {
@@ -99,7 +108,7 @@ impl ElleBuilder {
                         ),
                     ));
                 }
-                self.pending.insert(process, Pending { line, index, f, value, name, session });
+                self.pending.insert(process, Pending { line, index, f, value, name, session, time });
                 Ok(())
             }
             "ok" | "fail" | "info" => {
@@ -115,7 +124,7 @@ impl ElleBuilder {
                         self.unmatched_info += 1;
                         return Ok(());
                     }
-                    return self.complete(line, process, index, &f, status, &value, name, session);
+                    return self.complete(line, process, index, &f, status, &value, name, session, None);
                 };
                 if inv.f != f {
                     return Err(bad(
@@ -126,7 +135,18 @@ impl ElleBuilder {
                 let value = if status == Status::Committed { value } else { inv.value };
                 let name = name.or(inv.name.clone());
                 let session = session.or(inv.session.clone());
-                self.complete(line, process, index.or(inv.index), &f, status, &value, name, session)
+                let real_time = real_time(line, inv.time, time, status)?;
+                self.complete(
+                    line,
+                    process,
+                    index.or(inv.index),
+                    &f,
+                    status,
+                    &value,
+                    name,
+                    session,
+                    real_time,
+                )
             }
             other => Err(bad("type", format!("unknown type :{other} (invoke, ok, fail, info)"))),
         }
@@ -143,6 +163,7 @@ impl ElleBuilder {
         value: &Edn,
         name: Option<Scalar>,
         session: Option<Scalar>,
+        real_time: Option<RealTime>,
     ) -> Result<(), FormatError> {
         let bad = |field: String, m: String| FormatError::invalid(line, field, m);
         match f {
@@ -189,6 +210,7 @@ impl ElleBuilder {
                 let session = self.h.intern_session(session.unwrap_or(Scalar::Int(process)));
                 let mut t = Transaction::new(name, session, ops);
                 t.status = status;
+                t.real_time = real_time;
                 self.h
                     .push_txn(t)
                     .map_err(|t| bad("index".into(), format!("transaction id {} appears twice", t.name)))?;
@@ -270,7 +292,18 @@ impl ElleBuilder {
         let mut left: Vec<(i64, Pending)> = self.pending.drain().collect();
         left.sort_by_key(|(_, p)| p.line);
         for (process, p) in left {
-            self.complete(p.line, process, p.index, &p.f, Status::Unknown, &p.value, p.name, p.session)?;
+            let real_time = p.time.map(|invoked_at| RealTime { invoked_at, completed_at: i64::MAX });
+            self.complete(
+                p.line,
+                process,
+                p.index,
+                &p.f,
+                Status::Unknown,
+                &p.value,
+                p.name,
+                p.session,
+                real_time,
+            )?;
         }
         let mut notes = Vec::new();
         if self.unobserved_reads > 0 {
@@ -284,6 +317,30 @@ impl ElleBuilder {
         }
         Ok((self.h, notes))
     }
+}
+
+/// The real time of an invocation completed on `line`: `None` unless both carry `:time`. An
+/// `:info` completion says nothing of when the transaction took effect, so it stays open
+/// (`completed_at` is `i64::MAX`), as Elle treats indeterminate operations.
+fn real_time(
+    line: usize,
+    invoked: Option<i64>,
+    completed: Option<i64>,
+    status: Status,
+) -> Result<Option<RealTime>, FormatError> {
+    let Some(invoked_at) = invoked else { return Ok(None) };
+    if status == Status::Unknown {
+        return Ok(Some(RealTime { invoked_at, completed_at: i64::MAX }));
+    }
+    let Some(completed_at) = completed else { return Ok(None) };
+    if completed_at < invoked_at {
+        return Err(FormatError::invalid(
+            line,
+            "time",
+            format!("the completion's :time {completed_at} is before its invocation's {invoked_at}"),
+        ));
+    }
+    Ok(Some(RealTime { invoked_at, completed_at }))
 }
 
 /// Moves the value at keyword `key` out of a map (leaving nil), without copying it.

@@ -8,7 +8,8 @@ use serde_json::Value as Json;
 use super::json;
 use crate::model::{Dialect, KV_TABLE};
 use crate::{
-    AggregateFn, FormatError, History, Op, ResultRow, Status, Timestamp, Transaction, TxnId, ValueId,
+    AggregateFn, FormatError, History, Op, RealTime, ResultRow, Status, Timestamp, Transaction, TxnId,
+    ValueId,
 };
 
 #[derive(Deserialize)]
@@ -43,6 +44,10 @@ struct RawTxn {
     start_ts: Option<Json>,
     #[serde(default)]
     commit_ts: Option<Json>,
+    #[serde(default)]
+    invoked_at: Option<Json>,
+    #[serde(default)]
+    completed_at: Option<Json>,
     #[serde(default)]
     meta: Option<Json>,
 }
@@ -293,11 +298,36 @@ fn convert_txn(h: &mut History, raw: RawTxn, line: usize) -> Result<TxnId, Forma
         commit_ts: ts(raw.commit_ts, "commit_ts")?,
         meta: raw.meta.map(Box::new),
         op_meta,
+        real_time: real_time(raw.invoked_at, raw.completed_at).map_err(|(field, m)| bad(field.into(), m))?,
     };
     h.push_txn(txn).map_err(|t| bad("id".into(), format!("transaction id {} appears twice", t.name)))
 }
 
 type OpError = (&'static str, String);
+
+/// The project extension `invoked_at` / `completed_at`: both integers or both absent, and
+/// the completion not before the invocation.
+fn real_time(invoked: Option<Json>, completed: Option<Json>) -> Result<Option<RealTime>, OpError> {
+    let int = |j: &Json, field: &'static str| {
+        j.as_i64()
+            .ok_or_else(|| (field, format!("expected an integer (a time on the clients' clock), found {j}")))
+    };
+    match (invoked.filter(|j| !j.is_null()), completed.filter(|j| !j.is_null())) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(("completed_at", "missing: invoked_at needs completed_at".into())),
+        (None, Some(_)) => Err(("invoked_at", "missing: completed_at needs invoked_at".into())),
+        (Some(i), Some(c)) => {
+            let (invoked_at, completed_at) = (int(&i, "invoked_at")?, int(&c, "completed_at")?);
+            if completed_at < invoked_at {
+                return Err((
+                    "completed_at",
+                    format!("{completed_at} is before invoked_at {invoked_at}: a transaction completes after it is invoked"),
+                ));
+            }
+            Ok(Some(RealTime { invoked_at, completed_at }))
+        }
+    }
+}
 
 fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
     let table = h.intern_table(op.table.as_deref().unwrap_or(KV_TABLE));

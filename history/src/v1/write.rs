@@ -63,6 +63,10 @@ pub fn write_txn<W: Write>(h: &History, id: TxnId, out: &mut W) -> Result<(), Fo
     if let Some(ts) = t.commit_ts {
         m.insert("commit_ts".into(), ts.to_json());
     }
+    if let Some(rt) = t.real_time {
+        m.insert("invoked_at".into(), rt.invoked_at.into());
+        m.insert("completed_at".into(), rt.completed_at.into());
+    }
     let ops: Vec<Json> = t
         .ops
         .iter()
