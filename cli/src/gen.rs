@@ -39,6 +39,11 @@ pub(crate) struct GenArgs {
     /// Fraction of item operations that read [default: 0.5].
     #[arg(long)]
     read_ratio: Option<f64>,
+    /// Blind transactions, as Viper's BlindW benchmark: each transaction is read-only with
+    /// this probability and write-only otherwise (0.5: BlindW-RW, 0.9: BlindW-RM), instead
+    /// of mixing reads and writes by --read-ratio.
+    #[arg(long, value_name = "FRACTION")]
+    read_only_txns: Option<f64>,
     /// Fraction of operations that are predicate operations over the SQL table `t`
     /// (select, predicate update, predicate delete) [default: 0].
     #[arg(long)]
@@ -98,6 +103,7 @@ impl GenArgs {
             ops_per_txn: self.ops_per_txn.unwrap_or(base.ops_per_txn),
             keys: self.keys.unwrap_or(base.keys),
             read_ratio: self.read_ratio.unwrap_or(base.read_ratio),
+            read_only_txns: self.read_only_txns.or(base.read_only_txns),
             predicate_ratio: self.predicate_ratio.unwrap_or(base.predicate_ratio),
             distribution: self.distribution.unwrap_or(base.distribution),
             seed: self.seed,

@@ -117,6 +117,10 @@ pub struct GenConfig {
     pub keys: usize,
     /// Fraction of item operations that are reads (the rest write or append).
     pub read_ratio: f64,
+    /// Blind transactions (Viper's BlindW): with `Some(r)`, each transaction is read-only
+    /// with probability `r` and write-only otherwise, instead of mixing its operations by
+    /// `read_ratio` (0.5 is BlindW-RW, 0.9 BlindW-RM).
+    pub read_only_txns: Option<f64>,
     /// Fraction of operations that are predicate operations (select, predicate update,
     /// predicate delete over ranges of `c0`); needs the SQL table.
     pub predicate_ratio: f64,
@@ -150,6 +154,7 @@ impl Default for GenConfig {
             ops_per_txn: 5,
             keys: 10,
             read_ratio: 0.5,
+            read_only_txns: None,
             predicate_ratio: 0.0,
             distribution: Distribution::Uniform,
             seed: 0,
@@ -173,6 +178,7 @@ impl GenConfig {
             ops_per_txn: 15,
             keys: 1000,
             read_ratio: 0.5,
+            read_only_txns: None,
             predicate_ratio: 0.0,
             distribution: Distribution::Zipfian,
             seed,
@@ -223,7 +229,11 @@ impl GenConfig {
         if self.keys > 1 << 30 || self.txns > u32::MAX as usize / 2 || self.sessions > 1 << 20 {
             return bad("txns/keys/sessions", "too large for 32-bit ids".into());
         }
-        for (knob, r) in [("read-ratio", self.read_ratio), ("predicate-ratio", self.predicate_ratio)] {
+        for (knob, r) in [
+            ("read-ratio", self.read_ratio),
+            ("predicate-ratio", self.predicate_ratio),
+            ("read-only-txns", self.read_only_txns.unwrap_or(0.0)),
+        ] {
             if !(0.0..=1.0).contains(&r) {
                 return bad(knob, format!("{r} is not between 0 and 1"));
             }

@@ -40,6 +40,8 @@ const AVOIDANCE_TRIES: usize = 8;
 struct Active {
     start_ts: u64,
     ops_left: usize,
+    /// Blind transactions: whether every item operation reads (`Some(true)`) or writes.
+    blind: Option<bool>,
     ops: Vec<OpRec>,
     /// Own latest write per object.
     buffer: FxHashMap<u32, Val>,
@@ -179,6 +181,7 @@ impl<'c> Sim<'c> {
             let mut txn = self.spare.pop().unwrap_or_default();
             let start = self.tick();
             txn.reset(start, self.cfg.ops_per_txn);
+            txn.blind = self.cfg.read_only_txns.map(|r| self.rng.random_bool(r));
             self.sessions[session as usize] = Some(txn);
             self.active.push(session);
             self.started += 1;
@@ -202,7 +205,10 @@ impl<'c> Sim<'c> {
         if self.model == DataModel::SqlTable && self.rng.random_bool(self.cfg.predicate_ratio) {
             return self.predicate_op(txn);
         }
-        let read = self.rng.random_bool(self.cfg.read_ratio);
+        let read = match txn.blind {
+            Some(read_only) => read_only,
+            None => self.rng.random_bool(self.cfg.read_ratio),
+        };
         let obj = if read || !self.cfg.avoid_conflicts {
             self.chooser.pick(&mut self.rng) as u32
         } else {

@@ -29,6 +29,7 @@ fn configs() -> Vec<GenConfig> {
                     ops_per_txn: 4,
                     keys: 12,
                     read_ratio: 0.5,
+                    read_only_txns: None,
                     predicate_ratio,
                     distribution,
                     seed: 11,
@@ -200,4 +201,33 @@ fn one_transaction_in_flight_runs_serially_without_aborts() {
         g.history.txns.iter().map(|t| (t.start_ts.unwrap(), t.commit_ts.unwrap())).collect();
     spans.sort();
     assert!(spans.windows(2).all(|w| w[0].1 < w[1].0));
+}
+
+#[test]
+fn blind_transactions_only_read_or_only_write_in_the_asked_proportion_and_stay_valid() {
+    for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+        let cfg = GenConfig {
+            txns: 2000,
+            sessions: 8,
+            ops_per_txn: 8,
+            keys: 200,
+            read_only_txns: Some(0.5),
+            isolation,
+            ..GenConfig::default()
+        };
+        let g = generate(&cfg).unwrap();
+        let (mut reading, mut writing) = (0, 0);
+        for t in &g.history.txns {
+            let reads = t.ops.iter().filter(|op| matches!(op, Op::Read { .. })).count();
+            match reads {
+                8 => reading += 1,
+                0 => writing += 1,
+                _ => panic!("a transaction mixes reads and writes: {t:?}"),
+            }
+        }
+        // Half and half, within a wide margin (2,000 draws).
+        assert!((800..1200).contains(&reading) && reading + writing == 2000, "{reading} read-only");
+        let found = violations(&g.history, &g.certificate, rule(isolation));
+        assert!(found.is_empty(), "{found:?}");
+    }
 }
