@@ -87,15 +87,15 @@ pub(crate) fn check(
              'given'); the writes it leaves out are placed by the search"
         ));
     }
-    let open_before = pg.pairs.len();
+    let open_before = pg.open_count();
     report.stats.edges = pg.deps.len() + pg.anti.len();
-    let pruned = prune::prune(&mut pg, si, PRUNE_ROUNDS);
+    let pruned = prune::prune(&mut pg, si, PRUNE_ROUNDS, prune::Engine::Auto);
     report.notes.push(format!(
         "no certificate: the order of {open_before} pair(s) of writers was open; pruning forced {} in {} round(s), \
          {} went to the SAT solver (edges marked 'forced' or 'chosen by the solver' come from that search)",
         pruned.forced,
         pruned.rounds,
-        pg.pairs.len()
+        pg.open_count()
     ));
     if let Some(cycle) = pruned.cycle {
         anomalies.push(anomaly(h, cycle, si, false));
@@ -127,12 +127,12 @@ pub(crate) fn check(
 /// Every key's writers in the order of `position` (a topological order of an acyclic
 /// orientation, which holds every pair's ww edge).
 fn version_order(pg: &Polygraph, position: &[u32]) -> FxHashMap<ObjId, Vec<TxnId>> {
-    pg.writers
+    pg.keys
         .iter()
-        .map(|(&obj, ws)| {
-            let mut ws = ws.clone();
+        .map(|key| {
+            let mut ws = key.writers.clone();
             ws.sort_unstable_by_key(|t| position[t.index()]);
-            (obj, ws)
+            (key.obj, ws)
         })
         .collect()
 }
