@@ -11,7 +11,10 @@
 //!    other order gives the mirror edges (the constraint of a generalized polygraph).
 //! 3. Pruning ([`prune`]): an order whose edges close a forbidden cycle with the known edges
 //!    is impossible, so the other one is *forced*; repeated until nothing more is forced.
-//!    On histories of valid databases this decides nearly every pair.
+//!    On histories of valid databases this decides nearly every pair. Each key's known
+//!    order is one transitively closed relation over its writers ([`polygraph::KeyOrder`]),
+//!    so only incomparable pairs are asked about and no pair is stored until the solver's
+//!    few; reachability comes from a chain index when the known graph has few chains.
 //! 4. The open pairs go to the solver ([`solve`]): one boolean variable each, preferring the
 //!    order of a topological sort of the known graph; lazy acyclicity adds a clause per
 //!    forbidden cycle found (serializability: in all edges; snapshot isolation: in
