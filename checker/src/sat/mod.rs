@@ -11,7 +11,10 @@
 //!    other order gives the mirror edges (the constraint of a generalized polygraph).
 //! 3. Pruning ([`prune`]): an order whose edges close a forbidden cycle with the known edges
 //!    is impossible, so the other one is *forced*; repeated until nothing more is forced.
-//!    On histories of valid databases this decides nearly every pair.
+//!    On histories of valid databases this decides nearly every pair. Each key's known
+//!    order is one transitively closed relation over its writers ([`polygraph::KeyOrder`]),
+//!    so only incomparable pairs are asked about and no pair is stored until the solver's
+//!    few; reachability comes from a chain index when the known graph has few chains.
 //! 4. The open pairs go to the solver ([`solve`]): one boolean variable each, preferring the
 //!    order of a topological sort of the known graph; lazy acyclicity adds a clause per
 //!    forbidden cycle found (serializability: in all edges; snapshot isolation: in
@@ -87,15 +90,15 @@ pub(crate) fn check(
              'given'); the writes it leaves out are placed by the search"
         ));
     }
-    let open_before = pg.pairs.len();
+    let open_before = pg.open_count();
     report.stats.edges = pg.deps.len() + pg.anti.len();
-    let pruned = prune::prune(&mut pg, si, PRUNE_ROUNDS);
+    let pruned = prune::prune(&mut pg, si, PRUNE_ROUNDS, prune::Engine::Auto);
     report.notes.push(format!(
         "no certificate: the order of {open_before} pair(s) of writers was open; pruning forced {} in {} round(s), \
          {} went to the SAT solver (edges marked 'forced' or 'chosen by the solver' come from that search)",
         pruned.forced,
         pruned.rounds,
-        pg.pairs.len()
+        pg.open_count()
     ));
     if let Some(cycle) = pruned.cycle {
         anomalies.push(anomaly(h, cycle, si, false));
@@ -127,12 +130,12 @@ pub(crate) fn check(
 /// Every key's writers in the order of `position` (a topological order of an acyclic
 /// orientation, which holds every pair's ww edge).
 fn version_order(pg: &Polygraph, position: &[u32]) -> FxHashMap<ObjId, Vec<TxnId>> {
-    pg.writers
+    pg.keys
         .iter()
-        .map(|(&obj, ws)| {
-            let mut ws = ws.clone();
+        .map(|key| {
+            let mut ws = key.writers.clone();
             ws.sort_unstable_by_key(|t| position[t.index()]);
-            (obj, ws)
+            (key.obj, ws)
         })
         .collect()
 }

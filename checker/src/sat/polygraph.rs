@@ -46,34 +46,72 @@ pub(crate) struct Pair {
 /// isolation possibly followed by one anti-dependency.
 pub(crate) type Step = (Arc, Option<Arc>);
 
+/// One key's writers and what is known of their order.
+///
+/// The order is kept as a transitively closed relation over the writers (a bitset row per
+/// writer), never as a list of pairs: a key with `k` writers costs `k² / 8` bytes however
+/// many of its pairs are ordered, and a pair is open exactly when its two writers are
+/// incomparable.
+#[derive(Debug)]
+pub(crate) struct KeyOrder {
+    /// The key.
+    pub(crate) obj: ObjId,
+    /// Its writers (final writes of transactions in the graph), in id order; the order's
+    /// rows and columns are indices into this list.
+    pub(crate) writers: Vec<TxnId>,
+    /// The known order, transitively closed and acyclic.
+    before: Poset,
+    /// Orders that would have made `before` cyclic: kept as direct orders (their edges
+    /// close a ww cycle, which the cycle search reports).
+    stuck: Vec<(u32, u32)>,
+    /// The covering pairs of `before` that give edges (those of read-modify-writes are
+    /// certain edges already), plus `stuck`.
+    edges: Vec<(u32, u32)>,
+}
+
+impl KeyOrder {
+    /// Whether the order of writers `i < j` is still open.
+    pub(crate) fn is_open(&self, i: usize, j: usize) -> bool {
+        !self.before.has(i, j) && !self.before.has(j, i)
+    }
+
+    /// How many pairs of writers are still open.
+    fn open_count(&self) -> usize {
+        let k = self.writers.len();
+        let ordered: usize = (0..k).map(|a| self.before.row_count(a)).sum();
+        k * k.saturating_sub(1) / 2 - ordered
+    }
+}
+
 /// Known edges and open pairs.
 #[derive(Debug)]
 pub(crate) struct Polygraph {
     /// Transaction count (graph nodes are transaction indices).
     pub(crate) n: usize,
+    /// Each transaction's session index (a hint for the chains of [`super::reach`]).
+    pub(crate) session: Vec<u32>,
     /// Known so, wr and ww edges: the certain ones, then those of forced orders.
     pub(crate) deps: Vec<Arc>,
     /// Known rw edges: the certain ones, then those of forced orders.
     pub(crate) anti: Vec<Arc>,
     /// How many of `deps` and `anti` are certain (the rest is rebuilt from the orders).
     certain_len: (usize, usize),
-    /// Pairs of writers whose order is open.
+    /// Pairs of writers whose order is open, listed by [`Polygraph::list_open_pairs`] once
+    /// pruning is done (the solver's variables).
     pub(crate) pairs: Vec<Pair>,
-    /// Per key, its writers (final writes of transactions in the graph), in id order.
-    pub(crate) writers: FxHashMap<ObjId, Vec<TxnId>>,
+    /// Per key with writers, its writers and their known order, by key.
+    pub(crate) keys: Vec<KeyOrder>,
     /// Per version, its external readers and the reading op.
     readers: FxHashMap<(ObjId, Writer), Vec<(TxnId, u32)>>,
-    /// Orders already known: `(obj, first, second)`.
-    pub(crate) known_order: FxHashSet<(ObjId, TxnId, TxnId)>,
     /// The orders read-modify-writes fix (their edges are among the certain ones).
     rmw_order: FxHashSet<(ObjId, TxnId, TxnId)>,
-    /// The same, per key.
-    rmw_by_key: FxHashMap<ObjId, Vec<(TxnId, TxnId)>>,
-    /// Per key, the orders pruning forced (and those the certificate gave).
-    forced_by_key: FxHashMap<ObjId, Vec<(TxnId, TxnId)>>,
     /// The orders the certificate's version order gave: `(obj, first, second)`.
     given: FxHashSet<(ObjId, TxnId, TxnId)>,
 }
+
+/// Newly known orders of one key: its index in [`Polygraph::keys`] and pairs of writer
+/// indices `(first, second)`.
+pub(crate) type Batch = (usize, Vec<(u32, u32)>);
 
 impl Polygraph {
     /// Builds the polygraph from what the reads say ([`mtc::infer`]).
@@ -111,108 +149,140 @@ impl Polygraph {
         }
         // Read-modify-writes fix orders: a before b when b read a's version and overwrote it
         // (its edges are already among the certain ones).
-        let mut known_order: FxHashSet<(ObjId, TxnId, TxnId)> = FxHashSet::default();
+        let mut rmw_order: FxHashSet<(ObjId, TxnId, TxnId)> = FxHashSet::default();
+        let mut rmw_by_key: FxHashMap<ObjId, Vec<(TxnId, TxnId)>> = FxHashMap::default();
         for (&(obj, w), kids) in &inf.children {
             if let Writer::Txn(a) = w {
-                known_order.extend(kids.iter().map(|&b| (obj, a, b)));
-            }
-        }
-        let mut pairs = Vec::new();
-        for &obj in &objs {
-            let ws = &writers[&obj];
-            for i in 0..ws.len() {
-                for j in i + 1..ws.len() {
-                    let (a, b) = (ws[i], ws[j]);
-                    if !known_order.contains(&(obj, a, b)) && !known_order.contains(&(obj, b, a)) {
-                        pairs.push(Pair { obj, a, b });
-                    }
+                for &b in kids {
+                    rmw_order.insert((obj, a, b));
+                    rmw_by_key.entry(obj).or_default().push((a, b));
                 }
             }
         }
+        let mut keys = Vec::with_capacity(objs.len());
+        let mut batches = Vec::new();
+        for (i, &obj) in objs.iter().enumerate() {
+            let ws = writers.remove(&obj).expect("every listed key has writers");
+            let at = |t: TxnId| ws.binary_search(&t).expect("orders are between the key's writers") as u32;
+            if let Some(rmw) = rmw_by_key.get(&obj) {
+                let mut rmw: Vec<(u32, u32)> = rmw.iter().map(|&(a, b)| (at(a), at(b))).collect();
+                rmw.sort_unstable();
+                batches.push((i, rmw));
+            }
+            let k = ws.len();
+            keys.push(KeyOrder {
+                obj,
+                writers: ws,
+                before: Poset::new(k),
+                stuck: Vec::new(),
+                edges: Vec::new(),
+            });
+        }
         let certain_len = (deps.len(), anti.len());
-        Polygraph {
+        let mut pg = Polygraph {
             n: h.txns.len(),
+            session: h.txn_ids().map(|t| h.txn(t).session.index() as u32).collect(),
             deps,
             anti,
             certain_len,
-            pairs,
-            writers,
+            pairs: Vec::new(),
+            keys,
             readers,
-            rmw_by_key: known_order.iter().fold(FxHashMap::default(), |mut m, &(obj, a, b)| {
-                m.entry(obj).or_insert_with(Vec::new).push((a, b));
-                m
-            }),
-            rmw_order: known_order.clone(),
-            known_order,
-            forced_by_key: FxHashMap::default(),
+            rmw_order,
             given: FxHashSet::default(),
-        }
+        };
+        pg.learn(batches);
+        pg
     }
 
     /// Fixes the orders a (possibly partial) version order gives: per key, each listed
     /// writer before the next listed one (the orders between listed writers further apart
-    /// follow by transitivity, and pruning fixes them). Listed transactions that are not
-    /// writers of the key in the graph are passed over. Returns how many orders were fixed.
+    /// follow by transitivity). Listed transactions that are not writers of the key in the
+    /// graph are passed over. Returns how many orders were fixed.
     pub(crate) fn give(&mut self, order: &FxHashMap<ObjId, Vec<TxnId>>) -> usize {
-        let mut objs: Vec<&ObjId> = order.keys().collect();
-        objs.sort_unstable();
-        let mut fixed = Vec::new();
-        for obj in objs {
-            let Some(ws) = self.writers.get(obj) else { continue };
-            let listed: Vec<TxnId> =
-                order[obj].iter().copied().filter(|t| ws.binary_search(t).is_ok()).collect();
-            fixed.extend(listed.windows(2).map(|w| (*obj, w[0], w[1])));
+        let mut batches = Vec::new();
+        let mut count = 0;
+        for (i, key) in self.keys.iter().enumerate() {
+            let Some(listed) = order.get(&key.obj) else { continue };
+            let listed: Vec<u32> =
+                listed.iter().filter_map(|t| key.writers.binary_search(t).ok().map(|x| x as u32)).collect();
+            let fixed: Vec<(u32, u32)> = listed.windows(2).map(|w| (w[0], w[1])).collect();
+            self.given.extend(
+                fixed.iter().map(|&(a, b)| (key.obj, key.writers[a as usize], key.writers[b as usize])),
+            );
+            count += fixed.len();
+            batches.push((i, fixed));
         }
-        self.given.extend(fixed.iter().copied());
-        let given = &self.given;
-        self.pairs.retain(|p| !given.contains(&(p.obj, p.a, p.b)) && !given.contains(&(p.obj, p.b, p.a)));
-        let count = fixed.len();
-        self.force(fixed);
+        self.learn(batches);
         count
     }
 
-    /// Records forced orders `(obj, first, second)` and rebuilds the known edges from every
-    /// key's known orders, compacted: per key only the covering pairs of the order's
-    /// transitive closure give edges (ww `a → b`, rw from `a`'s readers to `b`). The edges
-    /// left out are implied by paths of those kept (`a → c` by `a → b → c`, a reader's
-    /// `r → c` by `r → b → c`), so the forbidden cycles stay the same, at serializable and
-    /// at snapshot isolation, and the graph stays linear in the writers instead of
-    /// quadratic.
-    pub(crate) fn force(&mut self, forced: impl IntoIterator<Item = (ObjId, TxnId, TxnId)>) {
-        let mut changed: FxHashSet<ObjId> = FxHashSet::default();
-        for (obj, first, second) in forced {
-            self.known_order.insert((obj, first, second));
-            self.forced_by_key.entry(obj).or_default().push((first, second));
-            changed.insert(obj);
+    /// How many pairs of writers are still open.
+    pub(crate) fn open_count(&self) -> usize {
+        self.keys.iter().map(KeyOrder::open_count).sum()
+    }
+
+    /// Lists the open pairs in [`Polygraph::pairs`] (for the solver).
+    pub(crate) fn list_open_pairs(&mut self) {
+        let mut pairs = Vec::new();
+        for key in &self.keys {
+            let k = key.writers.len();
+            for i in 0..k {
+                for j in i + 1..k {
+                    if key.is_open(i, j) {
+                        pairs.push(Pair { obj: key.obj, a: key.writers[i], b: key.writers[j] });
+                    }
+                }
+            }
+        }
+        self.pairs = pairs;
+    }
+
+    /// Records newly known orders (forced, given, or those of read-modify-writes), closes
+    /// each changed key's order transitively, and rebuilds the known edges from every key's
+    /// order, compacted: only the covering pairs of the order give edges (ww `a → b`, rw
+    /// from `a`'s readers to `b`). The edges left out are implied by paths of those kept
+    /// (`a → c` by `a → b → c`, a reader's `r → c` by `r → b → c`), so the forbidden cycles
+    /// stay the same, at serializable and at snapshot isolation, and the graph stays linear
+    /// in the writers instead of quadratic. Orders that would make a key's order cyclic are
+    /// kept as they are, so their edges close a cycle the next search reports.
+    pub(crate) fn learn(&mut self, batches: Vec<Batch>) {
+        for (i, batch) in batches {
+            if batch.is_empty() {
+                continue;
+            }
+            let key = &mut self.keys[i];
+            let mut next = key.before.clone();
+            for &(a, b) in &batch {
+                next.add(a as usize, b as usize);
+            }
+            if next.close() {
+                key.before = next;
+            } else {
+                key.stuck.extend(batch);
+            }
+            let (obj, ws) = (key.obj, &key.writers);
+            let rmw = &self.rmw_order;
+            key.edges = key
+                .before
+                .covers()
+                .into_iter()
+                .chain(key.stuck.iter().copied())
+                .filter(|&(a, b)| !rmw.contains(&(obj, ws[a as usize], ws[b as usize])))
+                .collect();
         }
         self.deps.truncate(self.certain_len.0);
         self.anti.truncate(self.certain_len.1);
-        let mut objs: Vec<ObjId> = self.forced_by_key.keys().copied().collect();
-        objs.sort_unstable();
-        for obj in objs {
-            let ws = &self.writers[&obj];
-            let at = |t: TxnId| ws.binary_search(&t).expect("orders are between the key's writers");
-            let mut before = Poset::new(ws.len());
-            for &(a, b) in &self.known_order_of(obj) {
-                before.add(at(a), at(b));
-            }
-            let mut edges = Vec::new();
-            match before.covers() {
-                Some(covers) => {
-                    for (a, b) in covers {
-                        if self.forced_pair(obj, ws[a], ws[b]) {
-                            edges.push((ws[a], ws[b]));
-                        }
-                    }
-                }
-                // A cycle of orders: keep them all, the cycle search reports it.
-                None => edges.extend(self.forced_by_key[&obj].iter().copied()),
-            }
-            for (first, second) in edges {
-                let origin =
-                    if self.given.contains(&(obj, first, second)) { Origin::Given } else { Origin::Forced };
+        for key in &self.keys {
+            for &(a, b) in &key.edges {
+                let (first, second) = (key.writers[a as usize], key.writers[b as usize]);
+                let origin = if self.given.contains(&(key.obj, first, second)) {
+                    Origin::Given
+                } else {
+                    Origin::Forced
+                };
                 let (deps, anti) = (&mut self.deps, &mut self.anti);
-                order_edges_into(&self.readers, obj, first, second, origin, |e| {
+                order_edges_into(&self.readers, key.obj, first, second, origin, |e| {
                     if e.2.dep.kind == EdgeKind::Ww {
                         deps.push(e)
                     } else {
@@ -221,18 +291,6 @@ impl Polygraph {
                 });
             }
         }
-    }
-
-    /// Every known order of `obj`'s writers (read-modify-writes and forced).
-    fn known_order_of(&self, obj: ObjId) -> Vec<(TxnId, TxnId)> {
-        let mut out: Vec<(TxnId, TxnId)> = self.forced_by_key.get(&obj).cloned().unwrap_or_default();
-        out.extend(self.rmw_by_key.get(&obj).map(Vec::as_slice).unwrap_or(&[]));
-        out
-    }
-
-    /// Whether the order `a` before `b` of `obj` was forced (its edges are not certain).
-    fn forced_pair(&self, obj: ObjId, a: TxnId, b: TxnId) -> bool {
-        !self.rmw_order.contains(&(obj, a, b))
     }
 
     /// The external readers of `writer`'s version of `obj`.
@@ -274,6 +332,7 @@ fn order_edges_into(
 }
 
 /// A strict order over `0..k` given by some of its pairs, as bitset rows.
+#[derive(Clone, Debug)]
 struct Poset {
     words: usize,
     after: Vec<u64>,
@@ -293,23 +352,36 @@ impl Poset {
         self.after[a * self.words + b / 64] & (1 << (b % 64)) != 0
     }
 
-    /// The covering pairs `(a, b)` (a before b with nothing known in between) of the
-    /// transitive closure, or `None` when the pairs contain a cycle.
-    fn covers(mut self) -> Option<Vec<(usize, usize)>> {
+    /// How many elements come after `a`.
+    fn row_count(&self, a: usize) -> usize {
+        self.after[a * self.words..(a + 1) * self.words].iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Closes the relation transitively (Warshall's algorithm, one bitset row at a time);
+    /// false when it has a cycle.
+    fn close(&mut self) -> bool {
         let (k, w) = (self.after.len() / self.words, self.words);
-        // Warshall's closure, one bitset row at a time.
         for m in 0..k {
             for a in 0..k {
-                if self.has(a, m) {
-                    for x in 0..w {
-                        self.after[a * w + x] |= self.after[m * w + x];
-                    }
+                if a != m && self.has(a, m) {
+                    let (row, via) = if a < m {
+                        let (lo, hi) = self.after.split_at_mut(m * w);
+                        (&mut lo[a * w..(a + 1) * w], &hi[..w])
+                    } else {
+                        let (lo, hi) = self.after.split_at_mut(a * w);
+                        (&mut hi[..w], &lo[m * w..(m + 1) * w])
+                    };
+                    row.iter_mut().zip(via).for_each(|(x, y)| *x |= y);
                 }
             }
         }
-        if (0..k).any(|a| self.has(a, a)) {
-            return None;
-        }
+        (0..k).all(|a| !self.has(a, a))
+    }
+
+    /// The covering pairs `(a, b)` (a before b with nothing known in between) of a closed,
+    /// acyclic relation.
+    fn covers(&self) -> Vec<(u32, u32)> {
+        let (k, w) = (self.after.len() / self.words, self.words);
         let mut out = Vec::new();
         let mut implied = vec![0u64; w];
         for a in 0..k {
@@ -323,11 +395,11 @@ impl Poset {
             }
             for b in 0..k {
                 if self.has(a, b) && implied[b / 64] & (1 << (b % 64)) == 0 {
-                    out.push((a, b));
+                    out.push((a as u32, b as u32));
                 }
             }
         }
-        Some(out)
+        out
     }
 }
 
@@ -346,6 +418,24 @@ pub(crate) fn forbidden_graph(n: usize, deps: &[Arc], anti: &[Arc], si: bool) ->
         out
     } else {
         deps.iter().chain(anti).map(|&e| (e.0, e.1, (e, None))).collect()
+    };
+    Csr::build(n, &edges)
+}
+
+/// Where the edges of [`forbidden_graph`] go, without their payloads: all pruning's
+/// reachability needs, in a fraction of the memory (at snapshot isolation the composed
+/// `deps ; anti` edges are the bulk of the graph).
+pub(crate) fn forbidden_shape(n: usize, deps: &[Arc], anti: &[Arc], si: bool) -> Csr<()> {
+    let edges: Vec<(u32, u32, ())> = if si {
+        let by_source = Csr::build(n, &anti.iter().map(|&e| (e.0, e.1, ())).collect::<Vec<_>>());
+        let mut out = Vec::with_capacity(deps.len() * 2);
+        for &d in deps {
+            out.push((d.0, d.1, ()));
+            out.extend(by_source.targets_from(d.1).iter().map(|&s| (d.0, s, ())));
+        }
+        out
+    } else {
+        deps.iter().chain(anti).map(|&e| (e.0, e.1, ())).collect()
     };
     Csr::build(n, &edges)
 }

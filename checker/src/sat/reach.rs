@@ -93,6 +93,105 @@ pub(crate) fn reaches<E: Copy>(g: &Csr<E>, order: &[u32], queries: &[(u32, u32)]
     answer
 }
 
+/// Nodes of no chain (no edges at all).
+const NO_CHAIN: u32 = u32::MAX;
+
+/// Reachability in an acyclic graph by a chain decomposition: the nodes are covered by
+/// chains (paths of the graph; a session's transactions in order, mostly), and each node
+/// keeps, per chain, the earliest position on it that it reaches. A query is then one
+/// lookup: `from` reaches `to` when its earliest position on `to`'s chain is at or before
+/// `to`'s. The index takes nodes × chains × 4 bytes and edges × chains steps to build, so
+/// it is built only when the chains are few ([`ChainIndex::build`] says when).
+#[derive(Debug)]
+pub(crate) struct ChainIndex {
+    /// Chains.
+    chains: usize,
+    /// Each node's chain, or [`NO_CHAIN`].
+    chain: Vec<u32>,
+    /// Each node's position on its chain.
+    pos: Vec<u32>,
+    /// Per node and chain, the earliest position reached by a path of one or more edges
+    /// (`u32::MAX`: none).
+    earliest: Vec<u32>,
+}
+
+impl ChainIndex {
+    /// Builds the index of the acyclic graph `g` with topological order `order`, or `None`
+    /// when it would take more than `max_bytes`. `hint`: a chain follows an edge to a node
+    /// of the same hint (session) first.
+    pub(crate) fn build<E: Copy>(g: &Csr<E>, order: &[u32], hint: &[u32], max_bytes: usize) -> Option<Self> {
+        let n = g.nodes();
+        let mut has_edge = vec![false; n];
+        for v in 0..n as u32 {
+            for &w in g.targets_from(v) {
+                has_edge[v as usize] = true;
+                has_edge[w as usize] = true;
+            }
+        }
+        let mut chain = vec![NO_CHAIN; n];
+        let mut pos = vec![0u32; n];
+        let mut rank = vec![0u32; n];
+        for (i, &v) in order.iter().enumerate() {
+            rank[v as usize] = i as u32;
+        }
+        let mut chains = 0usize;
+        for &v in order {
+            if chain[v as usize] != NO_CHAIN || !has_edge[v as usize] {
+                continue;
+            }
+            let (mut x, mut p) = (v, 0u32);
+            loop {
+                chain[x as usize] = chains as u32;
+                pos[x as usize] = p;
+                p += 1;
+                let free = g.targets_from(x).iter().copied().filter(|&w| chain[w as usize] == NO_CHAIN);
+                let same = free
+                    .clone()
+                    .filter(|&w| hint[w as usize] == hint[x as usize])
+                    .min_by_key(|&w| rank[w as usize]);
+                match same.or_else(|| free.min_by_key(|&w| rank[w as usize])) {
+                    Some(w) => x = w,
+                    None => break,
+                }
+            }
+            chains += 1;
+            if n.saturating_mul(chains).saturating_mul(4) > max_bytes {
+                return None;
+            }
+        }
+        let mut earliest = vec![u32::MAX; n * chains];
+        let mut row = vec![u32::MAX; chains];
+        for &v in order.iter().rev() {
+            row.iter_mut().for_each(|x| *x = u32::MAX);
+            for &w in g.targets_from(v) {
+                let c = chain[w as usize] as usize;
+                row[c] = row[c].min(pos[w as usize]);
+                let theirs = &earliest[w as usize * chains..(w as usize + 1) * chains];
+                row.iter_mut().zip(theirs).for_each(|(x, &y)| *x = (*x).min(y));
+            }
+            earliest[v as usize * chains..(v as usize + 1) * chains].copy_from_slice(&row);
+        }
+        Some(ChainIndex { chains, chain, pos, earliest })
+    }
+
+    /// How many chains cover the nodes with edges.
+    #[cfg(test)]
+    pub(crate) fn chains(&self) -> usize {
+        self.chains
+    }
+
+    /// Whether a path of one or more edges leads from `from` to `to`.
+    pub(crate) fn reaches(&self, from: u32, to: u32) -> bool {
+        let c = self.chain[to as usize];
+        c != NO_CHAIN && self.earliest[from as usize * self.chains + c as usize] <= self.pos[to as usize]
+    }
+
+    /// Whether `from == to` or a path leads from `from` to `to`.
+    pub(crate) fn reaches_or_is(&self, from: u32, to: u32) -> bool {
+        from == to || self.reaches(from, to)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +244,44 @@ mod tests {
                 assert_eq!(got[q], slow(&g, from, to), "{from} -> {to} in {edges:?}");
             }
         }
+    }
+
+    #[test]
+    fn chain_index_agrees_with_depth_first_search_on_random_dags() {
+        let mut rng = isocert_random::seeded(11);
+        let mut chained = 0usize;
+        for _ in 0..300 {
+            let n = rng.random_range(1..40u32);
+            let m = rng.random_range(0..n * 3);
+            let mut rank: Vec<u32> = (0..n).collect();
+            for i in (1..n as usize).rev() {
+                rank.swap(i, rng.random_range(0..=i));
+            }
+            let edges: Vec<(u32, u32, ())> = (0..m)
+                .filter_map(|_| {
+                    let (a, b) = (rng.random_range(0..n), rng.random_range(0..n));
+                    (rank[a as usize] < rank[b as usize]).then_some((a, b, ()))
+                })
+                .collect();
+            let g = Csr::build(n as usize, &edges);
+            let order = topological_order(&g).expect("acyclic by construction");
+            let hint: Vec<u32> = (0..n).map(|_| rng.random_range(0..4u32)).collect();
+            let index = ChainIndex::build(&g, &order, &hint, usize::MAX).expect("no memory bound");
+            chained += (index.chains() > 1) as usize;
+            for from in 0..n {
+                for to in 0..n {
+                    let expected = from != to && slow(&g, from, to);
+                    assert_eq!(index.reaches(from, to), expected, "{from} -> {to} in {edges:?}");
+                    assert_eq!(index.reaches_or_is(from, to), from == to || expected);
+                }
+            }
+        }
+        assert!(chained > 100, "only {chained} graphs needed more than one chain");
+        // Too many chains for the bound: no index.
+        let g = Csr::build(4, &[(0, 1, ()), (2, 3, ())]);
+        let order = topological_order(&g).unwrap();
+        assert!(ChainIndex::build(&g, &order, &[0, 0, 0, 0], 4 * 4).is_none());
+        assert!(ChainIndex::build(&g, &order, &[0, 0, 0, 0], 4 * 8).is_some());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use batsat::{lbool, BasicSolver, Lit, SolverInterface};
 
-use super::polygraph::{cycles, forbidden_graph, Arc, Origin, Polygraph};
+use super::polygraph::{cycles, forbidden_graph, forbidden_shape, Arc, Origin, Polygraph};
 use super::reach::topological_order;
 
 /// Cycles turned into clauses per cyclic component and round.
@@ -31,8 +31,9 @@ pub(crate) enum Outcome {
 /// Searches an orientation of `pg`'s open pairs.
 pub(crate) fn solve(pg: &Polygraph, si: bool) -> Outcome {
     let n = pg.n;
-    let known = forbidden_graph(n, &pg.deps, &pg.anti, si);
+    let known = forbidden_shape(n, &pg.deps, &pg.anti, si);
     let Some(order) = topological_order(&known) else {
+        let known = forbidden_graph(n, &pg.deps, &pg.anti, si);
         let cycle = cycles(&known, 1).into_iter().next().expect("a cyclic graph has a cycle");
         return Outcome::Invalid { cycle, core: Vec::new(), unsat: false, rounds: 0 };
     };
@@ -70,10 +71,10 @@ pub(crate) fn solve(pg: &Polygraph, si: bool) -> Outcome {
                 }
             });
         }
-        let g = forbidden_graph(n, &deps, &anti, si);
-        if let Some(order) = topological_order(&g) {
+        if let Some(order) = topological_order(&forbidden_shape(n, &deps, &anti, si)) {
             return Outcome::Valid { position: positions(&order), rounds };
         }
+        let g = forbidden_graph(n, &deps, &anti, si);
         let found = cycles(&g, CYCLES_PER_COMPONENT);
         for cycle in &found {
             let mut clause: Vec<Lit> = cycle
