@@ -40,6 +40,6 @@ pub use kv::{read_kv_v1, read_kv_v1_bytes, KvHistory, KvOp, KvOpKind, KvTxnField
 pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, ResultRow, Status, Table, Transaction, KV_TABLE,
 };
-pub use snapshot_set::{SnapshotResolver, SnapshotSet, SnapshotSetError};
+pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};
