@@ -41,6 +41,6 @@ pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,
     KV_TABLE,
 };
-pub use snapshot_set::{SnapshotResolver, SnapshotSet, SnapshotSetError};
+pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};

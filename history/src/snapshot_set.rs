@@ -63,6 +63,27 @@ pub struct SnapshotResolver {
     at: usize,
     /// Per object (by index): how many of its writers the current snapshot sees.
     visible: Vec<u32>,
+    /// Whether [`Self::seek`] records the objects it changes (for [`Self::take_changes`]).
+    record: bool,
+    /// The objects whose newest visible writer may have changed since the last
+    /// [`Self::take_changes`] (with repeats).
+    changed: Vec<ObjId>,
+}
+
+/// What the current snapshot of a [`SnapshotResolver`] ([`SnapshotResolver::seek`]) shows of
+/// one object, to an operation whose transaction did not write it and whose set lists no
+/// exception for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotRow {
+    /// The newest writer committed at or before the snapshot.
+    Txn(TxnId),
+    /// No writer is visible; the object has an initial value.
+    Initial,
+    /// No writer is visible and the object is unborn: it is not in the set.
+    Unborn,
+    /// The object's writers lack commit timestamps or are not ordered by them: only
+    /// [`SnapshotResolver::resolve_object`] for the operation at hand can say.
+    PerOperation,
 }
 
 /// One object's writers in version order.
@@ -112,7 +133,115 @@ impl SnapshotResolver {
         }
         commits.sort_unstable();
         let visible = vec![0; writers.len()];
-        SnapshotResolver { writers, objects, initial, commits, at: 0, visible }
+        SnapshotResolver {
+            writers,
+            objects,
+            initial,
+            commits,
+            at: 0,
+            visible,
+            record: false,
+            changed: Vec::new(),
+        }
+    }
+
+    /// From now on, records the objects each move of the snapshot changes, for
+    /// [`Self::take_changes`].
+    pub fn record_changes(&mut self) {
+        self.record = true;
+    }
+
+    /// Moves the current snapshot to `through` (as resolving a set read at `through` does).
+    pub fn seek(&mut self, through: Timestamp) {
+        self.move_to(through);
+    }
+
+    /// Swaps the objects whose [`Self::row`] may have changed since the last call (with
+    /// repeats; empty unless [`Self::record_changes`] was called) into `out`, which is cleared.
+    pub fn take_changes(&mut self, out: &mut Vec<ObjId>) {
+        out.clear();
+        std::mem::swap(out, &mut self.changed);
+    }
+
+    /// What the current snapshot shows of `obj` ([`SnapshotRow`]).
+    pub fn row(&self, obj: ObjId) -> SnapshotRow {
+        let Some(list) = self.writers.get(obj.index()) else { return SnapshotRow::PerOperation };
+        if !list.monotone && !list.txns.is_empty() {
+            return SnapshotRow::PerOperation;
+        }
+        match self.visible[obj.index()] as usize {
+            0 if self.initial[obj.index()] => SnapshotRow::Initial,
+            0 => SnapshotRow::Unborn,
+            n => SnapshotRow::Txn(list.txns[n - 1]),
+        }
+    }
+
+    /// The objects operation `at` wrote in its transaction's earlier operations: the set
+    /// gives them the transaction's own version (rule 2).
+    pub fn earlier_writes(h: &History, at: OpRef) -> FxHashSet<ObjId> {
+        let mut own: FxHashSet<ObjId> = FxHashSet::default();
+        for op in h.txn(at.txn).ops.iter().take(at.op as usize) {
+            match op {
+                Op::Write { obj, .. } => {
+                    own.insert(*obj);
+                }
+                Op::Update { rows, .. } | Op::Delete { rows, .. } => own.extend(rows.iter().map(|r| r.obj)),
+                _ => {}
+            }
+        }
+        own
+    }
+
+    /// The version of `obj` in the set `snap` gives operation `at` (`None`: not in the set),
+    /// by the module's rule; `own` is [`Self::earlier_writes`] of `at`. Moves the current
+    /// snapshot to the set's.
+    ///
+    /// # Errors
+    /// A writer the rule must place has no commit timestamp.
+    pub fn resolve_object(
+        &mut self,
+        h: &History,
+        at: OpRef,
+        snap: &SnapshotSet,
+        obj: ObjId,
+        own: &FxHashSet<ObjId>,
+    ) -> Result<Option<SeenVersion>, SnapshotSetError> {
+        self.move_to(snap.visible_through);
+        self.rule(h, at, snap, obj, own)
+    }
+
+    /// The module's rule for one object, at the current snapshot (which must be the set's).
+    fn rule(
+        &self,
+        h: &History,
+        at: OpRef,
+        snap: &SnapshotSet,
+        obj: ObjId,
+        own: &FxHashSet<ObjId>,
+    ) -> Result<Option<SeenVersion>, SnapshotSetError> {
+        if let Some(e) = snap.except.iter().find(|e| e.obj == obj) {
+            return Ok(Some(*e));
+        }
+        if snap.unseen.contains(&obj) {
+            return Ok(None);
+        }
+        if own.contains(&obj) {
+            return Ok(Some(SeenVersion { obj, writer: Writer::Txn(at.txn) }));
+        }
+        match self.newest_visible(obj, at.txn, snap.visible_through) {
+            Ok(Some(w)) => Ok(Some(SeenVersion { obj, writer: Writer::Txn(w) })),
+            Ok(None) if self.initial[obj.index()] => Ok(Some(SeenVersion { obj, writer: Writer::Initial })),
+            Ok(None) => Ok(None),
+            Err(w) => Err(SnapshotSetError {
+                txn: h.txn_label(at.txn),
+                op: at.op,
+                message: format!(
+                    "{} writes {} and has no commit timestamp to compare with the snapshot's",
+                    h.txn_label(w),
+                    h.object_label(obj)
+                ),
+            }),
+        }
     }
 
     /// Moves the current snapshot to `through`: consecutive operations' snapshots are
@@ -127,10 +256,17 @@ impl SnapshotResolver {
             }
             self.visible[obj.index()] += 1;
             self.at += 1;
+            if self.record {
+                self.changed.push(obj);
+            }
         }
         while self.at > 0 && self.commits[self.at - 1].0 > through {
             self.at -= 1;
-            self.visible[self.commits[self.at].1.index()] -= 1;
+            let obj = self.commits[self.at].1;
+            self.visible[obj.index()] -= 1;
+            if self.record {
+                self.changed.push(obj);
+            }
         }
     }
 
@@ -153,48 +289,22 @@ impl SnapshotResolver {
         out: &mut Vec<SeenVersion>,
     ) -> Result<(), SnapshotSetError> {
         out.clear();
-        let err = |message: String| SnapshotSetError { txn: h.txn_label(at.txn), op: at.op, message };
         let ops = &h.txn(at.txn).ops;
         let table = match ops.get(at.op as usize).and_then(Op::predicate) {
             Some(p) => h.predicate(p).table,
-            None => return Err(err("the operation is not a predicate operation".into())),
-        };
-        let mut own: FxHashSet<ObjId> = FxHashSet::default();
-        for op in &ops[..at.op as usize] {
-            match op {
-                Op::Write { obj, .. } => {
-                    own.insert(*obj);
-                }
-                Op::Update { rows, .. } | Op::Delete { rows, .. } => own.extend(rows.iter().map(|r| r.obj)),
-                _ => {}
+            None => {
+                return Err(SnapshotSetError {
+                    txn: h.txn_label(at.txn),
+                    op: at.op,
+                    message: "the operation is not a predicate operation".into(),
+                })
             }
-        }
+        };
+        let own = Self::earlier_writes(h, at);
         self.move_to(snap.visible_through);
         for &obj in self.objects.get(table.index()).map_or(&[][..], Vec::as_slice) {
-            if let Some(e) = snap.except.iter().find(|e| e.obj == obj) {
-                out.push(*e);
-                continue;
-            }
-            if snap.unseen.contains(&obj) {
-                continue;
-            }
-            if own.contains(&obj) {
-                out.push(SeenVersion { obj, writer: Writer::Txn(at.txn) });
-                continue;
-            }
-            match self.newest_visible(obj, at.txn, snap.visible_through) {
-                Ok(Some(w)) => out.push(SeenVersion { obj, writer: Writer::Txn(w) }),
-                Ok(None) if self.initial[obj.index()] => {
-                    out.push(SeenVersion { obj, writer: Writer::Initial })
-                }
-                Ok(None) => {}
-                Err(w) => {
-                    return Err(err(format!(
-                        "{} writes {} and has no commit timestamp to compare with the snapshot's",
-                        h.txn_label(w),
-                        h.object_label(obj)
-                    )))
-                }
+            if let Some(seen) = self.rule(h, at, snap, obj, &own)? {
+                out.push(seen);
             }
         }
         Ok(())

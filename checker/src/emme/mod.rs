@@ -79,6 +79,17 @@ pub(crate) fn check(
     level: IsolationLevel,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
+    check_walking(h, cert, level, oracle, predicate::Walk::Delta)
+}
+
+/// Runs Emme, walking compact version sets as `walk` says in witness mode.
+fn check_walking(
+    h: &History,
+    cert: &Certificate,
+    level: IsolationLevel,
+    oracle: &dyn MatchesOracle,
+    walk: predicate::Walk,
+) -> Result<Report, CheckError> {
     if level.black_box_only() {
         return Err(CheckError::UnsupportedLevel { checker: CheckerKind::Emme, level, hint: WEAK_HINT });
     }
@@ -138,6 +149,7 @@ pub(crate) fn check(
                 let mut unused = Vec::new();
                 let mut pass = predicate::PredicatePass::new(h, cert, level, oracle, &vt)?;
                 pass.witness = Some((rank, obligations));
+                pass.walk = walk;
                 predicates(h, &vt, &mut values, &mut unused, &mut found, &mut pass, level)?;
                 if !pass.failed {
                     anomalies.extend(found);

@@ -6,6 +6,8 @@
 //! neighbours in the version order are evaluated. Each operation then only walks the
 //! predicate's matching versions and match-changing transitions, plus its version set.
 
+mod delta;
+
 use isocert_history::{
     Certificate, ColId, History, ObjId, Op, OpRef, PredId, SeenVersion, SnapshotResolver, SnapshotSet,
     TableId, TxnId, ValueId, Writer,
@@ -22,6 +24,18 @@ use crate::colindex::{key_of, usable_constraints, ColumnIndex, Range};
 use crate::values::column_value;
 use crate::versions::{VersionTable, INITIAL};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, EdgeKind, IsolationLevel};
+
+/// How witness mode walks an operation's compact version set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Walk {
+    /// Only the rows that changed since the previous operation, the candidate matches and
+    /// the rows whose forward check can fail ([`delta::DeltaView`]).
+    Delta,
+    /// Resolve the set and visit every row of the table (the reference the delta is tested
+    /// against).
+    #[cfg_attr(not(test), allow(dead_code))]
+    EveryRow,
+}
 
 /// The versions one predicate matches, and those whose installation changed its matches.
 #[derive(Debug, Default)]
@@ -65,6 +79,11 @@ pub(crate) struct PredicatePass<'a, 'h> {
     /// Witness mode: a predicate edge was backward (or unknown), so the witness fails.
     pub(crate) failed: bool,
     table_objects: Vec<Vec<ObjId>>,
+    /// Witness mode over compact sets: the rows' versions at the resolver's snapshot
+    /// ([`delta::DeltaView`]), laid out at the first operation it serves.
+    delta: Option<delta::DeltaView<'h>>,
+    /// How witness mode walks compact sets.
+    pub(crate) walk: Walk,
 }
 
 impl<'a, 'h> PredicatePass<'a, 'h> {
@@ -106,6 +125,8 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                 }
                 by_table
             },
+            delta: None,
+            walk: Walk::Delta,
         })
     }
 
@@ -190,6 +211,17 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         let h = self.h;
         let Some(pred) = op.predicate() else { return Ok(()) };
         let opref = OpRef { txn: t, op: i };
+        if self.witness.is_some()
+            && self.walk == Walk::Delta
+            && self.sets.and_then(|s| s.get(&opref)).is_none()
+        {
+            let snaps = self.snapshots.as_ref().map(|(s, _)| *s);
+            if let Some(snap) = snaps.and_then(|s| s.get(&opref)) {
+                if self.delta_op(t, i, op, pred, snap, items)? {
+                    return Ok(());
+                }
+            }
+        }
         let mut resolved = std::mem::take(&mut self.resolved);
         let set: Option<&[SeenVersion]> = match self.sets.and_then(|s| s.get(&opref)) {
             Some(set) => Some(set),
