@@ -17,8 +17,8 @@
 //! cannot evaluate; statements on tables that are not recordable; DDL; anything sqlparser
 //! cannot parse.
 
-use isocert_adapters::{Isolation, Step, TableSpec};
-use isocert_history::{AggregateFn, Dialect, History};
+use isocert_adapters::{ColumnType, Isolation, Step, TableSpec};
+use isocert_history::{AggregateFn, Dialect, History, Scalar};
 use isocert_oracle::Interpreter;
 use sqlparser::ast::{
     AssignmentTarget, BinaryOperator, ColumnOption, DataType, Expr, FromTable, FunctionArg, FunctionArgExpr,
@@ -29,8 +29,8 @@ use sqlparser::ast::{
 use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect};
 use sqlparser::parser::Parser;
 
-/// A table a scenario's statements are recorded on: one its setup creates with integer
-/// columns and a one-column integer primary key.
+/// A table a scenario's statements are recorded on: one its setup creates with a
+/// one-column integer primary key and columns of the types [`column_type`] knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScenarioTable {
     /// Its name and columns, primary key first (the seam's vocabulary).
@@ -163,6 +163,24 @@ fn last_name(name: &ObjectName) -> Option<String> {
     }
 }
 
+/// The seam's type of a column declared `t`, or `None` for a type isocert does not record
+/// (`char(n)` pads its values, `real` rounds them to single precision, dates, arrays, ...).
+pub fn column_type(t: &DataType) -> Option<ColumnType> {
+    if is_integer_type(t) {
+        return Some(ColumnType::Integer);
+    }
+    Some(match t {
+        DataType::Text | DataType::Varchar(_) | DataType::CharacterVarying(_) | DataType::String(None) => {
+            ColumnType::Text
+        }
+        DataType::Double(_) | DataType::DoublePrecision | DataType::Float8 => ColumnType::Float,
+        DataType::Numeric(_) | DataType::Decimal(_) | DataType::Dec(_) => ColumnType::Numeric,
+        DataType::Boolean | DataType::Bool => ColumnType::Boolean,
+        DataType::Custom(name, _) if last_name(name).is_some_and(|n| n == "float8") => ColumnType::Float,
+        _ => return None,
+    })
+}
+
 fn is_integer_type(t: &DataType) -> bool {
     matches!(
         t,
@@ -259,8 +277,8 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
             skip("a partitioned table (changes are published under its partitions' names)".into());
             continue;
         }
-        if let Some(c) = create.columns.iter().find(|c| !is_integer_type(&c.data_type)) {
-            skip(format!("a column that is not an integer ({})", c.data_type));
+        if let Some(c) = create.columns.iter().find(|c| column_type(&c.data_type).is_none()) {
+            skip(format!("a column of a type isocert does not record ({})", c.data_type));
             continue;
         }
         let mut keys: Vec<String> = create
@@ -287,11 +305,24 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
                 continue;
             }
         };
+        let type_of = |name: &str| {
+            create
+                .columns
+                .iter()
+                .find(|c| c.name.value.eq_ignore_ascii_case(name))
+                .and_then(|c| column_type(&c.data_type))
+        };
+        if type_of(&pk) != Some(ColumnType::Integer) {
+            skip("a primary key that is not an integer".into());
+            continue;
+        }
         if found.iter().any(|t| t.spec.name == name) {
             continue;
         }
         let mut columns = vec![pk.clone()];
         columns.extend(create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).filter(|c| *c != pk));
+        let types: Vec<ColumnType> =
+            columns.iter().map(|c| type_of(c).expect("every column's type was checked")).collect();
         // The seam's vocabulary names tables and columns with 'static strings (workload
         // tables are constants); a scenario's few names are leaked once per table.
         let columns: Vec<&'static str> =
@@ -300,6 +331,7 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
             spec: TableSpec {
                 name: Box::leak(name.into_boxed_str()),
                 columns: Box::leak(columns.into_boxed_slice()),
+                types: Box::leak(types.into_boxed_slice()),
             },
         });
     }
@@ -357,6 +389,34 @@ fn integer(e: &Expr) -> Option<i64> {
         Expr::Nested(e) => integer(e),
         _ => None,
     }
+}
+
+/// A literal (a number, a quoted string, `TRUE`/`FALSE`, `NULL`, a negated number) as a
+/// value of column type `ty` in canonical form; `None` for anything else or a literal of
+/// another type (text in an integer column: the database would convert it, isocert does
+/// not guess how).
+fn literal(e: &Expr, ty: ColumnType) -> Option<Scalar> {
+    let scalar = match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => match n.parse::<i64>() {
+                Ok(i) => Scalar::Int(i),
+                Err(_) if matches!(ty, ColumnType::Float | ColumnType::Numeric) => ty.parse(n).ok()?,
+                Err(_) => return None,
+            },
+            Value::SingleQuotedString(t) if ty == ColumnType::Text => Scalar::Text(t.as_str().into()),
+            Value::Boolean(b) => Scalar::Bool(*b),
+            Value::Null => Scalar::Null,
+            _ => return None,
+        },
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match literal(expr, ty)? {
+            Scalar::Int(i) => Scalar::Int(-i),
+            Scalar::Float(f) => Scalar::Float(-f),
+            _ => return None,
+        },
+        Expr::Nested(e) => return literal(e, ty),
+        _ => return None,
+    };
+    ty.canonical(scalar).ok()
 }
 
 fn column_name(e: &Expr) -> Option<String> {
@@ -446,13 +506,13 @@ impl Translator {
                     let AssignmentTarget::ColumnName(c) = &a.target else {
                         return self.raw(sql, Effect::WritesTable, "a tuple assignment");
                     };
-                    let (Some(col), Some(v)) =
-                        (last_name(c).and_then(|c| self.column(&t, &c)), integer(&a.value))
+                    let col = last_name(c).and_then(|c| self.column(&t, &c));
+                    let Some((col, v)) = col.and_then(|c| Some((c, literal(&a.value, t.spec.type_of(c))?)))
                     else {
                         return self.raw(
                             sql,
                             Effect::WritesTable,
-                            "SET of something other than an integer constant",
+                            "SET of something other than a constant of the column's type",
                         );
                     };
                     if col == t.spec.pk() {
@@ -606,6 +666,13 @@ impl Translator {
             let Some(column) = column else {
                 return self.raw(sql, Effect::Unseen, "an aggregate of something other than one column");
             };
+            // The recorded result is an integer; MySQL's aggregate step also reads the last
+            // column of each row as an integer (InnoDB's recovery facts).
+            let counted = function == AggregateFn::Count || t.spec.type_of(column) == ColumnType::Integer;
+            let last_integer = t.spec.column_type(t.spec.columns.len() - 1) == ColumnType::Integer;
+            if !counted || (self.dialect == Dialect::Mysql && !last_integer) {
+                return self.raw(sql, Effect::Unseen, "an aggregate over a column that is not an integer");
+            }
             return match self.predicate(&t, select.selection.as_ref()) {
                 Ok(predicate) => Action::Record(t, Step::Aggregate { predicate, function, column }),
                 Err(why) => self.raw(sql, Effect::Unseen, &why),
@@ -658,15 +725,26 @@ impl Translator {
         }
         let mut steps = Vec::new();
         for row in &values.rows {
-            let mut full = vec![0i64; t.spec.columns.len()];
+            let mut full = vec![Scalar::Null; t.spec.columns.len()];
             if row.len() != columns.len() {
                 return self.raw(sql, Effect::WritesTable, "a VALUES row of another width");
             }
             for (c, e) in columns.iter().zip(row) {
-                let Some(v) = integer(e) else {
-                    return self.raw(sql, Effect::WritesTable, "a value that is not an integer literal");
-                };
                 let i = t.spec.columns.iter().position(|x| Some(*x) == *c).expect("a column of the table");
+                let Some(v) = literal(e, t.spec.column_type(i)) else {
+                    return self.raw(
+                        sql,
+                        Effect::WritesTable,
+                        "a value that is not a literal of its column's type",
+                    );
+                };
+                if i == 0 && !matches!(v, Scalar::Int(_)) {
+                    return self.raw(
+                        sql,
+                        Effect::WritesTable,
+                        "a primary key that is not an integer literal",
+                    );
+                }
                 full[i] = v;
             }
             steps.push(full);
@@ -681,11 +759,12 @@ impl Translator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use isocert_adapters::int_row;
 
     fn tables() -> Vec<ScenarioTable> {
         find_tables(
             &["CREATE TABLE t (v int NOT NULL, id int PRIMARY KEY, c int); \
-               CREATE TABLE w (a int PRIMARY KEY, b text); \
+               CREATE TABLE w (a int PRIMARY KEY, b point); \
                CREATE TABLE u (a int, b bigint, PRIMARY KEY (b))"
                 .to_string()],
             Dialect::Postgres,
@@ -712,10 +791,10 @@ mod tests {
     #[test]
     fn every_recordable_table_is_found_with_its_key_first() {
         let found: Vec<(&str, &[&str])> = tables().iter().map(|t| (t.spec.name, t.spec.columns)).collect();
-        // w has a text column: not recordable.
+        // w has a point column: not recordable.
         assert_eq!(found, [("t", &["id", "v", "c"][..]), ("u", &["b", "a"][..])]);
         let (_, skipped) = survey_tables(
-            &["CREATE TABLE w (a int PRIMARY KEY, b text); CREATE TABLE x (a int); \
+            &["CREATE TABLE w (a int PRIMARY KEY, b point); CREATE TABLE x (a int); \
                CREATE TABLE s.y (a int PRIMARY KEY); CREATE TEMP TABLE z (a int PRIMARY KEY); \
                CREATE TABLE p (a int, b int, PRIMARY KEY (a, b)); \
                CREATE TABLE parent (a int PRIMARY KEY); CREATE TABLE child (b int) INHERITS (parent)"
@@ -726,7 +805,7 @@ mod tests {
         assert_eq!(
             why,
             [
-                ("w", "a column that is not an integer (TEXT)"),
+                ("w", "a column of a type isocert does not record (point)"),
                 ("x", "no primary key"),
                 ("s.y", "a table in a named schema"),
                 ("z", "a temporary table (other sessions cannot read it)"),
@@ -757,10 +836,13 @@ mod tests {
                 Step::Aggregate { predicate: "c = 2".into(), function: AggregateFn::Count, column: "id" }
             )
         );
-        assert_eq!(actions[4], Action::Record(t, Step::Insert { row: vec![3, 30, -1] }));
+        assert_eq!(actions[4], Action::Record(t, Step::Insert { row: int_row(vec![3, 30, -1]) }));
         assert_eq!(
             actions[5],
-            Action::Record(t, Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", 11)] })
+            Action::Record(
+                t,
+                Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", Scalar::Int(11))] }
+            )
         );
         assert_eq!(actions[6], Action::Record(t, Step::Delete { key: 2 }));
         assert_eq!(actions[7], Action::Record(t, Step::PredicateDelete { predicate: "v < 0".into() }));
@@ -785,10 +867,13 @@ mod tests {
         let u = tables()[1];
         assert_eq!(
             tr.statement("UPDATE u SET a = 3 WHERE b = 2"),
-            Action::Record(u, Step::PredicateUpdate { predicate: "b = 2".into(), set: vec![("a", 3)] })
+            Action::Record(
+                u,
+                Step::PredicateUpdate { predicate: "b = 2".into(), set: vec![("a", Scalar::Int(3))] }
+            )
         );
         assert_eq!(raw("SELECT * FROM w").0, Effect::Unseen);
-        assert_eq!(raw("INSERT INTO w VALUES (1, 'x')").0, Effect::Unseen);
+        assert_eq!(raw("INSERT INTO w VALUES (1, '(1,2)')").0, Effect::Unseen);
         assert!(raw("SELECT * FROM pg_locks").1.contains("catalog"));
         assert_eq!(
             tr.statement("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
@@ -796,6 +881,81 @@ mod tests {
         );
         assert_eq!(tr.statement("START TRANSACTION"), Action::Begin(None));
         assert_eq!(tr.statement("ABORT"), Action::Rollback);
+    }
+
+    #[test]
+    fn text_numeric_float_and_boolean_columns_are_recorded_as_scalars() {
+        let (found, skipped) = survey_tables(
+            &["CREATE TABLE acct (id int PRIMARY KEY, name text NOT NULL, tag varchar(10), \
+                 balance numeric(10,2), rate double precision, open boolean); \
+               CREATE TABLE k (name text PRIMARY KEY, n int); CREATE TABLE c (id int PRIMARY KEY, code char(3)); \
+               CREATE TABLE r (id int PRIMARY KEY, x real)"
+                .to_string()],
+            Dialect::Postgres,
+        );
+        let t = found[0];
+        assert_eq!(found.len(), 1);
+        assert_eq!(t.spec.columns, ["id", "name", "tag", "balance", "rate", "open"]);
+        use ColumnType::*;
+        assert_eq!(t.spec.types, [Integer, Text, Text, Numeric, Float, Boolean]);
+        let why: Vec<(&str, &str)> = skipped.iter().map(|s| (s.table.as_str(), s.why.as_str())).collect();
+        assert_eq!(
+            why,
+            [
+                ("k", "a primary key that is not an integer"),
+                ("c", "a column of a type isocert does not record (CHAR(3))"),
+                ("r", "a column of a type isocert does not record (REAL)"),
+            ]
+        );
+        let tr = Translator::new(found.clone(), Dialect::Postgres);
+        let text = |s: &str| Scalar::Text(s.into());
+        assert_eq!(
+            tr.statement("INSERT INTO acct VALUES (1, 'it''s', NULL, 10, -2.5, true)"),
+            Action::Record(
+                t,
+                Step::Insert {
+                    row: vec![
+                        Scalar::Int(1),
+                        text("it's"),
+                        Scalar::Null,
+                        Scalar::Float(10.0),
+                        Scalar::Float(-2.5),
+                        Scalar::Bool(true)
+                    ]
+                }
+            )
+        );
+        assert_eq!(
+            tr.statement("UPDATE acct SET name = 'bob', balance = 1.25 WHERE name = 'al'"),
+            Action::Record(
+                t,
+                Step::PredicateUpdate {
+                    predicate: "name = 'al'".into(),
+                    set: vec![("name", text("bob")), ("balance", Scalar::Float(1.25))]
+                }
+            )
+        );
+        assert_eq!(
+            tr.statement("SELECT * FROM acct WHERE name >= 'b'"),
+            Action::Record(t, Step::Select { predicate: "name >= 'b'".into() })
+        );
+        let raw = |sql: &str| match tr.statement(sql) {
+            Action::Raw { effect, why, .. } => (effect, why),
+            other => panic!("{sql}: {other:?}"),
+        };
+        // A literal of another type is not converted: the statement runs unrecorded.
+        assert_eq!(raw("UPDATE acct SET name = 5 WHERE id = 1").0, Effect::WritesTable);
+        assert_eq!(raw("INSERT INTO acct VALUES (2, 'x', 'y', '10', 1, false)").0, Effect::WritesTable);
+        // More digits than a double holds: refused, not rounded.
+        assert_eq!(raw("UPDATE acct SET balance = 1234567890.1234567 WHERE id = 1").0, Effect::WritesTable);
+        assert!(raw("SELECT sum(balance) FROM acct").1.contains("not an integer"));
+        assert_eq!(
+            tr.statement("SELECT count(*) FROM acct WHERE open"),
+            Action::Record(
+                t,
+                Step::Aggregate { predicate: "open".into(), function: AggregateFn::Count, column: "id" }
+            )
+        );
     }
 
     #[test]

@@ -305,7 +305,7 @@ impl Reader {
                                     .columns
                                     .iter()
                                     .enumerate()
-                                    .map(|(i, c)| Ok((Arc::from(*c), Scalar::Int(column(after, i)?))))
+                                    .map(|(i, c)| Ok((Arc::from(*c), typed_column(after, i, &self.table)?)))
                                     .collect::<Result<Vec<_>, AdapterError>>()?,
                             ),
                             None => None,
@@ -384,7 +384,22 @@ fn parse_gtid(event: &Event) -> Result<Pending, AdapterError> {
     Ok(Pending { seq, standalone: flags & GTID_STANDALONE != 0, changes: Vec::new() })
 }
 
-/// Column `i` of a row image as an integer (the workload's tables have only integers).
+/// Column `i` of a row image as a scalar of the column's type in `table`.
+fn typed_column(
+    row: &mysql_async::binlog::row::BinlogRow,
+    i: usize,
+    table: &TableSpec,
+) -> Result<Scalar, AdapterError> {
+    let message = |m: String| AdapterError::Protocol {
+        message: format!("column {} of a row image: {m}", table.columns.get(i).copied().unwrap_or("?")),
+    };
+    match row.as_ref(i) {
+        Some(BinlogValue::Value(v)) => crate::mysql_sql::scalar_of(table.column_type(i), v).map_err(message),
+        other => Err(message(format!("{other:?}, not a value"))),
+    }
+}
+
+/// Column `i` of a row image as an integer (the key).
 fn column(row: &mysql_async::binlog::row::BinlogRow, i: usize) -> Result<i64, AdapterError> {
     match row.as_ref(i) {
         Some(BinlogValue::Value(Value::Int(v))) => Ok(*v),
