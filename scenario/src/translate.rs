@@ -242,6 +242,18 @@ pub fn find_tables(setup: &[String], dialect: Dialect) -> Vec<ScenarioTable> {
 pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>, Vec<SkippedTable>) {
     let mut found: Vec<ScenarioTable> = Vec::new();
     let mut skipped: Vec<SkippedTable> = Vec::new();
+    // `CREATE UNIQUE INDEX ... ON t (c)` of one column, without a predicate: a key for a
+    // table without a primary key.
+    let unique_indexes: Vec<(String, String)> = setup
+        .iter()
+        .flat_map(|b| split_statements(b))
+        .filter_map(|sql| match parse_one(&without_include(&sql), dialect)? {
+            Statement::CreateIndex(i) if i.unique && i.predicate.is_none() && i.columns.len() == 1 => {
+                Some((last_name(&i.table_name)?, column_name(&i.columns[0].column.expr)?))
+            }
+            _ => None,
+        })
+        .collect();
     for sql in setup.iter().flat_map(|b| split_statements(b)) {
         let Some(statement) = parse_one(&without_include(&sql), dialect) else {
             let lower = sql.trim_start().to_ascii_lowercase();
@@ -273,10 +285,6 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
             skip("it inherits from another table".into());
             continue;
         }
-        if create.partition_by.is_some() {
-            skip("a partitioned table (changes are published under its partitions' names)".into());
-            continue;
-        }
         if let Some(c) = create.columns.iter().find(|c| column_type(&c.data_type).is_none()) {
             skip(format!("a column of a type isocert does not record ({})", c.data_type));
             continue;
@@ -294,10 +302,40 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
                 keys.extend(columns.iter().map(|c| c.column.expr.to_string().to_ascii_lowercase()));
             }
         }
+        if keys.is_empty() {
+            // No primary key: the first integer column with a one-column unique constraint
+            // or unique index is the row's identity.
+            let mut unique: Vec<String> = create
+                .columns
+                .iter()
+                .filter(|c| {
+                    c.options
+                        .iter()
+                        .any(|o| matches!(o.option, ColumnOption::Unique { is_primary: false, .. }))
+                })
+                .map(|c| c.name.value.to_ascii_lowercase())
+                .collect();
+            for constraint in &create.constraints {
+                if let TableConstraint::Unique { columns, .. } = constraint {
+                    if let [c] = columns.as_slice() {
+                        unique.extend(column_name(&c.column.expr));
+                    }
+                }
+            }
+            unique.extend(unique_indexes.iter().filter(|(t, _)| *t == name).map(|(_, c)| c.clone()));
+            let key = create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).find(|c| {
+                unique.contains(c)
+                    && create.columns.iter().any(|d| {
+                        d.name.value.eq_ignore_ascii_case(c)
+                            && column_type(&d.data_type) == Some(ColumnType::Integer)
+                    })
+            });
+            keys.extend(key);
+        }
         let pk = match keys.as_slice() {
             [pk] => pk.clone(),
             [] => {
-                skip("no primary key".into());
+                skip("no primary key and no unique integer column".into());
                 continue;
             }
             _ => {
@@ -332,10 +370,11 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
                 name: Box::leak(name.into_boxed_str()),
                 columns: Box::leak(columns.into_boxed_slice()),
                 types: Box::leak(types.into_boxed_slice()),
+                partitioned: create.partition_by.is_some(),
             },
         });
     }
-    // A table with children (partitions, inheritance) has rows changed under their names.
+    // A table with children by inheritance has rows changed under their names.
     let statements: Vec<String> = setup
         .iter()
         .flat_map(|b| split_statements(b))
@@ -343,16 +382,14 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
         .collect();
     found.retain(|t| {
         let name = t.spec.name;
+        // A partitioned table's changes are published under its own name
+        // (`publish_via_partition_root`); an inheritance parent's are not.
         let parent = statements.iter().any(|sql| {
-            sql.contains(&format!("partition of {name} "))
-                || sql.contains(&format!("inherits ({name})"))
-                || sql.contains(&format!("inherits({name})"))
+            sql.contains(&format!("inherits ({name})")) || sql.contains(&format!("inherits({name})"))
         });
         if parent {
-            skipped.push(SkippedTable {
-                table: name.to_string(),
-                why: "it has partitions or child tables".into(),
-            });
+            skipped
+                .push(SkippedTable { table: name.to_string(), why: "it has child tables (INHERITS)".into() });
         }
         !parent
     });
@@ -531,6 +568,10 @@ impl Translator {
                     return self.raw(sql, Effect::Unseen, "a DELETE of several tables");
                 };
                 let Some(t) = self.ours(&name) else { return self.elsewhere(sql, &name) };
+                if t.spec.partitioned {
+                    // PostgreSQL cannot return the deleted version's xmin from a partitioned table.
+                    return self.raw(sql, Effect::WritesTable, "a DELETE on a partitioned table");
+                }
                 if delete.using.is_some() || delete.returning.is_some() || delete.limit.is_some() {
                     return self.raw(sql, Effect::WritesTable, "DELETE with USING, RETURNING or LIMIT");
                 }
@@ -806,12 +847,12 @@ mod tests {
             why,
             [
                 ("w", "a column of a type isocert does not record (point)"),
-                ("x", "no primary key"),
+                ("x", "no primary key and no unique integer column"),
                 ("s.y", "a table in a named schema"),
                 ("z", "a temporary table (other sessions cannot read it)"),
                 ("p", "a primary key of several columns"),
                 ("child", "it inherits from another table"),
-                ("parent", "it has partitions or child tables"),
+                ("parent", "it has child tables (INHERITS)"),
             ]
         );
     }
@@ -955,6 +996,40 @@ mod tests {
                 t,
                 Step::Aggregate { predicate: "open".into(), function: AggregateFn::Count, column: "id" }
             )
+        );
+    }
+
+    #[test]
+    fn a_unique_integer_column_keys_a_table_without_primary_key_and_partitioned_tables_are_recorded() {
+        let tables = find_tables(
+            &["CREATE TABLE a (v text, id int UNIQUE); \
+               CREATE TABLE b (v int, id int NOT NULL, UNIQUE (id)); \
+               CREATE TABLE c (name text, id int); CREATE UNIQUE INDEX c_id ON c (id); \
+               CREATE TABLE d (name text, id int); CREATE UNIQUE INDEX d_part ON d (id) WHERE id > 0; \
+               CREATE TABLE e (name text UNIQUE, n int); \
+               CREATE TABLE p (id int PRIMARY KEY, v text) PARTITION BY RANGE (id); \
+               CREATE TABLE p1 PARTITION OF p FOR VALUES FROM (0) TO (10)"
+                .to_string()],
+            Dialect::Postgres,
+        );
+        let found: Vec<(&str, &[&str])> = tables.iter().map(|t| (t.spec.name, t.spec.columns)).collect();
+        // d's unique index is partial, e's unique column is text: neither is a key.
+        let tr = Translator::new(tables.clone(), Dialect::Postgres);
+        assert!(tables[3].spec.partitioned && !tables[0].spec.partitioned);
+        match tr.statement("DELETE FROM p WHERE id = 1") {
+            Action::Raw { effect: Effect::WritesTable, why, .. } => {
+                assert!(why.contains("partitioned"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            found,
+            [
+                ("a", &["id", "v"][..]),
+                ("b", &["id", "v"][..]),
+                ("c", &["id", "name"][..]),
+                ("p", &["id", "v"][..])
+            ]
         );
     }
 

@@ -5,7 +5,8 @@
 //! against Hermitage's published tables. `ISOCERT_UPDATE_SNAPSHOTS=1` rewrites it after a
 //! reviewed change. tests/scenarios/multi-table/ holds scenarios whose anomaly is seen only
 //! when every table they use is recorded; tests/scenarios/scalars/ holds scenarios over text
-//! and numeric columns.
+//! and numeric columns, tests/scenarios/keys/ over a table without a primary key (keyed by
+//! a unique column) and a partitioned table.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -261,6 +262,40 @@ fn write_skew_on_text_columns_is_flagged_on_mariadb_and_its_serial_twin_is_not()
     match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
         Some(Source::Url(url)) => write_skew_on_text_columns(&["--db", &url]),
         Some(Source::Embedded) => write_skew_on_text_columns(&["--database", "mariadb"]),
+        None => {}
+    }
+}
+
+/// A spec of tests/scenarios/keys/ at repeatable read: its one table recorded, the
+/// interleaved permutation flagged `g2`, its serial twin valid.
+fn write_skew_in(target: &[&str], spec: &str, table: &str) {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/keys").join(spec);
+    let (tables, perms) = verdicts(target, &spec, "repeatable-read");
+    assert_eq!(tables, [table]);
+    assert_eq!(perms[0].0, "anomalies", "{perms:?}");
+    assert!(perms[0].1.contains(&"g2".to_string()), "{perms:?}");
+    assert_eq!(perms[1], ("valid".to_string(), Vec::new()));
+}
+
+#[test]
+fn tables_keyed_by_a_unique_column_and_partitioned_tables_are_recorded_on_postgresql() {
+    let target = match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
+        Some(Source::Url(url)) => vec!["--db".to_string(), url],
+        Some(Source::Embedded) => vec!["--database".to_string(), "postgres".to_string()],
+        None => return,
+    };
+    let target: Vec<&str> = target.iter().map(String::as_str).collect();
+    write_skew_in(&target, "unique-key-write-skew.spec", "on_call");
+    write_skew_in(&target, "partitioned-write-skew.spec", "shifts");
+}
+
+#[test]
+fn a_table_keyed_by_a_unique_column_is_recorded_on_mariadb() {
+    match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
+        Some(Source::Url(url)) => write_skew_in(&["--db", &url], "unique-key-write-skew.spec", "on_call"),
+        Some(Source::Embedded) => {
+            write_skew_in(&["--database", "mariadb"], "unique-key-write-skew.spec", "on_call")
+        }
         None => {}
     }
 }

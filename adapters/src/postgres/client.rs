@@ -368,6 +368,17 @@ pub(crate) fn typed_row(
         .map(Some)
 }
 
+/// What a write returns as the writer of the version it installed: its `xmin`, or on a
+/// partitioned table (whose system columns a write cannot return) the transaction's own
+/// id, which is the same without subtransactions.
+fn own_xmin(s: &TableSpec) -> &'static str {
+    if s.partitioned {
+        "pg_current_xact_id()::text::bigint % 4294967296 AS xmin"
+    } else {
+        "xmin"
+    }
+}
+
 /// A row's values as SQL literals, comma-separated.
 fn literals(row: &[Scalar]) -> String {
     row.iter().map(|v| sql_literal(v, false)).collect::<Vec<_>>().join(", ")
@@ -446,9 +457,10 @@ async fn write_statement(ps: &mut PgSession, sql: &str) -> Result<(Snapshot, Opt
 async fn upsert(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<Recorded, DbError> {
     let updates: Vec<String> = s.columns[1..].iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
     let sql = format!(
-        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT ({pk}) DO UPDATE SET {set} RETURNING xmin) \
+        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT ({pk}) DO UPDATE SET {set} RETURNING {own}) \
          SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
         t = s.name,
+        own = own_xmin(s),
         cols = s.column_list(),
         vals = literals(&row),
         pk = s.pk(),
@@ -462,9 +474,10 @@ async fn upsert(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<R
 
 async fn insert(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<Recorded, DbError> {
     let sql = format!(
-        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) RETURNING xmin) \
+        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) RETURNING {own}) \
          SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
         t = s.name,
+        own = own_xmin(s),
         cols = s.column_list(),
         vals = literals(&row),
     );
@@ -482,9 +495,10 @@ async fn update(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<O
         .collect();
     let key = key_of(&row)?;
     let sql = format!(
-        "WITH w AS (UPDATE {t} SET {set} WHERE {pk} = {key} RETURNING xmin) \
+        "WITH w AS (UPDATE {t} SET {set} WHERE {pk} = {key} RETURNING {own}) \
          SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
         t = s.name,
+        own = own_xmin(s),
         set = set.join(", "),
         pk = s.pk(),
     );
@@ -662,8 +676,9 @@ async fn predicate_update(
     let assignments: Vec<String> =
         set.iter().map(|(c, v)| format!("{c} = {}", sql_literal(v, false))).collect();
     let cte = format!(
-        "UPDATE {t} SET {a} WHERE {predicate} RETURNING xmin, {cols}",
+        "UPDATE {t} SET {a} WHERE {predicate} RETURNING {own}, {cols}",
         t = s.name,
+        own = own_xmin(s),
         a = assignments.join(", "),
         cols = s.column_list()
     );

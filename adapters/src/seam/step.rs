@@ -110,12 +110,16 @@ pub struct TableSpec {
     /// The type of each column, in the order of `columns`; empty: every column is an
     /// integer (the workloads' tables).
     pub types: &'static [ColumnType],
+    /// A partitioned table (PostgreSQL `PARTITION BY`): PostgreSQL cannot return the
+    /// system column `xmin` of its rows from a write, so the writer of a version it
+    /// installs is the writing transaction's own id, and deletes are not recorded.
+    pub partitioned: bool,
 }
 
 impl TableSpec {
     /// A table whose columns are all integers.
     pub const fn integers(name: &'static str, columns: &'static [&'static str]) -> Self {
-        TableSpec { name, columns, types: &[] }
+        TableSpec { name, columns, types: &[], partitioned: false }
     }
 
     /// The primary key column.
@@ -568,6 +572,7 @@ mod tests {
             name: "t",
             columns: &["id", "name"],
             types: &[ColumnType::Integer, ColumnType::Text],
+            partitioned: false,
         };
         let e = integer_table(&table).unwrap_err().to_string();
         assert!(e.contains("column name is of type text"), "{e}");
