@@ -286,7 +286,7 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
             continue;
         }
         if let Some(c) = create.columns.iter().find(|c| column_type(&c.data_type).is_none()) {
-            skip(format!("a column of a type isocert does not record ({})", c.data_type));
+            skip(format!("a column of a type isocert does not record ({}): column {}", c.data_type, c.name));
             continue;
         }
         let mut keys: Vec<String> = create
@@ -846,7 +846,7 @@ mod tests {
         assert_eq!(
             why,
             [
-                ("w", "a column of a type isocert does not record (point)"),
+                ("w", "a column of a type isocert does not record (point): column b"),
                 ("x", "no primary key and no unique integer column"),
                 ("s.y", "a table in a named schema"),
                 ("z", "a temporary table (other sessions cannot read it)"),
@@ -944,8 +944,8 @@ mod tests {
             why,
             [
                 ("k", "a primary key that is not an integer"),
-                ("c", "a column of a type isocert does not record (CHAR(3))"),
-                ("r", "a column of a type isocert does not record (REAL)"),
+                ("c", "a column of a type isocert does not record (CHAR(3)): column code"),
+                ("r", "a column of a type isocert does not record (REAL): column x"),
             ]
         );
         let tr = Translator::new(found.clone(), Dialect::Postgres);
