@@ -201,6 +201,20 @@ teardown { DROP TABLE l; DROP TABLE n; }
 session s1
 step rw { SELECT * FROM n WHERE id = 1; UPDATE l SET v = 11 WHERE id = 1; }
 ";
+    // A scenario whose writes repeat a row's value cannot be checked (its versions are one
+    // value): uncertified, saying so, never flagged.
+    let repeat = "setup { CREATE TABLE l (id int PRIMARY KEY, v text); INSERT INTO l VALUES (1, 'a'); }
+teardown { DROP TABLE l; }
+session s1
+step w1 { UPDATE l SET v = 'b' WHERE id = 1; }
+session s2
+step w2 { UPDATE l SET v = 'a' WHERE id = 1; }
+permutation w1 w2
+";
+    let perms = permutations(target, repeat, &[]);
+    assert_eq!(perms[0]["verdict"], "uncertified", "{perms:?}");
+    assert!(perms[0]["why"].as_str().unwrap().contains("duplicate-write"), "{perms:?}");
+
     let perms = permutations(target, null, &[]);
     assert!(
         perms[0]["unreadable_tables"][0]["why"].as_str().unwrap().contains("15 significant digits"),
