@@ -79,7 +79,10 @@ impl ColumnType {
                 let (mantissa, _) = text.split_once(['e', 'E']).unwrap_or((text, ""));
                 let mantissa: String = mantissa.chars().filter(char::is_ascii_digit).collect();
                 let significant = mantissa.trim_start_matches('0').trim_end_matches('0').len();
-                if significant > 15 || digits.is_empty() {
+                if digits.is_empty() {
+                    return Err(bad());
+                }
+                if significant > 15 {
                     return Err(format!(
                         "{text:?}: a numeric of more than 15 significant digits (compared as a double)"
                     ));
@@ -540,6 +543,7 @@ mod tests {
         assert_eq!(Numeric.parse("-0.5"), Ok(Scalar::Float(-0.5)));
         assert!(Numeric.parse("1234567890.1234567").unwrap_err().contains("15 significant digits"));
         assert_eq!(Numeric.parse("100000000000000000000"), Ok(Scalar::Float(1e20)));
+        assert!(Numeric.parse("NaN").unwrap_err().contains("is not a value of type numeric"));
         assert_eq!(Float.parse("0.1"), Ok(Scalar::Float(0.1)));
         assert_eq!(Boolean.parse("t"), Ok(Scalar::Bool(true)));
         assert_eq!(Boolean.parse("0"), Ok(Scalar::Bool(false)));
