@@ -42,8 +42,9 @@ pub use mariadb::{EmbeddedMariaDb, MariaDb};
 pub use mongodb::MongoDb;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
-    dispatch, redact_url, CaptureOptions, ChangeCapture, CheckedLevel, CommitOutcome, Database, DatabaseKind,
-    DatabaseVisitor, DbError, ErrorClass, FeedProgress, FeedSink, FeedTxn, Isolation, RecordedOp, Session,
-    StaleObjects, Step, TableIncarnation, TableSpec, ThrowawayServer, UnknownName,
+    dispatch, int_row, redact_url, row_key, sql_literal, CaptureOptions, ChangeCapture, CheckedLevel,
+    ColumnType, CommitOutcome, Database, DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress,
+    FeedSink, FeedTxn, IntOp, IntStep, Isolation, RecordedOp, Session, StaleObjects, Step, TableIncarnation,
+    TableSpec, ThrowawayServer, UnknownName,
 };
 pub use tidb::TiDb;

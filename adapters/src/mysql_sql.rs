@@ -1,11 +1,11 @@
 //! The workload's steps in MySQL's SQL, shared by the adapters that speak the MySQL
 //! protocol (MariaDB, TiDB).
 
-use isocert_history::AggregateFn;
+use isocert_history::{AggregateFn, Scalar};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 
-use crate::seam::{DbError, ErrorClass, RecordedOp, Step, TableSpec};
+use crate::seam::{row_key, sql_literal, ColumnType, DbError, ErrorClass, RecordedOp, Step, TableSpec};
 
 /// How a MySQL-protocol driver error is handled, given the server's error numbers that
 /// mean "retry the transaction" and "the session is gone" (each server has its own).
@@ -32,15 +32,43 @@ pub(crate) fn db_error_with(
     DbError::new(classify(&e), code, context, e)
 }
 
-/// The integer columns of `row`, all of them.
-pub(crate) fn ints(sql: &str, row: &Row, width: usize) -> Result<Vec<i64>, DbError> {
-    (0..width)
-        .map(|i| {
-            row.get_opt::<i64, usize>(i)
-                .and_then(Result::ok)
-                .ok_or_else(|| DbError::unexpected(sql, format!("column {i} is NULL or not an integer")))
-        })
-        .collect()
+/// A value of a MySQL row (text protocol: bytes; binary log: typed) as a scalar of column
+/// type `ty`, in canonical form.
+///
+/// # Errors
+/// A message when the value is not of the column's type.
+pub(crate) fn scalar_of(ty: ColumnType, value: &mysql_async::Value) -> Result<Scalar, String> {
+    use mysql_async::Value;
+    match value {
+        Value::NULL => Ok(Scalar::Null),
+        Value::Bytes(b) => {
+            let text = std::str::from_utf8(b).map_err(|_| format!("{b:?} is not UTF-8 text"))?;
+            ty.parse(text)
+        }
+        Value::Int(i) => ty.canonical(Scalar::Int(*i)),
+        Value::UInt(u) => {
+            ty.canonical(Scalar::Int(i64::try_from(*u).map_err(|_| format!("{u} does not fit 64 bits"))?))
+        }
+        Value::Double(f) => ty.canonical(Scalar::Float(*f)),
+        other => Err(format!("{other:?} is not a value of type {}", ty.as_str())),
+    }
+}
+
+/// Every column of `row`, each by its type in `table`; `None` when the key is NULL.
+pub(crate) fn typed(sql: &str, row: &Row, table: &TableSpec) -> Result<Option<Vec<Scalar>>, DbError> {
+    let cell = |i: usize| {
+        let value = row.as_ref(i).ok_or_else(|| DbError::unexpected(sql, format!("no column {i}")))?;
+        scalar_of(table.column_type(i), value)
+            .map_err(|e| DbError::unexpected(sql, format!("column {}: {e}", table.columns[i])))
+    };
+    if cell(0)?.is_null() {
+        return Ok(None);
+    }
+    (0..table.columns.len()).map(cell).collect::<Result<Vec<_>, _>>().map(Some)
+}
+
+fn key_of(row: &[Scalar]) -> Result<i64, DbError> {
+    row_key(row).ok_or_else(|| DbError::unexpected("a step", "a row whose key is not an integer"))
 }
 
 /// An identifier quoted for MySQL (`key` is a reserved word there).
@@ -53,12 +81,16 @@ pub(crate) fn column_list(table: &TableSpec) -> String {
     table.columns.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ")
 }
 
-fn assignments(table: &TableSpec, row: &[i64]) -> String {
+fn assignments(table: &TableSpec, row: &[Scalar]) -> String {
     let pairs = table.columns[1..].iter().zip(&row[1..]);
-    pairs.map(|(c, v)| format!("{} = {v}", quote(c))).collect::<Vec<_>>().join(", ")
+    pairs.map(|(c, v)| format!("{} = {}", quote(c), sql_literal(v, true))).collect::<Vec<_>>().join(", ")
 }
 
-fn values(row: &[i64]) -> String {
+fn values(row: &[Scalar]) -> String {
+    row.iter().map(|v| sql_literal(v, true)).collect::<Vec<_>>().join(", ")
+}
+
+fn int_values(row: &[i64]) -> String {
     row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 
@@ -76,12 +108,11 @@ pub(crate) async fn execute_step(
     let t = quote(table.name);
     let pk = quote(table.pk());
     let cols = column_list(table);
-    let width = table.columns.len();
     let ops = match step {
         Step::Read { key } => {
             let sql = format!("SELECT {cols} FROM {t} WHERE {pk} = {key}");
             let rows: Vec<Row> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
-            let row = rows.first().map(|r| ints(&sql, r, width)).transpose()?;
+            let row = rows.first().map(|r| typed(&sql, r, table)).transpose()?.flatten();
             vec![RecordedOp::Read { key: *key, row }]
         }
         Step::Upsert { row } => {
@@ -93,19 +124,20 @@ pub(crate) async fn execute_step(
                 update.join(", ")
             );
             conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
-            vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+            vec![RecordedOp::Write { key: key_of(row)?, row: Some(row.clone()) }]
         }
         Step::Insert { row } => {
             let sql = format!("INSERT INTO {t} ({cols}) VALUES ({})", values(row));
             conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
-            vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+            vec![RecordedOp::Write { key: key_of(row)?, row: Some(row.clone()) }]
         }
         Step::Update { row } => {
-            let sql = format!("UPDATE {t} SET {} WHERE {pk} = {}", assignments(table, row), row[0]);
+            let key = key_of(row)?;
+            let sql = format!("UPDATE {t} SET {} WHERE {pk} = {key}", assignments(table, row));
             conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
             match conn.affected_rows() {
                 0 => Vec::new(),
-                _ => vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }],
+                _ => vec![RecordedOp::Write { key, row: Some(row.clone()) }],
             }
         }
         Step::Delete { key } => {
@@ -119,21 +151,30 @@ pub(crate) async fn execute_step(
         Step::Select { predicate } => {
             let sql = format!("SELECT {cols} FROM {t} WHERE {predicate} ORDER BY {pk}");
             let rows: Vec<Row> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
-            let rows = rows.iter().map(|r| ints(&sql, r, width)).collect::<Result<_, _>>()?;
+            let rows =
+                rows.iter().filter_map(|r| typed(&sql, r, table).transpose()).collect::<Result<_, _>>()?;
             vec![RecordedOp::Select { predicate: predicate.clone(), rows }]
         }
         Step::PredicateUpdate { predicate, set } => {
-            let assign =
-                set.iter().map(|(c, v)| format!("{} = {v}", quote(c))).collect::<Vec<_>>().join(", ");
+            let assign = set
+                .iter()
+                .map(|(c, v)| format!("{} = {}", quote(c), sql_literal(v, true)))
+                .collect::<Vec<_>>()
+                .join(", ");
             let sql = format!("UPDATE {t} SET {assign} WHERE {predicate}");
             conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
             // No RETURNING on UPDATE: the rows it wrote are the ones carrying the
             // statement's fresh unique value (the last assignment), which the transaction
             // sees as its own writes.
             let (value_col, fresh) = set.last().ok_or_else(|| DbError::unexpected(&sql, "no assignment"))?;
-            let read = format!("SELECT {cols} FROM {t} WHERE {} = {fresh} ORDER BY {pk}", quote(value_col));
+            let read = format!(
+                "SELECT {cols} FROM {t} WHERE {} = {} ORDER BY {pk}",
+                quote(value_col),
+                sql_literal(fresh, true)
+            );
             let rows: Vec<Row> = conn.query(&read).await.map_err(|e| db_error_with(classify, &read, e))?;
-            let rows = rows.iter().map(|r| ints(&read, r, width)).collect::<Result<_, _>>()?;
+            let rows =
+                rows.iter().filter_map(|r| typed(&read, r, table).transpose()).collect::<Result<_, _>>()?;
             vec![RecordedOp::Update { predicate: predicate.clone(), set: set.clone(), rows }]
         }
         Step::PredicateDelete { predicate } => {
@@ -226,7 +267,7 @@ impl MySqlAdmin {
         let t = quote(table.name);
         let mut statements = vec![format!("DROP TABLE IF EXISTS {t}"), create];
         for batch in rows.chunks(INSERT_BATCH) {
-            let values: Vec<String> = batch.iter().map(|r| format!("({})", values(r))).collect();
+            let values: Vec<String> = batch.iter().map(|r| format!("({})", int_values(r))).collect();
             statements.push(format!("INSERT INTO {t} ({}) VALUES {}", column_list(table), values.join(", ")));
         }
         self.execute(&statements).await
@@ -269,13 +310,17 @@ impl MySqlAdmin {
     }
 
     /// `table`'s rows, by key.
-    pub(crate) async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
+    pub(crate) async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<Scalar>>, DbError> {
         let mut conn = self.connect().await?;
         let sql = format!("SELECT {} FROM {} ORDER BY 1", column_list(table), quote(table.name));
         let rows: Result<Vec<Row>, _> = conn.query(&sql).await;
         let _ = conn.disconnect().await;
         let rows = rows.map_err(|e| db_error_with(self.classify, &sql, e))?;
-        rows.iter().map(|r| ints(&sql, r, table.columns.len())).collect()
+        rows.iter()
+            .map(|r| {
+                typed(&sql, r, table)?.ok_or_else(|| DbError::unexpected(&sql, "a row whose key is NULL"))
+            })
+            .collect()
     }
 }
 

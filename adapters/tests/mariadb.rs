@@ -9,7 +9,7 @@ use isocert_adapters::{CaptureOptions, ChangeCapture, Database, EmbeddedMariaDb,
 use isocert_history::Scalar;
 use mysql_async::prelude::Queryable;
 
-const ITEMS: TableSpec = TableSpec { name: "items", columns: &["id", "v"] };
+const ITEMS: TableSpec = TableSpec::integers("items", &["id", "v"]);
 
 /// `sessions` writers of `txns` transactions each, every one updating two rows with fresh
 /// values; returns the final value written per row.

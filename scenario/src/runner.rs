@@ -398,7 +398,7 @@ async fn run_sessions<D: Database>(
     db: &D,
     spec: &Spec,
     tables: &[ScenarioTable],
-    initial: Vec<Vec<Vec<i64>>>,
+    initial: Vec<Vec<Vec<isocert_history::Scalar>>>,
     perm: &Permutation,
     options: &RunOptions,
     translator: &Translator,

@@ -17,8 +17,8 @@
 //! cannot evaluate; statements on tables that are not recordable; DDL; anything sqlparser
 //! cannot parse.
 
-use isocert_adapters::{Isolation, Step, TableSpec};
-use isocert_history::{AggregateFn, Dialect, History};
+use isocert_adapters::{ColumnType, Isolation, Step, TableSpec};
+use isocert_history::{AggregateFn, Dialect, History, Scalar};
 use isocert_oracle::Interpreter;
 use sqlparser::ast::{
     AssignmentTarget, BinaryOperator, ColumnOption, DataType, Expr, FromTable, FunctionArg, FunctionArgExpr,
@@ -29,8 +29,8 @@ use sqlparser::ast::{
 use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect};
 use sqlparser::parser::Parser;
 
-/// A table a scenario's statements are recorded on: one its setup creates with integer
-/// columns and a one-column integer primary key.
+/// A table a scenario's statements are recorded on: one its setup creates with a
+/// one-column integer primary key and columns of the types [`column_type`] knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScenarioTable {
     /// Its name and columns, primary key first (the seam's vocabulary).
@@ -163,6 +163,24 @@ fn last_name(name: &ObjectName) -> Option<String> {
     }
 }
 
+/// The seam's type of a column declared `t`, or `None` for a type isocert does not record
+/// (`char(n)` pads its values, `real` rounds them to single precision, dates, arrays, ...).
+pub fn column_type(t: &DataType) -> Option<ColumnType> {
+    if is_integer_type(t) {
+        return Some(ColumnType::Integer);
+    }
+    Some(match t {
+        DataType::Text | DataType::Varchar(_) | DataType::CharacterVarying(_) | DataType::String(None) => {
+            ColumnType::Text
+        }
+        DataType::Double(_) | DataType::DoublePrecision | DataType::Float8 => ColumnType::Float,
+        DataType::Numeric(_) | DataType::Decimal(_) | DataType::Dec(_) => ColumnType::Numeric,
+        DataType::Boolean | DataType::Bool => ColumnType::Boolean,
+        DataType::Custom(name, _) if last_name(name).is_some_and(|n| n == "float8") => ColumnType::Float,
+        _ => return None,
+    })
+}
+
 fn is_integer_type(t: &DataType) -> bool {
     matches!(
         t,
@@ -224,6 +242,18 @@ pub fn find_tables(setup: &[String], dialect: Dialect) -> Vec<ScenarioTable> {
 pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>, Vec<SkippedTable>) {
     let mut found: Vec<ScenarioTable> = Vec::new();
     let mut skipped: Vec<SkippedTable> = Vec::new();
+    // `CREATE UNIQUE INDEX ... ON t (c)` of one column, without a predicate: a key for a
+    // table without a primary key.
+    let unique_indexes: Vec<(String, String)> = setup
+        .iter()
+        .flat_map(|b| split_statements(b))
+        .filter_map(|sql| match parse_one(&without_include(&sql), dialect)? {
+            Statement::CreateIndex(i) if i.unique && i.predicate.is_none() && i.columns.len() == 1 => {
+                Some((last_name(&i.table_name)?, column_name(&i.columns[0].column.expr)?))
+            }
+            _ => None,
+        })
+        .collect();
     for sql in setup.iter().flat_map(|b| split_statements(b)) {
         let Some(statement) = parse_one(&without_include(&sql), dialect) else {
             let lower = sql.trim_start().to_ascii_lowercase();
@@ -255,12 +285,8 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
             skip("it inherits from another table".into());
             continue;
         }
-        if create.partition_by.is_some() {
-            skip("a partitioned table (changes are published under its partitions' names)".into());
-            continue;
-        }
-        if let Some(c) = create.columns.iter().find(|c| !is_integer_type(&c.data_type)) {
-            skip(format!("a column that is not an integer ({})", c.data_type));
+        if let Some(c) = create.columns.iter().find(|c| column_type(&c.data_type).is_none()) {
+            skip(format!("a column of a type isocert does not record ({}): column {}", c.data_type, c.name));
             continue;
         }
         let mut keys: Vec<String> = create
@@ -276,10 +302,40 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
                 keys.extend(columns.iter().map(|c| c.column.expr.to_string().to_ascii_lowercase()));
             }
         }
+        if keys.is_empty() {
+            // No primary key: the first integer column with a one-column unique constraint
+            // or unique index is the row's identity.
+            let mut unique: Vec<String> = create
+                .columns
+                .iter()
+                .filter(|c| {
+                    c.options
+                        .iter()
+                        .any(|o| matches!(o.option, ColumnOption::Unique { is_primary: false, .. }))
+                })
+                .map(|c| c.name.value.to_ascii_lowercase())
+                .collect();
+            for constraint in &create.constraints {
+                if let TableConstraint::Unique { columns, .. } = constraint {
+                    if let [c] = columns.as_slice() {
+                        unique.extend(column_name(&c.column.expr));
+                    }
+                }
+            }
+            unique.extend(unique_indexes.iter().filter(|(t, _)| *t == name).map(|(_, c)| c.clone()));
+            let key = create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).find(|c| {
+                unique.contains(c)
+                    && create.columns.iter().any(|d| {
+                        d.name.value.eq_ignore_ascii_case(c)
+                            && column_type(&d.data_type) == Some(ColumnType::Integer)
+                    })
+            });
+            keys.extend(key);
+        }
         let pk = match keys.as_slice() {
             [pk] => pk.clone(),
             [] => {
-                skip("no primary key".into());
+                skip("no primary key and no unique integer column".into());
                 continue;
             }
             _ => {
@@ -287,11 +343,24 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
                 continue;
             }
         };
+        let type_of = |name: &str| {
+            create
+                .columns
+                .iter()
+                .find(|c| c.name.value.eq_ignore_ascii_case(name))
+                .and_then(|c| column_type(&c.data_type))
+        };
+        if type_of(&pk) != Some(ColumnType::Integer) {
+            skip("a primary key that is not an integer".into());
+            continue;
+        }
         if found.iter().any(|t| t.spec.name == name) {
             continue;
         }
         let mut columns = vec![pk.clone()];
         columns.extend(create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).filter(|c| *c != pk));
+        let types: Vec<ColumnType> =
+            columns.iter().map(|c| type_of(c).expect("every column's type was checked")).collect();
         // The seam's vocabulary names tables and columns with 'static strings (workload
         // tables are constants); a scenario's few names are leaked once per table.
         let columns: Vec<&'static str> =
@@ -300,10 +369,12 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
             spec: TableSpec {
                 name: Box::leak(name.into_boxed_str()),
                 columns: Box::leak(columns.into_boxed_slice()),
+                types: Box::leak(types.into_boxed_slice()),
+                partitioned: create.partition_by.is_some(),
             },
         });
     }
-    // A table with children (partitions, inheritance) has rows changed under their names.
+    // A table with children by inheritance has rows changed under their names.
     let statements: Vec<String> = setup
         .iter()
         .flat_map(|b| split_statements(b))
@@ -311,16 +382,14 @@ pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>,
         .collect();
     found.retain(|t| {
         let name = t.spec.name;
+        // A partitioned table's changes are published under its own name
+        // (`publish_via_partition_root`); an inheritance parent's are not.
         let parent = statements.iter().any(|sql| {
-            sql.contains(&format!("partition of {name} "))
-                || sql.contains(&format!("inherits ({name})"))
-                || sql.contains(&format!("inherits({name})"))
+            sql.contains(&format!("inherits ({name})")) || sql.contains(&format!("inherits({name})"))
         });
         if parent {
-            skipped.push(SkippedTable {
-                table: name.to_string(),
-                why: "it has partitions or child tables".into(),
-            });
+            skipped
+                .push(SkippedTable { table: name.to_string(), why: "it has child tables (INHERITS)".into() });
         }
         !parent
     });
@@ -357,6 +426,34 @@ fn integer(e: &Expr) -> Option<i64> {
         Expr::Nested(e) => integer(e),
         _ => None,
     }
+}
+
+/// A literal (a number, a quoted string, `TRUE`/`FALSE`, `NULL`, a negated number) as a
+/// value of column type `ty` in canonical form; `None` for anything else or a literal of
+/// another type (text in an integer column: the database would convert it, isocert does
+/// not guess how).
+fn literal(e: &Expr, ty: ColumnType) -> Option<Scalar> {
+    let scalar = match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => match n.parse::<i64>() {
+                Ok(i) => Scalar::Int(i),
+                Err(_) if matches!(ty, ColumnType::Float | ColumnType::Numeric) => ty.parse(n).ok()?,
+                Err(_) => return None,
+            },
+            Value::SingleQuotedString(t) if ty == ColumnType::Text => Scalar::Text(t.as_str().into()),
+            Value::Boolean(b) => Scalar::Bool(*b),
+            Value::Null => Scalar::Null,
+            _ => return None,
+        },
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match literal(expr, ty)? {
+            Scalar::Int(i) => Scalar::Int(-i),
+            Scalar::Float(f) => Scalar::Float(-f),
+            _ => return None,
+        },
+        Expr::Nested(e) => return literal(e, ty),
+        _ => return None,
+    };
+    ty.canonical(scalar).ok()
 }
 
 fn column_name(e: &Expr) -> Option<String> {
@@ -446,13 +543,13 @@ impl Translator {
                     let AssignmentTarget::ColumnName(c) = &a.target else {
                         return self.raw(sql, Effect::WritesTable, "a tuple assignment");
                     };
-                    let (Some(col), Some(v)) =
-                        (last_name(c).and_then(|c| self.column(&t, &c)), integer(&a.value))
+                    let col = last_name(c).and_then(|c| self.column(&t, &c));
+                    let Some((col, v)) = col.and_then(|c| Some((c, literal(&a.value, t.spec.type_of(c))?)))
                     else {
                         return self.raw(
                             sql,
                             Effect::WritesTable,
-                            "SET of something other than an integer constant",
+                            "SET of something other than a constant of the column's type",
                         );
                     };
                     if col == t.spec.pk() {
@@ -471,6 +568,10 @@ impl Translator {
                     return self.raw(sql, Effect::Unseen, "a DELETE of several tables");
                 };
                 let Some(t) = self.ours(&name) else { return self.elsewhere(sql, &name) };
+                if t.spec.partitioned {
+                    // PostgreSQL cannot return the deleted version's xmin from a partitioned table.
+                    return self.raw(sql, Effect::WritesTable, "a DELETE on a partitioned table");
+                }
                 if delete.using.is_some() || delete.returning.is_some() || delete.limit.is_some() {
                     return self.raw(sql, Effect::WritesTable, "DELETE with USING, RETURNING or LIMIT");
                 }
@@ -606,6 +707,13 @@ impl Translator {
             let Some(column) = column else {
                 return self.raw(sql, Effect::Unseen, "an aggregate of something other than one column");
             };
+            // The recorded result is an integer; MySQL's aggregate step also reads the last
+            // column of each row as an integer (InnoDB's recovery facts).
+            let counted = function == AggregateFn::Count || t.spec.type_of(column) == ColumnType::Integer;
+            let last_integer = t.spec.column_type(t.spec.columns.len() - 1) == ColumnType::Integer;
+            if !counted || (self.dialect == Dialect::Mysql && !last_integer) {
+                return self.raw(sql, Effect::Unseen, "an aggregate over a column that is not an integer");
+            }
             return match self.predicate(&t, select.selection.as_ref()) {
                 Ok(predicate) => Action::Record(t, Step::Aggregate { predicate, function, column }),
                 Err(why) => self.raw(sql, Effect::Unseen, &why),
@@ -658,15 +766,26 @@ impl Translator {
         }
         let mut steps = Vec::new();
         for row in &values.rows {
-            let mut full = vec![0i64; t.spec.columns.len()];
+            let mut full = vec![Scalar::Null; t.spec.columns.len()];
             if row.len() != columns.len() {
                 return self.raw(sql, Effect::WritesTable, "a VALUES row of another width");
             }
             for (c, e) in columns.iter().zip(row) {
-                let Some(v) = integer(e) else {
-                    return self.raw(sql, Effect::WritesTable, "a value that is not an integer literal");
-                };
                 let i = t.spec.columns.iter().position(|x| Some(*x) == *c).expect("a column of the table");
+                let Some(v) = literal(e, t.spec.column_type(i)) else {
+                    return self.raw(
+                        sql,
+                        Effect::WritesTable,
+                        "a value that is not a literal of its column's type",
+                    );
+                };
+                if i == 0 && !matches!(v, Scalar::Int(_)) {
+                    return self.raw(
+                        sql,
+                        Effect::WritesTable,
+                        "a primary key that is not an integer literal",
+                    );
+                }
                 full[i] = v;
             }
             steps.push(full);
@@ -681,11 +800,12 @@ impl Translator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use isocert_adapters::int_row;
 
     fn tables() -> Vec<ScenarioTable> {
         find_tables(
             &["CREATE TABLE t (v int NOT NULL, id int PRIMARY KEY, c int); \
-               CREATE TABLE w (a int PRIMARY KEY, b text); \
+               CREATE TABLE w (a int PRIMARY KEY, b point); \
                CREATE TABLE u (a int, b bigint, PRIMARY KEY (b))"
                 .to_string()],
             Dialect::Postgres,
@@ -712,10 +832,10 @@ mod tests {
     #[test]
     fn every_recordable_table_is_found_with_its_key_first() {
         let found: Vec<(&str, &[&str])> = tables().iter().map(|t| (t.spec.name, t.spec.columns)).collect();
-        // w has a text column: not recordable.
+        // w has a point column: not recordable.
         assert_eq!(found, [("t", &["id", "v", "c"][..]), ("u", &["b", "a"][..])]);
         let (_, skipped) = survey_tables(
-            &["CREATE TABLE w (a int PRIMARY KEY, b text); CREATE TABLE x (a int); \
+            &["CREATE TABLE w (a int PRIMARY KEY, b point); CREATE TABLE x (a int); \
                CREATE TABLE s.y (a int PRIMARY KEY); CREATE TEMP TABLE z (a int PRIMARY KEY); \
                CREATE TABLE p (a int, b int, PRIMARY KEY (a, b)); \
                CREATE TABLE parent (a int PRIMARY KEY); CREATE TABLE child (b int) INHERITS (parent)"
@@ -726,13 +846,13 @@ mod tests {
         assert_eq!(
             why,
             [
-                ("w", "a column that is not an integer (TEXT)"),
-                ("x", "no primary key"),
+                ("w", "a column of a type isocert does not record (point): column b"),
+                ("x", "no primary key and no unique integer column"),
                 ("s.y", "a table in a named schema"),
                 ("z", "a temporary table (other sessions cannot read it)"),
                 ("p", "a primary key of several columns"),
                 ("child", "it inherits from another table"),
-                ("parent", "it has partitions or child tables"),
+                ("parent", "it has child tables (INHERITS)"),
             ]
         );
     }
@@ -757,10 +877,13 @@ mod tests {
                 Step::Aggregate { predicate: "c = 2".into(), function: AggregateFn::Count, column: "id" }
             )
         );
-        assert_eq!(actions[4], Action::Record(t, Step::Insert { row: vec![3, 30, -1] }));
+        assert_eq!(actions[4], Action::Record(t, Step::Insert { row: int_row(vec![3, 30, -1]) }));
         assert_eq!(
             actions[5],
-            Action::Record(t, Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", 11)] })
+            Action::Record(
+                t,
+                Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", Scalar::Int(11))] }
+            )
         );
         assert_eq!(actions[6], Action::Record(t, Step::Delete { key: 2 }));
         assert_eq!(actions[7], Action::Record(t, Step::PredicateDelete { predicate: "v < 0".into() }));
@@ -785,10 +908,13 @@ mod tests {
         let u = tables()[1];
         assert_eq!(
             tr.statement("UPDATE u SET a = 3 WHERE b = 2"),
-            Action::Record(u, Step::PredicateUpdate { predicate: "b = 2".into(), set: vec![("a", 3)] })
+            Action::Record(
+                u,
+                Step::PredicateUpdate { predicate: "b = 2".into(), set: vec![("a", Scalar::Int(3))] }
+            )
         );
         assert_eq!(raw("SELECT * FROM w").0, Effect::Unseen);
-        assert_eq!(raw("INSERT INTO w VALUES (1, 'x')").0, Effect::Unseen);
+        assert_eq!(raw("INSERT INTO w VALUES (1, '(1,2)')").0, Effect::Unseen);
         assert!(raw("SELECT * FROM pg_locks").1.contains("catalog"));
         assert_eq!(
             tr.statement("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
@@ -796,6 +922,115 @@ mod tests {
         );
         assert_eq!(tr.statement("START TRANSACTION"), Action::Begin(None));
         assert_eq!(tr.statement("ABORT"), Action::Rollback);
+    }
+
+    #[test]
+    fn text_numeric_float_and_boolean_columns_are_recorded_as_scalars() {
+        let (found, skipped) = survey_tables(
+            &["CREATE TABLE acct (id int PRIMARY KEY, name text NOT NULL, tag varchar(10), \
+                 balance numeric(10,2), rate double precision, open boolean); \
+               CREATE TABLE k (name text PRIMARY KEY, n int); CREATE TABLE c (id int PRIMARY KEY, code char(3)); \
+               CREATE TABLE r (id int PRIMARY KEY, x real)"
+                .to_string()],
+            Dialect::Postgres,
+        );
+        let t = found[0];
+        assert_eq!(found.len(), 1);
+        assert_eq!(t.spec.columns, ["id", "name", "tag", "balance", "rate", "open"]);
+        use ColumnType::*;
+        assert_eq!(t.spec.types, [Integer, Text, Text, Numeric, Float, Boolean]);
+        let why: Vec<(&str, &str)> = skipped.iter().map(|s| (s.table.as_str(), s.why.as_str())).collect();
+        assert_eq!(
+            why,
+            [
+                ("k", "a primary key that is not an integer"),
+                ("c", "a column of a type isocert does not record (CHAR(3)): column code"),
+                ("r", "a column of a type isocert does not record (REAL): column x"),
+            ]
+        );
+        let tr = Translator::new(found.clone(), Dialect::Postgres);
+        let text = |s: &str| Scalar::Text(s.into());
+        assert_eq!(
+            tr.statement("INSERT INTO acct VALUES (1, 'it''s', NULL, 10, -2.5, true)"),
+            Action::Record(
+                t,
+                Step::Insert {
+                    row: vec![
+                        Scalar::Int(1),
+                        text("it's"),
+                        Scalar::Null,
+                        Scalar::Float(10.0),
+                        Scalar::Float(-2.5),
+                        Scalar::Bool(true)
+                    ]
+                }
+            )
+        );
+        assert_eq!(
+            tr.statement("UPDATE acct SET name = 'bob', balance = 1.25 WHERE name = 'al'"),
+            Action::Record(
+                t,
+                Step::PredicateUpdate {
+                    predicate: "name = 'al'".into(),
+                    set: vec![("name", text("bob")), ("balance", Scalar::Float(1.25))]
+                }
+            )
+        );
+        assert_eq!(
+            tr.statement("SELECT * FROM acct WHERE name >= 'b'"),
+            Action::Record(t, Step::Select { predicate: "name >= 'b'".into() })
+        );
+        let raw = |sql: &str| match tr.statement(sql) {
+            Action::Raw { effect, why, .. } => (effect, why),
+            other => panic!("{sql}: {other:?}"),
+        };
+        // A literal of another type is not converted: the statement runs unrecorded.
+        assert_eq!(raw("UPDATE acct SET name = 5 WHERE id = 1").0, Effect::WritesTable);
+        assert_eq!(raw("INSERT INTO acct VALUES (2, 'x', 'y', '10', 1, false)").0, Effect::WritesTable);
+        // More digits than a double holds: refused, not rounded.
+        assert_eq!(raw("UPDATE acct SET balance = 1234567890.1234567 WHERE id = 1").0, Effect::WritesTable);
+        assert!(raw("SELECT sum(balance) FROM acct").1.contains("not an integer"));
+        assert_eq!(
+            tr.statement("SELECT count(*) FROM acct WHERE open"),
+            Action::Record(
+                t,
+                Step::Aggregate { predicate: "open".into(), function: AggregateFn::Count, column: "id" }
+            )
+        );
+    }
+
+    #[test]
+    fn a_unique_integer_column_keys_a_table_without_primary_key_and_partitioned_tables_are_recorded() {
+        let tables = find_tables(
+            &["CREATE TABLE a (v text, id int UNIQUE); \
+               CREATE TABLE b (v int, id int NOT NULL, UNIQUE (id)); \
+               CREATE TABLE c (name text, id int); CREATE UNIQUE INDEX c_id ON c (id); \
+               CREATE TABLE d (name text, id int); CREATE UNIQUE INDEX d_part ON d (id) WHERE id > 0; \
+               CREATE TABLE e (name text UNIQUE, n int); \
+               CREATE TABLE p (id int PRIMARY KEY, v text) PARTITION BY RANGE (id); \
+               CREATE TABLE p1 PARTITION OF p FOR VALUES FROM (0) TO (10)"
+                .to_string()],
+            Dialect::Postgres,
+        );
+        let found: Vec<(&str, &[&str])> = tables.iter().map(|t| (t.spec.name, t.spec.columns)).collect();
+        // d's unique index is partial, e's unique column is text: neither is a key.
+        let tr = Translator::new(tables.clone(), Dialect::Postgres);
+        assert!(tables[3].spec.partitioned && !tables[0].spec.partitioned);
+        match tr.statement("DELETE FROM p WHERE id = 1") {
+            Action::Raw { effect: Effect::WritesTable, why, .. } => {
+                assert!(why.contains("partitioned"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            found,
+            [
+                ("a", &["id", "v"][..]),
+                ("b", &["id", "v"][..]),
+                ("c", &["id", "name"][..]),
+                ("p", &["id", "v"][..])
+            ]
+        );
     }
 
     #[test]

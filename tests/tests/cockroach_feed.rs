@@ -15,7 +15,7 @@ use isocert_history::Timestamp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const TABLE: TableSpec = TableSpec { name: "items", columns: &["id", "v"] };
+const TABLE: TableSpec = TableSpec::integers("items", &["id", "v"]);
 const CURSOR: &str = "1700000000000000000.0000000000";
 const A: &str = "1700000001000000000.0000000000";
 const B: &str = "1700000002000000000.0000000003";
@@ -278,7 +278,7 @@ async fn serve_session(mut socket: TcpStream, queries: Seen) {
 
 #[tokio::test]
 async fn the_session_records_timestamps_and_classifies_restarts_and_ambiguous_commits() {
-    use isocert_adapters::{CommitOutcome, Isolation, RecordedOp, Session, Step};
+    use isocert_adapters::{int_row, CommitOutcome, Isolation, RecordedOp, Session, Step};
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -297,10 +297,10 @@ async fn the_session_records_timestamps_and_classifies_restarts_and_ambiguous_co
 
     let mut facts = session.begin(Isolation::Serializable).await.unwrap();
     let ops = session.execute(&TABLE, &Step::Read { key: 1 }, &mut facts).await.unwrap();
-    assert_eq!(ops[0].0, RecordedOp::Read { key: 1, row: Some(vec![1, 10]) });
+    assert_eq!(ops[0].0, RecordedOp::Read { key: 1, row: Some(int_row(vec![1, 10])) });
     assert_eq!(ops[0].1.mvcc_ts.as_deref(), Some(A));
-    let ops = session.execute(&TABLE, &Step::Upsert { row: vec![1, 11] }, &mut facts).await.unwrap();
-    assert_eq!(ops[0].0, RecordedOp::Write { key: 1, row: Some(vec![1, 11]) });
+    let ops = session.execute(&TABLE, &Step::Upsert { row: int_row(vec![1, 11]) }, &mut facts).await.unwrap();
+    assert_eq!(ops[0].0, RecordedOp::Write { key: 1, row: Some(int_row(vec![1, 11])) });
     assert!(matches!(session.commit(&mut facts).await, CommitOutcome::Committed));
     assert_eq!(facts.commit_ts.as_deref(), Some(B));
     assert_eq!(facts.effective_isolation.as_deref(), Some("serializable"));

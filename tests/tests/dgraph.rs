@@ -18,10 +18,12 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use isocert_adapters::dgraph::DgraphSession;
-use isocert_adapters::{CommitOutcome, Database, Dgraph, Isolation, RecordedOp, Session, Step, TableSpec};
+use isocert_adapters::{
+    int_row, CommitOutcome, Database, Dgraph, Isolation, RecordedOp, Session, Step, TableSpec,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const TABLE: TableSpec = TableSpec { name: "items", columns: &["id", "v"] };
+const TABLE: TableSpec = TableSpec::integers("items", &["id", "v"]);
 
 /// What the fake Alpha received: (path with query, body).
 type Requests = Arc<Mutex<Vec<(String, String)>>>;
@@ -105,14 +107,17 @@ async fn a_transaction_records_its_start_and_commit_ts_and_sends_dgraph_its_keys
     let mut s = session(&url).await;
     let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
     let read = s.execute(&TABLE, &Step::Read { key: 1 }, &mut facts).await.unwrap();
-    assert_eq!(read[0].0, RecordedOp::Read { key: 1, row: Some(vec![1, 10]) });
-    let write = s.execute(&TABLE, &Step::Upsert { row: vec![2, 22] }, &mut facts).await.unwrap();
-    assert_eq!(write[0].0, RecordedOp::Write { key: 2, row: Some(vec![2, 22]) });
+    assert_eq!(read[0].0, RecordedOp::Read { key: 1, row: Some(int_row(vec![1, 10])) });
+    let write = s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
+    assert_eq!(write[0].0, RecordedOp::Write { key: 2, row: Some(int_row(vec![2, 22])) });
     let select = s.execute(&TABLE, &Step::Select { predicate: "v >= 5".into() }, &mut facts).await.unwrap();
     // The history records the DQL filter (the `dgraph` dialect), rows by key.
     assert_eq!(
         select[0].0,
-        RecordedOp::Select { predicate: "ge(v, 5)".into(), rows: vec![vec![1, 10], vec![2, 22]] }
+        RecordedOp::Select {
+            predicate: "ge(v, 5)".into(),
+            rows: vec![int_row(vec![1, 10]), int_row(vec![2, 22])]
+        }
     );
     assert!(matches!(s.commit(&mut facts).await, CommitOutcome::Committed));
     assert_eq!((facts.start_ts, facts.commit_ts), (Some(100), Some(105)));
@@ -136,7 +141,7 @@ async fn an_abort_at_commit_is_retryable_and_rolled_back() {
     let (url, requests) = fake_alpha(vec![Some(Q_NONE), Some(MUTATED), Some(ABORTED), Some(ABORTED)]).await;
     let mut s = session(&url).await;
     let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
-    s.execute(&TABLE, &Step::Upsert { row: vec![2, 22] }, &mut facts).await.unwrap();
+    s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
     let CommitOutcome::AbortedRetryable(e) = s.commit(&mut facts).await else { panic!("expected an abort") };
     assert!(e.is_retryable() && e.to_string().contains("aborted"), "{e}");
     s.note_error(&mut facts, &e);
@@ -153,8 +158,8 @@ async fn an_abort_of_a_mutation_ends_the_attempt_as_retryable_and_the_rollback_a
         fake_alpha(vec![Some(Q_NONE), Some(MUTATED), Some(Q_NONE), Some(ABORTED), Some(ABORTED)]).await;
     let mut s = session(&url).await;
     let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
-    s.execute(&TABLE, &Step::Upsert { row: vec![2, 22] }, &mut facts).await.unwrap();
-    let e = s.execute(&TABLE, &Step::Upsert { row: vec![3, 33] }, &mut facts).await.unwrap_err();
+    s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
+    let e = s.execute(&TABLE, &Step::Upsert { row: int_row(vec![3, 33]) }, &mut facts).await.unwrap_err();
     assert!(e.is_retryable(), "{e}");
     // Aborting a transaction Dgraph already aborted answers the abort error: fine.
     s.rollback().await.unwrap();
@@ -166,7 +171,7 @@ async fn a_lost_commit_answer_makes_the_attempt_unknown() {
     let (url, _) = fake_alpha(vec![Some(Q_NONE), Some(MUTATED), None]).await;
     let mut s = session(&url).await;
     let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
-    s.execute(&TABLE, &Step::Upsert { row: vec![2, 22] }, &mut facts).await.unwrap();
+    s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
     let CommitOutcome::Unknown(e) = s.commit(&mut facts).await else { panic!("expected an unknown outcome") };
     assert!(e.is_connection_lost(), "{e}");
     s.note_error(&mut facts, &e);

@@ -95,7 +95,7 @@ impl Store {
             // The filter names predicates: read it over a table whose columns they are.
             let columns: Vec<&'static str> =
                 aliases.iter().map(|(_, p)| &*Box::leak(p.clone().into_boxed_str())).collect();
-            let spec = TableSpec { name: "fake", columns: Box::leak(columns.into_boxed_slice()) };
+            let spec = TableSpec::integers("fake", Box::leak(columns.into_boxed_slice()));
             parse_filter(&spec, f.trim_end().strip_suffix(')').unwrap()).unwrap()
         });
         let wanted: Box<dyn Fn(&Row) -> bool> = if let Some(eq) = root.split("func: eq(").nth(1) {

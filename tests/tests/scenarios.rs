@@ -4,7 +4,9 @@
 //! tests/scenarios/expected/DATABASE.md, which docs/SCENARIOS.md reproduces and explains
 //! against Hermitage's published tables. `ISOCERT_UPDATE_SNAPSHOTS=1` rewrites it after a
 //! reviewed change. tests/scenarios/multi-table/ holds scenarios whose anomaly is seen only
-//! when every table they use is recorded.
+//! when every table they use is recorded; tests/scenarios/scalars/ holds scenarios over text
+//! and numeric columns, tests/scenarios/keys/ over a table without a primary key (keyed by
+//! a unique column) and a partitioned table.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -190,15 +192,34 @@ step w1 {{ UPDATE l SET v = 12 WHERE id = 1; }}
     assert_eq!(perms[0]["verdict"], "uncertified", "{perms:?}");
     assert!(perms[0]["why"].as_str().unwrap().contains("recovering the certificate"), "{perms:?}");
 
-    // A NULL the seam cannot hold: that table is not recorded, the other one is.
+    // A NULL is recorded (l); a numeric of more digits than a double holds is not rounded:
+    // that table is not recorded, the other one is.
     let null =
-        "setup { CREATE TABLE l (id int PRIMARY KEY, v int); CREATE TABLE n (id int PRIMARY KEY, v int);
-  INSERT INTO l VALUES (1, 10); INSERT INTO n VALUES (1, NULL); }
+        "setup { CREATE TABLE l (id int PRIMARY KEY, v int); CREATE TABLE n (id int PRIMARY KEY, v numeric);
+  INSERT INTO l VALUES (1, NULL); INSERT INTO n VALUES (1, 1234567890.1234567); }
 teardown { DROP TABLE l; DROP TABLE n; }
 session s1
 step rw { SELECT * FROM n WHERE id = 1; UPDATE l SET v = 11 WHERE id = 1; }
 ";
+    // A scenario whose writes repeat a row's value cannot be checked (its versions are one
+    // value): uncertified, saying so, never flagged.
+    let repeat = "setup { CREATE TABLE l (id int PRIMARY KEY, v text); INSERT INTO l VALUES (1, 'a'); }
+teardown { DROP TABLE l; }
+session s1
+step w1 { UPDATE l SET v = 'b' WHERE id = 1; }
+session s2
+step w2 { UPDATE l SET v = 'a' WHERE id = 1; }
+permutation w1 w2
+";
+    let perms = permutations(target, repeat, &[]);
+    assert_eq!(perms[0]["verdict"], "uncertified", "{perms:?}");
+    assert!(perms[0]["why"].as_str().unwrap().contains("duplicate-write"), "{perms:?}");
+
     let perms = permutations(target, null, &[]);
+    assert!(
+        perms[0]["unreadable_tables"][0]["why"].as_str().unwrap().contains("15 significant digits"),
+        "{perms:?}"
+    );
     assert_eq!(perms[0]["tables"], serde_json::json!(["l"]), "{perms:?}");
     assert_eq!(perms[0]["unreadable_tables"][0]["table"], "n", "{perms:?}");
     assert_eq!(perms[0]["verdict"], "partial", "{perms:?}");
@@ -218,6 +239,77 @@ fn write_skew_across_two_tables_is_flagged_on_mariadb_and_its_serial_twin_is_not
     match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
         Some(Source::Url(url)) => write_skew_across_two_tables(&["--db", &url]),
         Some(Source::Embedded) => write_skew_across_two_tables(&["--database", "mariadb"]),
+        None => {}
+    }
+}
+
+/// tests/scenarios/scalars/doctors-on-call.spec: write skew through a predicate over text
+/// columns, with text and numeric values written.
+fn write_skew_on_text_columns(target: &[&str]) {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/scalars/doctors-on-call.spec");
+    let (tables, perms) = verdicts(target, &spec, "repeatable-read");
+    assert_eq!(tables, ["doctors"]);
+    // Interleaved: each check misses the other's write (anti-dependencies through the
+    // predicate over `shift` and `name`).
+    assert_eq!(perms[0].0, "anomalies", "{perms:?}");
+    assert!(perms[0].1.contains(&"g2".to_string()), "{perms:?}");
+    // Its serial twin: valid.
+    assert_eq!(perms[1], ("valid".to_string(), Vec::new()));
+    // Serializable prevents it (PostgreSQL aborts one transaction, MariaDB's locking reads
+    // deadlock or wait).
+    let (_, perms) = verdicts(target, &spec, "serializable");
+    assert!(perms.iter().all(|(v, _)| v == "valid" || v == "invalid"), "{perms:?}");
+    assert_eq!(perms[1].0, "valid");
+}
+
+#[test]
+fn write_skew_on_text_columns_is_flagged_on_postgresql_and_its_serial_twin_is_not() {
+    match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
+        Some(Source::Url(url)) => write_skew_on_text_columns(&["--db", &url]),
+        Some(Source::Embedded) => write_skew_on_text_columns(&["--database", "postgres"]),
+        None => {}
+    }
+}
+
+#[test]
+fn write_skew_on_text_columns_is_flagged_on_mariadb_and_its_serial_twin_is_not() {
+    match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
+        Some(Source::Url(url)) => write_skew_on_text_columns(&["--db", &url]),
+        Some(Source::Embedded) => write_skew_on_text_columns(&["--database", "mariadb"]),
+        None => {}
+    }
+}
+
+/// A spec of tests/scenarios/keys/ at repeatable read: its one table recorded, the
+/// interleaved permutation flagged `g2`, its serial twin valid.
+fn write_skew_in(target: &[&str], spec: &str, table: &str) {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/keys").join(spec);
+    let (tables, perms) = verdicts(target, &spec, "repeatable-read");
+    assert_eq!(tables, [table]);
+    assert_eq!(perms[0].0, "anomalies", "{perms:?}");
+    assert!(perms[0].1.contains(&"g2".to_string()), "{perms:?}");
+    assert_eq!(perms[1], ("valid".to_string(), Vec::new()));
+}
+
+#[test]
+fn tables_keyed_by_a_unique_column_and_partitioned_tables_are_recorded_on_postgresql() {
+    let target = match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
+        Some(Source::Url(url)) => vec!["--db".to_string(), url],
+        Some(Source::Embedded) => vec!["--database".to_string(), "postgres".to_string()],
+        None => return,
+    };
+    let target: Vec<&str> = target.iter().map(String::as_str).collect();
+    write_skew_in(&target, "unique-key-write-skew.spec", "on_call");
+    write_skew_in(&target, "partitioned-write-skew.spec", "shifts");
+}
+
+#[test]
+fn a_table_keyed_by_a_unique_column_is_recorded_on_mariadb() {
+    match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
+        Some(Source::Url(url)) => write_skew_in(&["--db", &url], "unique-key-write-skew.spec", "on_call"),
+        Some(Source::Embedded) => {
+            write_skew_in(&["--database", "mariadb"], "unique-key-write-skew.spec", "on_call")
+        }
         None => {}
     }
 }

@@ -27,7 +27,7 @@ use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::recover_tidb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const TABLE: TableSpec = TableSpec { name: "items", columns: &["id", "v"] };
+const TABLE: TableSpec = TableSpec::integers("items", &["id", "v"]);
 
 /// Row format v2 of `items` with `v` (column id 2).
 fn row_v2(v: i64) -> String {

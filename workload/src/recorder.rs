@@ -77,13 +77,13 @@ impl Recorder {
         self.history.intern_object(self.tables[t].table, Scalar::Int(key))
     }
 
-    fn value(&mut self, t: usize, row: Option<&[i64]>) -> ValueId {
+    fn value(&mut self, t: usize, row: Option<&[Scalar]>) -> ValueId {
         match row {
             None => ValueId::ABSENT,
-            Some(r) if self.is_kv(t) => self.history.intern_value(Value::Scalar(Scalar::Int(r[1]))),
+            Some(r) if self.is_kv(t) => self.history.intern_value(Value::Scalar(r[1].clone())),
             Some(r) => {
                 let cols: Vec<(ColId, Scalar)> =
-                    self.tables[t].columns.iter().zip(r).map(|(&c, &v)| (c, Scalar::Int(v))).collect();
+                    self.tables[t].columns.iter().zip(r).map(|(&c, v)| (c, v.clone())).collect();
                 self.history.intern_row(&cols)
             }
         }
@@ -95,20 +95,24 @@ impl Recorder {
         table.columns[i]
     }
 
-    fn result_rows(&mut self, t: usize, rows: &[Vec<i64>]) -> Vec<ResultRow> {
-        rows.iter().map(|r| ResultRow { obj: self.object(t, r[0]), value: self.value(t, Some(r)) }).collect()
+    fn row_object(&mut self, t: usize, row: &[Scalar]) -> ObjId {
+        self.history.intern_object(self.tables[t].table, row[0].clone())
+    }
+
+    fn result_rows(&mut self, t: usize, rows: &[Vec<Scalar>]) -> Vec<ResultRow> {
+        rows.iter().map(|r| ResultRow { obj: self.row_object(t, r), value: self.value(t, Some(r)) }).collect()
     }
 
     /// Records the rows that exist before the first transaction (the header's `initial`).
-    pub fn set_initial(&mut self, rows: &[Vec<i64>]) {
+    pub fn set_initial(&mut self, rows: &[Vec<Scalar>]) {
         self.history.initial.clear();
         self.add_initial(0, rows);
     }
 
     /// Adds table `t`'s rows to those that exist before the first transaction.
-    pub fn add_initial(&mut self, t: usize, rows: &[Vec<i64>]) {
+    pub fn add_initial(&mut self, t: usize, rows: &[Vec<Scalar>]) {
         for r in rows {
-            let entry = (self.object(t, r[0]), self.value(t, Some(r)));
+            let entry = (self.row_object(t, r), self.value(t, Some(r)));
             self.history.initial.push(entry);
         }
     }
@@ -153,7 +157,7 @@ impl Recorder {
             }
             RecordedOp::Update { predicate, set, rows } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
-                let set = set.iter().map(|(c, v)| (self.column(t, c), Scalar::Int(*v))).collect();
+                let set = set.into_iter().map(|(c, v)| (self.column(t, c), v)).collect();
                 Op::Update { predicate, set, rows: self.result_rows(t, &rows) }
             }
             RecordedOp::Delete { predicate, keys } => {

@@ -63,7 +63,14 @@ pub async fn run_until<D: Database>(
     cfg.validate()?;
     let schema = Schema::of(cfg.kind);
     let initial = db.read_table(&schema.spec()).await?;
-    let max_value = initial.iter().map(|r| *r.last().expect("columns")).max().unwrap_or(0);
+    let max_value = initial
+        .iter()
+        .filter_map(|r| match r.last() {
+            Some(isocert_history::Scalar::Int(v)) => Some(*v),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
     let mut recorder = Recorder::new(schema.spec(), cfg.sessions, D::DIALECT);
     recorder.set_initial(&initial);
     let shared = Arc::new(Shared {

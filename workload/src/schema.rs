@@ -41,7 +41,7 @@ impl Schema {
 
     /// The table as the adapters see it (each renders its own DDL).
     pub(crate) fn spec(&self) -> TableSpec {
-        TableSpec { name: self.table, columns: self.columns }
+        TableSpec::integers(self.table, self.columns)
     }
 
     /// A full row from its key, the planned middle columns (missing ones are 0) and the

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use isocert_adapters::{CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep};
-use isocert_history::{RealTime, Status};
+use isocert_adapters::{int_row, CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep};
+use isocert_history::{RealTime, Scalar, Status};
 use isocert_random::SeededRng;
 use rand::Rng;
 use serde::Serialize;
@@ -163,6 +163,18 @@ fn modified_columns(s: &Schema, key: i64, row: Option<&[i64]>, keys: u32) -> Vec
     }
 }
 
+/// A workload row read back: every column an integer.
+fn integers(row: &[Scalar]) -> Result<Vec<i64>, DbError> {
+    row.iter()
+        .map(|v| match v {
+            Scalar::Int(i) => Ok(*i),
+            other => {
+                Err(DbError::unexpected("a read-modify-write's read", format!("{other} is not an integer")))
+            }
+        })
+        .collect()
+}
+
 /// The operations and their facts recorded so far in one attempt.
 type Ops<F> = Vec<(RecordedOp, F)>;
 
@@ -183,26 +195,33 @@ async fn run_step<D: Database>(
         Step::ReadModifyWrite { key } => {
             let read = conn.execute(&table, &DbStep::Read { key: *key }, facts).await?;
             let row = match read.first() {
-                Some((RecordedOp::Read { row, .. }, _)) => row.clone(),
+                Some((RecordedOp::Read { row, .. }, _)) => row.as_ref().map(|r| integers(r)).transpose()?,
                 _ => return Err(DbError::unexpected("a read-modify-write's read", "no read recorded")),
             };
             let middle = modified_columns(s, *key, row.as_deref(), shared.cfg.keys);
-            let upsert = DbStep::Upsert { row: s.row(*key, &middle, shared.fresh()) };
+            let upsert = DbStep::Upsert { row: int_row(s.row(*key, &middle, shared.fresh())) };
             let written = conn.execute(&table, &upsert, facts).await?;
             // Recorded only once the whole step succeeded, as every step's operations.
             ops.extend(read);
             ops.extend(written);
             return Ok(());
         }
-        Step::Upsert { key, columns } => DbStep::Upsert { row: s.row(*key, columns, shared.fresh()) },
-        Step::Update { key, columns } => DbStep::Update { row: s.row(*key, columns, shared.fresh()) },
+        Step::Upsert { key, columns } => {
+            DbStep::Upsert { row: int_row(s.row(*key, columns, shared.fresh())) }
+        }
+        Step::Update { key, columns } => {
+            DbStep::Update { row: int_row(s.row(*key, columns, shared.fresh())) }
+        }
         Step::Delete { key } => DbStep::Delete { key: *key },
         Step::Select { predicate } => DbStep::Select { predicate: predicate.clone() },
         Step::Aggregate { predicate, function, column } => {
             DbStep::Aggregate { predicate: predicate.clone(), function: *function, column }
         }
         Step::PredicateUpdate { predicate, column, constant } => {
-            let set = vec![(*column, *constant), (*s.columns.last().expect("columns"), shared.fresh())];
+            let set = vec![
+                (*column, Scalar::Int(*constant)),
+                (*s.columns.last().expect("columns"), Scalar::Int(shared.fresh())),
+            ];
             DbStep::PredicateUpdate { predicate: predicate.clone(), set }
         }
         Step::PredicateDelete { predicate } => DbStep::PredicateDelete { predicate: predicate.clone() },

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use isocert_adapters::seam::{RawLog, Recovered, RecoveryError, RowMatcher};
 use isocert_adapters::{
-    AdapterError, CaptureOptions, ChangeCapture, CommitOutcome, Database, DatabaseKind, DbError, ErrorClass,
-    Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer,
+    int_row, AdapterError, CaptureOptions, ChangeCapture, CommitOutcome, Database, DatabaseKind, DbError,
+    ErrorClass, IntStep, Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer,
 };
-use isocert_history::{History, Status};
+use isocert_history::{History, Scalar, Status};
 use isocert_workload::{run_on, setup_on, WorkloadConfig, WorkloadKind};
 use serde::Serialize;
 
@@ -78,14 +78,18 @@ impl Session for MemSession {
             Step::Read { key } => {
                 let own = self.pending.iter().rev().find(|(k, _)| k == key).map(|(_, r)| r.clone());
                 let row = own.unwrap_or_else(|| rows.get(key).cloned());
-                vec![(RecordedOp::Read { key: *key, row }, facts)]
+                vec![(RecordedOp::Read { key: *key, row: row.map(int_row) }, facts)]
             }
             Step::Upsert { row } | Step::Insert { row } | Step::Update { row } => {
                 if statement > self.db.fatal_after {
                     return Err(refused("disk full"));
                 }
-                self.pending.push((row[0], Some(row.clone())));
-                vec![(RecordedOp::Write { key: row[0], row: Some(row.clone()) }, facts)]
+                let ints: Vec<i64> = match step.integers()? {
+                    IntStep::Upsert { row } | IntStep::Insert { row } | IntStep::Update { row } => row,
+                    _ => unreachable!("a write step"),
+                };
+                self.pending.push((ints[0], Some(ints.clone())));
+                vec![(RecordedOp::Write { key: ints[0], row: Some(row.clone()) }, facts)]
             }
             Step::Delete { key } => {
                 self.pending.push((*key, None));
@@ -189,8 +193,8 @@ impl Database for Memory {
     async fn drop_table(&self, _table: &TableSpec) -> Result<(), DbError> {
         Ok(())
     }
-    async fn read_table(&self, _table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
-        Ok(self.rows.lock().unwrap().values().cloned().collect())
+    async fn read_table(&self, _table: &TableSpec) -> Result<Vec<Vec<Scalar>>, DbError> {
+        Ok(self.rows.lock().unwrap().values().cloned().map(int_row).collect())
     }
     async fn kill_session(&self, _server_id: u64) -> Result<(), DbError> {
         Ok(())

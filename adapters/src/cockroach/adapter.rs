@@ -167,20 +167,25 @@ impl Database for CockroachDb {
             .map(|_| ())
     }
 
-    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
-        let client = self.admin().await?;
-        let cols: Vec<String> = table.columns.iter().map(|c| ident(c)).collect();
-        let sql = format!("SELECT {} FROM {} ORDER BY 1", cols.join(", "), ident(table.name));
-        query_with(&client, &sql, classify)
-            .await?
-            .iter()
-            .map(|r| {
-                (0..table.columns.len())
-                    .map(|i| r.get(i).and_then(|t| t.parse().ok()))
-                    .collect::<Option<Vec<i64>>>()
-                    .ok_or_else(|| DbError::unexpected(&sql, "a row with a NULL or non-integer column"))
-            })
-            .collect()
+    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<isocert_history::Scalar>>, DbError> {
+        crate::seam::integer_table(table)?;
+        let rows: Result<Vec<Vec<i64>>, DbError> = async {
+            let client = self.admin().await?;
+            let cols: Vec<String> = table.columns.iter().map(|c| ident(c)).collect();
+            let sql = format!("SELECT {} FROM {} ORDER BY 1", cols.join(", "), ident(table.name));
+            query_with(&client, &sql, classify)
+                .await?
+                .iter()
+                .map(|r| {
+                    (0..table.columns.len())
+                        .map(|i| r.get(i).and_then(|t| t.parse().ok()))
+                        .collect::<Option<Vec<i64>>>()
+                        .ok_or_else(|| DbError::unexpected(&sql, "a row with a NULL or non-integer column"))
+                })
+                .collect()
+        }
+        .await;
+        Ok(rows?.into_iter().map(crate::seam::int_row).collect())
     }
 
     async fn kill_session(&self, server_id: u64) -> Result<(), DbError> {
@@ -239,7 +244,7 @@ mod tests {
 
     #[test]
     fn tables_are_int8_with_the_key_first_and_captured_files_are_told_apart() {
-        let items = TableSpec { name: "items", columns: &["id", "c1", "v"] };
+        let items = TableSpec::integers("items", &["id", "c1", "v"]);
         assert_eq!(
             definition(&items),
             "\"id\" INT8 NOT NULL PRIMARY KEY, \"c1\" INT8 NOT NULL, \"v\" INT8 NOT NULL"

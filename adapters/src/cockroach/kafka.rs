@@ -399,7 +399,7 @@ mod tests {
             mode: Some(format!("kafka://{brokers}/run_?sink=kafka:19092")),
             poll_interval: Duration::ZERO,
         };
-        let table = TableSpec { name: "items", columns: &["id", "v"] };
+        let table = TableSpec::integers("items", &["id", "v"]);
         let mut capture = db.start_capture(&table, &options).await.unwrap();
         capture.wait_started(Duration::from_secs(20)).await.unwrap();
         let log = tokio::time::timeout(Duration::from_secs(30), capture.finish(None)).await.unwrap().unwrap();

@@ -21,7 +21,9 @@ use tokio_postgres::{Client, SimpleQueryRow};
 use super::tls;
 use super::url::CockroachUrl;
 use crate::postgres::{int, literal_row, one_row, query_with, table_row, text};
-use crate::seam::{CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec};
+use crate::seam::{
+    CommitOutcome, DbError, ErrorClass, IntOp, IntStep, Isolation, RecordedOp, Session, Step, TableSpec,
+};
 
 /// The one place CockroachDB errors are classified (see the module doc).
 pub fn classify(e: &tokio_postgres::Error) -> ErrorClass {
@@ -115,30 +117,31 @@ impl Session for CrdbSession {
         let cols = cols.join(", ");
         let none = CrdbOpFacts::default();
         let n = table.columns.len();
-        Ok(match step {
-            Step::Read { key } => {
+        let step = &step.integers()?;
+        let ops: Vec<(IntOp, CrdbOpFacts)> = match step {
+            IntStep::Read { key } => {
                 let sql = format!(
                     "SELECT crdb_internal_mvcc_timestamp::STRING, {cols} FROM {t} WHERE {pk} = {key}"
                 );
                 let rows = self.query(&sql).await?;
                 match rows.first() {
-                    None => vec![(RecordedOp::Read { key: *key, row: None }, none)],
+                    None => vec![(IntOp::Read { key: *key, row: None }, none)],
                     Some(r) => {
                         let row = table_row(&sql, r, 1, n)?;
                         let facts = CrdbOpFacts { mvcc_ts: Some(mvcc(&sql, r)?), ..none };
-                        vec![(RecordedOp::Read { key: *key, row }, facts)]
+                        vec![(IntOp::Read { key: *key, row }, facts)]
                     }
                 }
             }
-            Step::Upsert { row } => {
+            IntStep::Upsert { row } => {
                 self.query(&format!("UPSERT INTO {t} ({cols}) VALUES ({})", literal_row(row))).await?;
-                vec![(RecordedOp::Write { key: row[0], row: Some(row.clone()) }, none)]
+                vec![(IntOp::Write { key: row[0], row: Some(row.clone()) }, none)]
             }
-            Step::Insert { row } => {
+            IntStep::Insert { row } => {
                 self.query(&format!("INSERT INTO {t} ({cols}) VALUES ({})", literal_row(row))).await?;
-                vec![(RecordedOp::Write { key: row[0], row: Some(row.clone()) }, none)]
+                vec![(IntOp::Write { key: row[0], row: Some(row.clone()) }, none)]
             }
-            Step::Update { row } => {
+            IntStep::Update { row } => {
                 let set: Vec<String> = table.columns[1..]
                     .iter()
                     .zip(&row[1..])
@@ -148,18 +151,18 @@ impl Session for CrdbSession {
                 if self.query(&sql).await?.is_empty() {
                     Vec::new()
                 } else {
-                    vec![(RecordedOp::Write { key: row[0], row: Some(row.clone()) }, none)]
+                    vec![(IntOp::Write { key: row[0], row: Some(row.clone()) }, none)]
                 }
             }
-            Step::Delete { key } => {
+            IntStep::Delete { key } => {
                 let sql = format!("DELETE FROM {t} WHERE {pk} = {key} RETURNING {pk}");
                 if self.query(&sql).await?.is_empty() {
                     Vec::new()
                 } else {
-                    vec![(RecordedOp::Write { key: *key, row: None }, none)]
+                    vec![(IntOp::Write { key: *key, row: None }, none)]
                 }
             }
-            Step::Select { predicate } => {
+            IntStep::Select { predicate } => {
                 let sql = format!(
                     "SELECT crdb_internal_mvcc_timestamp::STRING, {cols} FROM {t} WHERE {predicate} ORDER BY {pk}"
                 );
@@ -173,9 +176,9 @@ impl Session for CrdbSession {
                     stamps.push(mvcc(&sql, r)?);
                 }
                 let facts = CrdbOpFacts { mvcc_ts_rows: Some(stamps), ..none };
-                vec![(RecordedOp::Select { predicate: predicate.clone(), rows }, facts)]
+                vec![(IntOp::Select { predicate: predicate.clone(), rows }, facts)]
             }
-            Step::Aggregate { predicate, function, column } => {
+            IntStep::Aggregate { predicate, function, column } => {
                 // sum() of an INT is a DECIMAL in CockroachDB: cast back so the text is an integer.
                 let call = match function {
                     AggregateFn::Sum => format!("sum({})::INT8", ident(column)),
@@ -184,15 +187,11 @@ impl Session for CrdbSession {
                 let sql = format!("SELECT {call} FROM {t} WHERE {predicate}");
                 let r = one_row(&sql, self.query(&sql).await?)?;
                 let result = int(&sql, &r, 0)?;
-                let op = RecordedOp::Aggregate {
-                    predicate: predicate.clone(),
-                    function: *function,
-                    column,
-                    result,
-                };
+                let op =
+                    IntOp::Aggregate { predicate: predicate.clone(), function: *function, column, result };
                 vec![(op, none)]
             }
-            Step::PredicateUpdate { predicate, set } => {
+            IntStep::PredicateUpdate { predicate, set } => {
                 let assignments: Vec<String> =
                     set.iter().map(|(c, v)| format!("{} = {v}", ident(c))).collect();
                 let sql =
@@ -203,9 +202,9 @@ impl Session for CrdbSession {
                     .map(|r| table_row(&sql, r, 0, n)?.ok_or_else(|| DbError::unexpected(&sql, "a NULL key")))
                     .collect::<Result<Vec<_>, _>>()?;
                 rows.sort_by_key(|r| r[0]);
-                vec![(RecordedOp::Update { predicate: predicate.clone(), set: set.clone(), rows }, none)]
+                vec![(IntOp::Update { predicate: predicate.clone(), set: set.clone(), rows }, none)]
             }
-            Step::PredicateDelete { predicate } => {
+            IntStep::PredicateDelete { predicate } => {
                 let sql = format!("DELETE FROM {t} WHERE {predicate} RETURNING {pk}");
                 let result = self.query(&sql).await?;
                 let mut keys = result
@@ -213,9 +212,10 @@ impl Session for CrdbSession {
                     .map(|r| int(&sql, r, 0)?.ok_or_else(|| DbError::unexpected(&sql, "a NULL key")))
                     .collect::<Result<Vec<_>, _>>()?;
                 keys.sort_unstable();
-                vec![(RecordedOp::Delete { predicate: predicate.clone(), keys }, none)]
+                vec![(IntOp::Delete { predicate: predicate.clone(), keys }, none)]
             }
-        })
+        };
+        Ok(ops.into_iter().map(|(op, facts)| (RecordedOp::from(op), facts)).collect())
     }
 
     async fn commit(&mut self, facts: &mut CrdbTxnFacts) -> CommitOutcome {

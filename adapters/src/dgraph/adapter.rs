@@ -169,11 +169,16 @@ impl Database for Dgraph {
         self.drop_predicates(table).await
     }
 
-    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
-        let dql = dql::filter_query(table, None);
-        let answer = self.http.query(None, &dql).await.map_err(|e| db_error(&dql, e))?;
-        let nodes = dql::parse_nodes(table, &answer.data).map_err(|e| DbError::unexpected(&dql, e))?;
-        Ok(nodes.into_iter().map(|n| n.row).collect())
+    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<isocert_history::Scalar>>, DbError> {
+        crate::seam::integer_table(table)?;
+        let rows: Result<Vec<Vec<i64>>, DbError> = async {
+            let dql = dql::filter_query(table, None);
+            let answer = self.http.query(None, &dql).await.map_err(|e| db_error(&dql, e))?;
+            let nodes = dql::parse_nodes(table, &answer.data).map_err(|e| DbError::unexpected(&dql, e))?;
+            Ok(nodes.into_iter().map(|n| n.row).collect())
+        }
+        .await;
+        Ok(rows?.into_iter().map(crate::seam::int_row).collect())
     }
 
     /// Dgraph's HTTP API has no connections to end: the session's open transaction is

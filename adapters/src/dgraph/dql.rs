@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn schema_queries_mutations_and_answers_use_the_tables_predicates_only() {
-        let kv = TableSpec { name: "kv", columns: &["key", "value"] };
+        let kv = TableSpec::integers("kv", &["key", "value"]);
         assert_eq!(
             schema(&kv),
             "isocert.kv.key: int @index(int) @upsert .\nisocert.kv.value: int @index(int) .\n"

@@ -421,7 +421,7 @@ mod tests {
     use super::*;
     use crate::dgraph::dql::filter_query;
 
-    const ITEMS: TableSpec = TableSpec { name: "items", columns: &["id", "c1", "c2", "v"] };
+    const ITEMS: TableSpec = TableSpec::integers("items", &["id", "c1", "c2", "v"]);
 
     #[test]
     fn the_workloads_sql_becomes_dql_over_columns_and_over_predicates() {

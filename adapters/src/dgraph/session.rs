@@ -25,7 +25,9 @@ use serde_json::Value as Json;
 use super::dql::{self, Node};
 use super::filter::{self, Filter};
 use super::http::{db_error, Answer, DgraphHttp};
-use crate::seam::{CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec};
+use crate::seam::{
+    CommitOutcome, DbError, ErrorClass, IntOp, IntStep, Isolation, RecordedOp, Session, Step, TableSpec,
+};
 
 /// What a Dgraph session records per operation: nothing (every read is at the
 /// transaction's `start_ts`).
@@ -162,21 +164,21 @@ impl DgraphSession {
     async fn step(
         &mut self,
         table: &TableSpec,
-        step: &Step,
+        step: &IntStep,
         facts: &mut DgraphTxnFacts,
-    ) -> Result<Vec<RecordedOp>, DbError> {
+    ) -> Result<Vec<IntOp>, DbError> {
         Ok(match step {
-            Step::Read { key } => {
+            IntStep::Read { key } => {
                 let node = self.node_of(table, *key, facts).await?;
-                vec![RecordedOp::Read { key: *key, row: node.map(|n| n.row) }]
+                vec![IntOp::Read { key: *key, row: node.map(|n| n.row) }]
             }
-            Step::Upsert { row } => {
+            IntStep::Upsert { row } => {
                 let node = self.node_of(table, row[0], facts).await?;
                 let set = dql::set_row(table, node.as_ref().map(|n| n.uid.as_str()), row);
                 self.mutate(&dql::set_mutation(vec![set]), facts).await?;
-                vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+                vec![IntOp::Write { key: row[0], row: Some(row.clone()) }]
             }
-            Step::Insert { row } => {
+            IntStep::Insert { row } => {
                 if self.node_of(table, row[0], facts).await?.is_some() {
                     return Err(DbError::new(
                         ErrorClass::Fatal,
@@ -186,29 +188,29 @@ impl DgraphSession {
                     ));
                 }
                 self.mutate(&dql::set_mutation(vec![dql::set_row(table, None, row)]), facts).await?;
-                vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+                vec![IntOp::Write { key: row[0], row: Some(row.clone()) }]
             }
-            Step::Update { row } => match self.node_of(table, row[0], facts).await? {
+            IntStep::Update { row } => match self.node_of(table, row[0], facts).await? {
                 None => Vec::new(),
                 Some(node) => {
                     self.mutate(&dql::set_mutation(vec![dql::set_row(table, Some(&node.uid), row)]), facts)
                         .await?;
-                    vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+                    vec![IntOp::Write { key: row[0], row: Some(row.clone()) }]
                 }
             },
-            Step::Delete { key } => match self.node_of(table, *key, facts).await? {
+            IntStep::Delete { key } => match self.node_of(table, *key, facts).await? {
                 None => Vec::new(),
                 Some(node) => {
                     self.mutate(&dql::delete_mutation(vec![dql::delete_node(table, &node.uid)]), facts)
                         .await?;
-                    vec![RecordedOp::Write { key: *key, row: None }]
+                    vec![IntOp::Write { key: *key, row: None }]
                 }
             },
-            Step::Select { predicate } => {
+            IntStep::Select { predicate } => {
                 let (predicate, nodes) = self.matching(table, predicate, facts).await?;
-                vec![RecordedOp::Select { predicate, rows: nodes.into_iter().map(|n| n.row).collect() }]
+                vec![IntOp::Select { predicate, rows: nodes.into_iter().map(|n| n.row).collect() }]
             }
-            Step::PredicateUpdate { predicate, set } => {
+            IntStep::PredicateUpdate { predicate, set } => {
                 let (predicate, nodes) = self.matching(table, predicate, facts).await?;
                 let mut rows = Vec::with_capacity(nodes.len());
                 let mut mutations = Vec::with_capacity(nodes.len());
@@ -231,17 +233,17 @@ impl DgraphSession {
                 if !mutations.is_empty() {
                     self.mutate(&dql::set_mutation(mutations), facts).await?;
                 }
-                vec![RecordedOp::Update { predicate, set: set.clone(), rows }]
+                vec![IntOp::Update { predicate, set: set.clone(), rows }]
             }
-            Step::PredicateDelete { predicate } => {
+            IntStep::PredicateDelete { predicate } => {
                 let (predicate, nodes) = self.matching(table, predicate, facts).await?;
                 if !nodes.is_empty() {
                     let deletes = nodes.iter().map(|n| dql::delete_node(table, &n.uid)).collect();
                     self.mutate(&dql::delete_mutation(deletes), facts).await?;
                 }
-                vec![RecordedOp::Delete { predicate, keys: nodes.into_iter().map(|n| n.row[0]).collect() }]
+                vec![IntOp::Delete { predicate, keys: nodes.into_iter().map(|n| n.row[0]).collect() }]
             }
-            Step::Aggregate { predicate, function, column } => {
+            IntStep::Aggregate { predicate, function, column } => {
                 let (predicate, nodes) = self.matching(table, predicate, facts).await?;
                 let i = table.columns.iter().position(|c| c == column).ok_or_else(|| {
                     DbError::new(
@@ -254,7 +256,7 @@ impl DgraphSession {
                 let result = aggregate(*function, nodes.iter().map(|n| n.row[i])).map_err(|e| {
                     DbError::new(ErrorClass::Fatal, None, format!("{function:?}({column})"), e)
                 })?;
-                vec![RecordedOp::Aggregate { predicate, function: *function, column, result }]
+                vec![IntOp::Aggregate { predicate, function: *function, column, result }]
             }
         })
     }
@@ -306,8 +308,8 @@ impl Session for DgraphSession {
         step: &Step,
         facts: &mut DgraphTxnFacts,
     ) -> Result<Vec<(RecordedOp, DgraphOpFacts)>, DbError> {
-        let ops = self.step(table, step, facts).await?;
-        Ok(ops.into_iter().map(|op| (op, DgraphOpFacts {})).collect())
+        let ops = self.step(table, &step.integers()?, facts).await?;
+        Ok(ops.into_iter().map(|op| (RecordedOp::from(op), DgraphOpFacts {})).collect())
     }
 
     async fn execute_sql(&mut self, sql: &str) -> Result<(), DbError> {

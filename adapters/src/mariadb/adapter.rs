@@ -108,7 +108,7 @@ impl Database for MariaDb {
         self.admin.drop_table(table).await
     }
 
-    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
+    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<isocert_history::Scalar>>, DbError> {
         self.admin.read_table(table).await
     }
 
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn tables_get_integer_columns_and_urls_must_name_a_database() {
-        let items = TableSpec { name: "items", columns: &["id", "c1", "c2", "v"] };
+        let items = TableSpec::integers("items", &["id", "c1", "c2", "v"]);
         assert_eq!(
             definition(&items),
             "`id` INT NOT NULL PRIMARY KEY, `c1` INT NOT NULL, `c2` INT NOT NULL, `v` BIGINT NOT NULL"

@@ -125,7 +125,22 @@ impl BinlogCapture {
         // that commits nothing would otherwise wait for the setup's last GTID forever).
         let sql = "SELECT @@gtid_binlog_pos";
         let logged: Option<Option<String>> = conn.query_first(sql).await.map_err(|e| mysql_error(sql, e))?;
+        // Row images list the columns in the table's order, which need not be the spec's
+        // (key first): the position of each of the spec's columns.
+        let sql = format!(
+            "SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' \
+             AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
+            database.replace('\'', "''"),
+            table.name.replace('\'', "''")
+        );
+        let physical: Vec<String> = conn.query(&sql).await.map_err(|e| mysql_error(sql.as_str(), e))?;
         let _ = conn.disconnect().await;
+        let positions = table
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| physical.iter().position(|p| p == c).unwrap_or(i))
+            .collect();
         let last_seq = logged.flatten().as_deref().and_then(gtid_seq).unwrap_or(0);
         let shared = Arc::new(Shared { recorded: AtomicUsize::new(0) });
         let (started_tx, started) = watch::channel(None);
@@ -135,6 +150,7 @@ impl BinlogCapture {
             url: url.to_string(),
             database: database.to_string(),
             table: *table,
+            positions,
             replica_id,
             shared: shared.clone(),
             log: RawLog::new(),
@@ -191,6 +207,8 @@ struct Reader {
     url: String,
     database: String,
     table: TableSpec,
+    /// The position in a row image of each of the table's columns.
+    positions: Vec<usize>,
     replica_id: u32,
     shared: Arc<Shared>,
     log: RawLog,
@@ -298,14 +316,19 @@ impl Reader {
                             .map_err(|e| AdapterError::Protocol { message: format!("a rows event: {e}") })?;
                         let image = after.as_ref().or(before.as_ref());
                         let Some(image) = image else { continue };
-                        let key = column(image, 0)?;
+                        let key = column(image, self.positions[0])?;
                         let row = match &after {
                             Some(after) => Some(
                                 self.table
                                     .columns
                                     .iter()
                                     .enumerate()
-                                    .map(|(i, c)| Ok((Arc::from(*c), Scalar::Int(column(after, i)?))))
+                                    .map(|(i, c)| {
+                                        Ok((
+                                            Arc::from(*c),
+                                            typed_column(after, self.positions[i], i, &self.table)?,
+                                        ))
+                                    })
                                     .collect::<Result<Vec<_>, AdapterError>>()?,
                             ),
                             None => None,
@@ -384,7 +407,23 @@ fn parse_gtid(event: &Event) -> Result<Pending, AdapterError> {
     Ok(Pending { seq, standalone: flags & GTID_STANDALONE != 0, changes: Vec::new() })
 }
 
-/// Column `i` of a row image as an integer (the workload's tables have only integers).
+/// Column `at` of a row image as a scalar of the type of `table`'s column `i`.
+fn typed_column(
+    row: &mysql_async::binlog::row::BinlogRow,
+    at: usize,
+    i: usize,
+    table: &TableSpec,
+) -> Result<Scalar, AdapterError> {
+    let message = |m: String| AdapterError::Protocol {
+        message: format!("column {} of a row image: {m}", table.columns.get(i).copied().unwrap_or("?")),
+    };
+    match row.as_ref(at) {
+        Some(BinlogValue::Value(v)) => crate::mysql_sql::scalar_of(table.column_type(i), v).map_err(message),
+        other => Err(message(format!("{other:?}, not a value"))),
+    }
+}
+
+/// Column `i` of a row image as an integer (the key).
 fn column(row: &mysql_async::binlog::row::BinlogRow, i: usize) -> Result<i64, AdapterError> {
     match row.as_ref(i) {
         Some(BinlogValue::Value(Value::Int(v))) => Ok(*v),

@@ -183,22 +183,27 @@ impl Database for MongoDb {
             .map_err(|e| db_error(&format!("dropping collection {}", table.name), e))
     }
 
-    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
-        let context = format!("reading collection {}", table.name);
-        let mut cursor = self
-            .database()
-            .await?
-            .collection::<Document>(table.name)
-            .find(doc! {})
-            .sort(doc! { "_id": 1 })
-            .await
-            .map_err(|e| db_error(&context, e))?;
-        let mut rows = Vec::new();
-        while cursor.advance().await.map_err(|e| db_error(&context, e))? {
-            let d = cursor.deserialize_current().map_err(|e| db_error(&context, e))?;
-            rows.push(document_row(table, &d)?);
+    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<isocert_history::Scalar>>, DbError> {
+        crate::seam::integer_table(table)?;
+        let rows: Result<Vec<Vec<i64>>, DbError> = async {
+            let context = format!("reading collection {}", table.name);
+            let mut cursor = self
+                .database()
+                .await?
+                .collection::<Document>(table.name)
+                .find(doc! {})
+                .sort(doc! { "_id": 1 })
+                .await
+                .map_err(|e| db_error(&context, e))?;
+            let mut rows = Vec::new();
+            while cursor.advance().await.map_err(|e| db_error(&context, e))? {
+                let d = cursor.deserialize_current().map_err(|e| db_error(&context, e))?;
+                rows.push(document_row(table, &d)?);
+            }
+            Ok(rows)
         }
-        Ok(rows)
+        .await;
+        Ok(rows?.into_iter().map(crate::seam::int_row).collect())
     }
 
     async fn kill_session(&self, server_id: u64) -> Result<(), DbError> {
@@ -243,7 +248,7 @@ impl Database for MongoDb {
 mod tests {
     use super::*;
 
-    const ITEMS: TableSpec = TableSpec { name: "items", columns: &["id", "c1", "v"] };
+    const ITEMS: TableSpec = TableSpec::integers("items", &["id", "c1", "v"]);
 
     #[test]
     fn rows_and_documents_round_trip_with_the_writer_tag() {

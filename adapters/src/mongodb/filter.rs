@@ -122,7 +122,7 @@ fn translate(e: &Expr, table: &TableSpec) -> Result<Json, String> {
 mod tests {
     use super::*;
 
-    const ITEMS: TableSpec = TableSpec { name: "items", columns: &["id", "c1", "c2", "v"] };
+    const ITEMS: TableSpec = TableSpec::integers("items", &["id", "c1", "c2", "v"]);
 
     #[test]
     fn the_workload_predicates_translate_exactly() {

@@ -18,7 +18,9 @@ use mongodb::{ClientSession, Collection, Database as MongoDatabase};
 use serde::Serialize;
 
 use super::filter::sql_to_filter;
-use crate::seam::{CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec};
+use crate::seam::{
+    CommitOutcome, DbError, ErrorClass, IntOp, IntStep, Isolation, RecordedOp, Session, Step, TableSpec,
+};
 
 /// What the session records per operation: nothing beyond the transaction's facts.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -154,7 +156,7 @@ impl MongoSession {
     }
 
     /// Runs `step`, returning the recorded operation(s).
-    async fn run(&mut self, table: &TableSpec, step: &Step) -> Result<Vec<RecordedOp>, DbError> {
+    async fn run(&mut self, table: &TableSpec, step: &IntStep) -> Result<Vec<IntOp>, DbError> {
         let filter_of = |predicate: &str| -> Result<(String, Document), DbError> {
             let json = sql_to_filter(predicate, table)
                 .map_err(|m| DbError::new(ErrorClass::Fatal, None, "translating a predicate", m))?;
@@ -165,28 +167,28 @@ impl MongoSession {
         let coll = self.collection(table);
         let writer = self.writer();
         Ok(match step {
-            Step::Read { key } => {
+            IntStep::Read { key } => {
                 let rows = self.find(table, doc! { "_id": key }).await?;
-                vec![RecordedOp::Read { key: *key, row: rows.into_iter().next() }]
+                vec![IntOp::Read { key: *key, row: rows.into_iter().next() }]
             }
-            Step::Upsert { row } => {
+            IntStep::Upsert { row } => {
                 let ctx = format!("replace_one (upsert) of {} in {}", row[0], table.name);
                 coll.replace_one(doc! { "_id": row[0] }, row_document(table, row, writer))
                     .upsert(true)
                     .session(&mut self.session)
                     .await
                     .map_err(|e| db_error(&ctx, e))?;
-                vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+                vec![IntOp::Write { key: row[0], row: Some(row.clone()) }]
             }
-            Step::Insert { row } => {
+            IntStep::Insert { row } => {
                 let ctx = format!("insert_one of {} in {}", row[0], table.name);
                 coll.insert_one(row_document(table, row, writer))
                     .session(&mut self.session)
                     .await
                     .map_err(|e| db_error(&ctx, e))?;
-                vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }]
+                vec![IntOp::Write { key: row[0], row: Some(row.clone()) }]
             }
-            Step::Update { row } => {
+            IntStep::Update { row } => {
                 let ctx = format!("update_one of {} in {}", row[0], table.name);
                 let mut set = row_document(table, row, writer);
                 set.remove("_id");
@@ -197,10 +199,10 @@ impl MongoSession {
                     .map_err(|e| db_error(&ctx, e))?;
                 match r.matched_count {
                     0 => Vec::new(),
-                    _ => vec![RecordedOp::Write { key: row[0], row: Some(row.clone()) }],
+                    _ => vec![IntOp::Write { key: row[0], row: Some(row.clone()) }],
                 }
             }
-            Step::Delete { key } => {
+            IntStep::Delete { key } => {
                 let ctx = format!("delete_one of {key} in {}", table.name);
                 let r = coll
                     .delete_one(doc! { "_id": key })
@@ -209,15 +211,15 @@ impl MongoSession {
                     .map_err(|e| db_error(&ctx, e))?;
                 match r.deleted_count {
                     0 => Vec::new(),
-                    _ => vec![RecordedOp::Write { key: *key, row: None }],
+                    _ => vec![IntOp::Write { key: *key, row: None }],
                 }
             }
-            Step::Select { predicate } => {
+            IntStep::Select { predicate } => {
                 let (text, filter) = filter_of(predicate)?;
                 let rows = self.find(table, filter).await?;
-                vec![RecordedOp::Select { predicate: text, rows }]
+                vec![IntOp::Select { predicate: text, rows }]
             }
-            Step::PredicateUpdate { predicate, set } => {
+            IntStep::PredicateUpdate { predicate, set } => {
                 let (text, filter) = filter_of(predicate)?;
                 let mut assign = Document::new();
                 for (c, v) in set {
@@ -234,9 +236,9 @@ impl MongoSession {
                 let (value_col, fresh) =
                     set.last().ok_or_else(|| DbError::unexpected(&ctx, "no assignment"))?;
                 let rows = self.find(table, doc! { *value_col: fresh }).await?;
-                vec![RecordedOp::Update { predicate: text, set: set.clone(), rows }]
+                vec![IntOp::Update { predicate: text, set: set.clone(), rows }]
             }
-            Step::PredicateDelete { predicate } => {
+            IntStep::PredicateDelete { predicate } => {
                 let (text, filter) = filter_of(predicate)?;
                 let keys: Vec<i64> =
                     self.find(table, filter.clone()).await?.into_iter().map(|r| r[0]).collect();
@@ -256,9 +258,9 @@ impl MongoSession {
                         ),
                     ));
                 }
-                vec![RecordedOp::Delete { predicate: text, keys }]
+                vec![IntOp::Delete { predicate: text, keys }]
             }
-            Step::Aggregate { predicate, function, column } => {
+            IntStep::Aggregate { predicate, function, column } => {
                 let (text, filter) = filter_of(predicate)?;
                 let rows = self.find(table, filter).await?;
                 let at = table.columns.iter().position(|c| c == column).ok_or_else(|| {
@@ -271,7 +273,7 @@ impl MongoSession {
                     AggregateFn::Count => Some(rows.len() as i64),
                     AggregateFn::Sum => (!rows.is_empty()).then(|| values.sum()),
                 };
-                vec![RecordedOp::Aggregate { predicate: text, function: *function, column, result }]
+                vec![IntOp::Aggregate { predicate: text, function: *function, column, result }]
             }
         })
     }
@@ -323,13 +325,13 @@ impl Session for MongoSession {
         step: &Step,
         facts: &mut MongoTxnFacts,
     ) -> Result<Vec<(RecordedOp, MongoOpFacts)>, DbError> {
-        let ops = self.run(table, step).await?;
+        let ops = self.run(table, &step.integers()?).await?;
         if !self.started {
             // The first statement fixed the snapshot: its reply's operationTime is no older.
             self.started = true;
             facts.read_before = cluster_time(self.session.operation_time());
         }
-        Ok(ops.into_iter().map(|op| (op, MongoOpFacts::default())).collect())
+        Ok(ops.into_iter().map(|op| (RecordedOp::from(op), MongoOpFacts::default())).collect())
     }
 
     async fn execute_sql(&mut self, sql: &str) -> Result<(), DbError> {

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use isocert_history::History;
+use isocert_history::{History, Scalar};
 use isocert_recovery::{recover_postgres, RawLog, Recovered, RecoveryError, RowMatcher};
 
-use super::client::{db_error, PgSession};
+use super::client::{db_error, typed_row, PgSession};
 use super::{
     connect, feed, replication, EmbeddedPostgres, EmbeddedPostgresBuilder, ReplicationConsumer,
     ReplicationMode, ReplicationSlot,
@@ -133,17 +133,15 @@ impl Database for Postgres {
         replication::drop_stale(&self.url, other_hosts).await
     }
 
-    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
+    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<Scalar>>, DbError> {
         let client = self.admin_client().await?;
         let sql = format!("SELECT {} FROM {} ORDER BY 1", table.column_list(), table.name);
         let messages = client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))?;
         let mut rows = Vec::new();
         for m in messages {
             if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
-                let row = (0..table.columns.len())
-                    .map(|i| r.get(i).and_then(|t| t.parse().ok()))
-                    .collect::<Option<Vec<i64>>>()
-                    .ok_or_else(|| DbError::unexpected(&sql, "a row with a NULL or non-integer column"))?;
+                let row = typed_row(&sql, &r, 0, table, table.columns.len())?
+                    .ok_or_else(|| DbError::unexpected(&sql, "a row whose key is NULL"))?;
                 rows.push(row);
             }
         }
@@ -276,9 +274,9 @@ mod tests {
 
     #[test]
     fn tables_get_integer_columns_with_a_bigint_value_column() {
-        let kv = TableSpec { name: "kv", columns: &["key", "value"] };
+        let kv = TableSpec::integers("kv", &["key", "value"]);
         assert_eq!(definition(&kv), "key integer PRIMARY KEY, value bigint NOT NULL");
-        let items = TableSpec { name: "items", columns: &["id", "c1", "c2", "v"] };
+        let items = TableSpec::integers("items", &["id", "c1", "c2", "v"]);
         assert_eq!(
             definition(&items),
             "id integer PRIMARY KEY, c1 integer NOT NULL, c2 integer NOT NULL, v bigint NOT NULL"

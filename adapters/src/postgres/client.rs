@@ -7,14 +7,15 @@
 //! records. `BEGIN` travels with the transaction's first statement, and the xid with
 //! `COMMIT`.
 
-use isocert_history::AggregateFn;
+use isocert_history::{AggregateFn, Scalar};
 use serde::Serialize;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage, SimpleQueryRow};
 
 use crate::postgres::Snapshot;
 use crate::seam::{
-    redact_url, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec,
+    redact_url, row_key, sql_literal, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session,
+    Step, TableSpec,
 };
 
 /// Sent when a session connects.
@@ -343,6 +344,51 @@ pub(crate) fn table_row(
         .map(Some)
 }
 
+/// Columns `from..from+n` of `row` as the first `n` columns of `table`, each parsed by its
+/// type ([`crate::seam::ColumnType::parse`]); `None` when the key column is NULL.
+pub(crate) fn typed_row(
+    sql: &str,
+    row: &SimpleQueryRow,
+    from: usize,
+    table: &TableSpec,
+    n: usize,
+) -> Result<Option<Vec<Scalar>>, DbError> {
+    if text(sql, row, from)?.is_none() {
+        return Ok(None);
+    }
+    (0..n)
+        .map(|i| match text(sql, row, from + i)? {
+            None => Ok(Scalar::Null),
+            Some(t) => table
+                .column_type(i)
+                .parse(t)
+                .map_err(|e| DbError::unexpected(sql, format!("column {}: {e}", table.columns[i]))),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// What a write returns as the writer of the version it installed: its `xmin`, or on a
+/// partitioned table (whose system columns a write cannot return) the transaction's own
+/// id, which is the same without subtransactions.
+fn own_xmin(s: &TableSpec) -> &'static str {
+    if s.partitioned {
+        "pg_current_xact_id()::text::bigint % 4294967296 AS xmin"
+    } else {
+        "xmin"
+    }
+}
+
+/// A row's values as SQL literals, comma-separated.
+fn literals(row: &[Scalar]) -> String {
+    row.iter().map(|v| sql_literal(v, false)).collect::<Vec<_>>().join(", ")
+}
+
+/// The key of a step's row (its first column).
+fn key_of(row: &[Scalar]) -> Result<i64, DbError> {
+    row_key(row).ok_or_else(|| DbError::unexpected("a step", "a row whose key is not an integer"))
+}
+
 pub(crate) fn one_row(sql: &str, mut rows: Vec<SimpleQueryRow>) -> Result<SimpleQueryRow, DbError> {
     match rows.len() {
         1 => Ok(rows.pop().expect("one row")),
@@ -373,7 +419,7 @@ async fn read(ps: &mut PgSession, s: &TableSpec, key: i64) -> Result<Vec<Recorde
     let snap = snapshot(&sql, first, 0)?;
     let mut versions = Vec::with_capacity(1);
     for r in &result {
-        if let Some(row) = table_row(&sql, r, 2, s.columns.len())? {
+        if let Some(row) = typed_row(&sql, r, 2, s, s.columns.len())? {
             let x = xmin(&sql, r, 1, &snap)?.ok_or_else(|| DbError::unexpected(&sql, "row without xmin"))?;
             versions.push((row, x));
         }
@@ -408,50 +454,57 @@ async fn write_statement(ps: &mut PgSession, sql: &str) -> Result<(Snapshot, Opt
     Ok((snap, x))
 }
 
-async fn upsert(ps: &mut PgSession, s: &TableSpec, row: Vec<i64>) -> Result<Recorded, DbError> {
+async fn upsert(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<Recorded, DbError> {
     let updates: Vec<String> = s.columns[1..].iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
     let sql = format!(
-        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT ({pk}) DO UPDATE SET {set} RETURNING xmin) \
+        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT ({pk}) DO UPDATE SET {set} RETURNING {own}) \
          SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
         t = s.name,
+        own = own_xmin(s),
         cols = s.column_list(),
-        vals = literal_row(&row),
+        vals = literals(&row),
         pk = s.pk(),
         set = updates.join(", ")
     );
     let (snap, x) = write_statement(ps, &sql).await?;
     let x = x.ok_or_else(|| DbError::unexpected(&sql, "an upsert installed no row"))?;
     let meta = PgOpFacts { xmin: Some(x), ..PgOpFacts::default() };
-    Ok(Recorded { op: RecordedOp::Write { key: row[0], row: Some(row) }, meta, snapshot: snap })
+    Ok(Recorded { op: RecordedOp::Write { key: key_of(&row)?, row: Some(row) }, meta, snapshot: snap })
 }
 
-async fn insert(ps: &mut PgSession, s: &TableSpec, row: Vec<i64>) -> Result<Recorded, DbError> {
+async fn insert(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<Recorded, DbError> {
     let sql = format!(
-        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) RETURNING xmin) \
+        "WITH w AS (INSERT INTO {t} ({cols}) VALUES ({vals}) RETURNING {own}) \
          SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
         t = s.name,
+        own = own_xmin(s),
         cols = s.column_list(),
-        vals = literal_row(&row),
+        vals = literals(&row),
     );
     let (snap, x) = write_statement(ps, &sql).await?;
     let x = x.ok_or_else(|| DbError::unexpected(&sql, "an insert installed no row"))?;
     let meta = PgOpFacts { xmin: Some(x), ..PgOpFacts::default() };
-    Ok(Recorded { op: RecordedOp::Write { key: row[0], row: Some(row) }, meta, snapshot: snap })
+    Ok(Recorded { op: RecordedOp::Write { key: key_of(&row)?, row: Some(row) }, meta, snapshot: snap })
 }
 
-async fn update(ps: &mut PgSession, s: &TableSpec, row: Vec<i64>) -> Result<Option<Recorded>, DbError> {
-    let set: Vec<String> = s.columns[1..].iter().zip(&row[1..]).map(|(c, v)| format!("{c} = {v}")).collect();
+async fn update(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<Option<Recorded>, DbError> {
+    let set: Vec<String> = s.columns[1..]
+        .iter()
+        .zip(&row[1..])
+        .map(|(c, v)| format!("{c} = {}", sql_literal(v, false)))
+        .collect();
+    let key = key_of(&row)?;
     let sql = format!(
-        "WITH w AS (UPDATE {t} SET {set} WHERE {pk} = {key} RETURNING xmin) \
+        "WITH w AS (UPDATE {t} SET {set} WHERE {pk} = {key} RETURNING {own}) \
          SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
         t = s.name,
+        own = own_xmin(s),
         set = set.join(", "),
         pk = s.pk(),
-        key = row[0]
     );
     let (snap, x) = write_statement(ps, &sql).await?;
     Ok(x.map(|x| Recorded {
-        op: RecordedOp::Write { key: row[0], row: Some(row) },
+        op: RecordedOp::Write { key, row: Some(row) },
         meta: PgOpFacts { xmin: Some(x), ..PgOpFacts::default() },
         snapshot: snap,
     }))
@@ -484,7 +537,7 @@ async fn select(ps: &mut PgSession, s: &TableSpec, predicate: &str) -> Result<Ve
     let snap = snapshot(&sql, first, 0)?;
     let mut versions = Vec::with_capacity(result.len());
     for r in &result {
-        if let Some(row) = table_row(&sql, r, 2, s.columns.len())? {
+        if let Some(row) = typed_row(&sql, r, 2, s, s.columns.len())? {
             let x = xmin(&sql, r, 1, &snap)?.ok_or_else(|| DbError::unexpected(&sql, "row without xmin"))?;
             versions.push((row, x));
         }
@@ -492,7 +545,7 @@ async fn select(ps: &mut PgSession, s: &TableSpec, predicate: &str) -> Result<Ve
     // A result set has one row per key; should PostgreSQL return two versions of one row
     // (see `read`), the select keeps the newest and the others become item reads after it.
     let mut extra = Vec::new();
-    let mut rows: Vec<Vec<i64>> = Vec::with_capacity(versions.len());
+    let mut rows: Vec<Vec<Scalar>> = Vec::with_capacity(versions.len());
     let mut xmins: Vec<u64> = Vec::with_capacity(versions.len());
     for (row, x) in versions {
         match rows.iter().position(|r| r[0] == row[0]) {
@@ -519,7 +572,7 @@ async fn select(ps: &mut PgSession, s: &TableSpec, predicate: &str) -> Result<Ve
     for (row, x) in extra {
         let meta = PgOpFacts { xmin: Some(x), extra_version_of_select: Some(true), ..PgOpFacts::default() };
         recorded.push(Recorded {
-            op: RecordedOp::Read { key: row[0], row: Some(row) },
+            op: RecordedOp::Read { key: key_of(&row)?, row: Some(row) },
             meta,
             snapshot: snap.clone(),
         });
@@ -553,7 +606,7 @@ async fn aggregate(
 struct Tagged {
     snapshot: Snapshot,
     candidates: Vec<(i64, u64)>,
-    written: Vec<(Vec<i64>, u64)>,
+    written: Vec<(Vec<Scalar>, u64)>,
 }
 
 /// Runs a predicate UPDATE or DELETE wrapped so that one statement returns its snapshot,
@@ -565,7 +618,8 @@ async fn tagged_write(
     write_cte: String,
     written_columns: usize,
 ) -> Result<Tagged, DbError> {
-    let nulls = |n: usize| ", NULL::bigint".repeat(n);
+    // Every value as text (one type per column of the UNION), parsed back by its type.
+    let nulls = |n: usize| ", NULL::text".repeat(n);
     let record_candidates = !ps.isolation.has_transaction_snapshot();
     let mut sql = String::from("WITH ");
     if record_candidates {
@@ -575,7 +629,7 @@ async fn tagged_write(
             t = s.name
         ));
     }
-    let written: Vec<String> = s.columns[..written_columns].iter().map(|c| format!("{c}::bigint")).collect();
+    let written: Vec<String> = s.columns[..written_columns].iter().map(|c| format!("{c}::text")).collect();
     sql.push_str(&format!(
         "w AS ({write_cte}) SELECT 's', pg_current_snapshot()::text{n} UNION ALL SELECT 'w', xmin::text, {w} FROM w",
         n = nulls(written_columns),
@@ -583,7 +637,7 @@ async fn tagged_write(
     ));
     if record_candidates {
         sql.push_str(&format!(
-            " UNION ALL SELECT 'c', xmin::text, {pk}::bigint{n} FROM c",
+            " UNION ALL SELECT 'c', xmin::text, {pk}::text{n} FROM c",
             pk = s.pk(),
             n = nulls(written_columns - 1)
         ));
@@ -602,10 +656,10 @@ async fn tagged_write(
         }
         let x = xmin(&sql, r, 1, &tagged.snapshot)?
             .ok_or_else(|| DbError::unexpected(&sql, "row without xmin"))?;
-        let row = table_row(&sql, r, 2, if tag == Some("c") { 1 } else { written_columns })?
+        let row = typed_row(&sql, r, 2, s, if tag == Some("c") { 1 } else { written_columns })?
             .ok_or_else(|| DbError::unexpected(&sql, "row without key"))?;
         match tag {
-            Some("c") => tagged.candidates.push((row[0], x)),
+            Some("c") => tagged.candidates.push((key_of(&row)?, x)),
             Some("w") => tagged.written.push((row, x)),
             other => return Err(DbError::unexpected(&sql, format!("unknown row tag {other:?}"))),
         }
@@ -617,12 +671,14 @@ async fn predicate_update(
     ps: &mut PgSession,
     s: &TableSpec,
     predicate: &str,
-    set: Vec<(&'static str, i64)>,
+    set: Vec<(&'static str, Scalar)>,
 ) -> Result<Recorded, DbError> {
-    let assignments: Vec<String> = set.iter().map(|(c, v)| format!("{c} = {v}")).collect();
+    let assignments: Vec<String> =
+        set.iter().map(|(c, v)| format!("{c} = {}", sql_literal(v, false))).collect();
     let cte = format!(
-        "UPDATE {t} SET {a} WHERE {predicate} RETURNING xmin, {cols}",
+        "UPDATE {t} SET {a} WHERE {predicate} RETURNING {own}, {cols}",
         t = s.name,
+        own = own_xmin(s),
         a = assignments.join(", "),
         cols = s.column_list()
     );
@@ -648,7 +704,7 @@ async fn predicate_delete(ps: &mut PgSession, s: &TableSpec, predicate: &str) ->
         candidates: (!ps.isolation.has_transaction_snapshot()).then_some(tagged.candidates),
         ..PgOpFacts::default()
     };
-    let keys = tagged.written.into_iter().map(|(r, _)| r[0]).collect();
+    let keys = tagged.written.iter().map(|(r, _)| key_of(r)).collect::<Result<_, _>>()?;
     Ok(Recorded {
         op: RecordedOp::Delete { predicate: predicate.to_string(), keys },
         meta,

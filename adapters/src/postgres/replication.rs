@@ -86,6 +86,44 @@ impl std::fmt::Display for ReplicationMode {
     }
 }
 
+/// The column that identifies `table`'s rows: its single-column primary key or, without a
+/// primary key, the first column (by position) with a one-column unique index that has no
+/// predicate and no expression. Without a primary key, the statement that makes the
+/// table's replica identity `FULL` when it is the default (which, without a primary key,
+/// would refuse every UPDATE and DELETE on a published table).
+async fn key_column(client: &Client, table: &str) -> Result<(String, Option<String>), AdapterError> {
+    let rows = client
+        .query(
+            // The key columns only: a covering index's INCLUDE columns follow them in indkey.
+            "SELECT a.attname::text, i.indisprimary, c.relreplident::text FROM pg_index i \
+             JOIN pg_class c ON c.oid = i.indrelid \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid \
+             AND a.attnum = ANY((i.indkey::int2[])[0:i.indnkeyatts - 1]) \
+             WHERE i.indrelid = $1::text::regclass AND (i.indisprimary \
+               OR (i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL AND i.indexprs IS NULL)) \
+             ORDER BY i.indisprimary DESC, a.attnum",
+            &[&table],
+        )
+        .await
+        .map_err(|e| AdapterError::db(format!("reading the primary key of {table}"), e))?;
+    let primary: Vec<&tokio_postgres::Row> = rows.iter().filter(|r| r.get::<_, bool>(1)).collect();
+    match (primary.as_slice(), rows.first()) {
+        ([pk], _) => Ok((pk.get(0), None)),
+        ([], Some(unique)) => {
+            let identity: String = unique.get(2);
+            let alter = (identity == "d")
+                .then(|| format!("ALTER TABLE {} REPLICA IDENTITY FULL", quote_ident(table)));
+            Ok((unique.get(0), alter))
+        }
+        (keys, _) => Err(AdapterError::Protocol {
+            message: format!(
+                "table {table} needs a single-column primary key or unique index, it has a key of {} columns",
+                keys.len()
+            ),
+        }),
+    }
+}
+
 /// A publication plus a logical replication slot for a set of tables.
 #[derive(Debug, Clone)]
 pub struct ReplicationSlot {
@@ -103,38 +141,35 @@ impl ReplicationSlot {
     ///
     /// # Errors
     /// [`AdapterError::Db`] when the server refuses (e.g. `wal_level` is not `logical`),
-    /// [`AdapterError::Protocol`] when a table has no single-column primary key.
+    /// [`AdapterError::Protocol`] when a table has no single-column primary key nor, without
+    /// one, a single-column unique index (see `key_column`; a table without a primary key
+    /// gets `REPLICA IDENTITY FULL`). A partitioned table is published through its root.
     pub async fn create(url: &str, name: &str, tables: &[&str]) -> Result<Self, AdapterError> {
         let client = connect(url).await?;
         let publication = format!("{name}_pub");
         let mut primary_keys = Vec::new();
+        let mut partitioned = false;
         for table in tables {
-            let rows = client
-                .query(
-                    // The key columns only: a covering index's INCLUDE columns follow
-                    // them in indkey.
-                    "SELECT a.attname::text FROM pg_index i JOIN pg_attribute a \
-                     ON a.attrelid = i.indrelid \
-                     AND a.attnum = ANY((i.indkey::int2[])[0:i.indnkeyatts - 1]) \
-                     WHERE i.indrelid = $1::text::regclass AND i.indisprimary",
-                    &[table],
-                )
-                .await
-                .map_err(|e| AdapterError::db(format!("reading the primary key of {table}"), e))?;
-            if rows.len() != 1 {
-                return Err(AdapterError::Protocol {
-                    message: format!(
-                        "table {table} needs a single-column primary key, it has {}",
-                        rows.len()
-                    ),
-                });
+            let (key, identity_full) = key_column(&client, table).await?;
+            if let Some(alter) = identity_full {
+                client.batch_execute(&alter).await.map_err(|e| AdapterError::db(alter.clone(), e))?;
             }
-            primary_keys.push((table.to_string(), rows[0].get(0)));
+            let kind = client
+                .query_one("SELECT relkind::text FROM pg_class WHERE oid = $1::text::regclass", &[table])
+                .await
+                .map_err(|e| AdapterError::db(format!("reading the kind of {table}"), e))?;
+            partitioned |= kind.get::<_, String>(0) == "p";
+            primary_keys.push((table.to_string(), key));
         }
         drop_slot(&client, name, &publication).await?;
         let list = tables.iter().map(|t| quote_ident(t)).collect::<Vec<_>>().join(", ");
         client
-            .batch_execute(&format!("CREATE PUBLICATION {} FOR TABLE {list}", quote_ident(&publication)))
+            .batch_execute(&format!(
+                "CREATE PUBLICATION {} FOR TABLE {list}{}",
+                quote_ident(&publication),
+                // A partitioned table's changes under its own name, not its partitions'.
+                if partitioned { " WITH (publish_via_partition_root = true)" } else { "" }
+            ))
             .await
             .map_err(|e| AdapterError::db(format!("creating publication {publication}"), e))?;
         let created =

@@ -33,7 +33,7 @@ use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
-use isocert_history::{Dialect, History};
+use isocert_history::{Dialect, History, Scalar};
 /// The recovery types the seam's signatures use, re-exported for implementers.
 pub use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
 use serde::Serialize;
@@ -42,7 +42,9 @@ use crate::AdapterError;
 
 pub use dispatch::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
-pub use step::{RecordedOp, Step, TableSpec};
+pub use step::{
+    int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, Step, TableSpec,
+};
 
 /// The isolation level transactions run at, as the user names it; each adapter maps it to
 /// its database's statement (`BEGIN ISOLATION LEVEL ...`, `SET TRANSACTION ...`).
@@ -460,8 +462,11 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         async { Ok(StaleObjects::default()) }
     }
 
-    /// The table's rows, ordered by key (the history's initial versions).
-    fn read_table(&self, table: &TableSpec) -> impl Future<Output = Result<Vec<Vec<i64>>, DbError>> + Send;
+    /// The table's rows, ordered by key (the history's initial versions), each value in
+    /// its column type's canonical form ([`ColumnType::canonical`]). An adapter that
+    /// records integer columns only refuses a table with other columns.
+    fn read_table(&self, table: &TableSpec)
+        -> impl Future<Output = Result<Vec<Vec<Scalar>>, DbError>> + Send;
 
     /// Ends the server session of connection `server_id` ([`Session::server_id`]), to test
     /// that lost connections and unknown commits are handled.

@@ -104,7 +104,9 @@ impl Database for TiDb {
         self.admin.drop_table(table).await
     }
 
-    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<i64>>, DbError> {
+    async fn read_table(&self, table: &TableSpec) -> Result<Vec<Vec<isocert_history::Scalar>>, DbError> {
+        // The MVCC capture decodes integer columns only.
+        crate::seam::integer_table(table)?;
         self.admin.read_table(table).await
     }
 
@@ -153,7 +155,7 @@ mod tests {
 
     #[test]
     fn the_key_is_the_clustered_handle() {
-        let items = TableSpec { name: "items", columns: &["id", "c1", "v"] };
+        let items = TableSpec::integers("items", &["id", "c1", "v"]);
         assert_eq!(
             definition(&items),
             "`id` INT NOT NULL PRIMARY KEY CLUSTERED, `c1` INT NOT NULL, `v` BIGINT NOT NULL"
