@@ -127,6 +127,9 @@ pub struct KvHistory {
     int_keys: Vec<u32>,
     /// Whether the reader skipped adapter facts (`meta`) that a [`History`] would keep.
     skipped_meta: bool,
+    /// Whether transaction names are left out of `name_index` (a part of a file read on
+    /// several threads: [`KvHistory::append`] indexes them, and finds repeats, when merging).
+    unindexed: bool,
 }
 
 /// The fields of one transaction, handed to [`KvHistory::push_txn`].
@@ -313,11 +316,15 @@ impl KvHistory {
     /// Returns the name back when a transaction already has it.
     pub fn push_txn(&mut self, fields: KvTxnFields, ops: &[KvOp]) -> Result<TxnId, Scalar> {
         let id = TxnId::from_index(self.names.len());
-        match self.name_index.entry(fields.name) {
-            std::collections::hash_map::Entry::Occupied(e) => return Err(e.key().clone()),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                self.names.push(e.key().clone());
-                e.insert(id);
+        if self.unindexed {
+            self.names.push(fields.name);
+        } else {
+            match self.name_index.entry(fields.name) {
+                std::collections::hash_map::Entry::Occupied(e) => return Err(e.key().clone()),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    self.names.push(e.key().clone());
+                    e.insert(id);
+                }
             }
         }
         self.sessions.push(fields.session);

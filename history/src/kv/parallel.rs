@@ -124,7 +124,13 @@ impl KvHistory {
             .map(|s| self.dict.intern_session(dict.session_name(crate::SessionId::from_index(s)).clone()))
             .collect();
         self.skipped_meta |= next.skipped_meta;
-        next.name_index = Default::default();
+        let n = next.len();
+        self.name_index.reserve(n);
+        self.names.reserve(n);
+        self.sessions.reserve(n);
+        self.status.reserve(n);
+        self.start.reserve(n);
+        self.commit.reserve(n);
         let mut ops = Vec::new();
         for b in 0..next.blocks.len() {
             let block = next.blocks[b].take().expect("a freshly read history has every block");

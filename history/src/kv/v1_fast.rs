@@ -60,8 +60,11 @@ impl<R: Read> KvV1Reader<R> {
 
     /// A reader over input that continues a v1 file after its first line: its first line is
     /// a transaction, never the header (a part of a file read on several threads).
+    /// Its transaction names are not indexed: [`KvHistory::append`] indexes them.
     pub(crate) fn continuing(input: R) -> Self {
-        KvV1Reader { seen_content: true, ..KvV1Reader::new(input) }
+        let mut reader = KvV1Reader { seen_content: true, ..KvV1Reader::new(input) };
+        reader.history.unindexed = true;
+        reader
     }
 
     /// The history read so far.
