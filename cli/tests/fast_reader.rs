@@ -118,6 +118,13 @@ fn the_fast_path_gives_the_general_readers_history_for_every_injection() {
 }
 
 #[test]
+fn minus_zero_is_the_general_readers_float() {
+    let text = "{\"id\":1,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":-0},{\"f\":\"r\",\"key\":1,\"value\":0}]}\n";
+    let general = v1::read_history(text.as_bytes()).unwrap();
+    assert_same(&v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Skip).unwrap(), &general, "-0");
+}
+
+#[test]
 fn adapter_facts_are_kept_or_skipped_as_asked() {
     let text = "{\"id\":1,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":2,\"meta\":{\"row\":5}}],\"meta\":{\"xid\":7}}\n";
     let general = v1::read_history(text.as_bytes()).unwrap();
@@ -142,6 +149,7 @@ fn malformed_input_gives_the_general_readers_error() {
         "{\"id\":2,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":1.}]}",
         "{\"id\":2,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":1e30}]}",
         "{\"id\":2,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":[1]}]}",
+        "{\"id\":2,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":-0,\"value\":1}]}",
         "{\"id\":1,\"session\":1,\"ops\":[]}",
         "{\"id\":2,\"session\":1,\"ops\":[",
         "[1,2]",

@@ -173,8 +173,9 @@ mod tests {
         );
         for i in 0..n {
             let key = (i * 7919) % (n / 2 + 1);
+            let neg = key + 1;
             out.push_str(&format!(
-                "{{\"id\":{i},\"session\":\"s{}\",\"start_ts\":{},\"commit_ts\":{},\"ops\":[{{\"f\":\"r\",\"key\":{key},\"value\":null}},{{\"f\":\"w\",\"key\":\"k{}\",\"value\":\"v{}\"}},{{\"f\":\"append\",\"key\":-{key},\"value\":{i}}},{{\"f\":\"r\",\"key\":-{key},\"value\":[{i}, 1.5]}}]}}\n",
+                "{{\"id\":{i},\"session\":\"s{}\",\"start_ts\":{},\"commit_ts\":{},\"ops\":[{{\"f\":\"r\",\"key\":{key},\"value\":null}},{{\"f\":\"w\",\"key\":\"k{}\",\"value\":\"v{}\"}},{{\"f\":\"append\",\"key\":-{neg},\"value\":{i}}},{{\"f\":\"r\",\"key\":-{neg},\"value\":[{i}, 1.5]}}]}}\n",
                 i % (i / 100 + 1),
                 2 * i,
                 2 * i + 1,

@@ -322,7 +322,10 @@ impl<'a> Scan<'a> {
         }
         if !is_float {
             self.pos = i;
-            return Ok(if negative {
+            return Ok(if negative && acc == 0 {
+                // serde_json, and so the general reader, reads `-0` as the float -0.0.
+                Number::Float(-0.0)
+            } else if negative {
                 Number::Int((acc as i128).wrapping_neg() as i64)
             } else if acc <= i64::MAX as u64 {
                 Number::Int(acc as i64)
@@ -490,7 +493,12 @@ fn int_at(b: &[u8], at: usize) -> Option<(i64, usize)> {
         i += 1;
     }
     let len = i - start;
-    if len == 0 || len > 1 && b[start] == b'0' || !matches!(b.get(i), Some(b',' | b'}')) {
+    // `-0` is the float -0.0 to serde_json (the general reader): the general path reads it.
+    if len == 0
+        || len > 1 && b[start] == b'0'
+        || negative && acc == 0
+        || !matches!(b.get(i), Some(b',' | b'}'))
+    {
         return None;
     }
     Some((if negative { -acc } else { acc }, i))
