@@ -1,7 +1,7 @@
 //! `isocert check`: certify a history against an isolation level with a version certificate.
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -115,11 +115,13 @@ pub(crate) fn is_king_cobra_order(path: &Path) -> bool {
 
 /// Reads a history in `format` and an optional certificate (v1, or King Cobra's `.vo` beside
 /// Cobra logs), naming the file in errors. Without a certificate file, the certificate facts
-/// the format carries are used.
+/// the format carries are used. A v1 history of item operations is read by the fast reader;
+/// `facts` says whether its adapter facts (`meta`) may then be left out.
 pub(crate) fn load(
     history: &PathBuf,
     certificate: Option<&PathBuf>,
     format: Format,
+    facts: v1::AdapterFacts,
 ) -> anyhow::Result<(History, Certificate)> {
     if let Some(vo) = certificate.filter(|p| is_king_cobra_order(p)) {
         anyhow::ensure!(
@@ -142,8 +144,13 @@ pub(crate) fn load(
             _ => String::new(),
         };
         let bar = reading_bar(&file, history);
-        let read = v1::read_history(BufReader::new(bar.wrap_read(file)));
+        let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize));
+        bar.wrap_read(file)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read history {}", history.display()))?;
         bar.finish_and_clear();
+        let read = v1::read_history_bytes(&bytes, facts);
+        drop(bytes);
         (read.with_context(|| format!("history {}{hint}", history.display()))?, None)
     } else {
         let imported = format.read_path(history).with_context(|| format!("reading a {format} history"))?;
@@ -188,7 +195,8 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if crate::timestamp::applies(&args) {
         return crate::timestamp::run(&args);
     }
-    let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format)?;
+    // The checkers ignore adapter facts: item-only histories always take the fast reader.
+    let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format, v1::AdapterFacts::Skip)?;
     anyhow::ensure!(!h.txns.is_empty(), "{}", crate::timestamp::empty_history(&args.history));
     let oracle = Interpreter::new(&h).with_context(|| format!("history {}", args.history.display()))?;
     let spinner = indicatif::ProgressBar::new_spinner();

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use isocert_history::chronos::read_chronos;
 use isocert_history::formats::{write_king_cobra_version_order, Format};
-use isocert_history::{Certificate, History};
+use isocert_history::{v1, Certificate, History};
 
 use crate::exit;
 
@@ -63,7 +63,7 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             (h, cert)
         }
         (_, Some(_)) => anyhow::bail!("--initial-value applies to --from chronos only"),
-        (from, None) => crate::check::load(input, args.certificate.as_ref(), from)?,
+        (from, None) => crate::check::load(input, args.certificate.as_ref(), from, v1::AdapterFacts::Keep)?,
     };
     if args.certificate_out.is_some() {
         anyhow::ensure!(

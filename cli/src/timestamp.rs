@@ -14,7 +14,7 @@ use isocert_checker::{
 use isocert_history::chronos::{read_chronos, ChronosReader};
 use isocert_history::formats::Format;
 use isocert_history::{
-    read_kv_v1, v1, Certificate, FormatError, History, KvHistory, KvV1Reader, Scalar, TxnId,
+    read_kv_v1, read_kv_v1_file, v1, Certificate, FormatError, History, KvHistory, KvV1Reader, Scalar, TxnId,
 };
 
 use crate::check::CheckArgs;
@@ -66,7 +66,8 @@ fn load(args: &CheckArgs) -> anyhow::Result<KvHistory> {
                 other => other.with_context(what)?,
             }
         }
-        Format::V1 => match read_kv_v1(open(path)?) {
+        // A file is read on every core (split at line boundaries), then checked.
+        Format::V1 => match read_kv_v1_file(path, parse_threads()) {
             Err(FormatError::Unsupported { .. }) => {
                 let file = std::io::BufReader::new(File::open(path).with_context(what)?);
                 general(v1::read_history(file).with_context(what)?)?
@@ -86,6 +87,11 @@ fn load(args: &CheckArgs) -> anyhow::Result<KvHistory> {
         kv.set_default_initial(Some(&initial));
     }
     Ok(kv)
+}
+
+/// Threads for reading a history file: one per core the process may use.
+fn parse_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 fn general(h: History) -> anyhow::Result<KvHistory> {

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod chronos;
+mod fast_reader;
 mod formats;
 mod mtc;
 mod peer_histories;

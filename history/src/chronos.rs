@@ -196,7 +196,14 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
         return Err(Fail::bad("missing field `ops`"));
     }
     let session = h.dict_mut().intern_session(session);
-    Ok(KvTxnFields { name, session, status: Status::Committed, start: Some(start), commit: Some(commit) })
+    Ok(KvTxnFields {
+        name,
+        session,
+        status: Status::Committed,
+        start: Some(start),
+        commit: Some(commit),
+        real_time: None,
+    })
 }
 
 fn parse_op(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<KvOp> {

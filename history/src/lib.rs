@@ -36,7 +36,10 @@ pub use certificate::{
 };
 pub use error::{quote_capped, FormatError, QUOTE_BYTES};
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};
-pub use kv::{read_kv_v1, read_kv_v1_bytes, KvHistory, KvOp, KvOpKind, KvTxnFields, KvV1Reader, KvValue};
+pub use kv::{
+    read_kv_v1, read_kv_v1_bytes, read_kv_v1_file, KvHistory, KvOp, KvOpKind, KvTxnFields, KvV1Reader,
+    KvValue,
+};
 pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,
     KV_TABLE,

@@ -389,6 +389,16 @@ impl History {
         id
     }
 
+    /// Empties the value table (back to [`Value::Absent`] alone) and returns the values it
+    /// held, indexed by their old [`ValueId`]s: a reader that interned in another order
+    /// re-interns them in the general reader's order.
+    pub(crate) fn take_values(&mut self) -> Vec<Value> {
+        self.value_index.clear();
+        let values = std::mem::take(&mut self.values);
+        self.intern_value(Value::Absent);
+        values
+    }
+
     /// Interns a row of `table` given as (column, scalar) pairs.
     pub fn intern_row(&mut self, columns: &[(ColId, Scalar)]) -> ValueId {
         let width = columns.iter().map(|(c, _)| c.index() + 1).max().unwrap_or(0);

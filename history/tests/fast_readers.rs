@@ -249,6 +249,16 @@ fn canon(kv: KvHistory) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// A history's interned objects, values and sessions, in id order.
+fn tables(h: &isocert_history::History) -> String {
+    use isocert_history::{ObjId, SessionId, ValueId};
+    let objects: Vec<_> = (0..h.object_count()).map(|o| h.object(ObjId::from_index(o)).clone()).collect();
+    let values: Vec<_> = (0..h.value_count()).map(|v| h.value(ValueId::from_index(v)).clone()).collect();
+    let sessions: Vec<_> =
+        (0..h.session_count()).map(|s| h.session_name(SessionId::from_index(s)).clone()).collect();
+    format!("{objects:?}\n{values:?}\n{sessions:?}\n{:?}", h.initial)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
@@ -264,6 +274,22 @@ proptest! {
         }
         if style.poison.is_some_and(|p| (1..=txns.iter().map(|t| t.ops.len()).sum::<usize>()).contains(&p)) {
             prop_assert!(read_kv_v1(text.as_bytes()).is_err(), "a number beyond 64 bits was accepted:\n{}", text);
+        }
+    }
+
+    #[test]
+    fn read_history_bytes_gives_the_general_readers_history_and_errors(txns in proptest::collection::vec(txn(), 1..8), style in style()) {
+        let text = v1_text(&txns, &style);
+        let general = v1::read_history(text.as_bytes());
+        let fast = v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Keep);
+        match (fast, general) {
+            (Ok(a), Ok(b)) => {
+                // Same transactions with the same ids, so the same interning tables.
+                prop_assert_eq!(&a.txns, &b.txns);
+                prop_assert_eq!(tables(&a), tables(&b));
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "fast path {:?} vs general {:?} on\n{}", a.err(), b.err(), text),
         }
     }
 

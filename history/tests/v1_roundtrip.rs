@@ -113,7 +113,21 @@ fn real_times_round_trip_and_the_fast_reader_accepts_them() {
     let mut out = Vec::new();
     v1::write_history(&h, &mut out).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), text);
-    // The key-value fast reader (Chronos, Aion) skips them: its checkers ignore real time.
+    // The key-value fast reader keeps them, and so does the fast path of read_history_bytes.
     let kv = isocert_history::read_kv_v1_bytes(text.as_bytes()).unwrap();
-    assert_eq!(kv.len(), 2);
+    assert_eq!(kv.real_time(isocert_history::TxnId(0)), Some(rt));
+    let fast = v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Skip).unwrap();
+    assert_eq!(
+        fast.txns.iter().map(|t| t.real_time).collect::<Vec<_>>(),
+        h.txns.iter().map(|t| t.real_time).collect::<Vec<_>>()
+    );
+    for bad in [
+        r#"{"id":1,"session":0,"invoked_at":5,"ops":[]}"#,
+        r#"{"id":1,"session":0,"invoked_at":7,"completed_at":6,"ops":[]}"#,
+        r#"{"id":1,"session":0,"invoked_at":1.5,"completed_at":6,"ops":[]}"#,
+        r#"{"id":1,"session":0,"invoked_at":1,"invoked_at":2,"completed_at":6,"ops":[]}"#,
+    ] {
+        let err = isocert_history::read_kv_v1_bytes(bad.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("_at"), "{bad}: {err}");
+    }
 }

@@ -10,14 +10,18 @@
 //! [`crate::chronos`]) fill it straight from the bytes without building a JSON tree.
 
 mod build;
+mod parallel;
 pub(crate) mod scan;
 pub(crate) mod v1_fast;
 
 use rustc_hash::FxHashMap;
 
-use crate::{FormatError, History, ObjId, Op, Scalar, SessionId, Status, Timestamp, TxnId, Value, ValueId};
+use crate::{
+    FormatError, History, ObjId, Op, RealTime, Scalar, SessionId, Status, Timestamp, TxnId, Value, ValueId,
+};
 
 pub(crate) use build::{RecordError, RecordReader};
+pub use parallel::read_kv_v1_file;
 pub use v1_fast::{read_kv_v1, read_kv_v1_bytes, KvV1Reader};
 
 /// A value as the kv checkers compare it: absent, an inline integer, or an interned value.
@@ -121,8 +125,16 @@ pub struct KvHistory {
     status: Vec<Status>,
     start: Vec<Option<Timestamp>>,
     commit: Vec<Option<Timestamp>>,
+    /// Clients' real times by transaction index; empty until the first timed transaction
+    /// (most histories have none), then padded with `None`.
+    real_time: Vec<Option<RealTime>>,
     blocks: Vec<Option<OpBlock>>,
     int_keys: Vec<u32>,
+    /// Whether the reader skipped adapter facts (`meta`) that a [`History`] would keep.
+    skipped_meta: bool,
+    /// Whether transaction names are left out of `name_index` (a part of a file read on
+    /// several threads: [`KvHistory::append`] indexes them, and finds repeats, when merging).
+    unindexed: bool,
 }
 
 /// The fields of one transaction, handed to [`KvHistory::push_txn`].
@@ -138,6 +150,8 @@ pub struct KvTxnFields {
     pub start: Option<Timestamp>,
     /// Commit timestamp, if reported.
     pub commit: Option<Timestamp>,
+    /// The clients' real times (`invoked_at` / `completed_at`), if recorded.
+    pub real_time: Option<RealTime>,
 }
 
 impl KvHistory {
@@ -160,6 +174,18 @@ impl KvHistory {
     /// Mutable interning tables, for readers that intern sessions and objects.
     pub fn dict_mut(&mut self) -> &mut History {
         &mut self.dict
+    }
+
+    /// Whether the reader that built this history skipped adapter facts (`meta` on a
+    /// transaction or an operation), which checkers ignore and [`KvHistory::into_history`]
+    /// cannot give back.
+    pub fn skipped_meta(&self) -> bool {
+        self.skipped_meta
+    }
+
+    /// Notes that a reader skipped adapter facts.
+    pub(crate) fn note_skipped_meta(&mut self) {
+        self.skipped_meta = true;
     }
 
     /// Number of transactions.
@@ -297,17 +323,25 @@ impl KvHistory {
     /// Returns the name back when a transaction already has it.
     pub fn push_txn(&mut self, fields: KvTxnFields, ops: &[KvOp]) -> Result<TxnId, Scalar> {
         let id = TxnId::from_index(self.names.len());
-        match self.name_index.entry(fields.name) {
-            std::collections::hash_map::Entry::Occupied(e) => return Err(e.key().clone()),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                self.names.push(e.key().clone());
-                e.insert(id);
+        if self.unindexed {
+            self.names.push(fields.name);
+        } else {
+            match self.name_index.entry(fields.name) {
+                std::collections::hash_map::Entry::Occupied(e) => return Err(e.key().clone()),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    self.names.push(e.key().clone());
+                    e.insert(id);
+                }
             }
         }
         self.sessions.push(fields.session);
         self.status.push(fields.status);
         self.start.push(fields.start);
         self.commit.push(fields.commit);
+        if fields.real_time.is_some() || !self.real_time.is_empty() {
+            self.real_time.resize(id.index(), None);
+            self.real_time.push(fields.real_time);
+        }
         let b = id.index() / Self::BLOCK;
         if b == self.blocks.len() {
             self.blocks.push(Some(OpBlock {
@@ -386,6 +420,11 @@ impl KvHistory {
         }
     }
 
+    /// The clients' real times of transaction `t`, if recorded.
+    pub fn real_time(&self, t: TxnId) -> Option<RealTime> {
+        self.real_time.get(t.index()).copied().flatten()
+    }
+
     /// Transaction ids in file order.
     pub fn txn_ids(&self) -> impl Iterator<Item = TxnId> {
         (0..self.names.len()).map(TxnId::from_index)
@@ -402,6 +441,7 @@ impl KvHistory {
             txn.status = self.status[i];
             txn.start_ts = self.start[i];
             txn.commit_ts = self.commit[i];
+            txn.real_time = self.real_time(t);
             h.push_txn(txn).expect("a KvHistory has unique transaction names");
         }
         h
@@ -447,6 +487,7 @@ impl KvHistory {
                 status: txn.status,
                 start: txn.start_ts,
                 commit: txn.commit_ts,
+                real_time: txn.real_time,
             };
             kv.push_txn(fields, &ops).expect("a History has unique transaction names");
         }
@@ -456,37 +497,68 @@ impl KvHistory {
     /// Converts into a general [`History`] (for other checkers, renderers and writers);
     /// a default initial value becomes an explicit initial version of every object.
     ///
+    /// Values are interned in the order the general reader ([`crate::v1::read_history`])
+    /// interns them: the initial versions, then the value of each read and write in file
+    /// order (appended elements are not interned). A history read by [`read_kv_v1`] and
+    /// converted here therefore has the same value ids as the general reader gives it.
+    ///
     /// # Panics
     /// If a checker freed a block of operations.
     pub fn into_history(mut self) -> History {
+        let mut h = std::mem::take(&mut self.dict);
+        let old = h.take_values();
+        let mut renumbered = vec![u32::MAX; old.len()];
+        let mut renumber = |h: &mut History, id: ValueId| -> ValueId {
+            let slot = &mut renumbered[id.index()];
+            if *slot == u32::MAX {
+                *slot = h.intern_value(old[id.index()].clone()).0;
+            }
+            ValueId(*slot)
+        };
+        let initial = std::mem::take(&mut h.initial);
+        for (obj, id) in initial {
+            let id = renumber(&mut h, id);
+            h.initial.push((obj, id));
+        }
+        let mut value_id = |h: &mut History, v: KvValue| match v {
+            KvValue::Absent => ValueId::ABSENT,
+            KvValue::Int(i) => h.intern_value(Value::Scalar(Scalar::Int(i))),
+            KvValue::Interned(id) => renumber(h, id),
+        };
+        let element = |v: KvValue| match v {
+            KvValue::Absent => Scalar::Null,
+            KvValue::Int(i) => Scalar::Int(i),
+            KvValue::Interned(id) => match &old[id.index()] {
+                Value::Scalar(s) => s.clone(),
+                _ => Scalar::Null,
+            },
+        };
         let mut txns = Vec::with_capacity(self.len());
         for t in self.txn_ids() {
-            let ops: Vec<KvOp> = self.ops(t).to_vec();
-            let ops = ops
-                .into_iter()
+            let ops = self
+                .ops(t)
+                .iter()
                 .map(|op| match op.kind() {
-                    KvOpKind::Read => Op::Read { obj: op.obj(), value: self.value_id(op.value()) },
-                    KvOpKind::Write => Op::Write { obj: op.obj(), value: self.value_id(op.value()) },
-                    KvOpKind::Append => {
-                        Op::Append { obj: op.obj(), element: self.scalar(op.value()).unwrap_or(Scalar::Null) }
-                    }
+                    KvOpKind::Read => Op::Read { obj: op.obj(), value: value_id(&mut h, op.value()) },
+                    KvOpKind::Write => Op::Write { obj: op.obj(), value: value_id(&mut h, op.value()) },
+                    KvOpKind::Append => Op::Append { obj: op.obj(), element: element(op.value()) },
                 })
                 .collect();
-            let mut txn =
-                crate::Transaction::new(self.names[t.index()].clone(), self.sessions[t.index()], ops);
-            txn.status = self.status[t.index()];
-            txn.start_ts = self.start[t.index()];
-            txn.commit_ts = self.commit[t.index()];
+            let i = t.index();
+            let mut txn = crate::Transaction::new(
+                std::mem::replace(&mut self.names[i], Scalar::Null),
+                self.sessions[i],
+                ops,
+            );
+            txn.status = self.status[i];
+            txn.start_ts = self.start[i];
+            txn.commit_ts = self.commit[i];
+            txn.real_time = self.real_time(t);
             txns.push(txn);
         }
-        let mut h = std::mem::take(&mut self.dict);
         if let Some(default) = self.default_initial {
             let listed: rustc_hash::FxHashSet<ObjId> = h.initial.iter().map(|(o, _)| *o).collect();
-            let value = match default {
-                KvValue::Absent => ValueId::ABSENT,
-                KvValue::Int(i) => h.intern_value(Value::Scalar(Scalar::Int(i))),
-                KvValue::Interned(id) => id,
-            };
+            let value = value_id(&mut h, default);
             for o in 0..h.object_count() {
                 let obj = ObjId::from_index(o);
                 if !listed.contains(&obj) && value != ValueId::ABSENT {

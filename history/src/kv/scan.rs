@@ -322,7 +322,10 @@ impl<'a> Scan<'a> {
         }
         if !is_float {
             self.pos = i;
-            return Ok(if negative {
+            return Ok(if negative && acc == 0 {
+                // serde_json, and so the general reader, reads `-0` as the float -0.0.
+                Number::Float(-0.0)
+            } else if negative {
                 Number::Int((acc as i128).wrapping_neg() as i64)
             } else if acc <= i64::MAX as u64 {
                 Number::Int(acc as i64)
@@ -330,17 +333,36 @@ impl<'a> Scan<'a> {
                 Number::BigUnsigned(acc)
             });
         }
-        while let Some(&b) = bytes.get(i) {
-            if b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-') {
+        // JSON's grammar, as the general reader's serde_json: a fraction and an exponent
+        // each need a digit (Rust's float parser alone would take `1.` and `1.e5`).
+        let digits = |mut i: usize| -> usize {
+            while bytes.get(i).is_some_and(u8::is_ascii_digit) {
                 i += 1;
-            } else {
-                break;
             }
+            i
+        };
+        let mut well_formed = true;
+        if bytes.get(i) == Some(&b'.') {
+            let end = digits(i + 1);
+            well_formed = end > i + 1;
+            i = end;
+        }
+        if matches!(bytes.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(bytes.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            let end = digits(i);
+            well_formed &= end > i;
+            i = end;
         }
         if i == bytes.len() && !self.at_eof {
             return Err(Fail::Incomplete);
         }
         let text = std::str::from_utf8(&bytes[start..i]).map_err(|_| Fail::bad("invalid number"))?;
+        if !well_formed {
+            return Err(Fail::bad(format!("invalid number {text:?}")));
+        }
         let value: f64 = text.parse().map_err(|_| Fail::bad(format!("invalid number {text:?}")))?;
         self.pos = i;
         Ok(Number::Float(value))
@@ -471,7 +493,12 @@ fn int_at(b: &[u8], at: usize) -> Option<(i64, usize)> {
         i += 1;
     }
     let len = i - start;
-    if len == 0 || len > 1 && b[start] == b'0' || !matches!(b.get(i), Some(b',' | b'}')) {
+    // `-0` is the float -0.0 to serde_json (the general reader): the general path reads it.
+    if len == 0
+        || len > 1 && b[start] == b'0'
+        || negative && acc == 0
+        || !matches!(b.get(i), Some(b',' | b'}'))
+    {
         return None;
     }
     Some((if negative { -acc } else { acc }, i))

@@ -12,7 +12,7 @@ use super::build::{RecordError, RecordReader};
 use super::scan::{Fail, Number, Scan, Scanned};
 use super::{KvHistory, KvOp, KvOpKind, KvTxnFields, KvValue};
 use crate::model::{Dialect, KV_TABLE};
-use crate::{FormatError, ObjId, Scalar, Status, Timestamp, TxnId, Value};
+use crate::{FormatError, ObjId, RealTime, Scalar, Status, Timestamp, TxnId, Value};
 
 /// The format name in [`FormatError::Unsupported`] errors of this reader.
 const FAST: &str = "the fast key-value reader (use the general v1 reader)";
@@ -56,6 +56,15 @@ impl<R: Read> KvV1Reader<R> {
             seen_content: false,
             last_line: 0,
         }
+    }
+
+    /// A reader over input that continues a v1 file after its first line: its first line is
+    /// a transaction, never the header (a part of a file read on several threads).
+    /// Its transaction names are not indexed: [`KvHistory::append`] indexes them.
+    pub(crate) fn continuing(input: R) -> Self {
+        let mut reader = KvV1Reader { seen_content: true, ..KvV1Reader::new(input) };
+        reader.history.unindexed = true;
+        reader
     }
 
     /// The history read so far.
@@ -236,6 +245,9 @@ fn parse_initial(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<(ObjId, KvValue
             }
         }
     }
+    if table.as_deref().is_some_and(|t| t != KV_TABLE) {
+        return Err(Fail::Unsupported("an initial row of a SQL table".into()));
+    }
     let key = key.ok_or_else(|| Fail::bad("missing").at("key"))?;
     let value = value.ok_or_else(|| Fail::bad("missing").at("value"))?;
     Ok((object(h, table.as_deref(), key), value))
@@ -289,9 +301,21 @@ pub(crate) fn parse_scalar(s: &mut Scan<'_>) -> Scanned<Scalar> {
             Number::BigUnsigned(u) => {
                 Err(Fail::bad(format!("integer {u} does not fit a signed 64-bit integer")))
             }
-            Number::Float(f) => Ok(Scalar::Float(f)),
+            Number::Float(f) => float(f).map(Scalar::Float),
         },
     }
+}
+
+/// A float scalar, refused where the general reader refuses it: an integral value beyond
+/// the 64-bit integer range, which would lose its exact value.
+#[inline]
+fn float(f: f64) -> Scanned<f64> {
+    if f.fract() == 0.0 && f.abs() >= 2f64.powi(63) {
+        return Err(Fail::bad(format!(
+            "number {f} is outside the 64-bit integer range and would lose its exact value; write it as a string"
+        )));
+    }
+    Ok(f)
 }
 
 /// An item value: `null` is absent, an array is a list, anything else a scalar.
@@ -303,7 +327,7 @@ pub(crate) fn parse_value(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<KvValu
             Number::BigUnsigned(u) => {
                 Err(Fail::bad(format!("integer {u} does not fit a signed 64-bit integer")))
             }
-            Number::Float(f) => Ok(h.intern_scalar(&Scalar::Float(f))),
+            Number::Float(f) => Ok(h.intern_scalar(&Scalar::Float(float(f)?))),
         },
         b'n' => s.literal(b"null").map(|_| KvValue::Absent),
         b'[' => {
@@ -415,6 +439,17 @@ where
     Ok(())
 }
 
+/// Marks the field `bit` of an object as read: a field given twice is an error, as in the
+/// general reader.
+#[inline]
+fn once(seen: &mut u16, bit: u16, name: &str) -> Scanned<()> {
+    if *seen & bit != 0 {
+        return Err(Fail::bad(format!("duplicate field `{name}`")));
+    }
+    *seen |= bit;
+    Ok(())
+}
+
 fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanned<KvTxnFields> {
     ops.clear();
     let mut name = None;
@@ -423,13 +458,22 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
     let mut start = None;
     let mut commit = None;
     let mut saw_ops = false;
+    let (mut invoked, mut completed) = (None, None);
+    let mut seen = 0u16;
     if s.open_object()? {
         loop {
             let key = s.key()?;
             match &*key {
-                b"id" => name = Some(parse_key(s).map_err(|f| f.at("id"))?),
-                b"session" => session = Some(parse_key(s).map_err(|f| f.at("session"))?),
+                b"id" => {
+                    once(&mut seen, 1, "id")?;
+                    name = Some(parse_key(s).map_err(|f| f.at("id"))?);
+                }
+                b"session" => {
+                    once(&mut seen, 2, "session")?;
+                    session = Some(parse_key(s).map_err(|f| f.at("session"))?);
+                }
                 b"status" => {
+                    once(&mut seen, 4, "status")?;
                     let text = s.string().map_err(|f| f.at("status"))?;
                     status = match text.as_bytes() {
                         b"committed" => Status::Committed,
@@ -444,12 +488,29 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
                         }
                     };
                 }
-                b"start_ts" => start = parse_timestamp(s).map_err(|f| f.at("start_ts"))?,
-                b"commit_ts" => commit = parse_timestamp(s).map_err(|f| f.at("commit_ts"))?,
-                // Real time matters to strict serializability only, which this reader's
-                // checkers (Chronos, Aion) do not decide: validated by the general reader.
-                b"meta" | b"invoked_at" | b"completed_at" => s.skip_value()?,
+                b"start_ts" => {
+                    once(&mut seen, 8, "start_ts")?;
+                    start = parse_timestamp(s).map_err(|f| f.at("start_ts"))?;
+                }
+                b"commit_ts" => {
+                    once(&mut seen, 16, "commit_ts")?;
+                    commit = parse_timestamp(s).map_err(|f| f.at("commit_ts"))?;
+                }
+                b"meta" => {
+                    once(&mut seen, 32, "meta")?;
+                    s.skip_value()?;
+                    h.note_skipped_meta();
+                }
+                b"invoked_at" => {
+                    once(&mut seen, 128, "invoked_at")?;
+                    invoked = Some(parse_time(s).map_err(|f| f.at("invoked_at"))?);
+                }
+                b"completed_at" => {
+                    once(&mut seen, 256, "completed_at")?;
+                    completed = Some(parse_time(s).map_err(|f| f.at("completed_at"))?);
+                }
                 b"ops" => {
+                    once(&mut seen, 64, "ops")?;
                     saw_ops = true;
                     parse_ops(s, h, ops, [b"\"f\":\"", b"\",\"key\":", b",\"value\":"], parse_op)?;
                 }
@@ -468,7 +529,30 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
         return Err(Fail::bad("missing field `ops`"));
     }
     let session = h.dict_mut().intern_session(session);
-    Ok(KvTxnFields { name, session, status, start, commit })
+    let real_time = match (invoked.flatten(), completed.flatten()) {
+        (None, None) => None,
+        (Some(_), None) => return Err(Fail::bad("missing: invoked_at needs completed_at").at("completed_at")),
+        (None, Some(_)) => return Err(Fail::bad("missing: completed_at needs invoked_at").at("invoked_at")),
+        (Some(invoked_at), Some(completed_at)) if completed_at < invoked_at => {
+            return Err(Fail::bad(format!(
+                "{completed_at} is before invoked_at {invoked_at}: a transaction completes after it is invoked"
+            ))
+            .at("completed_at"))
+        }
+        (Some(invoked_at), Some(completed_at)) => Some(RealTime { invoked_at, completed_at }),
+    };
+    Ok(KvTxnFields { name, session, status, start, commit, real_time })
+}
+
+/// A client time (`invoked_at`, `completed_at`): an integer, or null for none.
+fn parse_time(s: &mut Scan<'_>) -> Scanned<Option<i64>> {
+    if s.peek()? == b'n' {
+        return s.literal(b"null").map(|_| None);
+    }
+    match s.number()? {
+        Number::Int(i) => Ok(Some(i)),
+        _ => Err(Fail::bad("expected an integer (a time on the clients' clock)")),
+    }
 }
 
 fn parse_op(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<KvOp> {
@@ -477,11 +561,13 @@ fn parse_op(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<KvOp> {
     let mut key = None;
     let mut value = None;
     let mut value_is_array = false;
+    let mut seen = 0u16;
     if s.open_object()? {
         loop {
             let k = s.key()?;
             match &*k {
                 b"f" => {
+                    once(&mut seen, 1, "f")?;
                     let f = s.string().map_err(|f| f.at("f"))?;
                     kind = Some(match f.as_bytes() {
                         b"r" => KvOpKind::Read,
@@ -499,13 +585,24 @@ fn parse_op(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<KvOp> {
                         }
                     });
                 }
-                b"table" => table = Some(s.string().map_err(|f| f.at("table"))?),
-                b"key" => key = Some(parse_key(s).map_err(|f| f.at("key"))?),
+                b"table" => {
+                    once(&mut seen, 2, "table")?;
+                    table = Some(s.string().map_err(|f| f.at("table"))?);
+                }
+                b"key" => {
+                    once(&mut seen, 4, "key")?;
+                    key = Some(parse_key(s).map_err(|f| f.at("key"))?);
+                }
                 b"value" => {
+                    once(&mut seen, 8, "value")?;
                     value_is_array = s.peek()? == b'[';
                     value = Some(parse_value(s, h).map_err(|f| f.at("value"))?);
                 }
-                b"meta" => s.skip_value()?,
+                b"meta" => {
+                    once(&mut seen, 16, "meta")?;
+                    s.skip_value()?;
+                    h.note_skipped_meta();
+                }
                 b"where" | b"rows" | b"set" | b"function" | b"column" | b"result" => {
                     return Err(Fail::Unsupported(format!("field {k:?} of a predicate operation")))
                 }

@@ -16,12 +16,12 @@ use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, SnapshotSet, T
 struct RawCertificate<'a> {
     format: Option<String>,
     version: Option<u32>,
-    #[serde(default)]
-    version_order: Option<Vec<RawVersionOrder>>,
+    #[serde(default, borrow)]
+    version_order: Option<Vec<RawVersionOrder<'a>>>,
     #[serde(default, borrow)]
     version_sets: Option<Vec<RawVersionSet<'a>>>,
-    #[serde(default)]
-    serialization_order: Option<Vec<Json>>,
+    #[serde(default, borrow)]
+    serialization_order: Option<Vec<RawKey<'a>>>,
     #[serde(default)]
     transactions: Option<Vec<RawTxnFacts>>,
     #[serde(default)]
@@ -63,11 +63,13 @@ struct RawTxnFacts {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawVersionOrder {
-    #[serde(default)]
-    table: Option<String>,
-    key: Json,
-    writers: Vec<Json>,
+struct RawVersionOrder<'a> {
+    #[serde(default, borrow)]
+    table: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    key: RawKey<'a>,
+    #[serde(borrow)]
+    writers: Vec<RawKey<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -161,7 +163,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawKey<'a> {
                     RawKey::Invalid(format!("integer {v} does not fit a signed 64-bit integer"))
                 }))
             }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                // As the general reader's key: an integer beyond 64 bits is refused as such.
+                if v.fract() == 0.0 && v.abs() >= 2f64.powi(63) {
+                    return Ok(RawKey::Invalid(format!(
+                        "number {v} is outside the 64-bit integer range and would lose its exact value; \
+                         write it as a string"
+                    )));
+                }
                 Ok(RawKey::Invalid("expected an integer or a string, found a float".into()))
             }
             fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
@@ -232,13 +241,13 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
         let mut map = FxHashMap::default();
         for (i, o) in orders.into_iter().enumerate() {
             let table = h.intern_table(o.table.as_deref().unwrap_or(KV_TABLE));
-            let key = j::key(&o.key).map_err(|m| bad(format!("version_order[{i}].key"), m))?;
+            let key = o.key.scalar().map_err(|m| bad(format!("version_order[{i}].key"), m))?;
             let obj = h.intern_object(table, key);
             let writers = o
                 .writers
                 .iter()
                 .enumerate()
-                .map(|(w, json)| txn(h, json, &|| format!("version_order[{i}].writers[{w}]")))
+                .map(|(w, raw)| txn_of(h, raw, &|| format!("version_order[{i}].writers[{w}]")))
                 .collect::<Result<Vec<_>, _>>()?;
             if map.insert(obj, writers).is_some() {
                 return Err(bad(
@@ -395,7 +404,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
             order
                 .iter()
                 .enumerate()
-                .map(|(i, json)| txn(h, json, &|| format!("serialization_order[{i}]")))
+                .map(|(i, raw)| txn_of(h, raw, &|| format!("serialization_order[{i}]")))
                 .collect::<Result<_, _>>()?,
         );
     }

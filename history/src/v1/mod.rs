@@ -17,5 +17,5 @@ mod read;
 mod write;
 
 pub use certificate::{read_certificate, write_certificate, write_certificate_with_facts};
-pub use read::{read_history, HistoryReader};
+pub use read::{read_history, read_history_bytes, AdapterFacts, HistoryReader};
 pub use write::{write_header, write_history, write_txn};

@@ -178,6 +178,34 @@ pub fn read_history<R: BufRead>(input: R) -> Result<History, FormatError> {
     Ok(reader.into_history())
 }
 
+/// What [`read_history_bytes`] does with adapter facts (`meta` on transactions and
+/// operations): recovery reads them, checkers ignore them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdapterFacts {
+    /// Keep them: a history that has any is read by the general reader.
+    Keep,
+    /// Leave them out when that lets the fast reader read the history (for checking).
+    Skip,
+}
+
+/// Reads a whole v1 history held in memory, through the fast key-value reader
+/// ([`crate::read_kv_v1_bytes`]) when the history has only item reads, writes and appends
+/// of table `kv`, else through the general reader ([`read_history`]).
+///
+/// The result is the general reader's: the same transactions and the same interned ids
+/// (tables, objects, values, sessions), and for input either reader refuses, the general
+/// reader's error naming the line and field. With [`AdapterFacts::Skip`], `meta` fields
+/// are left out of an item-only history instead of sending it to the general reader.
+///
+/// # Errors
+/// A [`FormatError`] naming the line and field of the first malformed line.
+pub fn read_history_bytes(bytes: &[u8], facts: AdapterFacts) -> Result<History, FormatError> {
+    match crate::read_kv_v1_bytes(bytes) {
+        Ok(kv) if facts == AdapterFacts::Skip || !kv.skipped_meta() => Ok(kv.into_history()),
+        _ => read_history(bytes),
+    }
+}
+
 fn looks_like_header(text: &str) -> bool {
     serde_json::from_str::<serde_json::Map<String, Json>>(text).is_ok_and(|m| m.contains_key("format"))
 }

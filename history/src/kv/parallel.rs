@@ -1,0 +1,230 @@
+//! Reading a v1 kv/list file on several threads.
+//!
+//! The file is split at line boundaries into one part per thread; each part is read by
+//! its own [`KvV1Reader`] into its own [`KvHistory`], and the parts are then appended in
+//! file order ([`KvHistory::append`]), re-interning objects, values and sessions so that
+//! every id is the one a single reader gives. Any failure (malformed input, a transaction
+//! id repeated across parts, a split inside a record) re-reads the file on one thread, so
+//! errors name the same line and field as [`read_kv_v1`](super::read_kv_v1).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::v1_fast::{read_kv_v1, KvV1Reader};
+use super::{KvHistory, KvOp, KvTxnFields, KvValue};
+use crate::{FormatError, ObjId, Scalar, TxnId, ValueId, KV_TABLE};
+
+/// Files smaller than this are read on one thread: the split and the merge would cost more
+/// than they save.
+const PARALLEL_BYTES: u64 = 8 << 20;
+
+/// Reads a whole v1 kv/list history from the file at `path` on up to `threads` threads
+/// (one part of the file each, split at line boundaries).
+///
+/// The result is the one [`read_kv_v1`](super::read_kv_v1) gives for the whole file:
+/// the same transactions, the same ids, the same error for malformed input.
+///
+/// # Errors
+/// As [`read_kv_v1`](super::read_kv_v1), plus [`FormatError::Io`] when the file cannot be
+/// opened or read.
+pub fn read_kv_v1_file(path: &Path, threads: usize) -> Result<KvHistory, FormatError> {
+    let len = std::fs::metadata(path)?.len();
+    if threads < 2 || len < PARALLEL_BYTES {
+        return read_kv_v1(File::open(path)?);
+    }
+    let bounds = split_points(path, len, threads)?;
+    let parts = bounds
+        .windows(2)
+        .map(|w| {
+            let mut file = File::open(path)?;
+            file.seek(SeekFrom::Start(w[0]))?;
+            Ok(file.take(w[1] - w[0]))
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    match read_parts(parts) {
+        Some(h) => Ok(h),
+        None => read_kv_v1(File::open(path)?),
+    }
+}
+
+/// Offsets `0 = b0 < b1 < ... = len` where each `bi` (inside) starts a line: the first
+/// newline at or after `len * i / threads`, plus one.
+fn split_points(path: &Path, len: u64, threads: usize) -> std::io::Result<Vec<u64>> {
+    let mut bounds = vec![0];
+    let mut file = BufReader::new(File::open(path)?);
+    let mut skipped = Vec::new();
+    for i in 1..threads as u64 {
+        let guess = (len * i / threads as u64).max(*bounds.last().unwrap_or(&0));
+        file.seek(SeekFrom::Start(guess))?;
+        skipped.clear();
+        let at = guess + file.read_until(b'\n', &mut skipped)? as u64;
+        if at < len && at > *bounds.last().unwrap_or(&0) {
+            bounds.push(at);
+        }
+    }
+    bounds.push(len);
+    Ok(bounds)
+}
+
+/// Reads each part on its own thread and appends them in order; `None` when any part fails
+/// or a transaction id repeats across parts (the caller re-reads on one thread).
+fn read_parts<R: Read + Send>(parts: Vec<R>) -> Option<KvHistory> {
+    let read: Vec<Option<KvHistory>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| {
+                scope.spawn(move || {
+                    let mut reader =
+                        if i == 0 { KvV1Reader::new(part) } else { KvV1Reader::continuing(part) };
+                    while reader.next_txn().ok()?.is_some() {}
+                    Some(reader.into_history())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().ok().flatten()).collect()
+    });
+    let mut read = read.into_iter();
+    let mut whole = read.next()??;
+    for part in read {
+        whole.append(part?).ok()?;
+    }
+    Some(whole)
+}
+
+impl KvHistory {
+    /// Appends the transactions of `next`, read (without a header) from the input that
+    /// follows this history's, re-interning its objects, values and sessions in their
+    /// first-seen order: the result is what one reader over both inputs gives. Operation
+    /// blocks of `next` are freed as they are copied.
+    ///
+    /// # Errors
+    /// The name of the first transaction of `next` whose id this history already has
+    /// (this history then holds the transactions before it).
+    pub(crate) fn append(&mut self, mut next: KvHistory) -> Result<(), Scalar> {
+        let dict = &next.dict;
+        let objects: Vec<ObjId> = (0..dict.object_count())
+            .map(|o| {
+                let key = dict.object(ObjId::from_index(o));
+                let table = &dict.table(key.table).name;
+                match &key.key {
+                    Scalar::Int(i) if &**table == KV_TABLE => self.kv_object(*i),
+                    other => {
+                        let t = self.dict.intern_table(table);
+                        self.dict.intern_object(t, other.clone())
+                    }
+                }
+            })
+            .collect();
+        let values: Vec<ValueId> = (0..dict.value_count())
+            .map(|v| self.dict.intern_value(dict.value(ValueId::from_index(v)).clone()))
+            .collect();
+        let sessions: Vec<_> = (0..dict.session_count())
+            .map(|s| self.dict.intern_session(dict.session_name(crate::SessionId::from_index(s)).clone()))
+            .collect();
+        self.skipped_meta |= next.skipped_meta;
+        let n = next.len();
+        self.name_index.reserve(n);
+        self.names.reserve(n);
+        self.sessions.reserve(n);
+        self.status.reserve(n);
+        self.start.reserve(n);
+        self.commit.reserve(n);
+        let mut ops = Vec::new();
+        for b in 0..next.blocks.len() {
+            let block = next.blocks[b].take().expect("a freshly read history has every block");
+            let mut start = 0;
+            for (j, &end) in block.ends.iter().enumerate() {
+                let i = b * Self::BLOCK + j;
+                ops.clear();
+                ops.extend(block.ops[start..end as usize].iter().map(|op| {
+                    let value = match op.value() {
+                        KvValue::Interned(id) => KvValue::Interned(values[id.index()]),
+                        plain => plain,
+                    };
+                    KvOp::new(op.kind(), objects[op.obj().index()], value)
+                }));
+                start = end as usize;
+                let fields = KvTxnFields {
+                    name: std::mem::replace(&mut next.names[i], Scalar::Null),
+                    session: sessions[next.sessions[i].index()],
+                    status: next.status[i],
+                    start: next.start[i],
+                    commit: next.commit[i],
+                    real_time: next.real_time(TxnId::from_index(i)),
+                };
+                self.push_txn(fields, &ops)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A history of `n` transactions whose keys, values and sessions first appear in
+    /// different halves, with text values, lists and appends.
+    fn text(n: usize) -> String {
+        let mut out = String::from(
+            "{\"format\":\"isocert-history\",\"version\":1,\"initial\":[{\"key\":3,\"value\":0}]}\n",
+        );
+        for i in 0..n {
+            let key = (i * 7919) % (n / 2 + 1);
+            let neg = key + 1;
+            out.push_str(&format!(
+                "{{\"id\":{i},\"session\":\"s{}\",\"start_ts\":{},\"commit_ts\":{},\"ops\":[{{\"f\":\"r\",\"key\":{key},\"value\":null}},{{\"f\":\"w\",\"key\":\"k{}\",\"value\":\"v{}\"}},{{\"f\":\"append\",\"key\":-{neg},\"value\":{i}}},{{\"f\":\"r\",\"key\":-{neg},\"value\":[{i}, 1.5]}}]}}\n",
+                i % (i / 100 + 1),
+                2 * i,
+                2 * i + 1,
+                i % 97,
+                i % 89
+            ));
+        }
+        out
+    }
+
+    fn v1_text(h: KvHistory) -> String {
+        let mut out = Vec::new();
+        crate::v1::write_history(&h.into_history(), &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn parts_read_on_threads_give_the_single_readers_history() {
+        let text = text(40_000);
+        assert!(text.len() as u64 > PARALLEL_BYTES, "{} bytes: too small to split", text.len());
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        let one = read_kv_v1(text.as_bytes()).unwrap();
+        for threads in [2, 3, 7] {
+            let bounds = split_points(file.path(), text.len() as u64, threads).unwrap();
+            assert_eq!(bounds.len(), threads + 1, "{bounds:?}");
+            assert!(bounds[1..threads].iter().all(|&b| text.as_bytes()[b as usize - 1] == b'\n'));
+            let many = read_kv_v1_file(file.path(), threads).unwrap();
+            assert_eq!(many.dict().object_count(), one.dict().object_count());
+            assert_eq!(many.dict().value_count(), one.dict().value_count());
+            assert_eq!(many.dict().session_count(), one.dict().session_count());
+            for t in one.txn_ids() {
+                assert_eq!(many.ops(t), one.ops(t), "{t:?}");
+                assert_eq!(many.session(t), one.session(t));
+            }
+            assert_eq!(v1_text(many), v1_text(one.clone()));
+        }
+    }
+
+    #[test]
+    fn errors_are_the_single_readers() {
+        let mut text = text(40_000);
+        // A repeated id in the second half, then a malformed line after it.
+        text.push_str("{\"id\":5,\"session\":1,\"ops\":[]}\n{\"id\":\"x\",\"session\":1,\"ops\":[}\n");
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        let want = read_kv_v1(text.as_bytes()).unwrap_err().to_string();
+        assert!(want.starts_with("line 40002: id: transaction id 5 appears twice"), "{want}");
+        assert_eq!(read_kv_v1_file(file.path(), 2).unwrap_err().to_string(), want);
+    }
+}
