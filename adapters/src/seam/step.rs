@@ -195,8 +195,11 @@ pub fn int_row(row: Vec<i64>) -> Vec<Scalar> {
 ///
 /// An adapter runs it inside the open transaction and reports what the database answered
 /// as [`RecordedOp`]s; it never changes what the step writes.
+///
+/// `V` is the type of the values (rows, assignments): [`Scalar`] for the adapters that
+/// record every column type, `i64` for the integer-only ones ([`IntStep`]).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Step {
+pub enum Step<V = Scalar> {
     /// Item read of one key.
     Read {
         /// The key.
@@ -207,18 +210,18 @@ pub enum Step {
     /// Always installs a version.
     Upsert {
         /// The full row.
-        row: Vec<Scalar>,
+        row: Vec<V>,
     },
     /// `INSERT` of the row: fails (an error of the database) when the key exists.
     Insert {
         /// The full row.
-        row: Vec<Scalar>,
+        row: Vec<V>,
     },
     /// `UPDATE ... SET <non-key columns> WHERE pk = row[0]`: installs a version only if the
     /// row exists (report nothing otherwise).
     Update {
         /// The full row.
-        row: Vec<Scalar>,
+        row: Vec<V>,
     },
     /// `DELETE ... WHERE pk = key`: report a write of "absent" only if a row was deleted.
     Delete {
@@ -236,7 +239,7 @@ pub enum Step {
         /// The predicate.
         predicate: String,
         /// The assignments, in order.
-        set: Vec<(&'static str, Scalar)>,
+        set: Vec<(&'static str, V)>,
     },
     /// `DELETE FROM table WHERE predicate`.
     PredicateDelete {
@@ -257,37 +260,39 @@ pub enum Step {
 /// One operation as the client saw it, before interning into the history. A step reports
 /// zero (a no-op update or delete), one, or more (PostgreSQL may return two versions of one
 /// row: see docs/POSTGRES.md) operations.
+///
+/// `V` is the type of the values, as for [`Step`] ([`IntOp`] for integer-only adapters).
 #[derive(Clone, Debug, PartialEq)]
-pub enum RecordedOp {
+pub enum RecordedOp<V = Scalar> {
     /// Item read: the row, or `None` when absent.
     Read {
         /// The key.
         key: i64,
         /// The row read.
-        row: Option<Vec<Scalar>>,
+        row: Option<Vec<V>>,
     },
     /// Item write: the row installed, or `None` for a delete.
     Write {
         /// The key.
         key: i64,
         /// The row installed.
-        row: Option<Vec<Scalar>>,
+        row: Option<Vec<V>>,
     },
     /// Predicate read: the rows returned.
     Select {
         /// The predicate, as the step gave it.
         predicate: String,
         /// The rows, one per key.
-        rows: Vec<Vec<Scalar>>,
+        rows: Vec<Vec<V>>,
     },
     /// Predicate update: the assignments and the new rows.
     Update {
         /// The predicate.
         predicate: String,
         /// The assignments.
-        set: Vec<(&'static str, Scalar)>,
+        set: Vec<(&'static str, V)>,
         /// The rows as the update left them.
-        rows: Vec<Vec<Scalar>>,
+        rows: Vec<Vec<V>>,
     },
     /// Predicate delete: the deleted keys.
     Delete {
@@ -310,131 +315,12 @@ pub enum RecordedOp {
 }
 
 /// A [`Step`] whose values are all integers, for the adapters that record integer columns
-/// only ([`Step::integers`]); otherwise the same as [`Step`].
-///
-/// One statement of a transaction, fully decided by the test client: rows carry every
-/// column (key first; in the workloads a fresh unique value last), predicates are SQL
-/// `WHERE` text over the table's columns in the common subset of the SQL dialects
-/// (comparisons, `AND`, `OR`, `BETWEEN`, `IN`).
-///
-/// An adapter runs it inside the open transaction and reports what the database answered
-/// as [`RecordedOp`]s; it never changes what the step writes.
-#[derive(Clone, Debug, PartialEq)]
-pub enum IntStep {
-    /// Item read of one key.
-    Read {
-        /// The key.
-        key: i64,
-    },
-    /// Insert the row, or replace every non-key column when the key exists (PostgreSQL
-    /// `INSERT ... ON CONFLICT DO UPDATE`, MySQL `INSERT ... ON DUPLICATE KEY UPDATE`).
-    /// Always installs a version.
-    Upsert {
-        /// The full row.
-        row: Vec<i64>,
-    },
-    /// `INSERT` of the row: fails (an error of the database) when the key exists.
-    Insert {
-        /// The full row.
-        row: Vec<i64>,
-    },
-    /// `UPDATE ... SET <non-key columns> WHERE pk = row[0]`: installs a version only if the
-    /// row exists (report nothing otherwise).
-    Update {
-        /// The full row.
-        row: Vec<i64>,
-    },
-    /// `DELETE ... WHERE pk = key`: report a write of "absent" only if a row was deleted.
-    Delete {
-        /// The key.
-        key: i64,
-    },
-    /// `SELECT * FROM table WHERE predicate`.
-    Select {
-        /// The predicate.
-        predicate: String,
-    },
-    /// `UPDATE table SET column = value, ... WHERE predicate` (the last assignment is the
-    /// unique value column with a fresh value).
-    PredicateUpdate {
-        /// The predicate.
-        predicate: String,
-        /// The assignments, in order.
-        set: Vec<(&'static str, i64)>,
-    },
-    /// `DELETE FROM table WHERE predicate`.
-    PredicateDelete {
-        /// The predicate.
-        predicate: String,
-    },
-    /// `SELECT function(column) FROM table WHERE predicate`.
-    Aggregate {
-        /// The predicate.
-        predicate: String,
-        /// `min`, `max`, ...
-        function: AggregateFn,
-        /// The aggregated column.
-        column: &'static str,
-    },
-}
+/// only ([`Step::integers`]).
+pub type IntStep = Step<i64>;
 
 /// A [`RecordedOp`] of integer rows, as the integer-only adapters report it (it converts
 /// into a [`RecordedOp`]).
-///
-/// One operation as the client saw it, before interning into the history. A step reports
-/// zero (a no-op update or delete), one, or more (PostgreSQL may return two versions of one
-/// row: see docs/POSTGRES.md) operations.
-#[derive(Clone, Debug, PartialEq)]
-pub enum IntOp {
-    /// Item read: the row, or `None` when absent.
-    Read {
-        /// The key.
-        key: i64,
-        /// The row read.
-        row: Option<Vec<i64>>,
-    },
-    /// Item write: the row installed, or `None` for a delete.
-    Write {
-        /// The key.
-        key: i64,
-        /// The row installed.
-        row: Option<Vec<i64>>,
-    },
-    /// Predicate read: the rows returned.
-    Select {
-        /// The predicate, as the step gave it.
-        predicate: String,
-        /// The rows, one per key.
-        rows: Vec<Vec<i64>>,
-    },
-    /// Predicate update: the assignments and the new rows.
-    Update {
-        /// The predicate.
-        predicate: String,
-        /// The assignments.
-        set: Vec<(&'static str, i64)>,
-        /// The rows as the update left them.
-        rows: Vec<Vec<i64>>,
-    },
-    /// Predicate delete: the deleted keys.
-    Delete {
-        /// The predicate.
-        predicate: String,
-        /// The deleted keys.
-        keys: Vec<i64>,
-    },
-    /// Aggregate over a predicate: its result (`None` = SQL NULL).
-    Aggregate {
-        /// The predicate.
-        predicate: String,
-        /// The function.
-        function: AggregateFn,
-        /// The aggregated column.
-        column: &'static str,
-        /// The result.
-        result: Option<i64>,
-    },
-}
+pub type IntOp = RecordedOp<i64>;
 
 impl Step {
     /// The step with integer values only, for an adapter that records integer columns only.
