@@ -166,8 +166,9 @@ enum Seen {
 
 /// Orders a predicate read against the writers of every row of its table: after the
 /// writer of each version it evaluated that matches (its exact value counts), before that
-/// version's successor; for a version that does not match, after its writer when it
-/// stopped matching there, and before the first successor that matches again.
+/// version's successor; for a version that does not match, after the writer of the version
+/// where it last stopped matching (that one or an earlier one), and before the first
+/// successor that matches again.
 #[allow(clippy::too_many_arguments)]
 fn predicate_edges(
     cx: &Context<'_>,
@@ -203,22 +204,28 @@ fn predicate_edges(
             saw(edges, t, obj, writer.expect("a matching version exists"));
             continue;
         }
+        let Some(order) = cx.m.version_order.get(&obj) else { continue };
         let from = match seen {
             Seen::Unborn | Seen::Initial => 0,
             Seen::At(k) => {
-                let stopped_here = match k.checked_sub(1) {
-                    Some(p) => cache.matches(cx, r, pred, obj, p)?,
-                    None => cx.initial_has(obj) && initial_matches(cx)?,
-                };
-                if stopped_here {
-                    if let Some(Writer::Txn(w)) = writer {
-                        edges.push((w, t));
+                // The read comes after the writer of the version where the predicate last
+                // stopped matching, at or before the one it saw: placed before it, the read
+                // would replay an older matching version.
+                for j in (0..=k).rev() {
+                    let previous_matches = match j.checked_sub(1) {
+                        Some(p) => cache.matches(cx, r, pred, obj, p)?,
+                        None => cx.initial_has(obj) && initial_matches(cx)?,
+                    };
+                    if previous_matches {
+                        if order[j] != t {
+                            edges.push((order[j], t));
+                        }
+                        break;
                     }
                 }
                 k + 1
             }
         };
-        let Some(order) = cx.m.version_order.get(&obj) else { continue };
         for (j, &s) in order.iter().enumerate().skip(from) {
             if s == t {
                 break;
