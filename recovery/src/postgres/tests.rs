@@ -359,6 +359,39 @@ fn serialization_order_puts_a_predicate_read_before_the_phantom_it_missed() {
 }
 
 #[test]
+fn a_predicate_read_comes_after_the_writer_where_its_row_stopped_matching() {
+    // Key 1: T1 writes 10 (matches value > 5), T2 writes 2 (stops matching), T3 writes 3.
+    // R's select saw T3's version and returned nothing, so R must follow T2, though the
+    // version it saw is not the one where the row stopped matching. P (committing last)
+    // read the initial key 5 that T2 overwrote, so T2 waits for P; R, committed before P,
+    // was once ordered before T2, where the replay still sees T1's matching 10.
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":5,"value":0}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":10}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"w","key":1,"value":2},{"f":"w","key":5,"value":4}],"meta":{"xid":101,"snapshot":"101:101:"}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"w","key":1,"value":3}],"meta":{"xid":102,"snapshot":"102:102:"}}"#,
+        r#"{"id":4,"session":3,"ops":[{"f":"select","table":"kv","where":"value > 5","rows":[]},{"f":"w","key":7,"value":70}],"meta":{"xid":103,"snapshot":"103:103:"}}"#,
+        r#"{"id":5,"session":4,"ops":[{"f":"r","key":5,"value":0},{"f":"w","key":6,"value":1}],"meta":{"xid":104,"snapshot":"100:100:"}}"#,
+    ]);
+    let r = recover(
+        &mut h,
+        &log(vec![
+            logged(100, 1, &[(1, Some(10))]),
+            logged(101, 2, &[(1, Some(2)), (5, Some(4))]),
+            logged(102, 3, &[(1, Some(3))]),
+            logged(103, 4, &[(7, Some(70))]),
+            logged(104, 6, &[(6, Some(1))]),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(seen(&r, &h, 4, 0, 1), Some(Writer::Txn(t(&h, 3))));
+    let order = r.certificate.serialization_order.clone().unwrap();
+    let at = |name| order.iter().position(|&x| x == t(&h, name)).unwrap();
+    assert!(at(5) < at(2), "P before T2: {order:?}");
+    assert!(at(2) < at(4), "R after T2, where key 1 stopped matching: {order:?}");
+}
+
+#[test]
 fn write_skew_leaves_no_serialization_order_and_says_so() {
     let mut h = history(&[
         r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":1},{"key":2,"value":2}]}"#,
