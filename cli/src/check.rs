@@ -31,8 +31,10 @@ pub(crate) struct CheckArgs {
     /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`).
     #[arg(short, long, value_name = "CERT")]
     pub(crate) certificate: Option<PathBuf>,
-    /// The isolation level: serializable (ser), snapshot-isolation (si), repeatable-read
-    /// (rr), causal (cc), read-atomic (ra), read-committed (rc) or read-uncommitted (ru).
+    /// The isolation level: strict-serializable (sser: serializable in an order that keeps
+    /// the clients' real times, decided by mtc), serializable (ser), snapshot-isolation
+    /// (si), repeatable-read (rr), causal (cc), read-atomic (ra), read-committed (rc) or
+    /// read-uncommitted (ru).
     #[arg(short, long, value_name = "LEVEL")]
     pub(crate) isolation: IsolationLevel,
     /// Which checker: emme (dependency graph, every level), enne (replay of the
@@ -40,11 +42,12 @@ pub(crate) struct CheckArgs {
     /// start_ts/commit_ts; snapshot-isolation or serializable; see docs/CHRONOS.md), aion
     /// (online: HISTORY may be `-` for standard input, one transaction per line), mtc (no
     /// certificate: mini-transaction histories, whose reads imply the version order;
-    /// serializable or snapshot-isolation), cobra / polysi (no certificate: item reads and
+    /// strict-serializable, serializable or snapshot-isolation), cobra / polysi (no certificate: item reads and
     /// writes of unique values, serializable / snapshot-isolation, the version order searched
     /// by a SAT solver), weak (no certificate: item reads and writes of unique values,
     /// read-committed, read-atomic or causal, in near-linear time), or auto (weak at
-    /// read-atomic and causal; emme when the certificate has a version order, else enne;
+    /// read-atomic and causal, mtc at strict-serializable; emme when the certificate has a
+    /// version order, else enne;
     /// without a certificate mtc for mini-transactions, else cobra, polysi or, at
     /// read-committed, weak).
     #[arg(long, default_value = "auto", value_name = "CHECKER")]
