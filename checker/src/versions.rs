@@ -6,14 +6,13 @@
 //! at position 0), so "the next version" is the next id.
 
 use isocert_history::{is_opaque_value, History, ObjId, Op, Scalar, Status, TxnId, ValueId};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::values::ValueStore;
 use crate::{Anomaly, AnomalyKind};
 
 /// The writer of an initial version.
 pub(crate) const INITIAL: u32 = u32::MAX;
-const AMBIGUOUS: u32 = u32::MAX;
 
 /// One committed version.
 #[derive(Clone, Copy, Debug)]
@@ -27,13 +26,17 @@ pub(crate) struct Version {
 }
 
 /// What one transaction finally did to one object: the last value it set, then the
-/// elements it appended after that.
-#[derive(Debug, Default)]
+/// elements it appended after that, and the version it became (`NONE` until the version
+/// order lists it).
+#[derive(Debug)]
 struct FinalEffect {
+    obj: ObjId,
     set: Option<ValueId>,
     appends: Vec<Scalar>,
-    used: bool,
+    gid: u32,
 }
+
+const NONE: u32 = u32::MAX;
 
 /// Where a read value came from when it is not a committed version.
 #[derive(Clone, Copy, Debug)]
@@ -52,13 +55,20 @@ pub(crate) struct VersionTable {
     /// Every version; the versions of object `o` are `start[o]..start[o + 1]`.
     pub(crate) versions: Vec<Version>,
     start: Vec<u32>,
-    by_value: FxHashMap<(ObjId, ValueId), u32>,
-    by_writer: FxHashMap<(ObjId, TxnId), u32>,
+    /// Per object (the same ranges as `versions`), its versions' (value, id) sorted: found by
+    /// binary search in the object's few versions rather than in a hash map of every
+    /// version, which cost a quarter of an item-only check in cache misses (`perf`).
+    by_value: Vec<(ValueId, u32)>,
+    /// Each graph transaction's final effects, sorted by object: transaction `t`'s are
+    /// `effects[effect_start[t]..effect_start[t + 1]]`; each knows its version.
+    effects: Vec<FinalEffect>,
+    effect_start: Vec<u32>,
+    /// Opaque values (stand-ins for rows nobody read) that several versions of one object
+    /// hold: reads of them are ambiguous, not duplicate writes.
+    shared_opaque: FxHashSet<(ObjId, ValueId)>,
     /// Whether each transaction is a node of the dependency graph: committed, or named by
     /// the version order (an unknown or aborted transaction the certificate says committed).
     pub(crate) in_graph: Vec<bool>,
-    /// Per object, how many absent versions (unborn or deleted) it has.
-    absent_count: FxHashMap<ObjId, u32>,
 }
 
 impl VersionTable {
@@ -96,59 +106,33 @@ impl VersionTable {
                 ));
             }
         }
-        let mut effects: FxHashMap<(ObjId, TxnId), FinalEffect> = FxHashMap::default();
-        for t in h.txn_ids().filter(|t| in_graph[t.index()]) {
-            for op in &h.txn(t).ops {
-                let mut set = |obj: ObjId, value: ValueId| {
-                    let e = effects.entry((obj, t)).or_default();
-                    e.set = Some(value);
-                    e.appends.clear();
-                };
-                match op {
-                    Op::Write { obj, value } => set(*obj, *value),
-                    Op::Update { rows, .. } | Op::Delete { rows, .. } => rows.iter().for_each(|r| {
-                        set(r.obj, if matches!(op, Op::Delete { .. }) { ValueId::ABSENT } else { r.value })
-                    }),
-                    Op::Append { obj, element } => {
-                        effects.entry((*obj, t)).or_default().appends.push(element.clone())
-                    }
-                    Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. } => {}
-                }
-            }
-        }
+        let (effects, effect_start) = final_effects(h, &in_graph);
         let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
         let objects = h.object_count();
         let mut table = VersionTable {
             versions: Vec::with_capacity(objects + effects.len()),
             start: Vec::with_capacity(objects + 1),
-            by_value: FxHashMap::default(),
-            by_writer: FxHashMap::default(),
+            by_value: Vec::new(),
+            effects,
+            effect_start,
+            shared_opaque: FxHashSet::default(),
             in_graph,
-            absent_count: FxHashMap::default(),
         };
-        table.by_value.reserve(objects + effects.len());
-        table.by_writer.reserve(effects.len());
+        // Anomalies found while laying out versions, keyed by the version id about to be
+        // pushed, so the duplicate writes found afterwards fall in the same order.
+        let mut found: Vec<(u32, Anomaly)> = Vec::new();
         for o in 0..objects {
             let obj = ObjId::from_index(o);
             table.start.push(table.versions.len() as u32);
             let mut value = initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
-            table.push(h, obj, INITIAL, value, anomalies);
+            table.versions.push(Version { obj, writer: INITIAL, value });
             let Some(writers) = order.get(&obj) else { continue };
             for &t in writers {
                 let label = || format!("{} in the version order of {}", h.txn_label(t), h.object_label(obj));
-                if table.by_writer.contains_key(&(obj, t)) {
-                    anomalies.push(
-                        Anomaly::new(
-                            AnomalyKind::CertificateContradiction,
-                            vec![t],
-                            format!("{} appears twice", label()),
-                        )
-                        .with_objects(vec![obj]),
-                    );
-                    continue;
-                }
-                let Some(effect) = effects.get_mut(&(obj, t)) else {
-                    anomalies.push(
+                let next = table.versions.len() as u32;
+                let Some(e) = table.effect_index(obj, t) else {
+                    found.push((
+                        next,
                         Anomaly::new(
                             AnomalyKind::CertificateContradiction,
                             vec![t],
@@ -160,23 +144,43 @@ impl VersionTable {
                             ),
                         )
                         .with_objects(vec![obj]),
-                    );
+                    ));
                     continue;
                 };
-                effect.used = true;
+                let effect = &mut table.effects[e];
+                if effect.gid != NONE {
+                    found.push((
+                        next,
+                        Anomaly::new(
+                            AnomalyKind::CertificateContradiction,
+                            vec![t],
+                            format!("{} appears twice", label()),
+                        )
+                        .with_objects(vec![obj]),
+                    ));
+                    continue;
+                }
+                effect.gid = next;
                 if let Some(set) = effect.set {
                     value = set;
                 }
                 for element in &effect.appends {
                     value = values.append(value, element);
                 }
-                let gid = table.push(h, obj, t.0, value, anomalies);
-                table.by_writer.insert((obj, t), gid);
+                table.versions.push(Version { obj, writer: t.0, value });
             }
         }
         table.start.push(table.versions.len() as u32);
-        let mut missing: Vec<(ObjId, TxnId)> =
-            effects.iter().filter(|(_, e)| !e.used).map(|(&k, _)| k).collect();
+        table.index_values(h, &mut found);
+        found.sort_by_key(|(at, _)| *at);
+        anomalies.extend(found.into_iter().map(|(_, a)| a));
+        let mut missing: Vec<(ObjId, TxnId)> = Vec::new();
+        for t in 0..h.txns.len() {
+            let range = table.effect_start[t] as usize..table.effect_start[t + 1] as usize;
+            missing.extend(
+                table.effects[range].iter().filter(|e| e.gid == NONE).map(|e| (e.obj, TxnId(t as u32))),
+            );
+        }
         missing.sort_unstable();
         for (obj, t) in missing {
             anomalies.push(
@@ -196,64 +200,85 @@ impl VersionTable {
         table
     }
 
-    fn push(
-        &mut self,
-        h: &History,
-        obj: ObjId,
-        writer: u32,
-        value: ValueId,
-        anomalies: &mut Vec<Anomaly>,
-    ) -> u32 {
-        let gid = self.versions.len() as u32;
-        self.versions.push(Version { obj, writer, value });
-        if value == ValueId::ABSENT
-            || (self.by_value.contains_key(&(obj, value)) && is_opaque_value(h, obj, value))
-        {
-            if value == ValueId::ABSENT {
-                *self.absent_count.entry(obj).or_default() += 1;
+    /// Where `t`'s final effect on `obj` is in `effects`.
+    fn effect_index(&self, obj: ObjId, t: TxnId) -> Option<usize> {
+        let (lo, hi) = (self.effect_start[t.index()] as usize, self.effect_start[t.index() + 1] as usize);
+        let mine = &self.effects[lo..hi];
+        mine.binary_search_by_key(&obj, |e| e.obj).ok().map(|i| lo + i)
+    }
+
+    /// Sorts each object's versions by value into `by_value` and reports values installed
+    /// twice (`found`, keyed by the later version), except absent and opaque values, which
+    /// several versions may share: reads of those are ambiguous instead.
+    fn index_values(&mut self, h: &History, found: &mut Vec<(u32, Anomaly)>) {
+        self.by_value = self.versions.iter().enumerate().map(|(gid, v)| (v.value, gid as u32)).collect();
+        for o in 0..self.start.len() - 1 {
+            let range = self.start[o] as usize..self.start[o + 1] as usize;
+            let sorted = &mut self.by_value[range];
+            sorted.sort_unstable();
+            let obj = ObjId::from_index(o);
+            for same in sorted.chunk_by(|a, b| a.0 == b.0).filter(|same| same.len() > 1) {
+                let value = same[0].0;
+                if value == ValueId::ABSENT {
+                    continue;
+                }
+                if is_opaque_value(h, obj, value) {
+                    self.shared_opaque.insert((obj, value));
+                    continue;
+                }
+                let first_writer = self.versions[same[0].1 as usize].writer;
+                for &(_, gid) in &same[1..] {
+                    let writer = self.versions[gid as usize].writer;
+                    let mut txns: Vec<TxnId> =
+                        [first_writer, writer].into_iter().filter(|&w| w != INITIAL).map(TxnId).collect();
+                    txns.dedup();
+                    found.push((
+                        gid,
+                        Anomaly::new(
+                            AnomalyKind::DuplicateWrite,
+                            txns,
+                            format!(
+                                "{} and {} both installed {}={}, so reads of that value are ambiguous",
+                                writer_label(h, first_writer),
+                                writer_label(h, writer),
+                                h.object_label(obj),
+                                h.value_label(obj, value)
+                            ),
+                        )
+                        .with_objects(vec![obj]),
+                    ));
+                }
             }
-            let slot = self.by_value.entry((obj, value)).or_insert(gid);
-            if *slot != gid {
-                *slot = AMBIGUOUS;
-            }
-        } else if let Some(&first) = self.by_value.get(&(obj, value)) {
-            let first_writer = self.versions[first as usize].writer;
-            let mut txns: Vec<TxnId> =
-                [first_writer, writer].into_iter().filter(|&w| w != INITIAL).map(TxnId).collect();
-            txns.dedup();
-            anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::DuplicateWrite,
-                    txns,
-                    format!(
-                        "{} and {} both installed {}={}, so reads of that value are ambiguous",
-                        writer_label(h, first_writer),
-                        writer_label(h, writer),
-                        h.object_label(obj),
-                        h.value_label(obj, value)
-                    ),
-                )
-                .with_objects(vec![obj]),
-            );
-        } else {
-            self.by_value.insert((obj, value), gid);
         }
-        gid
+    }
+
+    /// The versions of `obj` holding `value`, by (value, id).
+    fn holding(&self, obj: ObjId, value: ValueId) -> &[(ValueId, u32)] {
+        let sorted = &self.by_value[self.start[obj.index()] as usize..self.start[obj.index() + 1] as usize];
+        let lo = sorted.partition_point(|&(v, _)| v < value);
+        let hi = lo + sorted[lo..].partition_point(|&(v, _)| v == value);
+        &sorted[lo..hi]
     }
 
     /// The version of `obj` holding `value`: `Ok(Some(id))`, `Ok(None)` when no committed
     /// version holds it, `Err(n)` when `value` is absent and `n` > 1 versions are absent.
     pub(crate) fn by_value(&self, obj: ObjId, value: ValueId) -> Result<Option<u32>, u32> {
-        match self.by_value.get(&(obj, value)) {
-            Some(&AMBIGUOUS) => Err(self.absent_count.get(&obj).copied().unwrap_or(0)),
-            Some(&gid) => Ok(Some(gid)),
-            None => Ok(None),
+        match self.holding(obj, value) {
+            [] => Ok(None),
+            [(_, gid)] => Ok(Some(*gid)),
+            [(_, first), ..] if value != ValueId::ABSENT && !self.shared_opaque.contains(&(obj, value)) => {
+                Ok(Some(*first))
+            }
+            _ => Err(self.holding(obj, ValueId::ABSENT).len() as u32),
         }
     }
 
     /// The version of `obj` that `t` installed.
     pub(crate) fn by_writer(&self, obj: ObjId, t: TxnId) -> Option<u32> {
-        self.by_writer.get(&(obj, t)).copied()
+        if t.index() + 1 >= self.effect_start.len() {
+            return None;
+        }
+        self.effect_index(obj, t).map(|e| self.effects[e].gid).filter(|&gid| gid != NONE)
     }
 
     /// The initial version of `obj`.
@@ -271,6 +296,53 @@ impl VersionTable {
     pub(crate) fn position(&self, gid: u32) -> u32 {
         gid - self.start[self.versions[gid as usize].obj.index()]
     }
+}
+
+/// Each graph transaction's final effect per object it wrote, sorted by object, and where
+/// each transaction's start (one entry per transaction, plus the end).
+fn final_effects(h: &History, in_graph: &[bool]) -> (Vec<FinalEffect>, Vec<u32>) {
+    let mut effects = Vec::new();
+    let mut start = Vec::with_capacity(h.txns.len() + 1);
+    // (object, op index, row index) of each write of the transaction, sorted: per object,
+    // its writes in the order they happened.
+    let mut touched: Vec<(ObjId, u32, u32)> = Vec::new();
+    for (t, txn) in h.txns.iter().enumerate() {
+        start.push(effects.len() as u32);
+        if !in_graph[t] {
+            continue;
+        }
+        touched.clear();
+        for (i, op) in txn.ops.iter().enumerate() {
+            match op {
+                Op::Write { obj, .. } | Op::Append { obj, .. } => touched.push((*obj, i as u32, 0)),
+                Op::Update { rows, .. } | Op::Delete { rows, .. } => {
+                    touched.extend(rows.iter().enumerate().map(|(r, row)| (row.obj, i as u32, r as u32)))
+                }
+                Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. } => {}
+            }
+        }
+        touched.sort_unstable();
+        for same in touched.chunk_by(|a, b| a.0 == b.0) {
+            let mut effect = FinalEffect { obj: same[0].0, set: None, appends: Vec::new(), gid: NONE };
+            for &(_, i, r) in same {
+                let set = match &txn.ops[i as usize] {
+                    Op::Write { value, .. } => *value,
+                    Op::Update { rows, .. } => rows[r as usize].value,
+                    Op::Delete { .. } => ValueId::ABSENT,
+                    Op::Append { element, .. } => {
+                        effect.appends.push(element.clone());
+                        continue;
+                    }
+                    Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. } => continue,
+                };
+                effect.set = Some(set);
+                effect.appends.clear();
+            }
+            effects.push(effect);
+        }
+    }
+    start.push(effects.len() as u32);
+    (effects, start)
 }
 
 /// "T7" or "the initial version".
