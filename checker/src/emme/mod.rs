@@ -188,7 +188,7 @@ fn check_walking(
     if level == IsolationLevel::SnapshotIsolation {
         si::check(h, &values, &vt, &edges, &mut anomalies)?;
     }
-    anomalies.extend(cycles::find(h, &values, &vt, &edges, level));
+    anomalies.extend(cycles::find(h, cert, &values, &vt, &edges, level));
     lists::check(h, &vt, &mut anomalies);
     anomalies.retain(|a| a.kind.violates(level));
     report.stats.txns = h.txns.len();

@@ -59,6 +59,26 @@ impl Obligations {
     }
 }
 
+/// A sort key per transaction for an order the dependency edges should follow: the
+/// certificate's serialization order when it has one, else commit timestamps, else file order
+/// (transactions without a timestamp after every timestamped one, in file order).
+pub(crate) fn order_hint(h: &History, cert: &Certificate) -> Vec<u64> {
+    let n = h.txns.len();
+    let mut hint: Vec<u64> = (0..n as u64).map(|i| i + (1 << 40)).collect();
+    if let Some(order) = &cert.serialization_order {
+        for (pos, t) in order.iter().enumerate() {
+            hint[t.index()] = pos as u64;
+        }
+    } else {
+        for (t, txn) in h.txns.iter().enumerate() {
+            if let Some(c) = txn.commit_ts {
+                hint[t] = (c.wall.min(1 << 38) << 2) | (c.logical.min(3));
+            }
+        }
+    }
+    hint
+}
+
 /// A topological order (rank per transaction) of the item edges `level` puts in cycles,
 /// preferring the certificate's serialization order, then commit timestamps, then file
 /// order; `None` when those edges have a cycle.
@@ -75,18 +95,7 @@ pub(crate) fn rank(
         EdgeKind::Rw => with_rw,
         _ => false,
     };
-    let mut hint: Vec<u64> = (0..n as u64).map(|i| i + (1 << 40)).collect();
-    if let Some(order) = &cert.serialization_order {
-        for (pos, t) in order.iter().enumerate() {
-            hint[t.index()] = pos as u64;
-        }
-    } else {
-        for (t, txn) in h.txns.iter().enumerate() {
-            if let Some(c) = txn.commit_ts {
-                hint[t] = (c.wall.min(1 << 38) << 2) | (c.logical.min(3));
-            }
-        }
-    }
+    let hint = order_hint(h, cert);
     let mut indegree = vec![0u32; n];
     let mut offsets = vec![0u32; n + 1];
     for e in edges.iter().filter(|e| used(e)) {
