@@ -23,6 +23,7 @@ pub mod chronos;
 mod error;
 pub mod formats;
 mod ids;
+mod intern;
 mod kv;
 mod model;
 mod snapshot_set;

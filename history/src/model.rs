@@ -1,5 +1,6 @@
 //! The history model: transactions of operations over interned objects and values.
 
+use crate::intern::KeyIndex;
 use rustc_hash::FxHashMap;
 
 use crate::{ColId, ObjId, PredId, Row, Scalar, SessionId, TableId, Timestamp, TxnId, Value, ValueId};
@@ -293,15 +294,6 @@ impl Dialect {
     }
 }
 
-/// The value table's index: integers, the values nearly every history is made of, by their
-/// own hash map (an `i64` key hashes and compares in one step; a [`Value`] key takes three
-/// hash rounds and an enum comparison, 12% of an item-only check in `perf`), the rest by value.
-#[derive(Clone, Debug, Default)]
-struct ValueIndex {
-    ints: FxHashMap<i64, ValueId>,
-    others: FxHashMap<Value, ValueId>,
-}
-
 /// A whole history: interned tables, objects, values, predicates and sessions, plus the
 /// transactions in file order (which respects session order).
 #[derive(Clone, Debug, Default)]
@@ -316,12 +308,12 @@ pub struct History {
     objects: Vec<ObjectKey>,
     object_index: FxHashMap<ObjectKey, ObjId>,
     values: Vec<Value>,
-    value_index: ValueIndex,
+    value_index: KeyIndex<Value>,
     predicates: Vec<Predicate>,
     predicate_index: FxHashMap<Predicate, PredId>,
     sessions: Vec<Scalar>,
     session_index: FxHashMap<Scalar, SessionId>,
-    txn_index: FxHashMap<Scalar, TxnId>,
+    txn_index: KeyIndex<Scalar>,
 }
 
 impl History {
@@ -349,7 +341,7 @@ impl History {
             predicate_index: self.predicate_index.clone(),
             sessions: self.sessions.clone(),
             session_index: self.session_index.clone(),
-            txn_index: FxHashMap::default(),
+            txn_index: KeyIndex::default(),
         }
     }
 
@@ -389,20 +381,12 @@ impl History {
 
     /// Interns a value.
     pub fn intern_value(&mut self, value: Value) -> ValueId {
-        if let Value::Scalar(Scalar::Int(i)) = value {
-            let next = ValueId::from_index(self.values.len());
-            let id = *self.value_index.ints.entry(i).or_insert(next);
-            if id == next {
-                self.values.push(value);
-            }
-            return id;
-        }
-        if let Some(&id) = self.value_index.others.get(&value) {
-            return id;
+        if let Some(id) = self.value_index.get(&value) {
+            return ValueId(id);
         }
         let id = ValueId::from_index(self.values.len());
         self.values.push(value.clone());
-        self.value_index.others.insert(value, id);
+        self.value_index.insert(value, id.0);
         id
     }
 
@@ -410,7 +394,7 @@ impl History {
     /// held, indexed by their old [`ValueId`]s: a reader that interned in another order
     /// re-interns them in the general reader's order.
     pub(crate) fn take_values(&mut self) -> Vec<Value> {
-        self.value_index = ValueIndex::default();
+        self.value_index = KeyIndex::default();
         let values = std::mem::take(&mut self.values);
         self.intern_value(Value::Absent);
         values
@@ -454,11 +438,11 @@ impl History {
     /// # Errors
     /// Returns the transaction back when its name is already taken.
     pub fn push_txn(&mut self, txn: Transaction) -> Result<TxnId, Box<Transaction>> {
-        if self.txn_index.contains_key(&txn.name) {
+        if self.txn_index.contains(&txn.name) {
             return Err(Box::new(txn));
         }
         let id = TxnId::from_index(self.txns.len());
-        self.txn_index.insert(txn.name.clone(), id);
+        self.txn_index.insert(txn.name.clone(), id.0);
         self.txns.push(txn);
         Ok(id)
     }
@@ -471,7 +455,7 @@ impl History {
 
     /// The transaction named `name` in the file.
     pub fn txn_by_name(&self, name: &Scalar) -> Option<TxnId> {
-        self.txn_index.get(name).copied()
+        self.txn_index.get(name).map(TxnId)
     }
 
     /// The table with id `id`.
@@ -514,10 +498,7 @@ impl History {
 
     /// The id of `value`, if interned.
     pub fn value_id(&self, value: &Value) -> Option<ValueId> {
-        match value {
-            Value::Scalar(Scalar::Int(i)) => self.value_index.ints.get(i).copied(),
-            other => self.value_index.others.get(other).copied(),
-        }
+        self.value_index.get(value).map(ValueId)
     }
 
     /// Number of interned values.
