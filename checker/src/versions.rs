@@ -32,7 +32,9 @@ pub(crate) struct Version {
 struct FinalEffect {
     obj: ObjId,
     set: Option<ValueId>,
-    appends: Vec<Scalar>,
+    /// The elements appended after the last value set: an index into the table's
+    /// `appended` lists, `NONE` when there are none (kept aside so an effect stays 20 bytes).
+    appended: u32,
     gid: u32,
 }
 
@@ -63,6 +65,8 @@ pub(crate) struct VersionTable {
     /// `effects[effect_start[t]..effect_start[t + 1]]`; each knows its version.
     effects: Vec<FinalEffect>,
     effect_start: Vec<u32>,
+    /// The elements each effect appended after its last set value, when it appended any.
+    appended: Vec<Vec<Scalar>>,
     /// Opaque values (stand-ins for rows nobody read) that several versions of one object
     /// hold: reads of them are ambiguous, not duplicate writes.
     shared_opaque: FxHashSet<(ObjId, ValueId)>,
@@ -106,7 +110,7 @@ impl VersionTable {
                 ));
             }
         }
-        let (effects, effect_start) = final_effects(h, &in_graph);
+        let (effects, effect_start, appended) = final_effects(h, &in_graph);
         let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
         let objects = h.object_count();
         let mut table = VersionTable {
@@ -115,6 +119,7 @@ impl VersionTable {
             by_value: Vec::new(),
             effects,
             effect_start,
+            appended,
             shared_opaque: FxHashSet::default(),
             in_graph,
         };
@@ -164,8 +169,10 @@ impl VersionTable {
                 if let Some(set) = effect.set {
                     value = set;
                 }
-                for element in &effect.appends {
-                    value = values.append(value, element);
+                if effect.appended != NONE {
+                    for element in &table.appended[effect.appended as usize] {
+                        value = values.append(value, element);
+                    }
                 }
                 table.versions.push(Version { obj, writer: t.0, value });
             }
@@ -298,10 +305,11 @@ impl VersionTable {
     }
 }
 
-/// Each graph transaction's final effect per object it wrote, sorted by object, and where
-/// each transaction's start (one entry per transaction, plus the end).
-fn final_effects(h: &History, in_graph: &[bool]) -> (Vec<FinalEffect>, Vec<u32>) {
+/// Each graph transaction's final effect per object it wrote, sorted by object; where each
+/// transaction's start (one entry per transaction, plus the end); the appended lists.
+fn final_effects(h: &History, in_graph: &[bool]) -> (Vec<FinalEffect>, Vec<u32>, Vec<Vec<Scalar>>) {
     let mut effects = Vec::new();
+    let mut appended = Vec::new();
     let mut start = Vec::with_capacity(h.txns.len() + 1);
     // (object, op index, row index) of each write of the transaction, sorted: per object,
     // its writes in the order they happened.
@@ -323,26 +331,32 @@ fn final_effects(h: &History, in_graph: &[bool]) -> (Vec<FinalEffect>, Vec<u32>)
         }
         touched.sort_unstable();
         for same in touched.chunk_by(|a, b| a.0 == b.0) {
-            let mut effect = FinalEffect { obj: same[0].0, set: None, appends: Vec::new(), gid: NONE };
+            let mut set = None;
+            let mut elements = Vec::new();
             for &(_, i, r) in same {
-                let set = match &txn.ops[i as usize] {
+                let value = match &txn.ops[i as usize] {
                     Op::Write { value, .. } => *value,
                     Op::Update { rows, .. } => rows[r as usize].value,
                     Op::Delete { .. } => ValueId::ABSENT,
                     Op::Append { element, .. } => {
-                        effect.appends.push(element.clone());
+                        elements.push(element.clone());
                         continue;
                     }
                     Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. } => continue,
                 };
-                effect.set = Some(set);
-                effect.appends.clear();
+                set = Some(value);
+                elements.clear();
+            }
+            let mut effect = FinalEffect { obj: same[0].0, set, appended: NONE, gid: NONE };
+            if !elements.is_empty() {
+                effect.appended = appended.len() as u32;
+                appended.push(elements);
             }
             effects.push(effect);
         }
     }
     start.push(effects.len() as u32);
-    (effects, start)
+    (effects, start, appended)
 }
 
 /// "T7" or "the initial version".
