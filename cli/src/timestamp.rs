@@ -210,7 +210,7 @@ fn aion_receive(aion: &mut Aion, kv: &mut KvHistory, t: TxnId) -> anyhow::Result
     for a in aion.take_final() {
         tracing::warn!(kind = %a.kind, "{}", a.explanation);
     }
-    if (t.index() + 1) % KvHistory::BLOCK == 0 {
+    if (t.index() + 1).is_multiple_of(KvHistory::BLOCK) {
         kv.free_block(t.index() / KvHistory::BLOCK);
     }
     Ok(())
@@ -239,7 +239,7 @@ const AION_QUEUE: usize = 4;
 enum Parsed {
     /// Transactions read since the last batch (the first batch also holds the header),
     /// and the line of each.
-    Batch { history: KvHistory, lines: Vec<usize> },
+    Batch { history: Box<KvHistory>, lines: Vec<usize> },
     /// The input is malformed (or unreadable) here; the batches before it are complete.
     Failed(FormatError),
 }
@@ -265,14 +265,14 @@ fn aion_pipelined<R: Read + Send>(
             };
             let from = match &mut kv {
                 None => {
-                    let mut first = history;
+                    let mut first = *history;
                     first.set_default_initial(initial);
                     kv = Some(first);
                     0
                 }
                 Some(kv) => {
                     let from = kv.len();
-                    if let Err(name) = kv.append(history) {
+                    if let Err(name) = kv.append(*history) {
                         let line = lines.get(kv.len() - from).copied().unwrap_or(0);
                         let e =
                             FormatError::invalid(line, "id", format!("transaction id {name} appears twice"));
@@ -307,7 +307,8 @@ fn read_batches<R: Read>(mut reader: KvV1Reader<R>, send: &std::sync::mpsc::Sync
         // Hand over what was read, also before an error or at the end of input (the
         // first batch even when empty: it carries the header).
         if !lines.is_empty() || (!sent && !matches!(next, Ok(Some(_)))) {
-            let batch = Parsed::Batch { history: reader.take_history(), lines: std::mem::take(&mut lines) };
+            let batch =
+                Parsed::Batch { history: Box::new(reader.take_history()), lines: std::mem::take(&mut lines) };
             if send.send(batch).is_err() {
                 return;
             }
