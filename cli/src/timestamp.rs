@@ -40,9 +40,10 @@ pub(crate) fn parse_initial(text: &str) -> Result<Scalar, String> {
     }
 }
 
-fn open(path: &Path) -> anyhow::Result<Box<dyn Read>> {
+/// Opens the history (`-`: standard input), for reading on any thread.
+fn open(path: &Path) -> anyhow::Result<Box<dyn Read + Send>> {
     if path.as_os_str() == "-" {
-        return Ok(Box::new(std::io::stdin().lock()));
+        return Ok(Box::new(std::io::stdin()));
     }
     let file = File::open(path).with_context(|| format!("cannot open history {}", path.display()))?;
     Ok(Box::new(file))
@@ -153,35 +154,6 @@ fn output(args: &CheckArgs, report: &Report, kv: &KvHistory) -> anyhow::Result<E
     Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
 }
 
-/// A source of transactions as they arrive.
-enum Arrivals<R> {
-    V1(KvV1Reader<R>),
-    Chronos(ChronosReader<R>),
-}
-
-impl<R: Read> Arrivals<R> {
-    fn next(&mut self) -> Result<Option<TxnId>, FormatError> {
-        match self {
-            Arrivals::V1(r) => r.next_txn(),
-            Arrivals::Chronos(r) => r.next_txn(),
-        }
-    }
-
-    fn history(&mut self) -> &mut KvHistory {
-        match self {
-            Arrivals::V1(r) => r.history_mut(),
-            Arrivals::Chronos(r) => r.history_mut(),
-        }
-    }
-
-    fn into_history(self) -> KvHistory {
-        match self {
-            Arrivals::V1(r) => r.into_history(),
-            Arrivals::Chronos(r) => r.into_history(),
-        }
-    }
-}
-
 fn run_aion(args: &CheckArgs) -> anyhow::Result<(Report, KvHistory)> {
     let delay = match args.aion_delay_ms {
         Some(ms) => AionDelay::Time(Duration::from_millis(ms)),
@@ -194,41 +166,21 @@ fn run_aion(args: &CheckArgs) -> anyhow::Result<(Report, KvHistory)> {
         let report = isocert_checker::check_aion_kv(&kv, kv.txn_ids(), options)?;
         return Ok((report, kv));
     }
-    let input = open(&args.history)?;
-    let mut arrivals = match args.format {
-        Format::Chronos => Arrivals::Chronos(ChronosReader::new(input)),
-        _ => Arrivals::V1(KvV1Reader::new(input)),
+    let initial = match &args.initial_value {
+        Some(text) => Some(parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?),
+        None => None,
     };
-    if let Some(text) = &args.initial_value {
-        let initial = parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?;
-        arrivals.history().set_default_initial(Some(&initial));
-    }
-    let mut aion = Aion::new(options)?;
+    let input = open(&args.history)?;
     let started = Instant::now();
-    let what = || format!("history {}", args.history.display());
-    loop {
-        let t = match arrivals.next() {
-            Ok(Some(t)) => t,
-            Ok(None) => break,
-            Err(FormatError::Unsupported { message, .. }) => anyhow::bail!(
-                "{}: {message}: Aion checks item reads, writes and list appends only \
-                 (predicate operations and SQL rows need --checker emme or enne)",
-                what()
-            ),
-            Err(e) => return Err(e).with_context(what),
-        };
-        let kv = arrivals.history();
-        aion.receive(kv, t)?;
-        for a in aion.take_final() {
-            tracing::warn!(kind = %a.kind, "{}", a.explanation);
+    let aion = Aion::new(options)?;
+    let (report, kv) = match args.format {
+        Format::Chronos => {
+            let mut reader = ChronosReader::new(input);
+            reader.history_mut().set_default_initial(initial.as_ref());
+            aion_one_thread(args, aion, reader)?
         }
-        // Aion never reads a transaction's operations after its arrival.
-        if (t.index() + 1) % KvHistory::BLOCK == 0 {
-            kv.free_block(t.index() / KvHistory::BLOCK);
-        }
-    }
-    let kv = arrivals.into_history();
-    let report = aion.finish(&kv);
+        _ => aion_pipelined(args, aion, input, initial.as_ref())?,
+    };
     let secs = started.elapsed().as_secs_f64();
     tracing::info!(
         txns = kv.len(),
@@ -237,6 +189,140 @@ fn run_aion(args: &CheckArgs) -> anyhow::Result<(Report, KvHistory)> {
         "aion finished"
     );
     Ok((report, kv))
+}
+
+/// The error for a transaction that the fast readers cannot give Aion, or malformed input.
+fn aion_read_error(args: &CheckArgs, e: FormatError) -> anyhow::Error {
+    let what = format!("history {}", args.history.display());
+    match e {
+        FormatError::Unsupported { message, .. } => anyhow::anyhow!(
+            "{what}: {message}: Aion checks item reads, writes and list appends only \
+             (predicate operations and SQL rows need --checker emme or enne)"
+        ),
+        e => anyhow::Error::new(e).context(what),
+    }
+}
+
+/// Hands `t` to Aion, logs the anomalies that became final, and frees the operations of a
+/// block once its last transaction has arrived (Aion never reads them again).
+fn aion_receive(aion: &mut Aion, kv: &mut KvHistory, t: TxnId) -> anyhow::Result<()> {
+    aion.receive(kv, t)?;
+    for a in aion.take_final() {
+        tracing::warn!(kind = %a.kind, "{}", a.explanation);
+    }
+    if (t.index() + 1).is_multiple_of(KvHistory::BLOCK) {
+        kv.free_block(t.index() / KvHistory::BLOCK);
+    }
+    Ok(())
+}
+
+/// Aion over a Chronos-format stream, reading and checking on one thread.
+fn aion_one_thread<R: Read>(
+    args: &CheckArgs,
+    mut aion: Aion,
+    mut reader: ChronosReader<R>,
+) -> anyhow::Result<(Report, KvHistory)> {
+    while let Some(t) = reader.next_txn().map_err(|e| aion_read_error(args, e))? {
+        aion_receive(&mut aion, reader.history_mut(), t)?;
+    }
+    let kv = reader.into_history();
+    Ok((aion.finish(&kv), kv))
+}
+
+/// Transactions a reader thread parses ahead before handing them over.
+const AION_BATCH: usize = 2048;
+
+/// Batches in flight between the reader thread and Aion (bounds the memory read ahead).
+const AION_QUEUE: usize = 4;
+
+/// What the reader thread hands to the checking thread.
+enum Parsed {
+    /// Transactions read since the last batch (the first batch also holds the header),
+    /// and the line of each.
+    Batch { history: Box<KvHistory>, lines: Vec<usize> },
+    /// The input is malformed (or unreadable) here; the batches before it are complete.
+    Failed(FormatError),
+}
+
+/// Aion over a v1 stream: one thread reads and parses, handing over batches of
+/// transactions through a bounded queue, while this thread appends them to the history and
+/// checks them. A batch is handed over as soon as the input has no further whole line
+/// waiting, so a live stream's transactions are checked as they arrive.
+fn aion_pipelined<R: Read + Send>(
+    args: &CheckArgs,
+    mut aion: Aion,
+    input: R,
+    initial: Option<&Scalar>,
+) -> anyhow::Result<(Report, KvHistory)> {
+    let (send, receive) = std::sync::mpsc::sync_channel::<Parsed>(AION_QUEUE);
+    std::thread::scope(|scope| {
+        scope.spawn(move || read_batches(KvV1Reader::new(input), &send));
+        let mut kv: Option<KvHistory> = None;
+        for parsed in receive {
+            let (history, lines) = match parsed {
+                Parsed::Batch { history, lines } => (history, lines),
+                Parsed::Failed(e) => return Err(aion_read_error(args, e)),
+            };
+            let from = match &mut kv {
+                None => {
+                    let mut first = *history;
+                    first.set_default_initial(initial);
+                    kv = Some(first);
+                    0
+                }
+                Some(kv) => {
+                    let from = kv.len();
+                    if let Err(name) = kv.append(*history) {
+                        let line = lines.get(kv.len() - from).copied().unwrap_or(0);
+                        let e =
+                            FormatError::invalid(line, "id", format!("transaction id {name} appears twice"));
+                        return Err(aion_read_error(args, e));
+                    }
+                    from
+                }
+            };
+            let kv = kv.as_mut().expect("set above");
+            for i in from..kv.len() {
+                aion_receive(&mut aion, kv, TxnId::from_index(i))?;
+            }
+        }
+        let kv = kv.unwrap_or_default();
+        Ok((aion.finish(&kv), kv))
+    })
+}
+
+/// The reader thread of [`aion_pipelined`]: parses `reader`'s input into batches and sends
+/// them until the end of input, an error, or the checking thread stops listening.
+fn read_batches<R: Read>(mut reader: KvV1Reader<R>, send: &std::sync::mpsc::SyncSender<Parsed>) {
+    let mut lines = Vec::with_capacity(AION_BATCH);
+    let mut sent = false;
+    loop {
+        let next = reader.next_txn();
+        if let Ok(Some(_)) = next {
+            lines.push(reader.last_line());
+            if lines.len() < AION_BATCH && reader.line_buffered() {
+                continue;
+            }
+        }
+        // Hand over what was read, also before an error or at the end of input (the
+        // first batch even when empty: it carries the header).
+        if !lines.is_empty() || (!sent && !matches!(next, Ok(Some(_)))) {
+            let batch =
+                Parsed::Batch { history: Box::new(reader.take_history()), lines: std::mem::take(&mut lines) };
+            if send.send(batch).is_err() {
+                return;
+            }
+            sent = true;
+        }
+        match next {
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(e) => {
+                let _ = send.send(Parsed::Failed(e));
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -202,3 +202,114 @@ fn predicate_operations_on_standard_input_are_refused_not_lost() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stderr).contains("predicate operation"));
 }
+
+/// `n` valid v1 transactions in one session, one after another, each writing key 1 and
+/// reading the previous write; transaction `i` spans [10i, 10i + 5].
+fn aion_lines(n: usize) -> String {
+    let mut text = String::from(
+        "{\"format\":\"isocert-history\",\"version\":1,\"initial\":[{\"key\":1,\"value\":0}]}\n",
+    );
+    for i in 0..n {
+        text.push_str(&format!(
+            "{{\"id\":{i},\"session\":1,\"start_ts\":{},\"commit_ts\":{},\"ops\":[{{\"f\":\"r\",\"key\":1,\"value\":{i}}},{{\"f\":\"w\",\"key\":1,\"value\":{}}}]}}\n",
+            10 * i,
+            10 * i + 5,
+            i + 1
+        ));
+    }
+    text
+}
+
+fn aion_stdin(text: &str, extra: &[&str]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isocert"))
+        .args(["check", "--checker", "aion", "-i", "si"])
+        .args(extra)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let text = text.to_string();
+    let writer = std::thread::spawn(move || {
+        // The checker may stop reading early (an error): a broken pipe is expected then.
+        let _ = stdin.write_all(text.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+#[test]
+fn aion_reads_batches_on_a_thread_and_agrees_with_chronos() {
+    // More transactions than one batch of the reader thread, several operation blocks.
+    let mut text = aion_lines(40_000);
+    let valid = aion_stdin(&text, &[]);
+    assert_eq!(valid.status.code(), Some(0), "{}", String::from_utf8_lossy(&valid.stderr));
+    assert!(String::from_utf8_lossy(&valid.stdout).starts_with("VALID: 40000 transactions"));
+    // A stale read late in the stream: both checkers name the same transaction.
+    text.push_str("{\"id\":40000,\"session\":2,\"start_ts\":400000,\"commit_ts\":400001,\"ops\":[{\"f\":\"r\",\"key\":1,\"value\":7}]}\n");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("h.jsonl");
+    std::fs::write(&file, &text).unwrap();
+    let aion = aion_stdin(&text, &["--json"]);
+    let chronos = isocert(&["check", "--checker", "chronos", "-i", "si", "--json", file.to_str().unwrap()]);
+    assert_eq!(aion.status.code(), Some(1), "{}", String::from_utf8_lossy(&aion.stderr));
+    let anomalies = |out: &Output| {
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["anomalies"].clone()
+    };
+    assert_eq!(anomalies(&aion), anomalies(&chronos));
+    assert_eq!(anomalies(&aion)[0]["txns"][0], 40000);
+}
+
+#[test]
+fn aion_names_the_malformed_line_after_batches_were_checked() {
+    let mut text = aion_lines(5000);
+    text.push_str("{\"id\":5000,\"session\":1,\"ops\":[}\n");
+    text.push_str(&aion_lines(3).lines().skip(1).collect::<Vec<_>>().join("\n"));
+    let out = aion_stdin(&text, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("history -: line 5002:"), "{err}");
+    // A transaction id repeated in a later batch of the reader thread names its line too.
+    let mut text = aion_lines(5000);
+    text.push_str("{\"id\":3,\"session\":2,\"start_ts\":1,\"commit_ts\":2,\"ops\":[]}\n");
+    let out = aion_stdin(&text, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 5002: id: transaction id 3 appears twice"), "{err}");
+}
+
+#[test]
+fn aion_reports_a_final_anomaly_while_the_stream_is_still_open() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isocert"))
+        .args(["check", "--checker", "aion", "-i", "si", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Two overlapping writers of one key: a NoConflict violation, final at once.
+    stdin
+        .write_all(
+            b"{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":5,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":1}]}\n\
+              {\"id\":2,\"session\":2,\"start_ts\":2,\"commit_ts\":6,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":2}]}\n",
+        )
+        .unwrap();
+    stdin.flush().unwrap();
+    // The warning must come while standard input is still open.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("no-conflict") && !line.contains("NoConflict") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr closed before the anomaly was reported");
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+}

@@ -22,7 +22,6 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use isocert_history::{History, KvHistory, KvOpKind, KvValue, ObjId, TxnId};
-use rustc_hash::FxHashMap;
 
 use crate::chronos::timeline::{self, EventKey, Span};
 use crate::chronos::{sort_anomalies, ObjState, Source};
@@ -67,10 +66,13 @@ struct ExtRead {
     ok: bool,
 }
 
-/// A transaction with pending external reads.
+/// A transaction with pending external reads: its reads are the next `reads` entries of
+/// [`Aion::reads`] (pending transactions are finalized in arrival order, so their reads
+/// leave the queue from the front).
 #[derive(Debug)]
 struct Pending {
     txn: u32,
+    reads: u32,
     due_arrival: u64,
     due_time: Option<Instant>,
 }
@@ -83,8 +85,14 @@ pub struct Aion {
     spans: Vec<Option<Span>>,
     session_last: Vec<u32>,
     objects: Vec<ObjVersions>,
-    reads: FxHashMap<u32, Vec<ExtRead>>,
+    /// The external reads of the pending transactions, in arrival order; the front one is
+    /// read number `reads_base` of the stream (the numbers the version index holds).
+    reads: VecDeque<ExtRead>,
+    reads_base: u64,
     pending: VecDeque<Pending>,
+    /// Scratch buffers of [`Aion::check_reads`], kept to avoid allocating per transaction.
+    local: Vec<(ObjId, ObjState)>,
+    writes: Vec<(ObjId, Effect)>,
     dirty: Vec<u32>,
     dirty_mark: Vec<bool>,
     watermark: Option<EventKey>,
@@ -110,8 +118,11 @@ impl Aion {
             spans: Vec::new(),
             session_last: Vec::new(),
             objects: Vec::new(),
-            reads: FxHashMap::default(),
+            reads: VecDeque::new(),
+            reads_base: 0,
             pending: VecDeque::new(),
+            local: Vec::new(),
+            writes: Vec::new(),
             dirty: Vec::new(),
             dirty_mark: Vec::new(),
             watermark: None,
@@ -150,10 +161,11 @@ impl Aion {
                 self.late += 1;
             }
             self.check_session(kv, t, span);
-            let writes = self.check_reads(kv, t, span);
-            for (obj, effect) in writes {
+            let mut writes = self.check_reads(kv, t, span);
+            for (obj, effect) in writes.drain(..) {
                 self.install(kv, t, span, obj, effect);
             }
+            self.writes = writes;
         }
         self.finalize_due(kv);
         self.since_gc += 1;
@@ -180,11 +192,15 @@ impl Aion {
         self.session_last[s] = t.0;
     }
 
-    /// Int at once, Ext tentatively; returns each written object's effect.
+    /// Int at once, Ext tentatively; returns each written object's effect (in the scratch
+    /// buffer `self.writes`, which the caller hands back).
     fn check_reads(&mut self, kv: &KvHistory, t: TxnId, span: Span) -> Vec<(ObjId, Effect)> {
-        let mut local: Vec<(ObjId, ObjState)> = Vec::new();
-        let mut writes: Vec<(ObjId, Effect)> = Vec::new();
-        let mut reads = Vec::new();
+        let mut local = std::mem::take(&mut self.local);
+        let mut writes = std::mem::take(&mut self.writes);
+        local.clear();
+        writes.clear();
+        let first_read = self.reads_base + self.reads.len() as u64;
+        let mut reads = 0u32;
         for (i, op) in kv.ops(t).iter().enumerate() {
             let obj = op.obj();
             let v = op.value();
@@ -194,11 +210,12 @@ impl Aion {
                     let seen = crate::chronos::read_state_of(kv, v);
                     match slot {
                         None => {
-                            let (state, _) = self.objects[obj.index()].state_before(kv, obj, span.start);
+                            let versions = &mut self.objects[obj.index()];
+                            let (state, _) = versions.state_before(kv, obj, span.start);
                             let ok = state.explains(kv, v);
-                            let read = reads.len() as u32;
-                            reads.push(ExtRead { op: i as u32, obj, seen: v, ok });
-                            self.objects[obj.index()].add_reader(span.start, read);
+                            versions.add_reader(span.start, first_read + u64::from(reads));
+                            self.reads.push_back(ExtRead { op: i as u32, obj, seen: v, ok });
+                            reads += 1;
                             local.push((obj, seen));
                         }
                         Some(j) => {
@@ -242,8 +259,8 @@ impl Aion {
                 }
             }
         }
-        if !reads.is_empty() {
-            self.reads.insert(t.0, reads);
+        self.local = local;
+        if reads > 0 {
             let due_time = match self.options.delay {
                 AionDelay::Time(d) => Some(Instant::now() + d),
                 AionDelay::Arrivals(_) => None,
@@ -252,7 +269,7 @@ impl Aion {
                 AionDelay::Arrivals(n) => self.arrivals + n as u64,
                 AionDelay::Time(_) => u64::MAX,
             };
-            self.pending.push_back(Pending { txn: t.0, due_arrival, due_time });
+            self.pending.push_back(Pending { txn: t.0, reads, due_arrival, due_time });
         }
         writes
     }
@@ -281,12 +298,12 @@ impl Aion {
         let sets_base = effect.base.is_some();
         o.insert_version(span.commit, Version { writer: t.0, span, effect });
         let until = if sets_base { o.next_base_after(span.commit) } else { None };
-        let affected = o.readers_between(span.commit, until);
-        for (at, read) in affected {
-            let (state, _) = self.objects[obj.index()].state_before(kv, obj, at);
-            if let Some(r) = self.reads.get_mut(&at.txn).and_then(|rs| rs.get_mut(read as usize)) {
-                r.ok = state.explains(kv, r.seen);
-            }
+        let o = &self.objects[obj.index()];
+        for k in o.readers_between(span.commit, until) {
+            let (at, read) = o.reader(k);
+            let (state, _) = o.state_before(kv, obj, at);
+            let r = &mut self.reads[(read - self.reads_base) as usize];
+            r.ok = state.explains(kv, r.seen);
         }
         if !self.dirty_mark[obj.index()] {
             self.dirty_mark[obj.index()] = true;
@@ -306,18 +323,22 @@ impl Aion {
                 break;
             }
             let p = self.pending.pop_front().expect("front exists");
-            self.finalize(kv, p.txn);
+            self.finalize(kv, &p);
         }
     }
 
-    /// Makes `t`'s Ext verdicts final: reports the reads still unexplained.
-    fn finalize(&mut self, kv: &KvHistory, t: u32) {
-        let Some(reads) = self.reads.remove(&t) else { return };
+    /// Makes the Ext verdicts of `p` (the oldest pending transaction) final: reports the
+    /// reads still unexplained.
+    fn finalize(&mut self, kv: &KvHistory, p: &Pending) {
+        let t = p.txn;
         let span = self.spans[t as usize].expect("pending transactions are checked");
         let serializable = self.options.level == IsolationLevel::Serializable;
-        for (i, read) in reads.iter().enumerate() {
+        for _ in 0..p.reads {
+            let read = self.reads.pop_front().expect("a pending transaction's reads are queued");
+            let seq = self.reads_base;
+            self.reads_base += 1;
             let o = &mut self.objects[read.obj.index()];
-            o.remove_reader(span.start, i as u32);
+            o.remove_reader(span.start, seq);
             if !read.ok {
                 let (state, writer) = o.state_before(kv, read.obj, span.start);
                 let source = writer.map_or(Source::Initial, |w| Source::Txn(TxnId(w)));
@@ -365,7 +386,7 @@ impl Aion {
     /// Ends the stream: every pending verdict becomes final; returns the report.
     pub fn finish(mut self, kv: &KvHistory) -> Report {
         while let Some(p) = self.pending.pop_front() {
-            self.finalize(kv, p.txn);
+            self.finalize(kv, &p);
         }
         let mut report = Report::new(self.options.level, CheckerKind::Aion);
         report.stats = CheckStats {

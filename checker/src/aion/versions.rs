@@ -38,8 +38,8 @@ pub(crate) struct ObjVersions {
     /// Versions by commit event.
     versions: VecDeque<(EventKey, Version)>,
     /// Pending external reads: the reader's start event (which names the reader) and the
-    /// index of the read in the reader's list.
-    readers: VecDeque<(EventKey, u32)>,
+    /// read's number in the stream of external reads.
+    readers: VecDeque<(EventKey, u64)>,
     /// The longest writer span seen (commit minus start, as 128-bit timestamps).
     max_span: u128,
 }
@@ -106,14 +106,14 @@ fn bisect<T>(dq: &VecDeque<T>, mut lo: usize, mut hi: usize, pred: impl Fn(&T) -
 
 impl ObjVersions {
     /// Indexes a pending external read.
-    pub(crate) fn add_reader(&mut self, start: EventKey, read: u32) {
+    pub(crate) fn add_reader(&mut self, start: EventKey, read: u64) {
         let entry = (start, read);
         let at = gallop_back(&self.readers, |e| *e < entry);
         self.readers.insert(at, entry);
     }
 
     /// Removes a pending external read from the index (its verdict is final).
-    pub(crate) fn remove_reader(&mut self, start: EventKey, read: u32) {
+    pub(crate) fn remove_reader(&mut self, start: EventKey, read: u64) {
         let entry = (start, read);
         let at = gallop_front(&self.readers, |e| *e < entry);
         if self.readers.get(at) == Some(&entry) {
@@ -121,14 +121,20 @@ impl ObjVersions {
         }
     }
 
-    /// Pending reads whose start is after `after` and at most `until` (unbounded: `None`).
-    pub(crate) fn readers_between(&self, after: EventKey, until: Option<EventKey>) -> Vec<(EventKey, u32)> {
+    /// Positions (for [`ObjVersions::reader`]) of the pending reads whose start is after
+    /// `after` and at most `until` (unbounded: `None`).
+    pub(crate) fn readers_between(&self, after: EventKey, until: Option<EventKey>) -> std::ops::Range<usize> {
         let from = gallop_back(&self.readers, |(k, _)| *k <= after);
         let to = match until {
             Some(u) => gallop_back(&self.readers, |(k, _)| *k <= u),
             None => self.readers.len(),
         };
-        self.readers.range(from..to.max(from)).copied().collect()
+        from..to.max(from)
+    }
+
+    /// The pending read at position `k`: its reader's start event and its number.
+    pub(crate) fn reader(&self, k: usize) -> (EventKey, u64) {
+        self.readers[k]
     }
 
     /// Adds a version at its commit event.

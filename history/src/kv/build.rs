@@ -64,6 +64,16 @@ impl<R: Read> RecordReader<R> {
         self.line
     }
 
+    /// Whether the next record's whole line (or the rest of the input) is already in the
+    /// window: a newline after the next byte that is not white space.
+    pub(crate) fn line_buffered(&self) -> bool {
+        let rest = &self.buf[self.start..self.end];
+        match rest.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => self.eof || rest[i..].contains(&b'\n'),
+            None => self.eof,
+        }
+    }
+
     /// Reads more input behind the unread bytes; false at the end of input.
     fn refill(&mut self) -> std::io::Result<bool> {
         if self.eof {
@@ -179,6 +189,19 @@ mod tests {
         assert_eq!(r.line(), 2);
         r.record(|s| s.skip_value()).ok().unwrap();
         assert_eq!(r.peek_byte().unwrap(), None);
+    }
+
+    #[test]
+    fn a_line_is_buffered_only_when_it_is_whole() {
+        let mut r = RecordReader::new(&b"[1]\n\n[2"[..]);
+        assert!(!r.line_buffered(), "nothing read yet");
+        assert_eq!(r.peek_byte().unwrap(), Some(b'['));
+        assert!(r.line_buffered());
+        r.record(|s| s.skip_value()).ok().unwrap();
+        assert!(!r.line_buffered(), "newlines before a partial line");
+        let mut r = RecordReader::new(&b"\n"[..]);
+        assert_eq!(r.peek_byte().unwrap(), None);
+        assert!(r.line_buffered(), "the end of input");
     }
 
     #[test]
