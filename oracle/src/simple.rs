@@ -1,9 +1,9 @@
 //! A hand-written parser for the commonest `where` shape, before sqlparser.
 //!
 //! Generated and workload predicates are mostly conjunctions of column-versus-integer
-//! comparisons: `c0 >= 12 AND c0 < 40 AND c2 <> 7`, `c0 BETWEEN 3 AND 9`. sqlparser parses
-//! each in about 10 µs (tokenizer, dialect hooks, a `String` per token), which for a history
-//! of 100,000 mostly distinct predicates was a fifth of `isocert check`
+//! comparisons: `c0 >= 12 AND c0 < 40 AND c2 <> 7`, `c0 BETWEEN 3 AND 9`. Compiling them,
+//! sqlparser (tokenizer, dialect hooks, a `String` per token) included, was 21% of
+//! `isocert check` on gen's history of 100,000 mostly distinct predicates
 //! (docs/PERFORMANCE.md, "Compact version sets"). [`parse_simple`] reads exactly that
 //! shape and builds the [`Expr`] sqlparser builds for it, so the rest of compilation is
 //! unchanged; anything else (another operator, a float, a quoted identifier, a keyword as a
