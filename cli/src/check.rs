@@ -261,7 +261,12 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         write!(out, "{}", text_report(&report, &h))?;
     }
-    Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
+    let code = if report.is_valid() { exit::valid() } else { exit::anomalies() };
+    // The process exits right after this returns: freeing the history (millions of small
+    // allocations, 7% of a 100,000-transaction predicate check) gains nothing. Nothing
+    // here has a destructor with an effect beyond freeing memory.
+    std::mem::forget((h, cert, oracle, report));
+    Ok(code)
 }
 
 /// Writes the HTML report to `path`, naming the file in errors.

@@ -12,7 +12,7 @@ use isocert_oracle::Interpreter;
 
 /// Asserts that two histories are the same: transactions, initial versions, dialect and
 /// every interning table in id order.
-fn assert_same(fast: &History, general: &History, what: &str) {
+pub(super) fn assert_same(fast: &History, general: &History, what: &str) {
     assert_eq!(fast.dialect, general.dialect, "{what}: dialect");
     assert_eq!(fast.tables(), general.tables(), "{what}: tables");
     assert_eq!(fast.predicates(), general.predicates(), "{what}: predicates");

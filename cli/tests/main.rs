@@ -6,6 +6,7 @@ mod fast_reader;
 mod formats;
 mod mtc;
 mod peer_histories;
+mod predicate_reader;
 mod seam;
 mod serve;
 mod weak;

@@ -285,11 +285,16 @@ fn compile_predicate(
     if let Some(construct) = unsupported_keyword_construct(&p.sql) {
         return Err(OracleError::Unsupported { pred, sql, construct });
     }
-    let expr = parse_predicate(&p.sql, dialect).map_err(|message| OracleError::Parse {
-        pred,
-        sql: sql.clone(),
-        message,
-    })?;
+    // The commonest shape (integer comparisons joined by AND) without sqlparser; the
+    // same expression either way (crate::simple).
+    let expr = match crate::simple::parse_simple(&p.sql) {
+        Some(expr) => expr,
+        None => parse_predicate(&p.sql, dialect).map_err(|message| OracleError::Parse {
+            pred,
+            sql: sql.clone(),
+            message,
+        })?,
+    };
     let table = h.table(p.table);
     let compiler = Compiler { table, dialect, kinds };
     let node = compiler.predicate(&expr).map_err(|e| match e {

@@ -51,6 +51,7 @@ mod mongo_filter;
 mod numeric;
 mod ops;
 mod schema;
+mod simple;
 mod text;
 mod value;
 

@@ -9,28 +9,31 @@ pub(crate) fn scalar(json: &Json) -> Result<Scalar, String> {
     Ok(match json {
         Json::Null => Scalar::Null,
         Json::Bool(b) => Scalar::Bool(*b),
-        Json::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Scalar::Int(i)
-            } else if n.is_u64() {
-                return Err(format!("integer {n} does not fit a signed 64-bit integer"));
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                // serde_json reads an integer literal beyond the 64-bit range as the nearest
-                // float: two different such integers could then compare equal. Refuse it.
-                if f.fract() == 0.0 && f.abs() >= 2f64.powi(63) {
-                    return Err(format!(
-                        "number {n} is outside the 64-bit integer range and would lose its exact value; \
-                         write it as a string"
-                    ));
-                }
-                Scalar::Float(f)
-            }
-        }
+        Json::Number(n) => number(n)?,
         Json::String(s) => Scalar::Text(s.as_str().into()),
         Json::Array(_) => return Err("expected a scalar, found an array".into()),
         Json::Object(_) => return Err("expected a scalar, found an object".into()),
     })
+}
+
+/// A JSON number as a [`Scalar`]: an integer or a float.
+pub(crate) fn number(n: &serde_json::Number) -> Result<Scalar, String> {
+    if let Some(i) = n.as_i64() {
+        Ok(Scalar::Int(i))
+    } else if n.is_u64() {
+        Err(format!("integer {n} does not fit a signed 64-bit integer"))
+    } else {
+        let f = n.as_f64().unwrap_or(f64::NAN);
+        // serde_json reads an integer literal beyond the 64-bit range as the nearest
+        // float: two different such integers could then compare equal. Refuse it.
+        if f.fract() == 0.0 && f.abs() >= 2f64.powi(63) {
+            return Err(format!(
+                "number {n} is outside the 64-bit integer range and would lose its exact value; \
+                 write it as a string"
+            ));
+        }
+        Ok(Scalar::Float(f))
+    }
 }
 
 /// A key or id: an integer or a string.

@@ -13,6 +13,7 @@
 
 mod certificate;
 pub(crate) mod json;
+pub(crate) mod raw;
 mod read;
 mod write;
 

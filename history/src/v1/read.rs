@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 use super::json;
+use super::raw::{self, RawJson, RawMap, Text};
 use crate::model::{Dialect, KV_TABLE};
 use crate::{
     AggregateFn, FormatError, History, Op, RealTime, ResultRow, Status, Timestamp, Transaction, TxnId,
@@ -34,61 +35,66 @@ struct RawInitial {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawTxn {
-    id: Json,
-    session: Json,
-    #[serde(default)]
-    status: Option<String>,
-    ops: Vec<RawOp>,
-    #[serde(default)]
-    start_ts: Option<Json>,
-    #[serde(default)]
-    commit_ts: Option<Json>,
-    #[serde(default)]
-    invoked_at: Option<Json>,
-    #[serde(default)]
-    completed_at: Option<Json>,
-    #[serde(default)]
-    meta: Option<Json>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawOp {
-    f: String,
-    #[serde(default)]
-    table: Option<String>,
-    #[serde(default)]
-    key: Option<Json>,
-    #[serde(default, deserialize_with = "present")]
-    value: Option<Json>,
-    #[serde(default, rename = "where")]
-    predicate: Option<String>,
-    #[serde(default)]
-    set: Option<serde_json::Map<String, Json>>,
-    #[serde(default)]
-    rows: Option<Vec<RawRow>>,
-    #[serde(default)]
-    function: Option<String>,
-    #[serde(default)]
-    column: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    result: Option<Json>,
+struct RawTxn<'a> {
+    #[serde(borrow)]
+    id: RawJson<'a>,
+    #[serde(borrow)]
+    session: RawJson<'a>,
+    #[serde(default, borrow)]
+    status: Option<Text<'a>>,
+    #[serde(borrow)]
+    ops: Vec<RawOp<'a>>,
+    #[serde(default, borrow)]
+    start_ts: Option<RawJson<'a>>,
+    #[serde(default, borrow)]
+    commit_ts: Option<RawJson<'a>>,
+    #[serde(default, borrow)]
+    invoked_at: Option<RawJson<'a>>,
+    #[serde(default, borrow)]
+    completed_at: Option<RawJson<'a>>,
     #[serde(default)]
     meta: Option<Json>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRow {
-    key: Json,
-    #[serde(default, deserialize_with = "present")]
-    value: Option<Json>,
+struct RawOp<'a> {
+    #[serde(borrow)]
+    f: Text<'a>,
+    #[serde(default, borrow)]
+    table: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    key: Option<RawJson<'a>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    value: Option<RawJson<'a>>,
+    #[serde(default, borrow, rename = "where")]
+    predicate: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    set: Option<RawMap<'a>>,
+    #[serde(default, borrow)]
+    rows: Option<Vec<RawRow<'a>>>,
+    #[serde(default, borrow)]
+    function: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    column: Option<Text<'a>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<RawJson<'a>>,
+    #[serde(default)]
+    meta: Option<Json>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRow<'a> {
+    #[serde(borrow)]
+    key: RawJson<'a>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    value: Option<RawJson<'a>>,
 }
 
 /// Deserializes a field that may hold `null`, telling `null` (Some(Null)) from missing (None).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
-    Json::deserialize(d).map(Some)
+fn present<'de: 'a, 'a, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RawJson<'a>>, D::Error> {
+    RawJson::deserialize(d).map(Some)
 }
 
 /// Reads a v1 history one transaction at a time, interning as it goes.
@@ -292,10 +298,10 @@ pub(crate) fn timestamp(json: &Json) -> Result<Timestamp, String> {
 
 fn convert_txn(h: &mut History, raw: RawTxn, line: usize) -> Result<TxnId, FormatError> {
     let bad = |field: String, message: String| FormatError::invalid(line, field, message);
-    let name = json::key(&raw.id).map_err(|m| bad("id".into(), m))?;
-    let session = json::key(&raw.session).map_err(|m| bad("session".into(), m))?;
+    let name = raw::key(&raw.id).map_err(|m| bad("id".into(), m))?;
+    let session = raw::key(&raw.session).map_err(|m| bad("session".into(), m))?;
     let session = h.intern_session(session);
-    let status = match raw.status.as_deref() {
+    let status = match raw.status.as_ref().map(|t| t.0.as_ref()) {
         None | Some("committed") => Status::Committed,
         Some("aborted") => Status::Aborted,
         Some("unknown") => Status::Unknown,
@@ -314,8 +320,11 @@ fn convert_txn(h: &mut History, raw: RawTxn, line: usize) -> Result<TxnId, Forma
         }
         ops.push(convert_op(h, op).map_err(|(field, m)| bad(format!("ops[{i}].{field}"), m))?);
     }
-    let ts = |j: Option<Json>, field: &str| -> Result<_, FormatError> {
-        j.filter(|j| !j.is_null()).map(|j| timestamp(&j)).transpose().map_err(|m| bad(field.into(), m))
+    let ts = |j: Option<RawJson>, field: &str| -> Result<_, FormatError> {
+        j.filter(|j| !j.is_null())
+            .map(|j| timestamp(&j.to_json()))
+            .transpose()
+            .map_err(|m| bad(field.into(), m))
     };
     let txn = Transaction {
         name,
@@ -335,10 +344,13 @@ type OpError = (&'static str, String);
 
 /// The project extension `invoked_at` / `completed_at`: both integers or both absent, and
 /// the completion not before the invocation.
-fn real_time(invoked: Option<Json>, completed: Option<Json>) -> Result<Option<RealTime>, OpError> {
-    let int = |j: &Json, field: &'static str| {
-        j.as_i64()
-            .ok_or_else(|| (field, format!("expected an integer (a time on the clients' clock), found {j}")))
+fn real_time(invoked: Option<RawJson>, completed: Option<RawJson>) -> Result<Option<RealTime>, OpError> {
+    let int = |j: &RawJson, field: &'static str| {
+        let n = match j {
+            RawJson::Number(n) => n.as_i64(),
+            _ => None,
+        };
+        n.ok_or_else(|| (field, format!("expected an integer (a time on the clients' clock), found {j}")))
     };
     match (invoked.filter(|j| !j.is_null()), completed.filter(|j| !j.is_null())) {
         (None, None) => Ok(None),
@@ -358,40 +370,41 @@ fn real_time(invoked: Option<Json>, completed: Option<Json>) -> Result<Option<Re
 }
 
 fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
-    let table = h.intern_table(op.table.as_deref().unwrap_or(KV_TABLE));
+    let table = h.intern_table(op.table.as_ref().map_or(KV_TABLE, |t| &t.0));
+    let f: &str = &op.f.0;
     let forbid = |present: bool, field: &'static str| -> Result<(), OpError> {
         if present {
-            Err((field, format!("not allowed on a {:?} operation", op.f)))
+            Err((field, format!("not allowed on a {f:?} operation")))
         } else {
             Ok(())
         }
     };
-    if op.f != "aggregate" {
+    if f != "aggregate" {
         forbid(op.function.is_some(), "function")?;
         forbid(op.column.is_some(), "column")?;
         forbid(op.result.is_some(), "result")?;
     }
-    match op.f.as_str() {
+    match f {
         "aggregate" => {
             forbid(op.key.is_some(), "key")?;
             forbid(op.value.is_some(), "value")?;
             forbid(op.set.is_some(), "set")?;
             forbid(op.rows.is_some(), "rows")?;
-            let sql = op.predicate.as_deref().ok_or(("where", "missing".to_string()))?;
+            let sql = op.predicate.as_ref().map(|t| &*t.0).ok_or(("where", "missing".to_string()))?;
             if sql.trim().is_empty() {
                 return Err(("where", "empty predicate".into()));
             }
             let predicate = h.intern_predicate(table, sql);
-            let name = op.function.as_deref().ok_or(("function", "missing".to_string()))?;
+            let name = op.function.as_ref().map(|t| &*t.0).ok_or(("function", "missing".to_string()))?;
             let function = AggregateFn::parse(name)
                 .ok_or(("function", format!("unknown aggregate {name:?} (min, max, count, sum)")))?;
-            let column = match op.column.as_deref() {
+            let column = match op.column.as_ref().map(|t| &*t.0) {
                 None | Some("*") if function == AggregateFn::Count => None,
                 None | Some("*") => return Err(("column", format!("{name} needs a column"))),
                 Some(c) => Some(h.intern_column(table, c)),
             };
             let result = op.result.as_ref().ok_or(("result", "missing".to_string()))?;
-            let result = json::scalar(result).map_err(|m| ("result", m))?;
+            let result = raw::scalar(result).map_err(|m| ("result", m))?;
             Ok(Op::Aggregate { predicate, function, column, result })
         }
         "r" | "w" | "append" => {
@@ -399,11 +412,11 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
             forbid(op.set.is_some(), "set")?;
             forbid(op.rows.is_some(), "rows")?;
             let key = op.key.as_ref().ok_or(("key", "missing".to_string()))?;
-            let key = json::key(key).map_err(|m| ("key", m))?;
+            let key = raw::key(key).map_err(|m| ("key", m))?;
             let obj = h.intern_object(table, key);
             let value = op.value.as_ref().ok_or(("value", "missing".to_string()))?;
-            match op.f.as_str() {
-                "r" => Ok(Op::Read { obj, value: json::value(h, table, value).map_err(|m| ("value", m))? }),
+            match f {
+                "r" => Ok(Op::Read { obj, value: raw::value(h, table, value).map_err(|m| ("value", m))? }),
                 "w" => {
                     if value.is_array() {
                         return Err((
@@ -411,10 +424,10 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
                             "a write installs a scalar or a row, found an array (use append)".into(),
                         ));
                     }
-                    Ok(Op::Write { obj, value: json::value(h, table, value).map_err(|m| ("value", m))? })
+                    Ok(Op::Write { obj, value: raw::value(h, table, value).map_err(|m| ("value", m))? })
                 }
                 _ => {
-                    let element = json::scalar(value).map_err(|m| ("value", m))?;
+                    let element = raw::scalar(value).map_err(|m| ("value", m))?;
                     if element.is_null() {
                         return Err(("value", "cannot append null".into()));
                     }
@@ -425,7 +438,7 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
         "select" | "update" | "delete" => {
             forbid(op.key.is_some(), "key")?;
             forbid(op.value.is_some(), "value")?;
-            let sql = op.predicate.as_deref().ok_or(("where", "missing".to_string()))?;
+            let sql = op.predicate.as_ref().map(|t| &*t.0).ok_or(("where", "missing".to_string()))?;
             if sql.trim().is_empty() {
                 return Err(("where", "empty predicate".into()));
             }
@@ -433,14 +446,14 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
             let raw_rows = op.rows.ok_or(("rows", "missing".to_string()))?;
             let mut rows = Vec::with_capacity(raw_rows.len());
             for r in &raw_rows {
-                let key = json::key(&r.key).map_err(|m| ("rows", m))?;
+                let key = raw::key(&r.key).map_err(|m| ("rows", m))?;
                 let obj = h.intern_object(table, key);
-                let value = match (op.f.as_str(), &r.value) {
+                let value = match (f, &r.value) {
                     ("delete", None) => ValueId::ABSENT,
                     ("delete", Some(_)) => return Err(("rows", "a deleted row has only a key".into())),
                     (_, None) => return Err(("rows", "a row needs its value".into())),
                     (_, Some(v)) => {
-                        let id = json::value(h, table, v).map_err(|m| ("rows", m))?;
+                        let id = raw::value(h, table, v).map_err(|m| ("rows", m))?;
                         if id == ValueId::ABSENT {
                             return Err(("rows", "a returned row cannot be null".into()));
                         }
@@ -452,7 +465,7 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
                 }
                 rows.push(ResultRow { obj, value });
             }
-            match op.f.as_str() {
+            match f {
                 "select" => {
                     forbid(op.set.is_some(), "set")?;
                     Ok(Op::Select { predicate, rows })
@@ -460,8 +473,8 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
                 "update" => {
                     let raw_set = op.set.ok_or(("set", "missing".to_string()))?;
                     let mut set = Vec::with_capacity(raw_set.len());
-                    for (col, v) in &raw_set {
-                        let s = json::scalar(v).map_err(|m| ("set", format!("column {col}: {m}")))?;
+                    for (col, v) in &raw_set.0 {
+                        let s = raw::scalar(v).map_err(|m| ("set", format!("column {col}: {m}")))?;
                         set.push((h.intern_column(table, col), s));
                     }
                     Ok(Op::Update { predicate, set, rows })
