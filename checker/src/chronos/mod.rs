@@ -14,6 +14,7 @@
 //! Memory: the simulation keeps one state per object plus the running transactions'
 //! writers per object; the operations of a block of transactions are freed as soon as all
 //! of its transactions have committed in the simulation, so memory falls as it proceeds.
+//! [`ChronosStream`] runs the same simulation while the history is read (`stream`).
 
 mod explain;
 mod state;
