@@ -66,7 +66,7 @@ mod words;
 
 pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions};
 pub use check::{check, partial_version_order, resolve};
-pub use chronos::{check_chronos, check_chronos_kv};
+pub use chronos::{check_chronos, check_chronos_kv, ChronosStream, StreamStop};
 pub use error::CheckError;
 pub use html::{render_html, GraphLayout, HtmlOptions};
 pub use level::{CheckerKind, IsolationLevel, ParseNameError};

@@ -94,6 +94,10 @@ pub(crate) struct CheckArgs {
     /// Aion: make Ext verdicts final this many milliseconds after arrival instead (live streams).
     #[arg(long, value_name = "MS")]
     pub(crate) aion_delay_ms: Option<u64>,
+    /// Chronos on a v1 file: check while reading (`always`), read the whole history first
+    /// (`never`), or stream files of 64 MB or more (`auto`); docs/CHRONOS.md.
+    #[arg(long, value_enum, default_value_t = ChronosStreaming::Auto, value_name = "WHEN")]
+    pub(crate) chronos_stream: ChronosStreaming,
 }
 
 /// The checker to run: as asked, except that `auto` with a partial King Cobra version order
@@ -287,4 +291,15 @@ pub(crate) fn text_report(report: &Report, h: &History) -> String {
     } else {
         render_text(report, h)
     }
+}
+
+/// When Chronos checks a v1 file while reading it (`--chronos-stream`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ChronosStreaming {
+    /// Files of 64 MB or more.
+    Auto,
+    /// Every v1 file.
+    Always,
+    /// Never: read the whole history, then check.
+    Never,
 }

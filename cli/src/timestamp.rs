@@ -8,8 +8,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use std::hash::BuildHasher;
+
 use isocert_checker::{
-    check_chronos_kv, render_dot, render_json, Aion, AionDelay, AionOptions, CheckerKind, HtmlOptions, Report,
+    check_chronos_kv, render_dot, render_json, Aion, AionDelay, AionOptions, CheckerKind, ChronosStream,
+    HtmlOptions, Report,
 };
 use isocert_history::chronos::{read_chronos, ChronosReader};
 use isocert_history::formats::Format;
@@ -17,7 +20,9 @@ use isocert_history::{
     read_kv_v1, read_kv_v1_file, v1, Certificate, FormatError, History, KvHistory, KvV1Reader, Scalar, TxnId,
 };
 
-use crate::check::CheckArgs;
+use rustc_hash::FxHashSet;
+
+use crate::check::{CheckArgs, ChronosStreaming};
 use crate::exit;
 
 /// Whether `isocert check` should take the timestamp path for these arguments.
@@ -109,6 +114,10 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let (report, labels_from) = match args.checker {
         CheckerKind::Aion => run_aion(args)?,
         _ => {
+            if let Some((report, labels)) = stream_chronos(args)? {
+                anyhow::ensure!(report.stats.txns > 0, "{}", empty_history(&args.history));
+                return output(args, &report, &labels);
+            }
             let started = Instant::now();
             let kv = load(args)?;
             let parsed = started.elapsed();
@@ -126,7 +135,145 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
     };
     anyhow::ensure!(report.stats.txns > 0, "{}", empty_history(&args.history));
-    output(args, &report, &labels_from)
+    // A valid report names no transaction: skip building the label history.
+    let labels = if report.is_valid() { History::new() } else { labels_from.label_history() };
+    output(args, &report, &labels)
+}
+
+/// v1 files of this size or more are checked while they are read (`--chronos-stream auto`).
+const STREAM_BYTES: u64 = 64 << 20;
+
+/// Transactions per part the reader thread hands to the checking thread.
+const STREAM_PART: usize = 4096;
+
+/// Streaming Chronos on a v1 file (docs/CHRONOS.md, "Streaming"): one thread reads the file
+/// in parts, the calling thread appends each part and simulates what its timestamps allow,
+/// freeing what it is done with. Returns the report and the labels of the transactions it
+/// names (the report renumbered to them), or `None` when the file is not streamed or the
+/// stream stopped (malformed input, a repeated id, a transaction the check refuses,
+/// timestamps going back in a session): the caller then checks the whole history, which
+/// gives the same error or verdict as without streaming.
+fn stream_chronos(args: &CheckArgs) -> anyhow::Result<Option<(Report, History)>> {
+    let path = &args.history;
+    let size = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && args.format == Format::V1 => m.len(),
+        _ => return Ok(None),
+    };
+    let wanted = match args.chronos_stream {
+        ChronosStreaming::Always => true,
+        ChronosStreaming::Never => false,
+        ChronosStreaming::Auto => size >= STREAM_BYTES,
+    };
+    if !wanted {
+        return Ok(None);
+    }
+    let initial = match &args.initial_value {
+        Some(text) => Some(parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?),
+        None => None,
+    };
+    let started = Instant::now();
+    let file = File::open(path).with_context(|| format!("cannot open history {}", path.display()))?;
+    let mut check = ChronosStream::new(args.isolation)?;
+    let (parts, received) = std::sync::mpsc::sync_channel::<Option<KvHistory>>(4);
+    let reader = std::thread::spawn(move || {
+        let mut reader = KvV1Reader::new(file);
+        loop {
+            let mut read = 0;
+            let end = loop {
+                match reader.next_txn() {
+                    Ok(Some(_)) => read += 1,
+                    Ok(None) => break true,
+                    Err(_) => {
+                        let _ = parts.send(None);
+                        return;
+                    }
+                }
+                if read == STREAM_PART {
+                    break false;
+                }
+            };
+            if parts.send(Some(reader.take_part())).is_err() || end {
+                return;
+            }
+        }
+    });
+    let mut kv: Option<KvHistory> = None;
+    let mut names: FxHashSet<u64> = FxHashSet::default();
+    let mut stopped = None;
+    'parts: for part in received.iter() {
+        let Some(part) = part else {
+            stopped = Some("the input needs the whole-file reader".to_string());
+            break;
+        };
+        let from = kv.as_ref().map_or(0, KvHistory::len);
+        let kv = match &mut kv {
+            Some(kv) => {
+                kv.append(part).expect("names are not indexed");
+                kv
+            }
+            None => {
+                let mut first = part;
+                first.drop_name_index();
+                first.set_default_initial(initial.as_ref());
+                kv.insert(first)
+            }
+        };
+        for i in from..kv.len() {
+            let t = TxnId::from_index(i);
+            if !names.insert(rustc_hash::FxBuildHasher.hash_one(kv.name(t))) {
+                stopped = Some(format!("{} may repeat an id", kv.txn_label(t)));
+                break 'parts;
+            }
+            if let Err(stop) = check.push(kv, t) {
+                stopped = Some(stop.to_string());
+                break 'parts;
+            }
+        }
+    }
+    drop(received);
+    reader.join().map_err(|_| anyhow::anyhow!("the reader thread panicked"))?;
+    if let Some(why) = stopped {
+        tracing::info!("streaming Chronos stopped ({why}); checking the whole history");
+        return Ok(None);
+    }
+    let Some(mut kv) = kv else { return Ok(None) };
+    let report = check.finish(&mut kv);
+    tracing::info!(
+        txns = kv.len(),
+        ops = report.stats.ops,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "chronos finished (streaming)"
+    );
+    Ok(Some(renumbered(report, &kv)))
+}
+
+/// The labels of the transactions `report` names, and the report renumbered to them.
+fn renumbered(mut report: Report, kv: &KvHistory) -> (Report, History) {
+    let mut named: Vec<TxnId> = Vec::new();
+    for a in &report.anomalies {
+        named.extend(&a.txns);
+        named.extend(a.ops.iter().map(|o| o.txn));
+        for e in &a.cycle {
+            named.extend([e.from, e.to]);
+            named.extend(e.op.map(|o| o.txn));
+        }
+    }
+    named.sort_unstable();
+    named.dedup();
+    let labels = kv.label_history_of(named.iter().copied());
+    let new = |t: TxnId| TxnId::from_index(named.binary_search(&t).expect("a named transaction"));
+    for a in &mut report.anomalies {
+        a.txns.iter_mut().for_each(|t| *t = new(*t));
+        a.ops.iter_mut().for_each(|o| o.txn = new(o.txn));
+        for e in &mut a.cycle {
+            e.from = new(e.from);
+            e.to = new(e.to);
+            if let Some(o) = &mut e.op {
+                o.txn = new(o.txn);
+            }
+        }
+    }
+    (report, labels)
 }
 
 /// The error for a history with no transaction in it (an empty or whitespace-only file,
@@ -135,21 +282,19 @@ pub(crate) fn empty_history(path: &std::path::Path) -> String {
     format!("history {}: the history is empty (no transactions): nothing to check", path.display())
 }
 
-fn output(args: &CheckArgs, report: &Report, kv: &KvHistory) -> anyhow::Result<ExitCode> {
-    // A valid report names no transaction: skip building the label history.
-    let labels = if report.is_valid() { History::new() } else { kv.label_history() };
+fn output(args: &CheckArgs, report: &Report, labels: &History) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.dot {
-        crate::output::write_text(path, &render_dot(report, &labels))?;
+        crate::output::write_text(path, &render_dot(report, labels))?;
     }
     if let Some(path) = &args.html {
         let opts = HtmlOptions { layout: args.html_layout, drawn: args.html_drawn, context: Vec::new() };
-        crate::check::write_html(path, report, &labels, &Certificate::default(), &opts)?;
+        crate::check::write_html(path, report, labels, &Certificate::default(), &opts)?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&render_json(report, &labels))?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&render_json(report, labels))?)?;
     } else {
-        write!(out, "{}", crate::check::text_report(report, &labels))?;
+        write!(out, "{}", crate::check::text_report(report, labels))?;
     }
     Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
 }

@@ -135,6 +135,21 @@ pub struct KvHistory {
     /// Whether transaction names are left out of `name_index` (a part of a file read on
     /// several threads: [`KvHistory::append`] indexes them, and finds repeats, when merging).
     unindexed: bool,
+    /// Transactions before this index have left the columns ([`KvHistory::retire`]).
+    base: usize,
+    /// Retired transactions that a checker still names, by index.
+    kept: FxHashMap<u32, KeptTxn>,
+}
+
+/// The fields of a retired transaction that a checker keeps for its report.
+#[derive(Clone, Debug)]
+struct KeptTxn {
+    name: Scalar,
+    session: SessionId,
+    status: Status,
+    start: Option<Timestamp>,
+    commit: Option<Timestamp>,
+    real_time: Option<RealTime>,
 }
 
 /// The fields of one transaction, handed to [`KvHistory::push_txn`].
@@ -188,14 +203,87 @@ impl KvHistory {
         self.skipped_meta = true;
     }
 
-    /// Number of transactions.
+    /// Number of transactions (retired ones included).
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.base + self.names.len()
     }
 
     /// Whether there are no transactions.
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.len() == 0
+    }
+
+    /// The column index of `t`, or `None` when it was retired.
+    #[inline]
+    fn col(&self, t: TxnId) -> Option<usize> {
+        t.index().checked_sub(self.base)
+    }
+
+    /// A retired transaction that was kept.
+    ///
+    /// # Panics
+    /// If `t` was retired without being kept.
+    fn kept(&self, t: TxnId) -> &KeptTxn {
+        self.kept.get(&t.0).expect("a retired transaction that was not kept")
+    }
+
+    /// Stops indexing transaction names (a streaming checker of millions of transactions
+    /// finds repeated ids itself): [`KvHistory::txn_by_name`] then finds nothing and
+    /// [`KvHistory::push_txn`] no longer refuses a repeated name.
+    pub fn drop_name_index(&mut self) {
+        self.name_index = FxHashMap::default();
+        self.unindexed = true;
+    }
+
+    /// Retires the transactions before index `upto` from the columns (names, sessions,
+    /// statuses, timestamps, real times), keeping those for which `keep` says so, so that a
+    /// streaming checker holds only the transactions it still needs. Retiring does not free
+    /// operations ([`KvHistory::free_block`] does). Accessors of a retired transaction that
+    /// was not kept panic, and so does [`KvHistory::label_history`] then
+    /// ([`KvHistory::label_history_of`] names only some).
+    pub fn retire(&mut self, upto: usize, mut keep: impl FnMut(TxnId) -> bool) {
+        let upto = upto.min(self.len());
+        if upto <= self.base {
+            return;
+        }
+        let n = upto - self.base;
+        for j in 0..n {
+            let t = TxnId::from_index(self.base + j);
+            if keep(t) {
+                let fields = KeptTxn {
+                    name: std::mem::replace(&mut self.names[j], Scalar::Null),
+                    session: self.sessions[j],
+                    status: self.status[j],
+                    start: self.start[j],
+                    commit: self.commit[j],
+                    real_time: self.real_time.get(j).copied().flatten(),
+                };
+                self.kept.insert(t.0, fields);
+            }
+        }
+        self.names.drain(..n);
+        self.sessions.drain(..n);
+        self.status.drain(..n);
+        self.start.drain(..n);
+        self.commit.drain(..n);
+        let timed = n.min(self.real_time.len());
+        self.real_time.drain(..timed);
+        self.base = upto;
+    }
+
+    /// Forgets a retired transaction that was kept (the checker no longer names it).
+    pub fn release(&mut self, t: TxnId) {
+        self.kept.remove(&t.0);
+    }
+
+    /// Transactions whose fields are held: in the columns, plus retired ones kept.
+    pub fn held_txns(&self) -> usize {
+        self.names.len() + self.kept.len()
+    }
+
+    /// Operation blocks not freed.
+    pub fn held_blocks(&self) -> usize {
+        self.blocks.iter().flatten().count()
     }
 
     /// Sets the initial value of every object that has no explicit initial version
@@ -322,7 +410,7 @@ impl KvHistory {
     /// # Errors
     /// Returns the name back when a transaction already has it.
     pub fn push_txn(&mut self, fields: KvTxnFields, ops: &[KvOp]) -> Result<TxnId, Scalar> {
-        let id = TxnId::from_index(self.names.len());
+        let id = TxnId::from_index(self.len());
         if self.unindexed {
             self.names.push(fields.name);
         } else {
@@ -339,7 +427,7 @@ impl KvHistory {
         self.start.push(fields.start);
         self.commit.push(fields.commit);
         if fields.real_time.is_some() || !self.real_time.is_empty() {
-            self.real_time.resize(id.index(), None);
+            self.real_time.resize(id.index() - self.base, None);
             self.real_time.push(fields.real_time);
         }
         let b = id.index() / Self::BLOCK;
@@ -357,7 +445,10 @@ impl KvHistory {
 
     /// The id of transaction `t` in the file.
     pub fn name(&self, t: TxnId) -> &Scalar {
-        &self.names[t.index()]
+        match self.col(t) {
+            Some(i) => &self.names[i],
+            None => &self.kept(t).name,
+        }
     }
 
     /// The transaction named `name`.
@@ -367,31 +458,43 @@ impl KvHistory {
 
     /// A label such as `T17`, the same as [`History::txn_label`].
     pub fn txn_label(&self, t: TxnId) -> String {
-        format!("T{}", self.names[t.index()])
+        format!("T{}", self.name(t))
     }
 
     /// The session of `t`.
     #[inline]
     pub fn session(&self, t: TxnId) -> SessionId {
-        self.sessions[t.index()]
+        match self.col(t) {
+            Some(i) => self.sessions[i],
+            None => self.kept(t).session,
+        }
     }
 
     /// How `t` ended.
     #[inline]
     pub fn status(&self, t: TxnId) -> Status {
-        self.status[t.index()]
+        match self.col(t) {
+            Some(i) => self.status[i],
+            None => self.kept(t).status,
+        }
     }
 
     /// The start timestamp of `t`.
     #[inline]
     pub fn start_ts(&self, t: TxnId) -> Option<Timestamp> {
-        self.start[t.index()]
+        match self.col(t) {
+            Some(i) => self.start[i],
+            None => self.kept(t).start,
+        }
     }
 
     /// The commit timestamp of `t`.
     #[inline]
     pub fn commit_ts(&self, t: TxnId) -> Option<Timestamp> {
-        self.commit[t.index()]
+        match self.col(t) {
+            Some(i) => self.commit[i],
+            None => self.kept(t).commit,
+        }
     }
 
     /// The operations of `t`, in program order.
@@ -422,7 +525,10 @@ impl KvHistory {
 
     /// The clients' real times of transaction `t`, if recorded.
     pub fn real_time(&self, t: TxnId) -> Option<RealTime> {
-        self.real_time.get(t.index()).copied().flatten()
+        match self.col(t) {
+            Some(i) => self.real_time.get(i).copied().flatten(),
+            None => self.kept(t).real_time,
+        }
     }
 
     /// Transaction ids in file order.
@@ -434,13 +540,19 @@ impl KvHistory {
     /// statuses, timestamps) but no operations: what reports and renderers need, built
     /// after a checker freed the operations.
     pub fn label_history(&self) -> History {
+        self.label_history_of(self.txn_ids())
+    }
+
+    /// Like [`KvHistory::label_history`] but with only the transactions `txns` (in that
+    /// order, without repeats), the `i`-th of them as `TxnId(i)`: what a report naming
+    /// only these needs once its ids are renumbered likewise.
+    pub fn label_history_of(&self, txns: impl IntoIterator<Item = TxnId>) -> History {
         let mut h = self.dict.without_txns();
-        for t in self.txn_ids() {
-            let i = t.index();
-            let mut txn = crate::Transaction::new(self.names[i].clone(), self.sessions[i], Vec::new());
-            txn.status = self.status[i];
-            txn.start_ts = self.start[i];
-            txn.commit_ts = self.commit[i];
+        for t in txns {
+            let mut txn = crate::Transaction::new(self.name(t).clone(), self.session(t), Vec::new());
+            txn.status = self.status(t);
+            txn.start_ts = self.start_ts(t);
+            txn.commit_ts = self.commit_ts(t);
             txn.real_time = self.real_time(t);
             h.push_txn(txn).expect("a KvHistory has unique transaction names");
         }
@@ -607,6 +719,42 @@ mod tests {
         assert_eq!(kv.op_count(), 0);
         let labels = kv.label_history();
         assert_eq!((labels.txn_label(TxnId(1)), labels.txns[0].ops.len()), ("T\"2\"".to_string(), 0));
+    }
+
+    #[test]
+    fn retired_transactions_leave_the_columns_unless_kept() {
+        let mut text = String::new();
+        for i in 0..10 {
+            text.push_str(&format!(
+                "{{\"id\":{i},\"session\":{},\"start_ts\":{i},\"commit_ts\":{},\"ops\":[]}}\n",
+                i % 2,
+                i + 1
+            ));
+        }
+        let mut kv = crate::read_kv_v1(text.as_bytes()).unwrap();
+        let before = kv.label_history_of([TxnId(3), TxnId(8)]);
+        kv.retire(6, |t| t.0 == 3);
+        assert_eq!((kv.len(), kv.held_txns()), (10, 5));
+        assert_eq!(kv.txn_label(TxnId(3)), "T3");
+        assert_eq!(
+            (kv.start_ts(TxnId(3)), kv.commit_ts(TxnId(7))),
+            (Some(Timestamp::new(3)), Some(Timestamp::new(8)))
+        );
+        assert_eq!(kv.session(TxnId(8)), kv.session(TxnId(6)));
+        let after = kv.label_history_of([TxnId(3), TxnId(8)]);
+        assert_eq!(format!("{:?}", before.txns), format!("{:?}", after.txns));
+        kv.release(TxnId(3));
+        assert_eq!(kv.held_txns(), 4);
+        let fields = KvTxnFields {
+            name: Scalar::Int(10),
+            session: kv.session(TxnId(9)),
+            status: Status::Committed,
+            start: None,
+            commit: None,
+            real_time: None,
+        };
+        assert_eq!(kv.push_txn(fields, &[]), Ok(TxnId(10)));
+        assert_eq!(kv.txn_label(TxnId(10)), "T10");
     }
 
     #[test]

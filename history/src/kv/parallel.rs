@@ -101,7 +101,8 @@ impl KvHistory {
     ///
     /// # Errors
     /// The name of the first transaction of `next` whose id this history already has
-    /// (this history then holds the transactions before it).
+    /// (this history then holds the transactions before it; with names not indexed,
+    /// [`KvHistory::drop_name_index`], repeats are not found).
     pub fn append(&mut self, mut next: KvHistory) -> Result<(), Scalar> {
         let dict = &next.dict;
         let objects: Vec<ObjId> = (0..dict.object_count())

@@ -77,6 +77,16 @@ impl<R: Read> KvV1Reader<R> {
         &mut self.history
     }
 
+    /// Hands over the transactions read so far (with the header's initial versions) and
+    /// reads on into a fresh history whose ids restart at zero and whose names are not
+    /// indexed: the parts, appended in order with [`KvHistory::append`], give what one
+    /// reader gives. A reader thread feeding a streaming checker sends such parts.
+    pub fn take_part(&mut self) -> KvHistory {
+        let mut fresh = KvHistory::new();
+        fresh.unindexed = true;
+        std::mem::replace(&mut self.history, fresh)
+    }
+
     /// Finishes reading and returns the history.
     pub fn into_history(self) -> KvHistory {
         self.history
