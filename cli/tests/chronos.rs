@@ -312,6 +312,8 @@ fn aion_reports_a_final_anomaly_while_the_stream_is_still_open() {
     drop(stdin);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1));
+}
+
 /// Streaming Chronos (`--chronos-stream always`) prints what the whole-history check
 /// prints (`never`), text and JSON, on valid and injected `isocert gen` histories, and
 /// gives the same error for malformed input and a repeated id.
