@@ -6,10 +6,17 @@
 //! Emme check of 100,000 transactions, hashing every value as a [`Value`] was 12% of the run,
 //! an `i64` hash map 9% (a cache miss per probe in a table of half a million values), and the
 //! transaction-name lookups of the certificate reader 3%.
+//!
+//! Other keys (rows, text) are stored once, in the vector the ids index: the hash table
+//! holds ids only and compares through that vector (`hashbrown::HashTable`). Keeping a copy
+//! of each key in a map doubled the memory of row-valued histories (gen's 100,000-transaction
+//! predicate history interns about 600,000 distinct rows).
 
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
 
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::{Scalar, Value};
 
@@ -41,29 +48,53 @@ impl IntKey for Value {
     }
 }
 
+/// Where the interned keys live: the key of each id.
+pub(crate) trait Keys<K> {
+    /// The key interned with `id`.
+    fn key(&self, id: u32) -> &K;
+}
+
+impl<K> Keys<K> for [K] {
+    fn key(&self, id: u32) -> &K {
+        &self[id as usize]
+    }
+}
+
 /// From keys to dense ids; integer keys in `0..direct.len()` by direct table, whose length
-/// stays under twice the keys held (plus a little), so memory follows the keys.
+/// stays under twice the keys held (plus a little), so memory follows the keys; other keys
+/// by a table of ids that compares through the interned keys ([`Keys`]).
 #[derive(Clone, Debug)]
 pub(crate) struct KeyIndex<K> {
     direct: Vec<u32>,
     ints: FxHashMap<i64, u32>,
-    others: FxHashMap<K, u32>,
+    others: HashTable<u32>,
     len: usize,
+    key: PhantomData<K>,
 }
 
 impl<K> Default for KeyIndex<K> {
     fn default() -> Self {
-        KeyIndex { direct: Vec::new(), ints: FxHashMap::default(), others: FxHashMap::default(), len: 0 }
+        KeyIndex {
+            direct: Vec::new(),
+            ints: FxHashMap::default(),
+            others: HashTable::new(),
+            len: 0,
+            key: PhantomData,
+        }
     }
 }
 
+fn hash_of<K: Hash>(key: &K) -> u64 {
+    FxBuildHasher.hash_one(key)
+}
+
 impl<K: IntKey> KeyIndex<K> {
-    /// The id of `key`, if held.
+    /// The id of `key`, if held; `keys` holds the interned keys.
     #[inline]
-    pub(crate) fn get(&self, key: &K) -> Option<u32> {
+    pub(crate) fn get<S: Keys<K> + ?Sized>(&self, key: &K, keys: &S) -> Option<u32> {
         match key.as_int() {
             Some(i) => self.get_int(i),
-            None => self.others.get(key).copied(),
+            None => self.others.find(hash_of(key), |&id| keys.key(id) == key).copied(),
         }
     }
 
@@ -79,13 +110,14 @@ impl<K: IntKey> KeyIndex<K> {
         self.ints.get(&i).copied()
     }
 
-    /// Holds `key` with `id`; `key` must not be held yet.
-    pub(crate) fn insert(&mut self, key: K, id: u32) {
+    /// Holds `key` with `id`; `key` must not be held yet. `keys` holds the interned keys
+    /// (already with `key` or not: only the others' keys are read, to rehash them).
+    pub(crate) fn insert<S: Keys<K> + ?Sized>(&mut self, key: &K, id: u32, keys: &S) {
         match key.as_int() {
             Some(i) => self.insert_int(i, id),
             None => {
                 self.len += 1;
-                self.others.insert(key, id);
+                self.others.insert_unique(hash_of(key), id, |&other| hash_of(keys.key(other)));
             }
         }
     }
@@ -107,8 +139,8 @@ impl<K: IntKey> KeyIndex<K> {
     }
 
     /// Whether `key` is held.
-    pub(crate) fn contains(&self, key: &K) -> bool {
-        self.get(key).is_some()
+    pub(crate) fn contains<S: Keys<K> + ?Sized>(&self, key: &K, keys: &S) -> bool {
+        self.get(key, keys).is_some()
     }
 }
 
@@ -128,6 +160,7 @@ mod tests {
         for round in 0..50 {
             let mut index: KeyIndex<Scalar> = KeyIndex::default();
             let mut reference: FxHashMap<Scalar, u32> = FxHashMap::default();
+            let mut keys: Vec<Scalar> = Vec::new();
             for _ in 0..2000 {
                 let key = match next() % 6 {
                     0 => Scalar::Int(-((next() % 100) as i64)),
@@ -138,16 +171,17 @@ mod tests {
                     _ => Scalar::Int(reference.len() as i64),
                 };
                 let probe = Scalar::Int((next() % 200_000) as i64);
-                assert_eq!(index.get(&probe), reference.get(&probe).copied());
+                assert_eq!(index.get(&probe, keys.as_slice()), reference.get(&probe).copied());
                 if !reference.contains_key(&key) {
                     let id = reference.len() as u32;
                     reference.insert(key.clone(), id);
-                    index.insert(key.clone(), id);
+                    index.insert(&key, id, keys.as_slice());
+                    keys.push(key.clone());
                 }
-                assert_eq!(index.get(&key), reference.get(&key).copied(), "{key:?}");
+                assert_eq!(index.get(&key, keys.as_slice()), reference.get(&key).copied(), "{key:?}");
             }
             for (key, id) in &reference {
-                assert_eq!(index.get(key), Some(*id));
+                assert_eq!(index.get(key, keys.as_slice()), Some(*id));
             }
             assert!(index.direct.len() <= 2 * reference.len() + DIRECT_SLACK);
         }

@@ -1,6 +1,6 @@
 //! The history model: transactions of operations over interned objects and values.
 
-use crate::intern::KeyIndex;
+use crate::intern::{KeyIndex, Keys};
 use rustc_hash::FxHashMap;
 
 use crate::{ColId, ObjId, PredId, Row, Scalar, SessionId, TableId, Timestamp, TxnId, Value, ValueId};
@@ -294,6 +294,15 @@ impl Dialect {
     }
 }
 
+/// The transactions' names, as the keys of the transaction index.
+struct TxnNames<'a>(&'a [Transaction]);
+
+impl Keys<Scalar> for TxnNames<'_> {
+    fn key(&self, id: u32) -> &Scalar {
+        &self.0[id as usize].name
+    }
+}
+
 /// A whole history: interned tables, objects, values, predicates and sessions, plus the
 /// transactions in file order (which respects session order).
 #[derive(Clone, Debug, Default)]
@@ -381,12 +390,12 @@ impl History {
 
     /// Interns a value.
     pub fn intern_value(&mut self, value: Value) -> ValueId {
-        if let Some(id) = self.value_index.get(&value) {
+        if let Some(id) = self.value_index.get(&value, self.values.as_slice()) {
             return ValueId(id);
         }
         let id = ValueId::from_index(self.values.len());
-        self.values.push(value.clone());
-        self.value_index.insert(value, id.0);
+        self.value_index.insert(&value, id.0, self.values.as_slice());
+        self.values.push(value);
         id
     }
 
@@ -438,11 +447,11 @@ impl History {
     /// # Errors
     /// Returns the transaction back when its name is already taken.
     pub fn push_txn(&mut self, txn: Transaction) -> Result<TxnId, Box<Transaction>> {
-        if self.txn_index.contains(&txn.name) {
+        if self.txn_index.contains(&txn.name, &TxnNames(&self.txns)) {
             return Err(Box::new(txn));
         }
         let id = TxnId::from_index(self.txns.len());
-        self.txn_index.insert(txn.name.clone(), id.0);
+        self.txn_index.insert(&txn.name, id.0, &TxnNames(&self.txns));
         self.txns.push(txn);
         Ok(id)
     }
@@ -455,7 +464,7 @@ impl History {
 
     /// The transaction named `name` in the file.
     pub fn txn_by_name(&self, name: &Scalar) -> Option<TxnId> {
-        self.txn_index.get(name).map(TxnId)
+        self.txn_index.get(name, &TxnNames(&self.txns)).map(TxnId)
     }
 
     /// The table with id `id`.
@@ -498,7 +507,7 @@ impl History {
 
     /// The id of `value`, if interned.
     pub fn value_id(&self, value: &Value) -> Option<ValueId> {
-        self.value_index.get(value).map(ValueId)
+        self.value_index.get(value, self.values.as_slice()).map(ValueId)
     }
 
     /// Number of interned values.
