@@ -60,36 +60,10 @@ pub(crate) fn kind(json: &Json) -> &'static str {
 }
 
 /// Interns the value of an object of `table`: `null` is absent, a kv value is a scalar,
-/// a list read is an array of scalars, a SQL row is an object of columns.
+/// a list read is an array of scalars, a SQL row is an object of columns (the transaction
+/// lines' reader, [`super::raw::value`], on a borrowed view of `json`).
 pub(crate) fn value(h: &mut History, table: TableId, json: &Json) -> Result<ValueId, String> {
-    match json {
-        Json::Null => Ok(ValueId::ABSENT),
-        Json::Array(items) => {
-            let items = items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?;
-            Ok(h.intern_value(Value::List(items.into_boxed_slice())))
-        }
-        Json::Object(map) => {
-            if h.table(table).is_kv() {
-                return Err("table kv holds scalars, found an object (name another table for rows)".into());
-            }
-            let mut cols = Vec::with_capacity(map.len());
-            for (name, v) in map {
-                let s = scalar(v).map_err(|e| format!("column {name}: {e}"))?;
-                cols.push((h.intern_column(table, name), s));
-            }
-            Ok(h.intern_row(&cols))
-        }
-        other => {
-            if !h.table(table).is_kv() {
-                return Err(format!(
-                    "a row of table {} must be an object of columns, found {}",
-                    h.table(table).name,
-                    kind(other)
-                ));
-            }
-            Ok(h.intern_value(Value::Scalar(scalar(other)?)))
-        }
-    }
+    super::raw::value(h, table, &super::raw::RawJson::from(json))
 }
 
 /// A value as v1 JSON (the inverse of [`value`]).

@@ -34,6 +34,22 @@ pub(crate) enum RawJson<'a> {
     Object(Vec<(Cow<'a, str>, RawJson<'a>)>),
 }
 
+impl<'a> From<&'a Json> for RawJson<'a> {
+    /// A view of a `serde_json` tree, its strings borrowed.
+    fn from(json: &'a Json) -> Self {
+        match json {
+            Json::Null => RawJson::Null,
+            Json::Bool(b) => RawJson::Bool(*b),
+            Json::Number(n) => RawJson::Number(n.clone()),
+            Json::String(s) => RawJson::Str(Cow::Borrowed(s)),
+            Json::Array(items) => RawJson::Array(items.iter().map(RawJson::from).collect()),
+            Json::Object(map) => RawJson::Object(
+                map.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), RawJson::from(v))).collect(),
+            ),
+        }
+    }
+}
+
 impl<'de: 'a, 'a> Deserialize<'de> for RawJson<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(RawVisitor)
