@@ -72,10 +72,12 @@ pub(crate) fn check(
             ver: u32::MAX,
             aux: u32::MAX,
         };
-        let (a, b) = (h.txn_label(TxnId(e.from)), h.txn_label(TxnId(e.to)));
+        // Labels are formatted only for an anomaly: most edges raise none.
+        let labels = || (h.txn_label(TxnId(e.from)), h.txn_label(TxnId(e.to)));
         match e.kind {
             EdgeKind::Ww | EdgeKind::Wr | EdgeKind::PredicateWr if from.1 > to.0 => {
                 let edge = explain(h, values, vt, e);
+                let (a, b) = labels();
                 anomalies.push(Anomaly {
                     kind: AnomalyKind::GSi,
                     txns: vec![TxnId(e.from), TxnId(e.to)],
@@ -91,6 +93,7 @@ pub(crate) fn check(
             EdgeKind::Rw | EdgeKind::PredicateRw if to.1 <= from.0 => {
                 let edge = explain(h, values, vt, e);
                 let back = explain(h, values, vt, &start_dep(e.to, e.from));
+                let (a, b) = labels();
                 anomalies.push(Anomaly {
                     kind: AnomalyKind::GSi,
                     txns: vec![TxnId(e.from), TxnId(e.to)],
