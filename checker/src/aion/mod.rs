@@ -26,7 +26,7 @@ use isocert_history::{History, KvHistory, KvOpKind, KvValue, ObjId, TxnId};
 use crate::chronos::timeline::{self, EventKey, Span};
 use crate::chronos::{sort_anomalies, ObjState, Source};
 use crate::{Anomaly, CheckError, CheckStats, CheckerKind, IsolationLevel, Report};
-use versions::{Effect, ObjVersions, Version};
+use versions::{Effect, ObjVersions};
 
 const NONE: u32 = u32::MAX;
 
@@ -278,12 +278,13 @@ impl Aion {
     /// re-checks for the pending readers that now see it.
     fn install(&mut self, kv: &KvHistory, t: TxnId, span: Span, obj: ObjId, effect: Effect) {
         let o = &mut self.objects[obj.index()];
-        for other in o.possibly_concurrent(span) {
-            if other.writer != t.0 && span.concurrent(other.span) {
-                let (first, second) = if other.span.commit < span.commit {
-                    ((TxnId(other.writer), other.span), (t, span))
+        for writer in o.possibly_concurrent(span) {
+            let other = self.spans[writer as usize].expect("writers are checked");
+            if writer != t.0 && span.concurrent(other) {
+                let (first, second) = if other.commit < span.commit {
+                    ((TxnId(writer), other), (t, span))
                 } else {
-                    ((t, span), (TxnId(other.writer), other.span))
+                    ((t, span), (TxnId(writer), other))
                 };
                 self.final_anomalies.push(crate::chronos::explain_no_conflict(
                     kv,
@@ -296,7 +297,7 @@ impl Aion {
         }
         o.note_span(span);
         let sets_base = effect.base.is_some();
-        o.insert_version(span.commit, Version { writer: t.0, span, effect });
+        o.insert_version(span.commit, t.0, effect);
         let until = if sets_base { o.next_base_after(span.commit) } else { None };
         let o = &self.objects[obj.index()];
         for k in o.readers_between(span.commit, until) {

@@ -3,8 +3,13 @@
 //!
 //! The state an object shows at a point is found by walking back from that point to the
 //! nearest version that sets the whole value (for plain values, the one just before), then
-//! folding the appends after it (lists). Writers keep their spans, so NoConflict with a
-//! late transaction is a range query around its span.
+//! folding the appends after it (lists). NoConflict with a late transaction is a range
+//! query around its span; the writers' spans live in the checker, indexed by transaction.
+//!
+//! Layout: the commit keys (24 bytes each) are one deque, searched by galloping from the
+//! end (arrivals are nearly in order); each version's writer and effect sit in a parallel
+//! deque of 24-byte entries, touched only once the position is known. The usual effect, a
+//! plain write, is stored inline; list appends and folded lists are boxed.
 
 use std::collections::VecDeque;
 
@@ -14,7 +19,7 @@ use crate::chronos::timeline::{EventKey, Span};
 use crate::chronos::ObjState;
 
 /// What one committed transaction did to one object.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Effect {
     /// The whole state it installed (its last write, or a collected prefix), if any.
     pub(crate) base: Option<ObjState>,
@@ -22,12 +27,51 @@ pub(crate) struct Effect {
     pub(crate) appends: Vec<KvValue>,
 }
 
-/// One version: its writer, the writer's span and the effect.
+/// An effect as stored: a plain write inline, anything else boxed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Stored {
+    /// The writer set the object to this plain value.
+    Set(KvValue),
+    /// Appends, a list base, or no effect on the state.
+    Other(Box<Effect>),
+}
+
+impl Stored {
+    fn new(effect: Effect) -> Stored {
+        match effect {
+            Effect { base: Some(ObjState::Plain(v)), appends } if appends.is_empty() => Stored::Set(v),
+            e => Stored::Other(Box::new(e)),
+        }
+    }
+
+    /// The whole state this effect installs, if any.
+    fn base(&self) -> Option<ObjState> {
+        match self {
+            Stored::Set(v) => Some(ObjState::Plain(*v)),
+            Stored::Other(e) => e.base.clone(),
+        }
+    }
+
+    fn sets_base(&self) -> bool {
+        match self {
+            Stored::Set(_) => true,
+            Stored::Other(e) => e.base.is_some(),
+        }
+    }
+
+    fn appends(&self) -> &[KvValue] {
+        match self {
+            Stored::Set(_) => &[],
+            Stored::Other(e) => &e.appends,
+        }
+    }
+}
+
+/// One version's payload, beside its commit key: the writer and what it did.
 #[derive(Clone, Debug)]
-pub(crate) struct Version {
-    pub(crate) writer: u32,
-    pub(crate) span: Span,
-    pub(crate) effect: Effect,
+struct Version {
+    writer: u32,
+    effect: Stored,
 }
 
 /// Versions and pending readers of one object, each kept sorted in a deque: arrivals are
@@ -35,8 +79,10 @@ pub(crate) struct Version {
 /// remove near the front, and lookups are binary searches.
 #[derive(Debug, Default)]
 pub(crate) struct ObjVersions {
-    /// Versions by commit event.
-    versions: VecDeque<(EventKey, Version)>,
+    /// Commit events of the versions, ascending.
+    keys: VecDeque<EventKey>,
+    /// The version at the same position of `keys`.
+    versions: VecDeque<Version>,
     /// Pending external reads: the reader's start event (which names the reader) and the
     /// read's number in the stream of external reads.
     readers: VecDeque<(EventKey, u64)>,
@@ -137,32 +183,37 @@ impl ObjVersions {
         self.readers[k]
     }
 
-    /// Adds a version at its commit event.
-    pub(crate) fn insert_version(&mut self, commit: EventKey, version: Version) {
-        let at = gallop_back(&self.versions, |(k, _)| *k < commit);
-        self.versions.insert(at, (commit, version));
+    /// Adds `writer`'s version at its commit event.
+    pub(crate) fn insert_version(&mut self, commit: EventKey, writer: u32, effect: Effect) {
+        let at = gallop_back(&self.keys, |k| *k < commit);
+        self.keys.insert(at, commit);
+        self.versions.insert(at, Version { writer, effect: Stored::new(effect) });
     }
 
     /// Whether some version commits at or after `at`.
     pub(crate) fn has_versions_from(&self, at: EventKey) -> bool {
-        self.versions.back().is_some_and(|(k, _)| *k >= at)
+        self.keys.back().is_some_and(|k| *k >= at)
     }
 
     /// The state visible just before `at`, and who installed it (`None`: the initial value).
     pub(crate) fn state_before(&self, kv: &KvHistory, obj: ObjId, at: EventKey) -> (ObjState, Option<u32>) {
-        let end = gallop_back(&self.versions, |(k, _)| *k < at);
+        let end = gallop_back(&self.keys, |k| *k < at);
+        if end == 0 {
+            return (ObjState::initial(kv, kv.initial_value(obj)), None);
+        }
+        let last = &self.versions[end - 1];
+        if let Stored::Set(v) = last.effect {
+            return (ObjState::Plain(v), Some(last.writer));
+        }
         let mut appends: Vec<&[KvValue]> = Vec::new();
-        let mut writer = None;
         let mut base = None;
-        for (_, v) in self.versions.range(..end).rev() {
-            if writer.is_none() {
-                writer = Some(v.writer);
+        for v in self.versions.range(..end).rev() {
+            let more = v.effect.appends();
+            if !more.is_empty() {
+                appends.push(more);
             }
-            if !v.effect.appends.is_empty() {
-                appends.push(&v.effect.appends);
-            }
-            if let Some(b) = &v.effect.base {
-                base = Some(b.clone());
+            if let Some(b) = v.effect.base() {
+                base = Some(b);
                 break;
             }
         }
@@ -172,17 +223,17 @@ impl ObjVersions {
                 state.append(e);
             }
         }
-        (state, writer)
+        (state, Some(last.writer))
     }
 
     /// Writers whose spans may overlap `span`: commit events from the timestamp of its
     /// start up to its commit plus the longest span seen.
-    pub(crate) fn possibly_concurrent(&self, span: Span) -> impl Iterator<Item = &Version> {
+    pub(crate) fn possibly_concurrent(&self, span: Span) -> impl Iterator<Item = u32> + '_ {
         let lo = EventKey::floor(span.start.ts);
         let hi = EventKey::ceil(from128(ts128(span.commit.ts).saturating_add(self.max_span)));
-        let from = gallop_back(&self.versions, |(k, _)| *k < lo);
-        let to = gallop_back(&self.versions, |(k, _)| *k <= hi);
-        self.versions.range(from..to.max(from)).map(|(_, v)| v)
+        let from = gallop_back(&self.keys, |k| *k < lo);
+        let to = gallop_back(&self.keys, |k| *k <= hi);
+        self.versions.range(from..to.max(from)).map(|v| v.writer)
     }
 
     /// Records a writer's span length.
@@ -194,36 +245,184 @@ impl ObjVersions {
     /// The first version after `after` that sets the whole state (appends do not), if any:
     /// readers from `after` up to it see the new version's effect.
     pub(crate) fn next_base_after(&self, after: EventKey) -> Option<EventKey> {
-        let from = gallop_back(&self.versions, |(k, _)| *k <= after);
-        self.versions.range(from..).find(|(_, v)| v.effect.base.is_some()).map(|(k, _)| *k)
+        let from = gallop_back(&self.keys, |k| *k <= after);
+        let i = self.versions.range(from..).position(|v| v.effect.sets_base())?;
+        Some(self.keys[from + i])
     }
 
     /// Replaces the versions before `watermark` by one that holds their folded state, so
     /// memory stays bounded. Returns the number of versions dropped.
     pub(crate) fn collect_below(&mut self, kv: &KvHistory, obj: ObjId, watermark: EventKey) -> usize {
-        let below = gallop_front(&self.versions, |(k, _)| *k < watermark);
+        let below = gallop_front(&self.keys, |k| *k < watermark);
         if below < 2 {
             return 0;
         }
         let (state, _) = self.state_before(kv, obj, watermark);
-        let (last_key, last) = &self.versions[below - 1];
-        let keep = (
-            *last_key,
-            Version {
-                writer: last.writer,
-                span: last.span,
-                effect: Effect { base: Some(state), appends: Vec::new() },
-            },
-        );
+        let last_key = self.keys[below - 1];
+        let writer = self.versions[below - 1].writer;
+        self.keys.drain(..below);
         self.versions.drain(..below);
-        self.versions.push_front(keep);
+        self.keys.push_front(last_key);
+        let effect = Stored::new(Effect { base: Some(state), appends: Vec::new() });
+        self.versions.push_front(Version { writer, effect });
         below - 1
+    }
+
+    /// Number of versions held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use isocert_history::{v1, Scalar, Timestamp};
+    use isocert_random::rand::Rng as _;
+
     use super::*;
+    use crate::chronos::timeline::Phase;
+
+    /// A history with one object (initial value 0), for the initial state.
+    fn one_object() -> KvHistory {
+        let text = r#"{"id":0,"session":0,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":0,"value":1}]}"#;
+        let h = v1::read_history(text.as_bytes()).unwrap();
+        let mut kv = KvHistory::from_history(&h).unwrap();
+        kv.set_default_initial(Some(&Scalar::Int(0)));
+        kv
+    }
+
+    fn key(rng: &mut impl isocert_random::rand::Rng, txn: u32) -> EventKey {
+        let phase = [Phase::Commit, Phase::Atomic, Phase::Start][rng.random_range(0..3usize)];
+        EventKey { ts: Timestamp::hlc(rng.random_range(0..60), rng.random_range(0..2)), phase, txn }
+    }
+
+    fn effect(rng: &mut impl isocert_random::rand::Rng) -> Effect {
+        let v = |rng: &mut dyn isocert_random::rand::RngCore| KvValue::Int(rng.random_range(0..100));
+        match rng.random_range(0..6) {
+            0..=2 => Effect { base: Some(ObjState::Plain(v(rng))), appends: Vec::new() },
+            3 => Effect { base: None, appends: (0..rng.random_range(1..3)).map(|_| v(rng)).collect() },
+            4 => Effect { base: Some(ObjState::List(vec![v(rng)])), appends: vec![v(rng)] },
+            _ => Effect { base: Some(ObjState::Plain(v(rng))), appends: vec![v(rng)] },
+        }
+    }
+
+    /// The reference: every version in a `BTreeMap`, the state folded from the initial value.
+    fn model_state(
+        kv: &KvHistory,
+        model: &BTreeMap<EventKey, (u32, Effect)>,
+        at: EventKey,
+    ) -> (ObjState, Option<u32>) {
+        let mut state = ObjState::initial(kv, kv.initial_value(ObjId(0)));
+        let mut writer = None;
+        for (_, (w, e)) in model.range(..at) {
+            writer = Some(*w);
+            if let Some(b) = &e.base {
+                state = b.clone();
+            }
+            for &x in &e.appends {
+                state.append(x);
+            }
+        }
+        (state, writer)
+    }
+
+    #[test]
+    fn versions_and_readers_agree_with_a_btreemap_model() {
+        let kv = one_object();
+        for seed in 0..200u64 {
+            let mut rng = isocert_random::seeded(seed);
+            let mut o = ObjVersions::default();
+            let mut model: BTreeMap<EventKey, (u32, Effect)> = BTreeMap::new();
+            let mut readers: BTreeSet<(EventKey, u64)> = BTreeSet::new();
+            let mut max_span = 0u128;
+            let mut watermark = EventKey::floor(Timestamp::hlc(0, 0));
+            let mut next_txn = 0u32;
+            let mut next_read = 0u64;
+            for _ in 0..rng.random_range(1..300) {
+                // Queries at or after the watermark (below it, versions are folded).
+                let txn = rng.random_range(0..1000);
+                let mut at = key(&mut rng, txn);
+                if at < watermark {
+                    at = watermark;
+                }
+                match rng.random_range(0..10) {
+                    0..=3 => {
+                        next_txn += 1;
+                        let mut commit = key(&mut rng, next_txn);
+                        if commit < watermark {
+                            commit.ts = Timestamp::hlc(watermark.ts.wall + 1, 0);
+                        }
+                        let e = effect(&mut rng);
+                        let start = EventKey {
+                            ts: Timestamp::hlc(commit.ts.wall.saturating_sub(rng.random_range(0..5)), 0),
+                            phase: Phase::Start,
+                            txn: next_txn,
+                        };
+                        let span = Span { start, commit };
+                        o.note_span(span);
+                        max_span = max_span.max(ts128(commit.ts) - ts128(start.ts));
+                        o.insert_version(commit, next_txn, e.clone());
+                        model.insert(commit, (next_txn, e));
+                    }
+                    4 | 5 => assert_eq!(
+                        o.state_before(&kv, ObjId(0), at),
+                        model_state(&kv, &model, at),
+                        "seed {seed}"
+                    ),
+                    6 => {
+                        let want = model
+                            .range((std::ops::Bound::Excluded(at), std::ops::Bound::Unbounded))
+                            .find(|(_, (_, e))| e.base.is_some())
+                            .map(|(k, _)| *k);
+                        assert_eq!(o.next_base_after(at), want, "seed {seed}");
+                        assert_eq!(o.has_versions_from(at), model.range(at..).next().is_some());
+                    }
+                    7 => {
+                        // Starts after the watermark's timestamp, so no folded version is in range.
+                        let start = EventKey { ts: Timestamp::hlc(at.ts.wall + 1, 0), ..at };
+                        let commit =
+                            EventKey { ts: Timestamp::hlc(at.ts.wall + rng.random_range(1..6), 0), ..at };
+                        let span = Span { start, commit };
+                        let lo = EventKey::floor(start.ts);
+                        let hi = EventKey::ceil(from128(ts128(commit.ts) + max_span));
+                        let want: Vec<u32> = model.range(lo..=hi).map(|(_, (w, _))| *w).collect();
+                        assert_eq!(o.possibly_concurrent(span).collect::<Vec<_>>(), want, "seed {seed}");
+                    }
+                    8 => {
+                        if rng.random_range(0..2) == 0 || readers.is_empty() {
+                            next_read += 1;
+                            o.add_reader(at, next_read);
+                            readers.insert((at, next_read));
+                        } else {
+                            let &(k, r) = readers.iter().nth(rng.random_range(0..readers.len())).unwrap();
+                            o.remove_reader(k, r);
+                            readers.remove(&(k, r));
+                        }
+                        let until = (rng.random_range(0..2) == 0).then(|| key(&mut rng, 0));
+                        let got: Vec<_> = o.readers_between(at, until).map(|i| o.reader(i)).collect();
+                        let want: Vec<_> = readers
+                            .iter()
+                            .filter(|(k, _)| *k > at && until.is_none_or(|u| *k <= u))
+                            .copied()
+                            .collect();
+                        assert_eq!(got, want, "seed {seed}");
+                    }
+                    _ => {
+                        watermark = at;
+                        let before = o.len();
+                        let dropped = o.collect_below(&kv, ObjId(0), watermark);
+                        assert_eq!(o.len(), before - dropped);
+                        // At most one (folded) version is left below the watermark.
+                        let below = model.range(..watermark).count().min(1);
+                        assert_eq!(o.len(), model.range(watermark..).count() + below, "seed {seed}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn galloping_searches_agree_with_partition_point() {
