@@ -38,8 +38,8 @@ pub use certificate::{
 pub use error::{quote_capped, FormatError, QUOTE_BYTES};
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};
 pub use kv::{
-    read_kv_v1, read_kv_v1_bytes, read_kv_v1_file, KvHistory, KvOp, KvOpKind, KvTxnFields, KvV1Reader,
-    KvValue,
+    read_kv_v1, read_kv_v1_bytes, read_kv_v1_chunks, read_kv_v1_file, ChunkFailed, KvHistory, KvOp, KvOpKind,
+    KvTxnFields, KvV1Chunks, KvV1Reader, KvValue,
 };
 pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,

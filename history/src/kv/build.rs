@@ -56,7 +56,22 @@ impl From<std::io::Error> for RecordError {
 impl<R: Read> RecordReader<R> {
     /// A reader over `input`.
     pub(crate) fn new(input: R) -> Self {
-        RecordReader { input, buf: vec![0; WINDOW], start: 0, end: 0, eof: false, line: 1 }
+        RecordReader::with_buffer(input, Vec::new())
+    }
+
+    /// A reader over `input` whose window reuses `buf` (grown to the initial window size
+    /// if smaller), so a thread reading many parts of a file does not fault in a fresh
+    /// window for each.
+    pub(crate) fn with_buffer(input: R, mut buf: Vec<u8>) -> Self {
+        if buf.len() < WINDOW {
+            buf.resize(WINDOW, 0);
+        }
+        RecordReader { input, buf, start: 0, end: 0, eof: false, line: 1 }
+    }
+
+    /// The window, for [`RecordReader::with_buffer`] on the next input.
+    pub(crate) fn into_buffer(self) -> Vec<u8> {
+        self.buf
     }
 
     /// The 1-based line of the next unread byte.

@@ -21,7 +21,7 @@ use crate::{
 };
 
 pub(crate) use build::{RecordError, RecordReader};
-pub use parallel::read_kv_v1_file;
+pub use parallel::{read_kv_v1_chunks, read_kv_v1_file, ChunkFailed, KvV1Chunks};
 pub use v1_fast::{read_kv_v1, read_kv_v1_bytes, KvV1Reader};
 
 /// A value as the kv checkers compare it: absent, an inline integer, or an interned value.

@@ -10,6 +10,8 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::thread::JoinHandle;
 
 use super::v1_fast::{read_kv_v1, KvV1Reader};
 use super::{KvHistory, KvOp, KvTxnFields, KvValue};
@@ -45,6 +47,121 @@ pub fn read_kv_v1_file(path: &Path, threads: usize) -> Result<KvHistory, FormatE
     match read_parts(parts) {
         Some(h) => Ok(h),
         None => read_kv_v1(File::open(path)?),
+    }
+}
+
+/// A part of a v1 file that its reader thread could not read (malformed input, a
+/// construct only the general reader handles, an I/O error): read the file on one thread
+/// ([`read_kv_v1`](super::read_kv_v1)) for the error with its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkFailed;
+
+/// A v1 kv/list file read in chunks on several threads, handed over in file order
+/// ([`read_kv_v1_chunks`]).
+///
+/// Each item is the history of one chunk: the first carries the header's initial versions
+/// and indexes its transaction names; the later ones start their ids at zero and do not
+/// index names. Appended in order with [`KvHistory::append`] they give what one reader
+/// gives. After an `Err` the iterator ends. Dropping it stops the threads.
+#[derive(Debug)]
+pub struct KvV1Chunks {
+    /// One channel per thread; chunk `k` comes from thread `k % threads`.
+    parts: Vec<Receiver<Result<KvHistory, ChunkFailed>>>,
+    next: usize,
+    done: bool,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// Reads the v1 kv/list file at `path` on `threads` threads (at least one), in chunks of
+/// about `chunk_bytes` split at line boundaries (a chunk holds the lines that start inside
+/// it): thread `j` reads chunks `j`, `j + threads`, ... and holds at most two read ahead.
+///
+/// # Errors
+/// [`FormatError::Io`] when the file cannot be opened; errors in its content come as a
+/// [`ChunkFailed`] item.
+pub fn read_kv_v1_chunks(path: &Path, threads: usize, chunk_bytes: u64) -> Result<KvV1Chunks, FormatError> {
+    let len = File::open(path)?.metadata()?.len();
+    let threads = threads.max(1);
+    let chunk = chunk_bytes.max(1);
+    let mut parts = Vec::with_capacity(threads);
+    let mut handles = Vec::with_capacity(threads);
+    for j in 0..threads {
+        let (send, receive) = sync_channel(2);
+        let path = path.to_path_buf();
+        parts.push(receive);
+        handles.push(std::thread::spawn(move || {
+            let mut window = Vec::new();
+            let mut k = j as u64;
+            while k * chunk < len {
+                let read = read_chunk(&path, len, k * chunk, (k + 1) * chunk, window, k == 0);
+                let (part, back) = match read {
+                    Ok(read) => read,
+                    Err(_) => {
+                        let _ = send.send(Err(ChunkFailed));
+                        return;
+                    }
+                };
+                window = back;
+                if send.send(Ok(part)).is_err() {
+                    return;
+                }
+                k += threads as u64;
+            }
+        }));
+    }
+    Ok(KvV1Chunks { parts, next: 0, done: false, threads: handles })
+}
+
+/// Reads the lines of the file at `path` that start in `[from, to)`, through `window`.
+fn read_chunk(
+    path: &Path,
+    len: u64,
+    from: u64,
+    to: u64,
+    window: Vec<u8>,
+    first: bool,
+) -> Result<(KvHistory, Vec<u8>), FormatError> {
+    let mut file = File::open(path)?;
+    let start = line_start(&mut file, len, from)?;
+    let end = line_start(&mut file, len, to)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut reader = KvV1Reader::part(file.take(end.saturating_sub(start)), window, first);
+    while reader.next_txn()?.is_some() {}
+    Ok(reader.into_part())
+}
+
+/// The first offset at or after `at` that starts a line (`len` when none does).
+fn line_start(file: &mut File, len: u64, at: u64) -> std::io::Result<u64> {
+    if at == 0 || at >= len {
+        return Ok(at.min(len));
+    }
+    file.seek(SeekFrom::Start(at - 1))?;
+    let mut scan = BufReader::with_capacity(1 << 16, file);
+    let mut skipped = Vec::new();
+    Ok(at - 1 + scan.read_until(b'\n', &mut skipped)? as u64)
+}
+
+impl Iterator for KvV1Chunks {
+    type Item = Result<KvHistory, ChunkFailed>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        // A thread that hung up has no chunk at this index, so none later either.
+        let item = self.parts[self.next % self.parts.len()].recv().ok();
+        self.next += 1;
+        self.done = !matches!(item, Some(Ok(_)));
+        item
+    }
+}
+
+impl Drop for KvV1Chunks {
+    fn drop(&mut self) {
+        self.parts.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
@@ -215,6 +332,41 @@ mod tests {
             }
             assert_eq!(v1_text(many), v1_text(one.clone()));
         }
+    }
+
+    #[test]
+    fn chunks_appended_in_order_give_the_single_readers_history() {
+        let text = text(3_000);
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        let one = read_kv_v1(text.as_bytes()).unwrap();
+        let want = v1_text(one.clone());
+        for (threads, chunk) in [(1, 1 << 20), (2, 1), (2, 97), (3, 4096), (2, 100_000), (2, 1 << 30)] {
+            let mut chunks = read_kv_v1_chunks(file.path(), threads, chunk).unwrap();
+            let mut whole = chunks.next().unwrap().unwrap();
+            let mut count = 1;
+            for part in chunks {
+                whole.append(part.unwrap()).unwrap();
+                count += 1;
+            }
+            let expected = (text.len() as u64).div_ceil(chunk) as usize;
+            assert_eq!(count, expected, "{threads} threads, chunks of {chunk} bytes");
+            assert_eq!(whole.len(), one.len());
+            assert_eq!(v1_text(whole), want, "{threads} threads, chunks of {chunk} bytes");
+        }
+    }
+
+    #[test]
+    fn a_malformed_chunk_fails_and_ends_the_chunks() {
+        let mut text = text(3_000);
+        text.push_str("{\"id\":\"x\",\"session\":1,\"ops\":[}\n");
+        text.push_str(&"{\"id\":\"y\",\"session\":1,\"ops\":[]}\n".repeat(2_000));
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        let items: Vec<_> = read_kv_v1_chunks(file.path(), 2, 50_000).unwrap().collect();
+        assert_eq!(items.last().map(Result::is_err), Some(true));
+        assert!(items[..items.len() - 1].iter().all(Result::is_ok));
+        assert!(items.len() < (text.len() as u64).div_ceil(50_000) as usize);
     }
 
     #[test]

@@ -67,6 +67,26 @@ impl<R: Read> KvV1Reader<R> {
         reader
     }
 
+    /// A reader over one part of a v1 file: the first part (`first`, which may start with
+    /// the header) or a later one ([`KvV1Reader::continuing`]), reading through the window
+    /// `buf` that [`KvV1Reader::into_part`] gave back from the previous part.
+    pub(crate) fn part(input: R, buf: Vec<u8>, first: bool) -> Self {
+        let mut reader = KvV1Reader {
+            records: RecordReader::with_buffer(input, buf),
+            history: KvHistory::new(),
+            ops: Vec::new(),
+            seen_content: !first,
+            last_line: 0,
+        };
+        reader.history.unindexed = !first;
+        reader
+    }
+
+    /// The history read and the window, for [`KvV1Reader::part`] on the next part.
+    pub(crate) fn into_part(self) -> (KvHistory, Vec<u8>) {
+        (self.history, self.records.into_buffer())
+    }
+
     /// The history read so far.
     pub fn history(&self) -> &KvHistory {
         &self.history
