@@ -98,6 +98,9 @@ pub(crate) struct CheckArgs {
     /// (`never`), or stream files of 64 MB or more (`auto`); docs/CHRONOS.md.
     #[arg(long, value_enum, default_value_t = ChronosStreaming::Auto, value_name = "WHEN")]
     pub(crate) chronos_stream: ChronosStreaming,
+    /// Streaming Chronos: bytes per chunk each reader thread parses (tests use small ones).
+    #[arg(long, default_value_t = 8 << 20, value_name = "BYTES", hide = true)]
+    pub(crate) chronos_chunk: u64,
 }
 
 /// The checker to run: as asked, except that `auto` with a partial King Cobra version order

@@ -330,28 +330,36 @@ fn streaming_chronos_prints_what_the_whole_history_check_prints() {
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     };
     let both = |what: &str, extra: &[&str]| {
-        let run = |mode: &str| {
-            let mut args = vec!["check", "--checker", "chronos", "--chronos-stream", mode];
+        let run = |mode: &str, chunk: &str| {
+            let mut args =
+                vec!["check", "--checker", "chronos", "--chronos-stream", mode, "--chronos-chunk", chunk];
             args.extend_from_slice(extra);
             args.push(p);
             isocert(&args)
         };
-        let (streamed, whole) = (run("always"), run("never"));
-        assert_eq!(streamed.status.code(), whole.status.code(), "{what}");
-        assert_eq!(
-            String::from_utf8_lossy(&streamed.stdout),
-            String::from_utf8_lossy(&whole.stdout),
-            "{what}"
-        );
-        let err = |o: &Output| {
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .filter(|l| l.contains("rror"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        assert_eq!(err(&streamed), err(&whole), "{what}");
-        streamed.status.code()
+        let whole = run("never", "8388608");
+        // One chunk, then chunks of a few hundred or thousand transactions read on both cores.
+        let mut code = None;
+        for chunk in ["8388608", "200000", "31337"] {
+            let streamed = run("always", chunk);
+            let what = format!("{what}, chunks of {chunk} bytes");
+            assert_eq!(streamed.status.code(), whole.status.code(), "{what}");
+            assert_eq!(
+                String::from_utf8_lossy(&streamed.stdout),
+                String::from_utf8_lossy(&whole.stdout),
+                "{what}"
+            );
+            let err = |o: &Output| {
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .filter(|l| l.contains("rror"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            assert_eq!(err(&streamed), err(&whole), "{what}");
+            code = streamed.status.code();
+        }
+        code
     };
     let mut rejected = 0;
     for model in ["kv", "list-append"] {
@@ -383,4 +391,29 @@ fn streaming_chronos_prints_what_the_whole_history_check_prints() {
     assert_eq!(both("repeated id", &["-i", "si"]), Some(2));
     std::fs::write(&path, format!("{text}{{\"id\":\"x\",\"session\":1,\"ops\":[}}\n")).unwrap();
     assert_eq!(both("malformed", &["-i", "si"]), Some(2));
+    // A malformed line in the middle, with chunks after it read on the other thread: the
+    // error names the file's line, not the chunk's.
+    let lines: Vec<&str> = text.lines().collect();
+    let middle = lines.len() / 2;
+    let broken = format!(
+        "{}\n{{\"id\":\"x\",\"session\":1,\"ops\":[}}\n{}\n",
+        lines[..middle].join("\n"),
+        lines[middle..].join("\n")
+    );
+    std::fs::write(&path, broken).unwrap();
+    assert_eq!(both("malformed in the middle", &["-i", "si"]), Some(2));
+    let out = isocert(&[
+        "check",
+        "--checker",
+        "chronos",
+        "--chronos-stream",
+        "always",
+        "--chronos-chunk",
+        "31337",
+        "-i",
+        "si",
+        p,
+    ]);
+    let line = format!("line {}", middle + 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&line), "{}", String::from_utf8_lossy(&out.stderr));
 }

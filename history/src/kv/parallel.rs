@@ -70,6 +70,9 @@ pub struct KvV1Chunks {
     next: usize,
     done: bool,
     threads: Vec<JoinHandle<()>>,
+    /// The file's length and the chunk size: chunk `k` exists when `k * chunk < len`.
+    len: u64,
+    chunk: u64,
 }
 
 /// Reads the v1 kv/list file at `path` on `threads` threads (at least one), in chunks of
@@ -109,7 +112,7 @@ pub fn read_kv_v1_chunks(path: &Path, threads: usize, chunk_bytes: u64) -> Resul
             }
         }));
     }
-    Ok(KvV1Chunks { parts, next: 0, done: false, threads: handles })
+    Ok(KvV1Chunks { parts, next: 0, done: false, threads: handles, len, chunk })
 }
 
 /// Reads the lines of the file at `path` that start in `[from, to)`, through `window`.
@@ -148,8 +151,13 @@ impl Iterator for KvV1Chunks {
         if self.done {
             return None;
         }
-        // A thread that hung up has no chunk at this index, so none later either.
-        let item = self.parts[self.next % self.parts.len()].recv().ok();
+        // A thread hangs up when it has no chunk at this index (so none later either), or
+        // when it panicked: then the chunk it owed fails.
+        let item = match self.parts[self.next % self.parts.len()].recv() {
+            Ok(item) => Some(item),
+            Err(_) if (self.next as u64).saturating_mul(self.chunk) < self.len => Some(Err(ChunkFailed)),
+            Err(_) => None,
+        };
         self.next += 1;
         self.done = !matches!(item, Some(Ok(_)));
         item
