@@ -14,7 +14,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
 use super::v1_fast::{read_kv_v1, KvV1Reader};
-use super::{KvHistory, KvOp, KvTxnFields, KvValue};
+use super::{KvHistory, KvOp, KvValue, OpBlock};
 use crate::{FormatError, ObjId, Scalar, TxnId, ValueId, KV_TABLE};
 
 /// Files smaller than this are read on one thread: the split and the merge would cost more
@@ -221,14 +221,19 @@ fn read_parts<R: Read + Send>(parts: Vec<R>) -> Option<KvHistory> {
 impl KvHistory {
     /// Appends the transactions of `next`, read (without a header) from the input that
     /// follows this history's, re-interning its objects, values and sessions in their
-    /// first-seen order: the result is what one reader over both inputs gives. Operation
-    /// blocks of `next` are freed as they are copied.
+    /// first-seen order: the result is what one reader over both inputs gives.
+    ///
+    /// Operations move block by block: each of `next`'s blocks is renumbered in place and
+    /// copied in at most two slices (one per block of this history it falls in), not
+    /// transaction by transaction; its memory is freed as soon as it is copied. `next` must
+    /// be freshly read (nothing retired or freed).
     ///
     /// # Errors
     /// The name of the first transaction of `next` whose id this history already has
     /// (this history then holds the transactions before it; with names not indexed,
     /// [`KvHistory::drop_name_index`], repeats are not found).
     pub fn append(&mut self, mut next: KvHistory) -> Result<(), Scalar> {
+        debug_assert!(next.base == 0 && next.kept.is_empty(), "append takes a freshly read history");
         let dict = &next.dict;
         let objects: Vec<ObjId> = (0..dict.object_count())
             .map(|o| {
@@ -250,40 +255,89 @@ impl KvHistory {
             .map(|s| self.dict.intern_session(dict.session_name(crate::SessionId::from_index(s)).clone()))
             .collect();
         self.skipped_meta |= next.skipped_meta;
-        let n = next.len();
-        self.name_index.reserve(n);
-        self.names.reserve(n);
-        self.sessions.reserve(n);
-        self.status.reserve(n);
-        self.start.reserve(n);
-        self.commit.reserve(n);
-        let mut ops = Vec::new();
+        let at = self.len();
+        let (taken, repeated) = self.take_names(std::mem::take(&mut next.names), at);
+        self.sessions.extend(next.sessions[..taken].iter().map(|s| sessions[s.index()]));
+        self.status.extend_from_slice(&next.status[..taken]);
+        self.start.extend_from_slice(&next.start[..taken]);
+        self.commit.extend_from_slice(&next.commit[..taken]);
+        if !next.real_time.is_empty() || !self.real_time.is_empty() {
+            self.real_time.resize(at - self.base, None);
+            self.real_time.extend((0..taken).map(|i| next.real_time.get(i).copied().flatten()));
+        }
         for b in 0..next.blocks.len() {
-            let block = next.blocks[b].take().expect("a freshly read history has every block");
-            let mut start = 0;
-            for (j, &end) in block.ends.iter().enumerate() {
-                let i = b * Self::BLOCK + j;
-                ops.clear();
-                ops.extend(block.ops[start..end as usize].iter().map(|op| {
-                    let value = match op.value() {
-                        KvValue::Interned(id) => KvValue::Interned(values[id.index()]),
-                        plain => plain,
-                    };
-                    KvOp::new(op.kind(), objects[op.obj().index()], value)
-                }));
-                start = end as usize;
-                let fields = KvTxnFields {
-                    name: std::mem::replace(&mut next.names[i], Scalar::Null),
-                    session: sessions[next.sessions[i].index()],
-                    status: next.status[i],
-                    start: next.start[i],
-                    commit: next.commit[i],
-                    real_time: next.real_time(TxnId::from_index(i)),
+            let first = b * Self::BLOCK;
+            if first >= taken {
+                break;
+            }
+            let mut block = next.blocks[b].take().expect("a freshly read history has every block");
+            for op in &mut block.ops {
+                let value = match op.value() {
+                    KvValue::Interned(id) => KvValue::Interned(values[id.index()]),
+                    plain => plain,
                 };
-                self.push_txn(fields, &ops)?;
+                *op = KvOp::new(op.kind(), objects[op.obj().index()], value);
+            }
+            self.push_ops_of(&block, (taken - first).min(block.ends.len()), at + first);
+        }
+        match repeated {
+            Some(name) => Err(name),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves `names` into this history's column for transactions numbered from `at`,
+    /// indexing them unless names are not indexed, up to the first one already held: returns
+    /// how many were taken and the repeated name, if any.
+    fn take_names(&mut self, names: Vec<Scalar>, at: usize) -> (usize, Option<Scalar>) {
+        let count = names.len();
+        if self.unindexed {
+            self.names.extend(names);
+            return (count, None);
+        }
+        self.names.reserve(count);
+        self.name_index.reserve(count);
+        for (i, name) in names.into_iter().enumerate() {
+            match self.name_index.entry(name) {
+                std::collections::hash_map::Entry::Occupied(e) => return (i, Some(e.key().clone())),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    self.names.push(e.key().clone());
+                    e.insert(TxnId::from_index(at + i));
+                }
             }
         }
-        Ok(())
+        (count, None)
+    }
+
+    /// Copies the operations of the first `count` transactions of `block` (already
+    /// renumbered to this history) as transactions `at ..`, a slice per block of this
+    /// history they fall in.
+    fn push_ops_of(&mut self, block: &OpBlock, count: usize, at: usize) {
+        let mut j = 0;
+        while j < count {
+            let t = at + j;
+            let b = t / Self::BLOCK;
+            let k = (Self::BLOCK - t % Self::BLOCK).min(count - j);
+            let from = if j == 0 { 0 } else { block.ends[j - 1] as usize };
+            let to = block.ends[j + k - 1] as usize;
+            if b == self.blocks.len() {
+                // Sized for this block's share of operations per transaction, with room for
+                // an eighth more, so a block is rarely copied to grow.
+                let per_txn = block.ops.len().div_ceil(block.ends.len().max(1));
+                let capacity = per_txn * Self::BLOCK + per_txn * Self::BLOCK / 8;
+                self.blocks.push(Some(OpBlock {
+                    ops: Vec::with_capacity(capacity),
+                    ends: Vec::with_capacity(Self::BLOCK),
+                }));
+            }
+            let dst = self.blocks[b].as_mut().expect("blocks are only freed by checkers, after loading");
+            let shift = dst.ops.len() as i64 - from as i64;
+            dst.ops.extend_from_slice(&block.ops[from..to]);
+            dst.ends.extend(block.ends[j..j + k].iter().map(|&e| {
+                u32::try_from(i64::from(e) + shift).expect("fewer than 4 billion operations per block")
+            }));
+            j += k;
+        }
     }
 }
 
@@ -362,6 +416,59 @@ mod tests {
             assert_eq!(whole.len(), one.len());
             assert_eq!(v1_text(whole), want, "{threads} threads, chunks of {chunk} bytes");
         }
+    }
+
+    #[test]
+    fn chunks_across_blocks_with_real_times_give_the_single_readers_history() {
+        // 40,000 transactions span three operation blocks; only those after 25,000 carry
+        // real times, so the column starts in the middle of a chunk.
+        let text: String = text(40_000)
+            .lines()
+            .enumerate()
+            .map(|(i, line)| match i {
+                i if i > 25_000 => {
+                    format!("{{\"invoked_at\":{i},\"completed_at\":{},{}\n", i + 3, &line[1..])
+                }
+                _ => format!("{line}\n"),
+            })
+            .collect();
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        let one = read_kv_v1(text.as_bytes()).unwrap();
+        assert_eq!(one.real_time(TxnId::from_index(30_000)).map(|r| r.invoked_at), Some(30_001));
+        let want = v1_text(one.clone());
+        for (threads, chunk) in [(2, 250_000), (3, 1 << 20), (2, 7_777_777)] {
+            let mut chunks = read_kv_v1_chunks(file.path(), threads, chunk).unwrap();
+            let mut whole = chunks.next().unwrap().unwrap();
+            for part in chunks {
+                whole.append(part.unwrap()).unwrap();
+            }
+            assert!(whole.held_blocks() >= 3);
+            for t in one.txn_ids() {
+                assert_eq!(whole.ops(t), one.ops(t), "{t:?}");
+                assert_eq!(whole.real_time(t), one.real_time(t), "{t:?}");
+            }
+            assert_eq!(v1_text(whole), want, "{threads} threads, chunks of {chunk} bytes");
+        }
+    }
+
+    #[test]
+    fn an_appended_repeat_keeps_the_transactions_before_it() {
+        let mut first =
+            read_kv_v1("{\"id\":1,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":1}]}\n".as_bytes())
+                .unwrap();
+        let next = KvV1Reader::continuing(
+            "{\"id\":2,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":2,\"value\":2}]}\n\
+             {\"id\":1,\"session\":2,\"ops\":[]}\n{\"id\":3,\"session\":1,\"ops\":[]}\n"
+                .as_bytes(),
+        );
+        let mut next = next;
+        while next.next_txn().unwrap().is_some() {}
+        assert_eq!(first.append(next.into_history()), Err(Scalar::Int(1)));
+        assert_eq!(first.len(), 2);
+        assert_eq!(first.name(TxnId::from_index(1)), &Scalar::Int(2));
+        assert_eq!(first.ops(TxnId::from_index(1)).len(), 1);
+        assert_eq!(first.txn_by_name(&Scalar::Int(2)), Some(TxnId::from_index(1)));
     }
 
     #[test]
