@@ -21,6 +21,12 @@ mod scenario;
 mod serve;
 mod timestamp;
 
+/// The allocator: mimalloc keeps freed pages for reuse, where glibc's malloc hands them back
+/// and the kernel zeroes them again on the next fault (10% of streaming Chronos's samples;
+/// docs/PERFORMANCE.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Prove or refute a database's isolation level with version certificates.
 #[derive(Debug, Parser)]
 #[command(name = "isocert", version, about, long_about = None)]
