@@ -21,9 +21,10 @@ mod scenario;
 mod serve;
 mod timestamp;
 
-/// The allocator: mimalloc keeps freed pages for reuse, where glibc's malloc hands them back
-/// and the kernel zeroes them again on the next fault (10% of streaming Chronos's samples;
-/// docs/PERFORMANCE.md, "Allocator").
+/// The allocator: mimalloc keeps freed memory in per-thread heaps for reuse, where glibc's
+/// malloc, free and the zeroing of pages it handed back were 15 to 25% of the predicate
+/// history's samples; user time falls by 25 to 40%, peak memory rises (docs/PERFORMANCE.md,
+/// "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
