@@ -172,21 +172,22 @@ fn stream_chronos(args: &CheckArgs) -> anyhow::Result<Option<(Report, History)>>
     };
     let started = Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let chunks = read_kv_v1_chunks(path, threads, args.chronos_chunk)
+    let mut chunks = read_kv_v1_chunks(path, threads, args.chronos_chunk)
         .with_context(|| format!("cannot open history {}", path.display()))?;
     let mut check = ChronosStream::new(args.isolation)?;
     let mut kv: Option<KvHistory> = None;
     let mut names = StreamedIds::default();
     let mut stopped = None;
-    'parts: for part in chunks {
-        let Ok(part) = part else {
+    'parts: while let Some(part) = chunks.next() {
+        let Ok(mut part) = part else {
             stopped = Some("the input needs the whole-file reader".to_string());
             break;
         };
         let from = kv.as_ref().map_or(0, KvHistory::len);
         let kv = match &mut kv {
             Some(kv) => {
-                kv.append(part).expect("names are not indexed");
+                kv.append_from(&mut part).expect("names are not indexed");
+                chunks.recycle(part);
                 kv
             }
             None => {

@@ -101,9 +101,12 @@ impl KvOp {
     }
 }
 
+/// Freed operation blocks a history keeps for reuse ([`KvHistory::free_block`]).
+const SPARE_BLOCKS: usize = 2;
+
 /// The operations of [`KvHistory::BLOCK`] consecutive transactions.
 #[derive(Clone, Debug, Default)]
-struct OpBlock {
+pub(crate) struct OpBlock {
     ops: Vec<KvOp>,
     /// End offset in `ops` of each transaction of the block.
     ends: Vec<u32>,
@@ -129,6 +132,10 @@ pub struct KvHistory {
     /// (most histories have none), then padded with `None`.
     real_time: Vec<Option<RealTime>>,
     blocks: Vec<Option<OpBlock>>,
+    /// Freed blocks kept, emptied, for the next block to reuse (at most [`SPARE_BLOCKS`]):
+    /// a streaming check frees a block and starts another every 16,384 transactions, and
+    /// fresh memory costs a page fault and a zeroed page per 4 KB.
+    spare_blocks: Vec<OpBlock>,
     int_keys: Vec<u32>,
     /// Whether the reader skipped adapter facts (`meta`) that a [`History`] would keep.
     skipped_meta: bool,
@@ -432,10 +439,7 @@ impl KvHistory {
         }
         let b = id.index() / Self::BLOCK;
         if b == self.blocks.len() {
-            self.blocks.push(Some(OpBlock {
-                ops: Vec::with_capacity(ops.len() * Self::BLOCK),
-                ends: Vec::with_capacity(Self::BLOCK),
-            }));
+            self.start_block(ops.len() * Self::BLOCK);
         }
         let block = self.blocks[b].as_mut().expect("blocks are only freed by checkers, after loading");
         block.ops.extend_from_slice(ops);
@@ -518,9 +522,46 @@ impl KvHistory {
     /// Frees the operations of block `b` (transactions `b * BLOCK ..`): a checker that is
     /// done with them calls this so memory falls as it proceeds.
     pub fn free_block(&mut self, b: usize) {
-        if let Some(slot) = self.blocks.get_mut(b) {
-            *slot = None;
+        if let Some(mut block) = self.blocks.get_mut(b).and_then(Option::take) {
+            if self.spare_blocks.len() < SPARE_BLOCKS {
+                block.ops.clear();
+                block.ends.clear();
+                self.spare_blocks.push(block);
+            }
         }
+    }
+
+    /// Starts the next operation block, room for `ops` operations: a spare one if there is
+    /// one ([`KvHistory::free_block`]).
+    pub(crate) fn start_block(&mut self, ops: usize) {
+        let mut block = self.spare_blocks.pop().unwrap_or_default();
+        block.ops.reserve(ops);
+        block.ends.reserve(Self::BLOCK);
+        self.blocks.push(Some(block));
+    }
+
+    /// Empties this history for a reader to fill again, keeping the memory of its columns
+    /// and operation blocks (a reader thread reusing the chunk a checker has appended,
+    /// [`KvHistory::append_from`]); whether names are indexed is kept too.
+    pub(crate) fn clear_for_reuse(&mut self) {
+        for b in 0..self.blocks.len() {
+            self.free_block(b);
+        }
+        self.blocks.clear();
+        self.dict = History::new();
+        self.default_initial = None;
+        self.initial.clear();
+        self.names.clear();
+        self.name_index.clear();
+        self.sessions.clear();
+        self.status.clear();
+        self.start.clear();
+        self.commit.clear();
+        self.real_time.clear();
+        self.int_keys.clear();
+        self.skipped_meta = false;
+        self.base = 0;
+        self.kept.clear();
     }
 
     /// The clients' real times of transaction `t`, if recorded.

@@ -73,7 +73,14 @@ pub struct KvV1Chunks {
     /// The file's length and the chunk size: chunk `k` exists when `k * chunk < len`.
     len: u64,
     chunk: u64,
+    /// Appended chunks handed back ([`KvV1Chunks::recycle`]) for the threads to read into.
+    spare: Spare,
 }
+
+/// Emptied chunk histories shared by the consumer (who gives them back) and the reader
+/// threads (who fill them again), so that reading a chunk reuses memory instead of faulting
+/// in fresh pages.
+type Spare = std::sync::Arc<std::sync::Mutex<Vec<KvHistory>>>;
 
 /// Reads the v1 kv/list file at `path` on `threads` threads (at least one), in chunks of
 /// about `chunk_bytes` split at line boundaries (a chunk holds the lines that start inside
@@ -88,15 +95,18 @@ pub fn read_kv_v1_chunks(path: &Path, threads: usize, chunk_bytes: u64) -> Resul
     let chunk = chunk_bytes.max(1);
     let mut parts = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
+    let spare = Spare::default();
     for j in 0..threads {
         let (send, receive) = sync_channel(2);
         let path = path.to_path_buf();
+        let spare = spare.clone();
         parts.push(receive);
         handles.push(std::thread::spawn(move || {
             let mut window = Vec::new();
             let mut k = j as u64;
             while k * chunk < len {
-                let read = read_chunk(&path, len, k * chunk, (k + 1) * chunk, window, k == 0);
+                let into = spare.lock().ok().and_then(|mut s| s.pop());
+                let read = read_chunk(&path, (k * chunk, (k + 1) * chunk, len), window, k == 0, into);
                 let (part, back) = match read {
                     Ok(read) => read,
                     Err(_) => {
@@ -112,23 +122,34 @@ pub fn read_kv_v1_chunks(path: &Path, threads: usize, chunk_bytes: u64) -> Resul
             }
         }));
     }
-    Ok(KvV1Chunks { parts, next: 0, done: false, threads: handles, len, chunk })
+    Ok(KvV1Chunks { parts, next: 0, done: false, threads: handles, len, chunk, spare })
 }
 
-/// Reads the lines of the file at `path` that start in `[from, to)`, through `window`.
+impl KvV1Chunks {
+    /// Hands back a chunk after [`KvHistory::append_from`] emptied it: a reader thread
+    /// reads a later chunk into its memory.
+    pub fn recycle(&self, mut spent: KvHistory) {
+        spent.clear_for_reuse();
+        if let Ok(mut spare) = self.spare.lock() {
+            spare.push(spent);
+        }
+    }
+}
+
+/// Reads the lines of the file at `path` that start in `[from, to)` (`(from, to, len)`,
+/// `len` the file's), through `window`, into `into`'s memory if given.
 fn read_chunk(
     path: &Path,
-    len: u64,
-    from: u64,
-    to: u64,
+    (from, to, len): (u64, u64, u64),
     window: Vec<u8>,
     first: bool,
+    into: Option<KvHistory>,
 ) -> Result<(KvHistory, Vec<u8>), FormatError> {
     let mut file = File::open(path)?;
     let start = line_start(&mut file, len, from)?;
     let end = line_start(&mut file, len, to)?;
     file.seek(SeekFrom::Start(start))?;
-    let mut reader = KvV1Reader::part(file.take(end.saturating_sub(start)), window, first);
+    let mut reader = KvV1Reader::part(file.take(end.saturating_sub(start)), window, first, into);
     while reader.next_txn()?.is_some() {}
     Ok(reader.into_part())
 }
@@ -233,6 +254,15 @@ impl KvHistory {
     /// (this history then holds the transactions before it; with names not indexed,
     /// [`KvHistory::drop_name_index`], repeats are not found).
     pub fn append(&mut self, mut next: KvHistory) -> Result<(), Scalar> {
+        self.append_from(&mut next)
+    }
+
+    /// [`KvHistory::append`], leaving `next` empty with its memory kept, to hand back to
+    /// the reader ([`KvV1Chunks::recycle`]).
+    ///
+    /// # Errors
+    /// As [`KvHistory::append`].
+    pub fn append_from(&mut self, next: &mut KvHistory) -> Result<(), Scalar> {
         debug_assert!(next.base == 0 && next.kept.is_empty(), "append takes a freshly read history");
         let dict = &next.dict;
         let objects: Vec<ObjId> = (0..dict.object_count())
@@ -256,7 +286,7 @@ impl KvHistory {
             .collect();
         self.skipped_meta |= next.skipped_meta;
         let at = self.len();
-        let (taken, repeated) = self.take_names(std::mem::take(&mut next.names), at);
+        let (taken, repeated) = self.take_names(&mut next.names, at);
         self.sessions.extend(next.sessions[..taken].iter().map(|s| sessions[s.index()]));
         self.status.extend_from_slice(&next.status[..taken]);
         self.start.extend_from_slice(&next.start[..taken]);
@@ -270,7 +300,7 @@ impl KvHistory {
             if first >= taken {
                 break;
             }
-            let mut block = next.blocks[b].take().expect("a freshly read history has every block");
+            let block = next.blocks[b].as_mut().expect("a freshly read history has every block");
             for op in &mut block.ops {
                 let value = match op.value() {
                     KvValue::Interned(id) => KvValue::Interned(values[id.index()]),
@@ -278,8 +308,10 @@ impl KvHistory {
                 };
                 *op = KvOp::new(op.kind(), objects[op.obj().index()], value);
             }
-            self.push_ops_of(&block, (taken - first).min(block.ends.len()), at + first);
+            let block = next.blocks[b].as_ref().expect("a freshly read history has every block");
+            self.push_ops_of(block, (taken - first).min(block.ends.len()), at + first);
         }
+        next.clear_for_reuse();
         match repeated {
             Some(name) => Err(name),
             None => Ok(()),
@@ -289,15 +321,15 @@ impl KvHistory {
     /// Moves `names` into this history's column for transactions numbered from `at`,
     /// indexing them unless names are not indexed, up to the first one already held: returns
     /// how many were taken and the repeated name, if any.
-    fn take_names(&mut self, names: Vec<Scalar>, at: usize) -> (usize, Option<Scalar>) {
+    fn take_names(&mut self, names: &mut Vec<Scalar>, at: usize) -> (usize, Option<Scalar>) {
         let count = names.len();
         if self.unindexed {
-            self.names.extend(names);
+            self.names.append(names);
             return (count, None);
         }
         self.names.reserve(count);
         self.name_index.reserve(count);
-        for (i, name) in names.into_iter().enumerate() {
+        for (i, name) in names.drain(..).enumerate() {
             match self.name_index.entry(name) {
                 std::collections::hash_map::Entry::Occupied(e) => return (i, Some(e.key().clone())),
                 std::collections::hash_map::Entry::Vacant(e) => {
@@ -407,8 +439,17 @@ mod tests {
             let mut chunks = read_kv_v1_chunks(file.path(), threads, chunk).unwrap();
             let mut whole = chunks.next().unwrap().unwrap();
             let mut count = 1;
-            for part in chunks {
-                whole.append(part.unwrap()).unwrap();
+            // Every other chunk is appended by value; the rest are emptied and handed back,
+            // so later chunks are read into recycled memory.
+            while let Some(part) = chunks.next() {
+                let mut part = part.unwrap();
+                if count % 2 == 0 {
+                    whole.append(part).unwrap();
+                } else {
+                    whole.append_from(&mut part).unwrap();
+                    assert!(part.is_empty());
+                    chunks.recycle(part);
+                }
                 count += 1;
             }
             let expected = (text.len() as u64).div_ceil(chunk) as usize;
@@ -440,8 +481,10 @@ mod tests {
         for (threads, chunk) in [(2, 250_000), (3, 1 << 20), (2, 7_777_777)] {
             let mut chunks = read_kv_v1_chunks(file.path(), threads, chunk).unwrap();
             let mut whole = chunks.next().unwrap().unwrap();
-            for part in chunks {
-                whole.append(part.unwrap()).unwrap();
+            while let Some(part) = chunks.next() {
+                let mut part = part.unwrap();
+                whole.append_from(&mut part).unwrap();
+                chunks.recycle(part);
             }
             assert!(whole.held_blocks() >= 3);
             for t in one.txn_ids() {

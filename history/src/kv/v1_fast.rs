@@ -69,11 +69,17 @@ impl<R: Read> KvV1Reader<R> {
 
     /// A reader over one part of a v1 file: the first part (`first`, which may start with
     /// the header) or a later one ([`KvV1Reader::continuing`]), reading through the window
-    /// `buf` that [`KvV1Reader::into_part`] gave back from the previous part.
-    pub(crate) fn part(input: R, buf: Vec<u8>, first: bool) -> Self {
+    /// `buf` that [`KvV1Reader::into_part`] gave back from the previous part, into the
+    /// memory of `into` (an emptied history, [`KvHistory::clear_for_reuse`]) if given.
+    pub(crate) fn part(input: R, buf: Vec<u8>, first: bool, into: Option<KvHistory>) -> Self {
+        // Not `unwrap_or_default`: a new history interns the absent value first.
+        let history = match into {
+            Some(history) => history,
+            None => KvHistory::new(),
+        };
         let mut reader = KvV1Reader {
             records: RecordReader::with_buffer(input, buf),
-            history: KvHistory::new(),
+            history,
             ops: Vec::new(),
             seen_content: !first,
             last_line: 0,
