@@ -386,8 +386,9 @@ const AION_QUEUE: usize = 4;
 /// What the reader thread hands to the checking thread.
 enum Parsed {
     /// Transactions read since the last batch (the first batch also holds the header),
-    /// and the line of each.
-    Batch { history: Box<KvHistory>, lines: Vec<usize> },
+    /// and how many of them to check (one fewer than all when the last one repeats an id:
+    /// a [`Parsed::Failed`] follows).
+    Batch { history: Box<KvHistory>, checked: usize },
     /// The input is malformed (or unreadable) here; the batches before it are complete.
     Failed(FormatError),
 }
@@ -407,30 +408,27 @@ fn aion_pipelined<R: Read + Send>(
         scope.spawn(move || read_batches(KvV1Reader::new(input), &send));
         let mut kv: Option<KvHistory> = None;
         for parsed in receive {
-            let (history, lines) = match parsed {
-                Parsed::Batch { history, lines } => (history, lines),
+            let (history, checked) = match parsed {
+                Parsed::Batch { history, checked } => (history, checked),
                 Parsed::Failed(e) => return Err(aion_read_error(args, e)),
             };
             let from = match &mut kv {
                 None => {
                     let mut first = *history;
                     first.set_default_initial(initial);
+                    // The reader thread finds repeated ids ([`AionIds`]).
+                    first.drop_name_index();
                     kv = Some(first);
                     0
                 }
                 Some(kv) => {
                     let from = kv.len();
-                    if let Err(name) = kv.append(*history) {
-                        let line = lines.get(kv.len() - from).copied().unwrap_or(0);
-                        let e =
-                            FormatError::invalid(line, "id", format!("transaction id {name} appears twice"));
-                        return Err(aion_read_error(args, e));
-                    }
+                    kv.append(*history).expect("names are not indexed");
                     from
                 }
             };
             let kv = kv.as_mut().expect("set above");
-            for i in from..kv.len() {
+            for i in from..from + checked {
                 aion_receive(&mut aion, kv, TxnId::from_index(i))?;
             }
         }
@@ -442,21 +440,29 @@ fn aion_pipelined<R: Read + Send>(
 /// The reader thread of [`aion_pipelined`]: parses `reader`'s input into batches and sends
 /// them until the end of input, an error, or the checking thread stops listening.
 fn read_batches<R: Read>(mut reader: KvV1Reader<R>, send: &std::sync::mpsc::SyncSender<Parsed>) {
-    let mut lines = Vec::with_capacity(AION_BATCH);
+    let mut count = 0;
+    let mut ids = AionIds::default();
     let mut sent = false;
     loop {
-        let next = reader.next_txn();
-        if let Ok(Some(_)) = next {
-            lines.push(reader.last_line());
-            if lines.len() < AION_BATCH && reader.line_buffered() {
-                continue;
+        let mut next = reader.next_txn();
+        if let Ok(Some(t)) = next {
+            let name = reader.history().name(t);
+            if !ids.insert(name) {
+                let line = reader.last_line();
+                next = Err(FormatError::invalid(line, "id", format!("transaction id {name} appears twice")));
+            } else {
+                count += 1;
+                if count < AION_BATCH && reader.line_buffered() {
+                    continue;
+                }
             }
         }
         // Hand over what was read, also before an error or at the end of input (the
-        // first batch even when empty: it carries the header).
-        if !lines.is_empty() || (!sent && !matches!(next, Ok(Some(_)))) {
-            let batch =
-                Parsed::Batch { history: Box::new(reader.take_history()), lines: std::mem::take(&mut lines) };
+        // first batch even when empty: it carries the header). A repeated id stays in
+        // the batch unchecked.
+        if count > 0 || (!sent && !matches!(next, Ok(Some(_)))) {
+            let batch = Parsed::Batch { history: Box::new(reader.take_history()), checked: count };
+            count = 0;
             if send.send(batch).is_err() {
                 return;
             }
@@ -473,9 +479,65 @@ fn read_batches<R: Read>(mut reader: KvV1Reader<R>, send: &std::sync::mpsc::Sync
     }
 }
 
+/// Integer ids below this are recorded in a bit set, larger or other ids in a hash set.
+const AION_ID_BITS: i64 = 1 << 26;
+
+/// The transaction ids Aion's reader thread has read, to find a repeated one exactly (the
+/// checking thread's history then keeps no index of names). Integer ids from 0 up to
+/// [`AION_ID_BITS`] (gen's and the workloads', in any order) take one bit each; any other
+/// id is kept whole in a hash set.
+#[derive(Default)]
+struct AionIds {
+    bits: Vec<u64>,
+    other: FxHashSet<Scalar>,
+}
+
+impl AionIds {
+    /// Records `id`; false when it was read before.
+    fn insert(&mut self, id: &Scalar) -> bool {
+        match id {
+            Scalar::Int(i) if (0..AION_ID_BITS).contains(i) => {
+                let (word, bit) = ((*i as usize) / 64, 1u64 << (*i % 64));
+                if word >= self.bits.len() {
+                    self.bits.resize((word + 1).next_power_of_two(), 0);
+                }
+                let fresh = self.bits[word] & bit == 0;
+                self.bits[word] |= bit;
+                fresh
+            }
+            other => self.other.insert(other.clone()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `AionIds` against a set of every id, on random sequences of small and large,
+    /// negative, repeated and text ids in any order.
+    #[test]
+    fn aion_ids_find_exactly_the_repeats_a_set_finds() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for _ in 0..200 {
+            let (mut ids, mut all) = (AionIds::default(), std::collections::HashSet::new());
+            for _ in 0..400 {
+                let id = match next(5) {
+                    0 | 1 => Scalar::Int(next(300) as i64),
+                    2 => Scalar::Int(AION_ID_BITS - 3 + next(6) as i64),
+                    3 => Scalar::Int(-(next(20) as i64)),
+                    _ => Scalar::Text(format!("t{}", next(40)).into()),
+                };
+                assert_eq!(ids.insert(&id), all.insert(id.clone()), "{id:?}");
+            }
+        }
+    }
 
     #[test]
     fn initial_values_parse_as_json_scalars_or_text() {

@@ -11,10 +11,10 @@
 //!
 //! Garbage collection: every [`AionOptions::gc_every`] arrivals, the versions of each
 //! object older than the watermark (the earliest start among transactions whose Ext
-//! verdict is still pending) fold into one, and readers leave the index when their verdict
-//! is final. A transaction that arrives after the watermark passed its start is checked
-//! against the folded state and counted in the report's notes. Once every transaction has
-//! arrived, the verdicts are Chronos's.
+//! verdict is still pending) fold into one, and readers leave the index from its front once
+//! their verdict is final. A transaction that arrives after the watermark passed its start
+//! is checked against the folded state and counted in the report's notes. Once every
+//! transaction has arrived, the verdicts are Chronos's.
 
 mod versions;
 
@@ -237,7 +237,12 @@ impl Aion {
                     let j = match slot {
                         Some(j) => j,
                         None => {
-                            let (state, _) = self.objects[obj.index()].state_before(kv, obj, span.start);
+                            // A write replaces the state: only an append needs the one before.
+                            let state = if kind == KvOpKind::Write {
+                                ObjState::Unset
+                            } else {
+                                self.objects[obj.index()].state_before(kv, obj, span.start).0
+                            };
                             local.push((obj, state));
                             local.len() - 1
                         }
@@ -302,6 +307,10 @@ impl Aion {
         let o = &self.objects[obj.index()];
         for k in o.readers_between(span.commit, until) {
             let (at, read) = o.reader(k);
+            if read < self.reads_base {
+                // Final already; it leaves the index from the front.
+                continue;
+            }
             let (state, _) = o.state_before(kv, obj, at);
             let r = &mut self.reads[(read - self.reads_base) as usize];
             r.ok = state.explains(kv, r.seen);
@@ -336,10 +345,9 @@ impl Aion {
         let serializable = self.options.level == IsolationLevel::Serializable;
         for _ in 0..p.reads {
             let read = self.reads.pop_front().expect("a pending transaction's reads are queued");
-            let seq = self.reads_base;
             self.reads_base += 1;
             let o = &mut self.objects[read.obj.index()];
-            o.remove_reader(span.start, seq);
+            o.drop_final_readers(self.reads_base);
             if !read.ok {
                 let (state, writer) = o.state_before(kv, read.obj, span.start);
                 let source = writer.map_or(Source::Initial, |w| Source::Txn(TxnId(w)));

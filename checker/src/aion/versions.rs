@@ -158,17 +158,20 @@ impl ObjVersions {
         self.readers.insert(at, entry);
     }
 
-    /// Removes a pending external read from the index (its verdict is final).
-    pub(crate) fn remove_reader(&mut self, start: EventKey, read: u64) {
-        let entry = (start, read);
-        let at = gallop_front(&self.readers, |e| *e < entry);
-        if self.readers.get(at) == Some(&entry) {
-            self.readers.remove(at);
+    /// Drops the reads numbered below `first_pending` (their verdicts are final) from the
+    /// front of the index. Reads become final in number order and the index is in start
+    /// order, so a final read behind a pending one stays until the pending one is final
+    /// (at most the reads of one delay window); [`ObjVersions::readers_between`] returns
+    /// such reads too, and callers skip them by number.
+    pub(crate) fn drop_final_readers(&mut self, first_pending: u64) {
+        while self.readers.front().is_some_and(|&(_, read)| read < first_pending) {
+            self.readers.pop_front();
         }
     }
 
-    /// Positions (for [`ObjVersions::reader`]) of the pending reads whose start is after
-    /// `after` and at most `until` (unbounded: `None`).
+    /// Positions (for [`ObjVersions::reader`]) of the indexed reads whose start is after
+    /// `after` and at most `until` (unbounded: `None`); final ones still indexed included
+    /// ([`ObjVersions::drop_final_readers`]).
     pub(crate) fn readers_between(&self, after: EventKey, until: Option<EventKey>) -> std::ops::Range<usize> {
         let from = gallop_back(&self.readers, |(k, _)| *k <= after);
         let to = match until {
@@ -341,6 +344,7 @@ mod tests {
             let mut watermark = EventKey::floor(Timestamp::hlc(0, 0));
             let mut next_txn = 0u32;
             let mut next_read = 0u64;
+            let mut first_pending = 0u64;
             for _ in 0..rng.random_range(1..300) {
                 // Queries at or after the watermark (below it, versions are folded).
                 let txn = rng.random_range(0..1000);
@@ -392,17 +396,24 @@ mod tests {
                         assert_eq!(o.possibly_concurrent(span).collect::<Vec<_>>(), want, "seed {seed}");
                     }
                     8 => {
+                        // Reads are numbered in order and become final in number order.
                         if rng.random_range(0..2) == 0 || readers.is_empty() {
                             next_read += 1;
                             o.add_reader(at, next_read);
                             readers.insert((at, next_read));
                         } else {
-                            let &(k, r) = readers.iter().nth(rng.random_range(0..readers.len())).unwrap();
-                            o.remove_reader(k, r);
-                            readers.remove(&(k, r));
+                            let &oldest = readers.iter().min_by_key(|(_, r)| *r).unwrap();
+                            readers.remove(&oldest);
+                            first_pending = oldest.1 + 1;
+                            o.drop_final_readers(first_pending);
+                            assert!(o.readers.front().is_none_or(|&(_, r)| r >= first_pending));
                         }
                         let until = (rng.random_range(0..2) == 0).then(|| key(&mut rng, 0));
-                        let got: Vec<_> = o.readers_between(at, until).map(|i| o.reader(i)).collect();
+                        let got: Vec<_> = o
+                            .readers_between(at, until)
+                            .map(|i| o.reader(i))
+                            .filter(|(_, r)| *r >= first_pending)
+                            .collect();
                         let want: Vec<_> = readers
                             .iter()
                             .filter(|(k, _)| *k > at && until.is_none_or(|u| *k <= u))
