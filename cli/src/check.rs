@@ -208,7 +208,10 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     // The checkers ignore adapter facts: item-only histories always take the fast reader.
     let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format, v1::AdapterFacts::Skip)?;
     anyhow::ensure!(!h.txns.is_empty(), "{}", crate::timestamp::empty_history(&args.history));
-    let oracle = Interpreter::new(&h).with_context(|| format!("history {}", args.history.display()))?;
+    // Predicates only aborted transactions use are compiled if a checker evaluates one
+    // (docs/CHECKING.md, "Predicates of aborted transactions").
+    let oracle =
+        Interpreter::for_checking(&h).with_context(|| format!("history {}", args.history.display()))?;
     let spinner = indicatif::ProgressBar::new_spinner();
     spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     spinner.set_message(format!("checking {} transactions for {}", h.txns.len(), args.isolation));

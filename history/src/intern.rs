@@ -10,7 +10,13 @@
 //! Other keys (rows, text) are stored once, in the vector the ids index: the hash table
 //! holds ids only and compares through that vector (`hashbrown::HashTable`). Keeping a copy
 //! of each key in a map doubled the memory of row-valued histories (gen's 100,000-transaction
-//! predicate history interns about 600,000 distinct rows).
+//! predicate history interns about 600,000 distinct rows). Beside each id the table keeps 32
+//! bits of the key's hash: a probe compares keys only when those bits agree, and growing the
+//! table rehashes from them without reading a key (`reserve_rehash` had been 3% of that
+//! history's check, most of it cache misses on the interned rows).
+//!
+//! A row is hashed by [`row_hash`] of its columns, so a caller holding the columns in a
+//! buffer can look the row up ([`KeyIndex::get_hashed`]) before building a [`Value`].
 
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
@@ -28,6 +34,11 @@ const DIRECT_SLACK: usize = 1024;
 pub(crate) trait IntKey: Clone + Eq + Hash {
     /// The integer this key is, if it is one.
     fn as_int(&self) -> Option<i64>;
+
+    /// The hash the index files a non-integer key under.
+    fn index_hash(&self) -> u64 {
+        hash_of(self)
+    }
 }
 
 impl IntKey for Scalar {
@@ -46,6 +57,19 @@ impl IntKey for Value {
             _ => None,
         }
     }
+
+    fn index_hash(&self) -> u64 {
+        match self {
+            Value::Row(row) => row_hash(row.columns()),
+            other => hash_of(other),
+        }
+    }
+}
+
+/// The hash a row with these columns (trailing NULLs already dropped, as
+/// [`crate::Row::new`] drops them) is filed under in a [`KeyIndex<Value>`].
+pub(crate) fn row_hash(columns: &[Scalar]) -> u64 {
+    hash_of(columns)
 }
 
 /// Where the interned keys live: the key of each id.
@@ -67,7 +91,7 @@ impl<K> Keys<K> for [K] {
 pub(crate) struct KeyIndex<K> {
     direct: Vec<u32>,
     ints: FxHashMap<i64, u32>,
-    others: HashTable<u32>,
+    others: HashTable<Slot>,
     len: usize,
     key: PhantomData<K>,
 }
@@ -84,8 +108,28 @@ impl<K> Default for KeyIndex<K> {
     }
 }
 
-fn hash_of<K: Hash>(key: &K) -> u64 {
+fn hash_of<K: Hash + ?Sized>(key: &K) -> u64 {
     FxBuildHasher.hash_one(key)
+}
+
+/// An id in the hash table of non-integer keys, with 32 bits of its key's hash.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    id: u32,
+    tag: u32,
+}
+
+/// The 32 bits of `hash` a [`Slot`] keeps (Fx mixes the high bits best).
+#[inline]
+fn tag_of(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+/// The hash the table places a slot by, from its tag alone: the tag in the low bits (the
+/// bucket) and in the high bits (hashbrown's control byte), so rehashing reads no key.
+#[inline]
+fn spread(tag: u32) -> u64 {
+    u64::from(tag) << 32 | u64::from(tag)
 }
 
 impl<K: IntKey> KeyIndex<K> {
@@ -94,8 +138,16 @@ impl<K: IntKey> KeyIndex<K> {
     pub(crate) fn get<S: Keys<K> + ?Sized>(&self, key: &K, keys: &S) -> Option<u32> {
         match key.as_int() {
             Some(i) => self.get_int(i),
-            None => self.others.find(hash_of(key), |&id| keys.key(id) == key).copied(),
+            None => self.get_hashed(key.index_hash(), |id| keys.key(id) == key),
         }
+    }
+
+    /// The id of the non-integer key whose [`IntKey::index_hash`] is `hash` and for which
+    /// `is_key` holds (it is given the id of each candidate, whose hash bits agree).
+    #[inline]
+    pub(crate) fn get_hashed(&self, hash: u64, mut is_key: impl FnMut(u32) -> bool) -> Option<u32> {
+        let tag = tag_of(hash);
+        self.others.find(spread(tag), |s| s.tag == tag && is_key(s.id)).map(|s| s.id)
     }
 
     /// The id of the integer key `i`, if held.
@@ -110,16 +162,20 @@ impl<K: IntKey> KeyIndex<K> {
         self.ints.get(&i).copied()
     }
 
-    /// Holds `key` with `id`; `key` must not be held yet. `keys` holds the interned keys
-    /// (already with `key` or not: only the others' keys are read, to rehash them).
-    pub(crate) fn insert<S: Keys<K> + ?Sized>(&mut self, key: &K, id: u32, keys: &S) {
+    /// Holds `key` with `id`; `key` must not be held yet.
+    pub(crate) fn insert(&mut self, key: &K, id: u32) {
         match key.as_int() {
             Some(i) => self.insert_int(i, id),
-            None => {
-                self.len += 1;
-                self.others.insert_unique(hash_of(key), id, |&other| hash_of(keys.key(other)));
-            }
+            None => self.insert_hashed(key.index_hash(), id),
         }
+    }
+
+    /// Holds the non-integer key with id `id` whose [`IntKey::index_hash`] is `hash`; the
+    /// key must not be held yet.
+    pub(crate) fn insert_hashed(&mut self, hash: u64, id: u32) {
+        self.len += 1;
+        let tag = tag_of(hash);
+        self.others.insert_unique(spread(tag), Slot { id, tag }, |s| spread(s.tag));
     }
 
     /// Holds the integer key `i` with `id`; `i` must not be held yet.
@@ -175,7 +231,7 @@ mod tests {
                 if !reference.contains_key(&key) {
                     let id = reference.len() as u32;
                     reference.insert(key.clone(), id);
-                    index.insert(&key, id, keys.as_slice());
+                    index.insert(&key, id);
                     keys.push(key.clone());
                 }
                 assert_eq!(index.get(&key, keys.as_slice()), reference.get(&key).copied(), "{key:?}");

@@ -1,8 +1,11 @@
 //! The history model: transactions of operations over interned objects and values.
 
-use crate::intern::{KeyIndex, Keys};
-use rustc_hash::FxHashMap;
+use std::hash::BuildHasher;
 
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+
+use crate::intern::{row_hash, KeyIndex, Keys};
 use crate::{ColId, ObjId, PredId, Row, Scalar, SessionId, TableId, Timestamp, TxnId, Value, ValueId};
 
 /// The name of the key-value store's table, and of the default table.
@@ -256,6 +259,11 @@ pub struct ObjectKey {
     pub key: Scalar,
 }
 
+/// The hash a predicate is filed under in the history's predicate index.
+fn predicate_hash(table: TableId, sql: &str) -> u64 {
+    FxBuildHasher.hash_one((table, sql))
+}
+
 /// A distinct predicate: `where` text over one table.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Predicate {
@@ -319,10 +327,13 @@ pub struct History {
     values: Vec<Value>,
     value_index: KeyIndex<Value>,
     predicates: Vec<Predicate>,
-    predicate_index: FxHashMap<Predicate, PredId>,
+    /// The id of each predicate, compared through `predicates` ([`predicate_hash`]).
+    predicate_index: HashTable<u32>,
     sessions: Vec<Scalar>,
     session_index: FxHashMap<Scalar, SessionId>,
     txn_index: KeyIndex<Scalar>,
+    /// The buffer [`History::intern_row`] lays a row out in (empty between calls).
+    row_buffer: Vec<Scalar>,
 }
 
 impl History {
@@ -351,6 +362,7 @@ impl History {
             sessions: self.sessions.clone(),
             session_index: self.session_index.clone(),
             txn_index: KeyIndex::default(),
+            row_buffer: Vec::new(),
         }
     }
 
@@ -394,7 +406,7 @@ impl History {
             return ValueId(id);
         }
         let id = ValueId::from_index(self.values.len());
-        self.value_index.insert(&value, id.0, self.values.as_slice());
+        self.value_index.insert(&value, id.0);
         self.values.push(value);
         id
     }
@@ -410,24 +422,58 @@ impl History {
     }
 
     /// Interns a row of `table` given as (column, scalar) pairs.
+    ///
+    /// The row is laid out in a buffer kept between calls and looked up from there: a row
+    /// already interned (most rows a predicate read returns) allocates nothing.
     pub fn intern_row(&mut self, columns: &[(ColId, Scalar)]) -> ValueId {
         let width = columns.iter().map(|(c, _)| c.index() + 1).max().unwrap_or(0);
-        let mut row = vec![Scalar::Null; width];
+        let mut row = std::mem::take(&mut self.row_buffer);
+        row.clear();
+        row.resize(width, Scalar::Null);
         for (c, v) in columns {
             row[c.index()] = v.clone();
         }
-        self.intern_value(Value::Row(Row::new(row)))
+        // As Row::new: the hash and the comparison are of the row without trailing NULLs.
+        while row.last().is_some_and(Scalar::is_null) {
+            row.pop();
+        }
+        let hash = row_hash(&row);
+        let values = self.values.as_slice();
+        let found = self.value_index.get_hashed(
+            hash,
+            |id| matches!(&values[id as usize], Value::Row(r) if r.columns() == row.as_slice()),
+        );
+        let id = match found {
+            Some(id) => ValueId(id),
+            None => {
+                let id = ValueId::from_index(self.values.len());
+                self.value_index.insert_hashed(hash, id.0);
+                self.values.push(Value::Row(Row::new(row.clone())));
+                id
+            }
+        };
+        self.row_buffer = row;
+        id
     }
 
     /// Interns a predicate.
     pub fn intern_predicate(&mut self, table: TableId, sql: &str) -> PredId {
-        let p = Predicate { table, sql: sql.into() };
-        if let Some(&id) = self.predicate_index.get(&p) {
-            return id;
+        // Looked up from the borrowed text: a predicate seen before allocates nothing.
+        let hash = predicate_hash(table, sql);
+        let predicates = self.predicates.as_slice();
+        let same = |&id: &u32| {
+            let p = &predicates[id as usize];
+            p.table == table && &*p.sql == sql
+        };
+        if let Some(&id) = self.predicate_index.find(hash, same) {
+            return PredId(id);
         }
         let id = PredId::from_index(self.predicates.len());
-        self.predicates.push(p.clone());
-        self.predicate_index.insert(p, id);
+        self.predicate_index.insert_unique(hash, id.0, |&other| {
+            let p = &predicates[other as usize];
+            predicate_hash(p.table, &p.sql)
+        });
+        self.predicates.push(Predicate { table, sql: sql.into() });
         id
     }
 
@@ -451,7 +497,7 @@ impl History {
             return Err(Box::new(txn));
         }
         let id = TxnId::from_index(self.txns.len());
-        self.txn_index.insert(&txn.name, id.0, &TxnNames(&self.txns));
+        self.txn_index.insert(&txn.name, id.0);
         self.txns.push(txn);
         Ok(id)
     }

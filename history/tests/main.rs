@@ -3,5 +3,6 @@
 mod certificate;
 mod fast_readers;
 mod formats;
+mod row_interning;
 mod v1_errors;
 mod v1_roundtrip;

@@ -1,6 +1,8 @@
 //! The interpreter oracle: every predicate of a history compiled once, evaluated per row.
 
-use isocert_history::{Dialect, History, ObjId, PredId, TableId, Value, ValueId};
+use std::sync::OnceLock;
+
+use isocert_history::{Dialect, History, ObjId, PredId, Status, TableId, Value, ValueId};
 use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect};
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
@@ -54,7 +56,9 @@ enum Program {
 #[derive(Clone, Debug)]
 pub struct Interpreter {
     dialect: Dialect,
-    predicates: Vec<CompiledPredicate>,
+    /// One cell per predicate of the history, set when it is compiled: at once, or for the
+    /// predicates [`Interpreter::for_checking`] defers, on first evaluation.
+    predicates: Vec<OnceLock<CompiledPredicate>>,
     lenient: bool,
     schema: Schema,
 }
@@ -77,6 +81,62 @@ impl Interpreter {
         Ok(i)
     }
 
+    /// Compiles the predicates of the transactions that did not abort, which checkers
+    /// evaluate; a predicate only aborted transactions use is compiled when first evaluated
+    /// (no checker evaluates one today), and [`MatchesOracle::bounds`] of such a predicate
+    /// is [`Bounds::everything`] until then. More than half of a generated history's
+    /// transactions abort, and compiling their predicates was about 8% of `isocert check`
+    /// on one (docs/CHECKING.md, "Predicates of aborted transactions").
+    ///
+    /// # Errors
+    /// As [`Interpreter::new`], for the predicates compiled now. A deferred predicate that
+    /// does not compile gives its error when it is evaluated.
+    pub fn for_checking(h: &History) -> Result<Self, OracleError> {
+        let mut used = vec![false; h.predicates().len()];
+        for txn in h.txns.iter().filter(|t| t.status != Status::Aborted) {
+            for pred in txn.ops.iter().filter_map(|op| op.predicate()) {
+                used[pred.index()] = true;
+            }
+        }
+        let mut i = Interpreter {
+            dialect: h.dialect,
+            predicates: Vec::with_capacity(used.len()),
+            lenient: false,
+            schema: Schema::default(),
+        };
+        i.schema.update(h);
+        for (index, used) in used.into_iter().enumerate() {
+            let id = PredId::from_index(index);
+            let cell = if used { OnceLock::from(i.compile(h, id)?) } else { OnceLock::new() };
+            i.predicates.push(cell);
+        }
+        Ok(i)
+    }
+
+    /// Compiles predicate `id` of `h` (the schema must be up to date).
+    fn compile(&self, h: &History, id: PredId) -> Result<CompiledPredicate, OracleError> {
+        let kinds = self.schema.table_kinds(h, h.predicate(id).table);
+        compile_predicate(h, id, self.dialect, &kinds)
+    }
+
+    /// The compiled predicate in `cell`, compiling predicate `id` of `h` into it if it was
+    /// deferred; a compile error is kept, and answers every evaluation.
+    #[cold]
+    fn compile_deferred<'c>(
+        &self,
+        h: &History,
+        id: PredId,
+        cell: &'c OnceLock<CompiledPredicate>,
+    ) -> &'c CompiledPredicate {
+        cell.get_or_init(|| {
+            self.compile(h, id).unwrap_or_else(|e| CompiledPredicate {
+                table: h.predicate(id).table,
+                node: Err(e),
+                bounds: Bounds::everything(),
+            })
+        })
+    }
+
     /// Compiles every predicate of `h` it can; the others answer every question with their
     /// compile error, which a fallback (the database oracle) can take over. Returns the
     /// errors too, so a caller can report what falls back.
@@ -91,7 +151,7 @@ impl Interpreter {
         if let Err(e) = i.compile_new(h) {
             return (i, vec![e]);
         }
-        let errors = i.predicates.iter().filter_map(|p| p.node.as_ref().err().cloned()).collect();
+        let errors = i.predicates.iter().filter_map(|p| p.get()?.node.as_ref().err().cloned()).collect();
         (i, errors)
     }
 
@@ -105,17 +165,15 @@ impl Interpreter {
         }
         while self.predicates.len() < h.predicates().len() {
             let id = PredId::from_index(self.predicates.len());
-            let kinds = self.schema.table_kinds(h, h.predicate(id).table);
-            let compiled = compile_predicate(h, id, self.dialect, &kinds);
-            match compiled {
-                Ok(c) => self.predicates.push(c),
+            match self.compile(h, id) {
+                Ok(c) => self.predicates.push(OnceLock::from(c)),
                 Err(e) if self.lenient => {
                     let table = h.predicate(id).table;
-                    self.predicates.push(CompiledPredicate {
+                    self.predicates.push(OnceLock::from(CompiledPredicate {
                         table,
                         node: Err(e),
                         bounds: Bounds::everything(),
-                    });
+                    }));
                 }
                 Err(e) => return Err(e),
             }
@@ -123,9 +181,10 @@ impl Interpreter {
         Ok(())
     }
 
-    /// Whether predicate `pred` compiled (false for predicates a lenient interpreter skipped).
+    /// Whether predicate `pred` compiled (false for predicates a lenient interpreter skipped,
+    /// and for those [`Interpreter::for_checking`] deferred, until first evaluated).
     pub fn is_compiled(&self, pred: PredId) -> bool {
-        self.predicates.get(pred.index()).is_some_and(|p| p.node.is_ok())
+        self.predicates.get(pred.index()).and_then(OnceLock::get).is_some_and(|p| p.node.is_ok())
     }
 
     /// The three-valued result of predicate `pred` on version `value` of `obj`:
@@ -141,8 +200,12 @@ impl Interpreter {
         value: ValueId,
     ) -> Result<Option<bool>, OracleError> {
         // Not `ok_or`: that builds (and drops) the error on every call of this hot path.
-        let Some(c) = self.predicates.get(pred.index()) else {
+        let Some(cell) = self.predicates.get(pred.index()) else {
             return Err(OracleError::NotCompiled { pred });
+        };
+        let c = match cell.get() {
+            Some(c) => c,
+            None => self.compile_deferred(h, pred, cell),
         };
         let node = match c.node.as_ref().map_err(Clone::clone)? {
             Program::Sql(node) => node,
@@ -214,7 +277,11 @@ impl MatchesOracle for Interpreter {
     }
 
     fn bounds(&self, pred: PredId) -> Bounds {
-        self.predicates.get(pred.index()).map(|p| p.bounds.clone()).unwrap_or_default()
+        self.predicates
+            .get(pred.index())
+            .and_then(OnceLock::get)
+            .map(|p| p.bounds.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -43,6 +43,65 @@ fn type_errors_against_the_inferred_schema_are_load_time_errors() {
     assert!(e.to_string().contains("name > 5") && e.to_string().contains("text"), "{e}");
 }
 
+/// `Interpreter::for_checking` compiles the predicates of transactions that did not abort
+/// now and the others on first evaluation: every answer (truth, error, and bounds once
+/// evaluated) is the eager interpreter's; a bad predicate of a committed transaction is
+/// the eager interpreter's load-time error, one only an aborted transaction uses is
+/// reported when evaluated.
+#[test]
+fn deferred_predicates_answer_like_the_eager_interpreter() {
+    let text = concat!(
+        r#"{"id":1,"session":0,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"c0":3,"c1":7}},"#,
+        r#"{"f":"w","table":"t","key":2,"value":{"id":2,"c0":9,"c1":null}},"#,
+        r#"{"f":"select","table":"t","where":"c0 >= 2 AND c0 < 5","rows":[]}]}"#,
+        "
+",
+        r#"{"id":2,"session":0,"status":"aborted","ops":[{"f":"select","table":"t","where":"c0 BETWEEN 8 AND 10 AND c1 <> 7","rows":[]},"#,
+        r#"{"f":"select","table":"t","where":"c0 >= 2 AND c0 < 5","rows":[]}]}"#,
+        "
+",
+        r#"{"id":3,"session":1,"status":"unknown","ops":[{"f":"select","table":"t","where":"c1 IS NULL OR c0 > 8","rows":[]}]}"#,
+        "
+",
+        r#"{"id":4,"session":1,"status":"aborted","ops":[{"f":"select","table":"t","where":"c0 < 4","rows":[]}]}"#,
+    );
+    let h = read(text);
+    let eager = Interpreter::new(&h).expect("compiles");
+    let deferred = Interpreter::for_checking(&h).expect("compiles");
+    let Op::Write { obj, value } = h.txns[0].ops[1] else { panic!("not a write") };
+    let rows = [first_write(&h, 0), (obj, value)];
+    let preds: Vec<_> = (0..h.predicates().len()).map(isocert_history::PredId::from_index).collect();
+    assert_eq!(preds.len(), 4);
+    assert!(deferred.is_compiled(preds[0]) && deferred.is_compiled(preds[2]), "committed and unknown: now");
+    assert!(!deferred.is_compiled(preds[1]) && !deferred.is_compiled(preds[3]), "aborted only: deferred");
+    assert_eq!(deferred.bounds(preds[1]), isocert_oracle::Bounds::everything());
+    for &pred in &preds {
+        for &(obj, value) in rows.iter().chain([(rows[0].0, isocert_history::ValueId::ABSENT)].iter()) {
+            assert_eq!(
+                deferred.truth(&h, pred, obj, value).unwrap(),
+                eager.truth(&h, pred, obj, value).unwrap()
+            );
+        }
+        assert!(deferred.is_compiled(pred));
+        assert_eq!(deferred.bounds(pred), eager.bounds(pred));
+    }
+
+    let bad_committed = text.replacen("c0 >= 2 AND c0 < 5", "c0 >>= 2", 1);
+    let h = read(&bad_committed);
+    let e = Interpreter::for_checking(&h).expect_err("a committed transaction's bad predicate");
+    assert_eq!(e.to_string(), Interpreter::new(&h).expect_err("eager").to_string());
+
+    let bad_aborted = text.replace("c0 < 4", "c0 >>= 4");
+    let h = read(&bad_aborted);
+    let eager_error = Interpreter::new(&h).expect_err("eager compiles every predicate").to_string();
+    let deferred = Interpreter::for_checking(&h).expect("only an aborted transaction uses it");
+    let pred = h.txns[3].ops[0].predicate().expect("a select");
+    let (obj, value) = first_write(&h, 0);
+    let e = deferred.truth(&h, pred, obj, value).expect_err("reported when evaluated");
+    assert_eq!(e.to_string(), eager_error);
+    assert!(deferred.truth(&h, pred, obj, value).is_err(), "and every time after");
+}
+
 #[test]
 fn compile_new_picks_up_predicates_interned_later() {
     let mut h = History::new();
