@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use std::hash::BuildHasher;
 
 use isocert_checker::{
     check_chronos_kv, render_dot, render_json, Aion, AionDelay, AionOptions, CheckerKind, ChronosStream,
@@ -176,7 +175,7 @@ fn stream_chronos(args: &CheckArgs) -> anyhow::Result<Option<(Report, History)>>
         .with_context(|| format!("cannot open history {}", path.display()))?;
     let mut check = ChronosStream::new(args.isolation)?;
     let mut kv: Option<KvHistory> = None;
-    let mut names = StreamedIds::default();
+    let mut names = SeenIds::default();
     let mut stopped = None;
     'parts: while let Some(part) = chunks.next() {
         let Ok(mut part) = part else {
@@ -222,32 +221,6 @@ fn stream_chronos(args: &CheckArgs) -> anyhow::Result<Option<(Report, History)>>
         "chronos finished (streaming)"
     );
     Ok(Some(renumbered(report, &kv)))
-}
-
-/// The ids streaming Chronos has read, to stop at a repeated one. Integer ids that keep
-/// growing (gen's and the workloads') are kept in an array that is sorted by construction;
-/// any other id is kept as its hash. A hash shared by two different ids only sends the
-/// check to the whole-history reader, which finds repeats exactly. At ten million
-/// transactions the hash set of every id was 5.9% of the checking thread's samples
-/// (docs/PERFORMANCE.md, "Chronos and Aion").
-#[derive(Default)]
-struct StreamedIds {
-    growing: Vec<i64>,
-    other: FxHashSet<u64>,
-}
-
-impl StreamedIds {
-    /// Records `id`; false when it may have been read before.
-    fn insert(&mut self, id: &Scalar) -> bool {
-        match id {
-            Scalar::Int(i) if self.growing.last().is_none_or(|last| i > last) => {
-                self.growing.push(*i);
-                true
-            }
-            Scalar::Int(i) if self.growing.binary_search(i).is_ok() => false,
-            other => self.other.insert(rustc_hash::FxBuildHasher.hash_one(other)),
-        }
-    }
 }
 
 /// The labels of the transactions `report` names, and the report renumbered to them.
@@ -416,7 +389,7 @@ fn aion_pipelined<R: Read + Send>(
                 None => {
                     let mut first = *history;
                     first.set_default_initial(initial);
-                    // The reader thread finds repeated ids ([`AionIds`]).
+                    // The reader thread finds repeated ids ([`SeenIds`]).
                     first.drop_name_index();
                     kv = Some(first);
                     0
@@ -441,7 +414,7 @@ fn aion_pipelined<R: Read + Send>(
 /// them until the end of input, an error, or the checking thread stops listening.
 fn read_batches<R: Read>(mut reader: KvV1Reader<R>, send: &std::sync::mpsc::SyncSender<Parsed>) {
     let mut count = 0;
-    let mut ids = AionIds::default();
+    let mut ids = SeenIds::default();
     let mut sent = false;
     loop {
         let mut next = reader.next_txn();
@@ -480,23 +453,25 @@ fn read_batches<R: Read>(mut reader: KvV1Reader<R>, send: &std::sync::mpsc::Sync
 }
 
 /// Integer ids below this are recorded in a bit set, larger or other ids in a hash set.
-const AION_ID_BITS: i64 = 1 << 26;
+const SEEN_ID_BITS: i64 = 1 << 26;
 
-/// The transaction ids Aion's reader thread has read, to find a repeated one exactly (the
-/// checking thread's history then keeps no index of names). Integer ids from 0 up to
-/// [`AION_ID_BITS`] (gen's and the workloads', in any order) take one bit each; any other
-/// id is kept whole in a hash set.
+/// The transaction ids a streaming check has read, to find a repeated one exactly without
+/// indexing names in the checked history (Aion's reader thread, streaming Chronos's checking
+/// thread). Integer ids from 0 up to [`SEEN_ID_BITS`] (gen's and the workloads', in any
+/// order) take one bit each, 1.25 MB for ten million; any other id is kept whole in a hash
+/// set. (A hash set of every id was 5.9% of streaming Chronos's checking thread at ten
+/// million transactions, docs/PERFORMANCE.md, "Chronos and Aion".)
 #[derive(Default)]
-struct AionIds {
+struct SeenIds {
     bits: Vec<u64>,
     other: FxHashSet<Scalar>,
 }
 
-impl AionIds {
+impl SeenIds {
     /// Records `id`; false when it was read before.
     fn insert(&mut self, id: &Scalar) -> bool {
         match id {
-            Scalar::Int(i) if (0..AION_ID_BITS).contains(i) => {
+            Scalar::Int(i) if (0..SEEN_ID_BITS).contains(i) => {
                 let (word, bit) = ((*i as usize) / 64, 1u64 << (*i % 64));
                 if word >= self.bits.len() {
                     self.bits.resize((word + 1).next_power_of_two(), 0);
@@ -514,10 +489,10 @@ impl AionIds {
 mod tests {
     use super::*;
 
-    /// `AionIds` against a set of every id, on random sequences of small and large,
+    /// `SeenIds` against a set of every id, on random sequences of small and large,
     /// negative, repeated and text ids in any order.
     #[test]
-    fn aion_ids_find_exactly_the_repeats_a_set_finds() {
+    fn seen_ids_find_exactly_the_repeats_a_set_finds() {
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = |n: u64| {
             state ^= state << 13;
@@ -526,11 +501,11 @@ mod tests {
             state % n
         };
         for _ in 0..200 {
-            let (mut ids, mut all) = (AionIds::default(), std::collections::HashSet::new());
+            let (mut ids, mut all) = (SeenIds::default(), std::collections::HashSet::new());
             for _ in 0..400 {
                 let id = match next(5) {
                     0 | 1 => Scalar::Int(next(300) as i64),
-                    2 => Scalar::Int(AION_ID_BITS - 3 + next(6) as i64),
+                    2 => Scalar::Int(SEEN_ID_BITS - 3 + next(6) as i64),
                     3 => Scalar::Int(-(next(20) as i64)),
                     _ => Scalar::Text(format!("t{}", next(40)).into()),
                 };
@@ -545,34 +520,5 @@ mod tests {
         assert_eq!(parse_initial("\"x\""), Ok(Scalar::Text("x".into())));
         assert_eq!(parse_initial("abc"), Ok(Scalar::Text("abc".into())));
         assert!(parse_initial("[1]").is_err());
-    }
-
-    /// `StreamedIds` against a set of every id, on random sequences mixing growing,
-    /// falling and repeated integers with text ids (no two different small ids share an
-    /// Fx hash here, so the answers must agree exactly).
-    #[test]
-    fn streamed_ids_find_exactly_the_repeats_a_set_finds() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
-        for _ in 0..200 {
-            let (mut ids, mut all) = (StreamedIds::default(), std::collections::HashSet::new());
-            let mut top = 0i64;
-            for _ in 0..300 {
-                let id = match next(4) {
-                    0 | 1 => {
-                        top += 1 + next(3) as i64;
-                        Scalar::Int(top)
-                    }
-                    2 => Scalar::Int(next(top as u64 + 5) as i64 - 2),
-                    _ => Scalar::Text(format!("t{}", next(40)).into()),
-                };
-                assert_eq!(ids.insert(&id), all.insert(id.clone()), "{id:?}");
-            }
-        }
     }
 }
