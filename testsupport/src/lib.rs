@@ -19,6 +19,10 @@
 
 use std::io::Write as _;
 
+mod kafka;
+
+pub use kafka::{tansu_program, KafkaBroker, KAFKA, TANSU_ENV};
+
 /// A database server tests may need, and how a test finds one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TestServer {
