@@ -32,6 +32,9 @@ const RESOLVED_EVERY: &str = "1s";
 const MAX_RECONNECTS: u32 = 5;
 /// How long `finish` waits for the watermark.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a Kafka admin request (create or delete a topic) or metadata query may take.
+#[cfg(feature = "kafka")]
+const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The statement that opens the sinkless changefeed on `table` from `cursor`.
 pub(crate) fn changefeed_sql(table: &str, cursor: Timestamp) -> String {
@@ -60,6 +63,9 @@ struct State {
     error: Option<String>,
     /// The changefeed job a sink-based feed created (cancelled by `finish`).
     job: Option<String>,
+    /// The (brokers, topic) a Kafka feed created (deleted by `finish`, after the job).
+    #[cfg(feature = "kafka")]
+    created_topic: Option<(String, String)>,
 }
 
 /// The sinkless changefeed of one table.
@@ -191,6 +197,10 @@ async fn consume_kafka(
 ) {
     let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
     let outcome: Result<(), String> = async {
+        // The topic first: CockroachDB's sink creates none, and no row changes before the
+        // capture has started (kafka.rs).
+        let feed = super::kafka::KafkaFeed::prepare(&target, &table, KAFKA_TIMEOUT).await.map_err(|e| e.to_string())?;
+        lock().created_topic = feed.created_topic();
         let client = tls::connect(&url, classify).await.map_err(|e| e.to_string())?;
         let sql = format!(
             "CREATE CHANGEFEED FOR TABLE {} INTO '{}' WITH updated, mvcc_timestamp, diff, \
@@ -202,9 +212,6 @@ async fn consume_kafka(
         );
         let rows = query_with(&client, &sql, classify).await.map_err(|e| e.to_string())?;
         lock().job = rows.first().and_then(|r| r.get(0)).map(str::to_string);
-        let feed = super::kafka::KafkaFeed::open(&target.brokers, &target.topic(&table), &table, FINISH_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())?;
         lock().started = true;
         tick.send_modify(|n| *n += 1);
         let mut log = FeedLog::new();
@@ -217,6 +224,17 @@ async fn consume_kafka(
     }
     .await;
     if let Err(e) = outcome {
+        // Before the job exists nothing else would remove the topic the capture created.
+        let (started, topic) = {
+            let s = lock();
+            (s.started, s.created_topic.clone())
+        };
+        if let (false, Some((brokers, topic))) = (started, topic) {
+            lock().created_topic = None;
+            if let Err(e) = super::kafka::delete_topic(&brokers, &topic, KAFKA_TIMEOUT).await {
+                tracing::warn!("{e}; delete topic {topic} yourself");
+            }
+        }
         lock().error = Some(e);
         tick.send_modify(|n| *n += 1);
     }
@@ -294,6 +312,14 @@ impl ChangeCapture for ChangefeedCapture {
             };
             if let Err(e) = cancel.await {
                 tracing::warn!("cancelling changefeed job {job}: {e}; cancel it yourself (CANCEL JOB {job})");
+            }
+        }
+        #[cfg(feature = "kafka")]
+        let created_topic = self.lock().created_topic.take();
+        #[cfg(feature = "kafka")]
+        if let Some((brokers, topic)) = created_topic {
+            if let Err(e) = super::kafka::delete_topic(&brokers, &topic, KAFKA_TIMEOUT).await {
+                tracing::warn!("{e}; delete topic {topic} yourself");
             }
         }
         result

@@ -1,27 +1,43 @@
 //! The changefeed's Kafka sink, consumed with rdkafka (cargo feature `kafka`).
 //!
-//! `--changefeed kafka://BROKER:9092[,BROKER2:9092]/PREFIX` makes the capture create
+//! `--changefeed kafka://BROKER:9092[,BROKER2:9092]/PREFIX[?partitions=N]` makes the capture
+//! create topic `PREFIX` + table name with N partitions (default 1) through Kafka's admin API,
+//! assign a consumer to every partition from its current end, and only then create
 //! `CREATE CHANGEFEED FOR TABLE t INTO 'kafka://BROKER:9092?topic_prefix=PREFIX' WITH updated,
-//! mvcc_timestamp, diff, resolved, ...` and read topic `PREFIX` + table name from its
-//! beginning, every partition assigned explicitly (no group rebalancing; offsets are never
-//! committed: each run reads its own topic from the start). Each message carries the key
-//! (`[1]`) and the envelope exactly as the sinkless feed (docs "Changefeed Messages", Kafka
-//! sink); resolved messages go to every partition, so the watermark is the lowest over all
-//! partitions, and delivery is at least once: [`FeedLog`] drops redeliveries by (key,
-//! `updated`).
+//! mvcc_timestamp, diff, resolved, ...`. The topic must exist first: CockroachDB's v2 Kafka
+//! sink (`pkg/ccl/changefeedccl/sink_kafka_v2.go`, added in 2024, the default where
+//! `changefeed.new_kafka_sink.enabled` is on) sends resolved messages only to the partitions
+//! of topics its ListTopics found (refreshed at most once a minute), its produce requests
+//! create a topic only where the broker allows `auto.create.topics.enable`, no row changes
+//! before the capture has started, and librdkafka's consumer creates nothing. A topic that
+//! already exists (a prefix reused, or made by the user with their own partition count) is
+//! read from its end, so messages of earlier runs are never taken for this one's, and it is
+//! left in place; a topic the capture created is deleted when the capture finishes.
+//!
+//! No group rebalancing (partitions are assigned explicitly) and offsets are never committed.
+//! Each message carries the key (`[1]`) and the envelope exactly as the sinkless feed (docs
+//! "Changefeed Messages", Kafka sink); resolved messages go to every partition, so the
+//! watermark is the lowest over all partitions, and delivery is at least once: [`FeedLog`]
+//! drops redeliveries by (key, `updated`).
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use isocert_history::Timestamp;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::changefeed::{parse_message, FeedLog};
 use crate::AdapterError;
 
-/// A parsed `kafka://BROKERS/PREFIX`.
+/// The most partitions `?partitions=` accepts (a guard against a typo creating thousands).
+const MAX_PARTITIONS: u32 = 1024;
+
+/// A parsed `kafka://BROKERS/PREFIX[?partitions=N&sink=HOST:PORT]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KafkaTarget {
     /// `host:port[,host:port...]`.
@@ -32,13 +48,16 @@ pub struct KafkaTarget {
     /// isocert does (a broker in docker compose advertising `kafka:19092` inside and
     /// `127.0.0.1:9092` outside).
     pub sink_broker: Option<String>,
+    /// `?partitions=N`: the partition count of the topic the capture creates (default 1;
+    /// an existing topic keeps its own).
+    pub partitions: u32,
 }
 
 impl KafkaTarget {
-    /// Parses `kafka://host:port[,host:port]/prefix[?sink=HOST:PORT]`.
+    /// Parses `kafka://host:port[,host:port]/prefix[?partitions=N][&sink=HOST:PORT]`.
     ///
     /// # Errors
-    /// Another scheme or no broker.
+    /// Another scheme, no broker, an unknown parameter or a partition count out of 1..=1024.
     pub fn parse(text: &str) -> Result<Self, AdapterError> {
         let bad = |m: &str| AdapterError::NotSupportedHere { message: format!("--changefeed {text}: {m}") };
         let rest =
@@ -48,14 +67,29 @@ impl KafkaTarget {
         if brokers.is_empty() {
             return Err(bad("no broker"));
         }
-        let mut sink_broker = None;
+        let mut target = KafkaTarget {
+            brokers: brokers.to_string(),
+            topic_prefix: prefix.to_string(),
+            sink_broker: None,
+            partitions: 1,
+        };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
-                Some(("sink", b)) if !b.is_empty() => sink_broker = Some(b.to_string()),
-                _ => return Err(bad(&format!("unknown parameter {pair:?} (only sink=HOST:PORT)"))),
+                Some(("sink", b)) if !b.is_empty() => target.sink_broker = Some(b.to_string()),
+                Some(("partitions", n)) => {
+                    target.partitions =
+                        n.parse().ok().filter(|n| (1..=MAX_PARTITIONS).contains(n)).ok_or_else(|| {
+                            bad(&format!("partitions={n}: a count from 1 to {MAX_PARTITIONS}"))
+                        })?;
+                }
+                _ => {
+                    return Err(bad(&format!(
+                        "unknown parameter {pair:?} (partitions=N and sink=HOST:PORT are known)"
+                    )))
+                }
             }
         }
-        Ok(KafkaTarget { brokers: brokers.to_string(), topic_prefix: prefix.to_string(), sink_broker })
+        Ok(target)
     }
 
     /// The topic CockroachDB writes `table`'s changes to.
@@ -81,26 +115,37 @@ fn kafka_error(context: &str, e: impl std::fmt::Display) -> AdapterError {
     AdapterError::Protocol { message: format!("Kafka: {context}: {e}") }
 }
 
-/// One changefeed topic, every partition read from its beginning.
+/// Whether [`KafkaFeed::prepare`] made the topic or found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicOrigin {
+    /// The capture created it (and deletes it when it finishes).
+    Created,
+    /// It was there already (it is read from its end and left in place).
+    Existing,
+}
+
+/// One changefeed topic, every partition read from where it ended when the feed opened.
 #[allow(missing_debug_implementations)] // rdkafka's consumer is not Debug
 pub struct KafkaFeed {
     consumer: StreamConsumer,
+    brokers: String,
+    topic: String,
     table: String,
     partitions: u32,
+    origin: TopicOrigin,
 }
 
 impl KafkaFeed {
-    /// Connects to `brokers`, waits (up to `timeout`) until `topic` exists, and assigns all
-    /// its partitions from the beginning.
+    /// Creates `target`'s topic for `table` unless it exists, then assigns a consumer to
+    /// every partition from its current end: call it before the changefeed is created.
     ///
     /// # Errors
-    /// The client cannot be made, or the topic does not appear in time.
-    pub async fn open(
-        brokers: &str,
-        topic: &str,
-        table: &str,
-        timeout: Duration,
-    ) -> Result<Self, AdapterError> {
+    /// The clients cannot be made, the broker refuses the topic, or its metadata or offsets
+    /// do not come within `timeout`.
+    pub async fn prepare(target: &KafkaTarget, table: &str, timeout: Duration) -> Result<Self, AdapterError> {
+        let topic = target.topic(table);
+        let brokers = target.brokers.as_str();
+        let origin = create_topic(brokers, &topic, target.partitions, timeout).await?;
         let consumer: StreamConsumer = ClientConfig::new()
             .set("bootstrap.servers", brokers)
             .set("group.id", format!("isocert-{topic}"))
@@ -108,36 +153,49 @@ impl KafkaFeed {
             .set("enable.partition.eof", "false")
             .create()
             .map_err(|e| kafka_error("creating the consumer", e))?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let partitions = loop {
-            let found = consumer
-                .fetch_metadata(Some(topic), Duration::from_secs(2))
-                .ok()
-                .and_then(|m| {
-                    m.topics().iter().find(|t| t.name() == topic).map(|t| t.partitions().len() as u32)
-                })
-                .filter(|&n| n > 0);
-            if let Some(n) = found {
-                break n;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(kafka_error(&format!("topic {topic} at {brokers}"), "it did not appear in time"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        let partitions = partition_count(&consumer, &topic, timeout).await?;
         let mut assignment = TopicPartitionList::new();
         for p in 0..partitions as i32 {
+            let (_, end) = consumer
+                .fetch_watermarks(&topic, p, timeout)
+                .map_err(|e| kafka_error(&format!("the end offset of {topic} partition {p}"), e))?;
             assignment
-                .add_partition_offset(topic, p, Offset::Beginning)
+                .add_partition_offset(&topic, p, Offset::Offset(end))
                 .map_err(|e| kafka_error("assigning partitions", e))?;
         }
         consumer.assign(&assignment).map_err(|e| kafka_error("assigning partitions", e))?;
-        Ok(KafkaFeed { consumer, table: table.to_string(), partitions })
+        if origin == TopicOrigin::Existing {
+            tracing::info!("Kafka topic {topic} exists ({partitions} partitions): reading it from its end");
+        }
+        Ok(KafkaFeed {
+            consumer,
+            brokers: brokers.to_string(),
+            topic,
+            table: table.to_string(),
+            partitions,
+            origin,
+        })
     }
 
     /// The topic's partition count.
     pub fn partitions(&self) -> u32 {
         self.partitions
+    }
+
+    /// Whether the feed created its topic.
+    pub fn origin(&self) -> TopicOrigin {
+        self.origin
+    }
+
+    /// The topic read.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The brokers and topic to delete when the capture finishes, if this feed created the
+    /// topic (a topic that existed is left alone).
+    pub fn created_topic(&self) -> Option<(String, String)> {
+        (self.origin == TopicOrigin::Created).then(|| (self.brokers.clone(), self.topic.clone()))
     }
 
     /// Reads messages into `log` until its watermark (over all partitions) reaches
@@ -194,223 +252,84 @@ impl KafkaFeed {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use rdkafka::mocking::MockCluster;
-    use rdkafka::producer::{FutureProducer, FutureRecord};
+fn admin_client(brokers: &str) -> Result<AdminClient<DefaultClientContext>, AdapterError> {
+    ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| kafka_error("creating the admin client", e))
+}
 
-    use super::*;
-
-    const T1: &str = "1700000001000000000.0000000000";
-    const T2: &str = "1700000002000000000.0000000001";
-    const RESOLVED: &str = "1700000003000000000.0000000000";
-
-    #[test]
-    fn kafka_urls_name_brokers_and_a_topic_prefix() {
-        let t = KafkaTarget::parse("kafka://b1:9092,b2:9092/run7_").unwrap();
-        assert_eq!((t.brokers.as_str(), t.topic("items")), ("b1:9092,b2:9092", "run7_items".to_string()));
-        assert_eq!(t.sink_uri(), "kafka://b1:9092?topic_prefix=run7_");
-        assert_eq!(KafkaTarget::parse("kafka://b:9092").unwrap().sink_uri(), "kafka://b:9092");
-        let t = KafkaTarget::parse("kafka://127.0.0.1:9092/p_?sink=kafka:19092").unwrap();
-        assert_eq!(
-            (t.brokers.as_str(), t.sink_uri()),
-            ("127.0.0.1:9092", "kafka://kafka:19092?topic_prefix=p_".into())
-        );
-        assert!(KafkaTarget::parse("kafka://b:1/p?x=1").unwrap_err().to_string().contains("x=1"));
-        assert!(KafkaTarget::parse("http://b/x").is_err() && KafkaTarget::parse("kafka:///x").is_err());
-    }
-
-    /// Changefeed messages as CockroachDB's Kafka sink produces them (docs "Changefeed
-    /// Messages": key `[id]`, the wrapped envelope, resolved messages to every partition),
-    /// through librdkafka's mock broker: two partitions, a redelivery, and the watermark
-    /// held back until both partitions resolved.
-    #[tokio::test]
-    async fn a_changefeed_topic_on_a_broker_becomes_the_feed_log() {
-        let cluster = MockCluster::new(1).unwrap();
-        cluster.create_topic("run_items", 2, 1).unwrap();
-        let brokers = cluster.bootstrap_servers();
-        let producer: FutureProducer =
-            ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
-        let change = |key: i64, v: i64, at: &str| {
-            (
-                format!("[{key}]"),
-                format!(
-                    r#"{{"after": {{"id": {key}, "v": {v}}}, "before": null, "mvcc_timestamp": "{at}", "updated": "{at}"}}"#
-                ),
-            )
-        };
-        let resolved = |at: &str| (None::<String>, format!(r#"{{"resolved": "{at}"}}"#));
-        let sends: Vec<(i32, Option<String>, String)> = vec![
-            // Row 2 (partition 1) before row 1 (partition 0): no order across partitions.
-            {
-                let (k, v) = change(2, 22, T2);
-                (1, Some(k), v)
-            },
-            {
-                let (k, v) = change(1, 11, T1);
-                (0, Some(k), v)
-            },
-            {
-                let (k, v) = resolved(RESOLVED);
-                (0, k, v)
-            },
-            // A redelivery of row 1's change.
-            {
-                let (k, v) = change(1, 11, T1);
-                (0, Some(k), v)
-            },
-            {
-                let (k, v) = resolved(RESOLVED);
-                (1, k, v)
-            },
-        ];
-        for (partition, key, value) in &sends {
-            let mut record = FutureRecord::to("run_items").payload(value).partition(*partition);
-            if let Some(k) = key {
-                record = record.key(k);
-            }
-            producer.send(record, Duration::from_secs(5)).await.unwrap();
-        }
-        let feed = KafkaFeed::open(&brokers, "run_items", "items", Duration::from_secs(10)).await.unwrap();
-        assert_eq!(feed.partitions(), 2);
-        let mut log = FeedLog::new();
-        let mut seen = 0;
-        let target = isocert_recovery::parse_hlc(RESOLVED).unwrap();
-        feed.read_until(&mut log, Some(target), Duration::from_secs(20), |_| seen += 1).await.unwrap();
-        // Partitions are read in any order: the watermark may pass before the redelivery.
-        assert!(seen >= 4, "{seen}");
-        assert!(log.is_complete());
-        // Without a target, reading goes on until the timeout: the rest arrives.
-        feed.read_until(&mut log, None, Duration::from_millis(500), |_| seen += 1).await.unwrap();
-        assert_eq!(seen, 5);
-        assert_eq!((log.txn_count(), log.change_count(), log.duplicates()), (2, 2, 1));
-        let raw = log.to_raw_log();
-        let keys: Vec<String> = raw.txns().iter().map(|t| t.changes[0].key.to_string()).collect();
-        assert_eq!(keys, ["1", "2"], "ordered by HLC, not by arrival");
-        // A topic that never appears is named.
-        let e = KafkaFeed::open(&brokers, "absent", "items", Duration::from_millis(500)).await.err().unwrap();
-        assert!(e.to_string().contains("topic absent"), "{e}");
-    }
-
-    /// A minimal pgwire server answering what the Kafka capture sends: the timestamps, the
-    /// `CREATE CHANGEFEED ... INTO` (a job id, as CockroachDB answers a sink changefeed) and
-    /// `CANCEL JOB`; it records the statements.
-    async fn fake_cockroach(statements: std::sync::Arc<std::sync::Mutex<Vec<String>>>) -> u16 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
-            let mut out = vec![kind];
-            out.extend(((body.len() + 4) as u32).to_be_bytes());
-            out.extend(body);
-            out
-        }
-        fn one_value(name: &str, value: &str) -> Vec<u8> {
-            let mut d = 1u16.to_be_bytes().to_vec();
-            d.extend(name.as_bytes());
-            d.extend([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25, 255, 255, 255, 255, 255, 255, 0, 0]);
-            let mut out = msg(b'T', &d);
-            let mut row = 1u16.to_be_bytes().to_vec();
-            row.extend((value.len() as u32).to_be_bytes());
-            row.extend(value.as_bytes());
-            out.extend(msg(b'D', &row));
-            out
-        }
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let clock = std::sync::Arc::new(std::sync::Mutex::new(vec![CURSOR, END]));
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let (statements, clock) = (statements.clone(), clock.clone());
-                tokio::spawn(async move {
-                    let mut len = [0u8; 4];
-                    socket.read_exact(&mut len).await.unwrap();
-                    let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
-                    socket.read_exact(&mut startup).await.unwrap();
-                    let mut hello = msg(b'R', &0u32.to_be_bytes());
-                    hello.extend(msg(b'Z', b"I"));
-                    socket.write_all(&hello).await.unwrap();
-                    loop {
-                        let mut head = [0u8; 5];
-                        if socket.read_exact(&mut head).await.is_err() {
-                            return;
-                        }
-                        let n = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize - 4;
-                        let mut body = vec![0u8; n];
-                        socket.read_exact(&mut body).await.unwrap();
-                        if head[0] != b'Q' {
-                            return;
-                        }
-                        let sql = String::from_utf8_lossy(&body).trim_end_matches('\0').to_string();
-                        statements.lock().unwrap().push(sql.clone());
-                        let mut out = if sql.starts_with("SELECT cluster_logical_timestamp()") {
-                            one_value("cluster_logical_timestamp", clock.lock().unwrap().remove(0))
-                        } else if sql.starts_with("CREATE CHANGEFEED") {
-                            one_value("job_id", "1017")
-                        } else {
-                            Vec::new()
-                        };
-                        out.extend(msg(b'C', b"OK\0"));
-                        out.extend(msg(b'Z', b"I"));
-                        socket.write_all(&out).await.unwrap();
-                    }
-                });
-            }
-        });
-        port
-    }
-
-    const CURSOR: &str = "1700000000000000000.0000000000";
-    const END: &str = "1700000002500000000.0000000000";
-
-    /// The whole Kafka capture: the changefeed job created INTO the sink named by
-    /// `?sink=`, its topic read from the broker until the watermark passes the end of the
-    /// run, and the job cancelled.
-    #[tokio::test]
-    async fn the_kafka_capture_creates_the_job_reads_its_topic_and_cancels_it() {
-        use crate::{CaptureOptions, ChangeCapture, CockroachDb, Database, TableSpec};
-
-        let cluster = MockCluster::new(1).unwrap();
-        cluster.create_topic("run_items", 2, 1).unwrap();
-        let brokers = cluster.bootstrap_servers();
-        let producer: FutureProducer =
-            ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
-        let value = |key: i64, v: i64, at: &str| {
-            format!(
-                r#"{{"after": {{"id": {key}, "v": {v}}}, "before": null, "mvcc_timestamp": "{at}", "updated": "{at}"}}"#
-            )
-        };
-        let resolved = format!(r#"{{"resolved": "{RESOLVED}"}}"#);
-        for (partition, key, payload) in [
-            (0, Some("[1]"), value(1, 11, T1)),
-            (1, Some("[2]"), value(2, 22, T2)),
-            (0, None, resolved.clone()),
-            (1, None, resolved.clone()),
-        ] {
-            let mut record = FutureRecord::to("run_items").payload(&payload).partition(partition);
-            if let Some(k) = key {
-                record = record.key(k);
-            }
-            producer.send(record, Duration::from_secs(5)).await.unwrap();
-        }
-        let statements = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let port = fake_cockroach(statements.clone()).await;
-        let db = CockroachDb::from_url(&format!("cockroachdb://root@127.0.0.1:{port}/defaultdb")).unwrap();
-        let options = CaptureOptions {
-            run_name: "t".into(),
-            mode: Some(format!("kafka://{brokers}/run_?sink=kafka:19092")),
-            poll_interval: Duration::ZERO,
-        };
-        let table = TableSpec::integers("items", &["id", "v"]);
-        let mut capture = db.start_capture(&table, &options).await.unwrap();
-        capture.wait_started(Duration::from_secs(20)).await.unwrap();
-        let log = tokio::time::timeout(Duration::from_secs(30), capture.finish(None)).await.unwrap().unwrap();
-        assert_eq!((log.len(), log.change_count()), (2, 2));
-        let sent = statements.lock().unwrap().clone();
-        let create = sent.iter().find(|s| s.starts_with("CREATE CHANGEFEED")).unwrap();
-        assert!(
-            create.contains("INTO 'kafka://kafka:19092?topic_prefix=run_'")
-                && create.contains(&format!("cursor = '{CURSOR}'")),
-            "{create}"
-        );
-        assert!(sent.contains(&"CANCEL JOB 1017".to_string()), "{sent:?}");
+/// Deletes `topic` (one the capture created), within `timeout`.
+///
+/// # Errors
+/// The broker refuses or does not answer in time.
+pub async fn delete_topic(brokers: &str, topic: &str, timeout: Duration) -> Result<(), AdapterError> {
+    let admin = admin_client(brokers)?;
+    let options = AdminOptions::new().operation_timeout(Some(timeout)).request_timeout(Some(timeout));
+    let results = admin
+        .delete_topics(&[topic], &options)
+        .await
+        .map_err(|e| kafka_error(&format!("deleting topic {topic}"), e))?;
+    match results.into_iter().next() {
+        Some(Err((_, code))) => Err(kafka_error(&format!("deleting topic {topic}"), code)),
+        _ => Ok(()),
     }
 }
+
+/// Creates `topic` with `partitions` partitions (the broker's default replication factor),
+/// or finds that it exists.
+async fn create_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: u32,
+    timeout: Duration,
+) -> Result<TopicOrigin, AdapterError> {
+    let admin = admin_client(brokers)?;
+    let options = AdminOptions::new().operation_timeout(Some(timeout)).request_timeout(Some(timeout));
+    // -1: the broker's default.replication.factor (Kafka 2.4 and later, KIP-464).
+    let new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(-1));
+    let results = admin
+        .create_topics(&[new], &options)
+        .await
+        .map_err(|e| kafka_error(&format!("creating topic {topic} at {brokers}"), e))?;
+    match results.into_iter().next() {
+        Some(Ok(_)) => Ok(TopicOrigin::Created),
+        Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(TopicOrigin::Existing),
+        Some(Err((_, code))) => Err(kafka_error(&format!("creating topic {topic} at {brokers}"), code)),
+        None => Err(kafka_error(&format!("creating topic {topic} at {brokers}"), "no answer for the topic")),
+    }
+}
+
+/// The partition count of `topic` once the broker's metadata lists it with every partition
+/// led (a topic just created may take a moment), within `timeout`.
+async fn partition_count(
+    consumer: &StreamConsumer,
+    topic: &str,
+    timeout: Duration,
+) -> Result<u32, AdapterError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let found = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(2))
+            .ok()
+            .and_then(|m| {
+                m.topics()
+                    .iter()
+                    .find(|t| t.name() == topic && t.error().is_none())
+                    .filter(|t| t.partitions().iter().all(|p| p.leader() >= 0))
+                    .map(|t| t.partitions().len() as u32)
+            })
+            .filter(|&n| n > 0);
+        if let Some(n) = found {
+            return Ok(n);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(kafka_error(&format!("topic {topic}"), "its metadata did not list it in time"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+#[path = "kafka_tests.rs"]
+mod tests;

@@ -24,6 +24,6 @@ pub use changefeed::{
     FeedMessage, FeedRow,
 };
 #[cfg(feature = "kafka")]
-pub use kafka::{KafkaFeed, KafkaTarget};
+pub use kafka::{delete_topic, KafkaFeed, KafkaTarget, TopicOrigin};
 pub use session::{classify, CrdbSession};
 pub use url::{CockroachUrl, TlsMode};
