@@ -1,0 +1,103 @@
+"""Checks that every service of a compose file can start together (scripts/check-compose).
+
+The Compose Specification's schema accepts a file whose services cannot all run at once:
+two services publishing one host port (`docker compose up -d` of everything then fails),
+a `depends_on` naming no service, a cycle of dependencies, two services with one
+`container_name`, a repeated key (YAML keeps the last silently). This finds those, and a
+service without a health check (the README starts services with `up -d --wait`).
+Usage: python compose-together.py FILE; exit 1 with one line per problem.
+"""
+
+import sys
+
+from ruamel.yaml import YAML
+
+
+def host_ports(service):
+    """The (host IP, host port, protocol) triples a service publishes."""
+    out = []
+    for entry in service.get("ports") or []:
+        if isinstance(entry, dict):
+            if entry.get("published") is not None:
+                out.append((entry.get("host_ip", ""), str(entry["published"]), entry.get("protocol", "tcp")))
+            continue
+        text = str(entry)
+        text, _, protocol = text.partition("/")
+        parts = text.rsplit(":", 2)
+        if len(parts) == 1:
+            continue  # container port only: Docker picks a free host port
+        host = parts[-2]
+        ip = parts[0] if len(parts) == 3 else ""
+        out.append((ip, host, protocol or "tcp"))
+    return out
+
+
+def overlaps(a, b):
+    """Whether two host port bindings collide (ranges such as 8000-8010 included)."""
+    if a[2] != b[2] or (a[0] and b[0] and a[0] != b[0]):
+        return False
+
+    def span(p):
+        lo, _, hi = p.partition("-")
+        return int(lo), int(hi or lo)
+
+    (alo, ahi), (blo, bhi) = span(a[1]), span(b[1])
+    return alo <= bhi and blo <= ahi
+
+
+def problems(doc):
+    services = doc.get("services") or {}
+    found = []
+    bindings = []
+    names = {}
+    for name, service in services.items():
+        service = service or {}
+        for binding in host_ports(service):
+            for other, seen in bindings:
+                if overlaps(binding, seen):
+                    found.append(f"services {other} and {name} both publish host port {binding[1]}/{binding[2]}")
+            bindings.append((name, binding))
+        cname = service.get("container_name")
+        if cname:
+            if cname in names:
+                found.append(f"services {names[cname]} and {name} both have container_name {cname}")
+            names[cname] = name
+        deps = service.get("depends_on") or []
+        for dep in deps:
+            if dep not in services:
+                found.append(f"service {name} depends on {dep}, which the file does not define")
+        if "healthcheck" not in service:
+            found.append(f"service {name} has no healthcheck (`docker compose up --wait` needs one)")
+    # Dependency cycles.
+    state = {}
+
+    def visit(name, path):
+        if state.get(name) == "done" or name not in services:
+            return
+        if state.get(name) == "open":
+            found.append("a depends_on cycle: " + " -> ".join(path + [name]))
+            return
+        state[name] = "open"
+        for dep in (services[name] or {}).get("depends_on") or []:
+            visit(dep, path + [name])
+        state[name] = "done"
+
+    for name in services:
+        visit(name, [])
+    return found
+
+
+def main(path):
+    try:
+        doc = YAML(typ="safe").load(open(path, encoding="utf-8"))
+    except Exception as e:  # a repeated key or a YAML error, with its line
+        print(f"{path}: {e}", file=sys.stderr)
+        return 1
+    found = problems(doc)
+    for p in found:
+        print(f"{path}: {p}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
