@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex};
 use isocert_history::{Dialect, History};
 use isocert_recovery::{recover_mongodb, RawLog, RawLogError, Recovered, RecoveryError, RowMatcher};
 use mongodb::bson::{doc, Document};
-use mongodb::options::ChangeStreamPreAndPostImages;
+use mongodb::options::{ChangeStreamPreAndPostImages, ClientOptions};
 use mongodb::{Client, Database as MongoDatabase};
 use rustc_hash::FxHashMap;
 
 use super::capture::MongoCapture;
 use super::session::{db_error, document_row, row_document, MongoSession};
+use super::txn_numbers::TxnNumbers;
 use crate::seam::{
     redact_url, CaptureOptions, Database, DatabaseKind, DbError, ErrorClass, TableSpec, ThrowawayServer,
 };
@@ -27,6 +28,8 @@ pub struct MongoDb {
     client: Arc<tokio::sync::OnceCell<Client>>,
     /// Driver session ids by [`crate::Session::server_id`], for `killSessions`.
     sessions: Arc<Mutex<FxHashMap<u64, Document>>>,
+    /// The `txnNumber` each session's commands carried (command monitoring).
+    txn_numbers: TxnNumbers,
 }
 
 impl MongoDb {
@@ -40,7 +43,12 @@ impl MongoDb {
                 message: format!("{} is not a mongodb:// URL", redact_url(url)),
             });
         }
-        Ok(MongoDb { url: url.to_string(), client: Arc::default(), sessions: Arc::default() })
+        Ok(MongoDb {
+            url: url.to_string(),
+            client: Arc::default(),
+            sessions: Arc::default(),
+            txn_numbers: TxnNumbers::default(),
+        })
     }
 
     /// The connected client; the first call checks that the server is a replica set member
@@ -49,7 +57,9 @@ impl MongoDb {
         self.client
             .get_or_try_init(|| async {
                 let context = format!("connecting to {}", redact_url(&self.url));
-                let client = Client::with_uri_str(&self.url).await.map_err(|e| db_error(&context, e))?;
+                let mut options = ClientOptions::parse(&self.url).await.map_err(|e| db_error(&context, e))?;
+                options.command_event_handler = Some(self.txn_numbers.handler());
+                let client = Client::with_options(options).map_err(|e| db_error(&context, e))?;
                 let hello = client
                     .database("admin")
                     .run_command(doc! { "hello": 1 })
@@ -130,7 +140,7 @@ impl Database for MongoDb {
     }
 
     async fn connect(&self) -> Result<MongoSession, DbError> {
-        let (session, lsid) = MongoSession::connect(self.database().await?).await?;
+        let (session, lsid) = MongoSession::connect(self.database().await?, self.txn_numbers.clone()).await?;
         self.sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())

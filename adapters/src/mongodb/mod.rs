@@ -16,6 +16,8 @@ mod capture;
 mod filter;
 #[cfg(feature = "mongodb")]
 mod session;
+#[cfg(feature = "mongodb")]
+mod txn_numbers;
 
 #[cfg(feature = "mongodb")]
 pub use adapter::{read_mongodb_source, MongoDb, NoMongoServer, DEFAULT_DATABASE};
@@ -24,3 +26,5 @@ pub use capture::{MongoCapture, MARKER_PREFIX};
 pub use filter::sql_to_filter;
 #[cfg(feature = "mongodb")]
 pub use session::{classify, MongoOpFacts, MongoSession};
+#[cfg(feature = "mongodb")]
+pub use txn_numbers::TxnNumbers;

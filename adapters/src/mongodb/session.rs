@@ -1,8 +1,9 @@
 //! The MongoDB test-client session: each attempt is a multi-document transaction with read
 //! concern `snapshot` and write concern `majority` on one driver session, recording what
-//! recovery needs ([`MongoTxnFacts`]): the session id and the attempt's `txnNumber` (which
-//! name its oplog entries and change events), the cluster times that bracket its snapshot,
-//! and the `operationTime` after commit.
+//! recovery needs ([`MongoTxnFacts`]): the session id and the `txnNumber` the driver sent for
+//! the attempt (which name its oplog entries and change events; read from command monitoring,
+//! `txn_numbers.rs`), the cluster times that bracket its snapshot, and the `operationTime`
+//! after commit.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,6 +19,7 @@ use mongodb::{ClientSession, Collection, Database as MongoDatabase};
 use serde::Serialize;
 
 use super::filter::sql_to_filter;
+use super::txn_numbers::TxnNumbers;
 use crate::seam::{
     CommitOutcome, DbError, ErrorClass, IntOp, IntStep, Isolation, RecordedOp, Session, Step, TableSpec,
 };
@@ -35,9 +37,12 @@ pub struct MongoSession {
     session: ClientSession,
     id: u64,
     lsid: String,
-    /// The driver's `txnNumber` of the current attempt: it counts the transactions started
-    /// on this session (the session runs nothing else, so no retryable write takes one).
-    txn_number: i64,
+    /// The attempts begun on this session: with the session's id, the writer tag of the
+    /// current one. Not the driver's `txnNumber`, which continues from wherever the pooled
+    /// server session left it.
+    attempt: u32,
+    /// The `txnNumber` each session id's commands carried, from command monitoring.
+    txn_numbers: TxnNumbers,
     /// Whether the current attempt has run a statement yet.
     started: bool,
 }
@@ -119,7 +124,10 @@ pub(crate) fn document_row(table: &TableSpec, d: &Document) -> Result<Vec<i64>, 
 }
 
 impl MongoSession {
-    pub(crate) async fn connect(db: MongoDatabase) -> Result<(Self, Document), DbError> {
+    pub(crate) async fn connect(
+        db: MongoDatabase,
+        txn_numbers: TxnNumbers,
+    ) -> Result<(Self, Document), DbError> {
         let session = db.client().start_session().await.map_err(|e| db_error("starting a session", e))?;
         let lsid_doc = session.id().clone();
         let lsid = match lsid_doc.get("id") {
@@ -127,16 +135,18 @@ impl MongoSession {
             other => return Err(DbError::unexpected("starting a session", format!("lsid.id is {other:?}"))),
         };
         let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
-        Ok((MongoSession { db, session, id, lsid, txn_number: 0, started: false }, lsid_doc))
+        Ok((MongoSession { db, session, id, lsid, attempt: 0, txn_numbers, started: false }, lsid_doc))
     }
 
     fn collection(&self, table: &TableSpec) -> Collection<Document> {
         self.db.collection::<Document>(table.name)
     }
 
-    /// This attempt's writer tag, the id recovery matches it by.
+    /// This attempt's writer tag, unique in the run: the session's id and the attempt's
+    /// number on it (recovery matches by `lsid` and `txnNumber`; the tag lets a person
+    /// reading the collection tell the attempts apart).
     fn writer(&self) -> i64 {
-        isocert_recovery::mongo_txn_xid(&self.lsid, self.txn_number) as i64
+        ((self.id << 32) | u64::from(self.attempt)) as i64
     }
 
     async fn find(&mut self, table: &TableSpec, filter: Document) -> Result<Vec<Vec<i64>>, DbError> {
@@ -308,12 +318,13 @@ impl Session for MongoSession {
             .write_concern(WriteConcern::majority())
             .await
             .map_err(|e| db_error("startTransaction", e))?;
-        self.txn_number += 1;
+        self.attempt += 1;
         self.started = false;
         Ok(MongoTxnFacts {
             isolation: level.as_str().to_string(),
             lsid: Some(self.lsid.clone()),
-            txn_number: Some(self.txn_number),
+            // Known once a command of the transaction was sent (execute, commit).
+            txn_number: None,
             read_after,
             ..MongoTxnFacts::default()
         })
@@ -330,6 +341,7 @@ impl Session for MongoSession {
             // The first statement fixed the snapshot: its reply's operationTime is no older.
             self.started = true;
             facts.read_before = cluster_time(self.session.operation_time());
+            facts.txn_number = self.txn_numbers.last(&self.lsid);
         }
         Ok(ops.into_iter().map(|op| (RecordedOp::from(op), MongoOpFacts::default())).collect())
     }
@@ -344,7 +356,10 @@ impl Session for MongoSession {
     }
 
     async fn commit(&mut self, facts: &mut MongoTxnFacts) -> CommitOutcome {
-        if let Err(e) = self.session.commit_transaction().await {
+        let outcome = self.session.commit_transaction().await;
+        // commitTransaction carries the transaction's number even when its outcome is unknown.
+        facts.txn_number = self.txn_numbers.last(&self.lsid).or(facts.txn_number);
+        if let Err(e) = outcome {
             return CommitOutcome::failed_with(db_error("commitTransaction", e));
         }
         facts.commit_ts = cluster_time(self.session.operation_time());

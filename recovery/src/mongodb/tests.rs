@@ -142,6 +142,43 @@ fn transactions_from_apply_ops_in_cluster_time_order() {
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 
+/// Issue 33: the Rust driver keeps `txnNumber` on the pooled server session, so a test-client
+/// session that gets a pooled `lsid` starts at that session's number (here 42, after earlier
+/// transactions and retryable writes took it to 41), and a session reconnected after a
+/// non-network error may get the same `lsid` again (43). Counting from 1 per test-client
+/// session named both attempts `(lsid, 1)`: recovery then refused the log. The adapter now
+/// records the number the driver sent (command monitoring, `adapters/src/mongodb/txn_numbers.rs`).
+#[test]
+fn issue_33_attempts_are_matched_by_the_txn_number_the_driver_sent() {
+    let dump = [
+        apply_ops(LSID_A, 42, (1_700_000_001, 1), &[insert(1, 10, 1)], ""),
+        apply_ops(LSID_A, 43, (1_700_000_002, 1), &[update(1, 11, 2)], ""),
+    ]
+    .join("\n");
+    let log = read_oplog(dump.as_bytes(), Some("isocert")).expect("reads");
+    let txns = |first: i64, second: i64| {
+        let m1 = meta(LSID_A, first, Some((1_700_000_000, 5)), Some((1_700_000_001, 1)));
+        let m2 = meta(LSID_A, second, Some((1_700_000_001, 1)), Some((1_700_000_002, 1)));
+        [
+            format!(r#"{{"id":1,"session":1,"ops":[{{"f":"w","key":1,"value":10}}],"meta":{m1}}}"#),
+            format!(
+                r#"{{"id":2,"session":2,"ops":[{{"f":"r","key":1,"value":10}},{{"f":"w","key":1,"value":11}}],"meta":{m2}}}"#
+            ),
+        ]
+    };
+    // As the driver sent them: both attempts found, in cluster-time order.
+    let lines = txns(42, 43);
+    let mut h = history(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let r = recover_mongodb(&mut h, &log, &never).expect("recovers");
+    let key1 = h.object_by_key(h.table_by_name("kv").unwrap(), &Scalar::Int(1)).unwrap();
+    assert_eq!(r.certificate.version_order.as_ref().unwrap()[&key1], vec![TxnId(0), TxnId(1)]);
+    // As a per-session count would have recorded them: the log's writers are unknown.
+    let lines = txns(1, 1);
+    let mut h = history(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let e = recover_mongodb(&mut h, &log, &never).expect_err("counted numbers name nothing in the log");
+    assert!(e.to_string().contains("T1 and T2 both record xid"), "{e}");
+}
+
 #[test]
 fn large_transactions_split_over_partial_entries_commit_at_the_last() {
     let dump = [
