@@ -195,13 +195,6 @@ impl DatabaseVisitor for RunOn {
 fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     check_out_dir(&args.out, args.force)?;
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let level = match args.check {
-        Some(level) => level,
-        None => D::checked_as(args.isolation)
-            .as_str()
-            .parse::<IsolationLevel>()
-            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
-    };
     let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
     cfg.txns = args.txns;
     cfg.sessions = args.sessions;
@@ -224,6 +217,14 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("starting the embedded {name}"))?;
             (db, Some(server))
         }
+    };
+    let level = match args.check {
+        Some(level) => level,
+        None => db
+            .checked_as(args.isolation)
+            .as_str()
+            .parse::<IsolationLevel>()
+            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
     };
     let api = match (&args.certificate_api, &args.token_file) {
         (Some(url), Some(file)) => Some(isocert_server::client::CertificateClient::new(url, file)?),

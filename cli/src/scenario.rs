@@ -221,7 +221,8 @@ fn run_spec<D: Database>(
         let weakest = run.levels.first().copied().unwrap_or(isolation);
         let level = match args.check {
             Some(level) => level,
-            None => D::checked_as(weakest)
+            None => db
+                .checked_as(weakest)
                 .as_str()
                 .parse::<IsolationLevel>()
                 .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,

@@ -167,6 +167,54 @@ async fn a_lost_update_in_the_mvcc_versions_is_rejected() {
     assert_eq!(verdict(true).await, vec![AnomalyKind::GSi]);
 }
 
+/// Issue 33: a pessimistic REPEATABLE READ transaction's UPDATE is a "current read" at its
+/// `for_update_ts` (TiDB's `pessimistic-transaction.md`; `transaction-isolation-levels.md`:
+/// the current read is non-repeatable). T1 (start 100) reads row 1 = 0 from its snapshot, T2
+/// (start 105) sets it to 12 and commits at 110, T1's UPDATE waits for no lock, reads 12 at
+/// `for_update_ts` 112 and writes 11, committing at 115. Lost-update shaped, and TiDB's
+/// documented behaviour: the level `TiDb::checked_as` gives pessimistic runs (read committed)
+/// accepts it; snapshot isolation refuses it (G-SI), as it does the optimistic twin above,
+/// where TiDB itself would have aborted T1.
+#[tokio::test]
+async fn a_pessimistic_lost_update_is_checked_at_the_level_tidb_documents() {
+    use isocert_adapters::{CheckedLevel, Database, Isolation, TiDb};
+
+    let history = [
+        HEADER,
+        r#"{"id":1,"session":1,"ops":[{"f":"r","table":"items","key":1,"value":{"id":1,"v":0}},{"f":"w","table":"items","key":1,"value":{"id":1,"v":11}}],"meta":{"isolation":"repeatable-read","txn_mode":"pessimistic","start_ts":100,"commit_ts":115}}"#,
+        r#"{"id":2,"session":2,"ops":[{"f":"w","table":"items","key":1,"value":{"id":1,"v":12}}],"meta":{"isolation":"repeatable-read","txn_mode":"pessimistic","start_ts":105,"commit_ts":110}}"#,
+    ]
+    .join("\n");
+    let key1 = vec![(None, 10, 20, Some(0)), (None, 105, 110, Some(12)), (None, 100, 115, Some(11))];
+    let mut routes = routes(false);
+    routes.insert("/mvcc/key/test/items/1".to_string(), answer(&key1, false));
+    routes.insert("/mvcc/key/test/items/2".to_string(), answer(&[(None, 10, 20, Some(0))], true));
+    let url = status_port(routes).await;
+    let mut capture = MvccCapture::new(&url, "test", &TABLE, 50).unwrap();
+    capture.wait_started(Duration::from_secs(5)).await.unwrap();
+    let mut h = v1::read_history(history.as_bytes()).expect("history");
+    let log = capture.finish(Some(&h)).await.expect("versions read");
+    let interpreter = Interpreter::new(&h).unwrap();
+    let matcher =
+        |h: &isocert_history::History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    let recovered = recover_tidb(&mut h, &log, &matcher).expect("recovers");
+    let interpreter = Interpreter::new(&h).unwrap();
+    let kinds = |level| -> Vec<AnomalyKind> {
+        check(&h, &recovered.certificate, level, CheckerKind::Emme, &interpreter)
+            .unwrap()
+            .anomalies
+            .iter()
+            .map(|a| a.kind)
+            .collect()
+    };
+    let pessimistic = TiDb::from_url("tidb://root@127.0.0.1:4000/test?txn_mode=pessimistic").unwrap();
+    let documented = pessimistic.checked_as(Isolation::RepeatableRead);
+    assert_eq!(documented, CheckedLevel::ReadCommitted);
+    let documented: IsolationLevel = documented.as_str().parse().unwrap();
+    assert_eq!(kinds(documented), vec![], "TiDB's documented current read");
+    assert_eq!(kinds(IsolationLevel::SnapshotIsolation), vec![AnomalyKind::GSi]);
+}
+
 #[tokio::test]
 async fn a_status_port_that_is_not_there_is_named_before_the_run() {
     let mut capture = MvccCapture::new("http://127.0.0.1:9", "test", &TABLE, 50).unwrap();

@@ -139,7 +139,7 @@ impl Database for MariaDb {
 
     /// InnoDB's repeatable read is checked as snapshot isolation, to show whether it is one
     /// (docs/MARIADB.md: it is not, unless `innodb_snapshot_isolation=ON`).
-    fn checked_as(level: Isolation) -> CheckedLevel {
+    fn checked_as(&self, level: Isolation) -> CheckedLevel {
         match level {
             Isolation::Serializable => CheckedLevel::Serializable,
             Isolation::RepeatableRead => CheckedLevel::SnapshotIsolation,

@@ -569,8 +569,9 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError>;
 
     /// The level a history run at `level` is checked against by default. Defaults to the
-    /// level itself, with repeatable read checked as snapshot isolation.
-    fn checked_as(level: Isolation) -> CheckedLevel {
+    /// level itself, with repeatable read checked as snapshot isolation. A method, since what
+    /// a level means can depend on how the database was reached (TiDB's `txn_mode`).
+    fn checked_as(&self, level: Isolation) -> CheckedLevel {
         match level {
             Isolation::Serializable => CheckedLevel::Serializable,
             Isolation::RepeatableRead => CheckedLevel::SnapshotIsolation,

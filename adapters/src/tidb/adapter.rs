@@ -6,9 +6,11 @@ use mysql_async::prelude::Queryable;
 
 use super::mvcc::MvccCapture;
 use super::session::{classify, TiDbSession};
-use super::url::TiDbUrl;
+use super::url::{TiDbUrl, TxnMode};
 use crate::mysql_sql::{db_error_with, quote, MySqlAdmin};
-use crate::seam::{CaptureOptions, Database, DatabaseKind, DbError, TableSpec, ThrowawayServer};
+use crate::seam::{
+    CaptureOptions, CheckedLevel, Database, DatabaseKind, DbError, Isolation, TableSpec, ThrowawayServer,
+};
 use crate::AdapterError;
 
 /// A TiDB cluster under test, reached through its SQL port and its status port.
@@ -147,6 +149,23 @@ impl Database for TiDb {
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {
         recover_tidb(h, log, matcher)
     }
+
+    /// REPEATABLE READ is checked as snapshot isolation in optimistic transactions (every
+    /// read at the start timestamp, TiDB's documented snapshot isolation) and as read
+    /// committed in pessimistic ones: their DML and `SELECT ... FOR UPDATE` read the newest
+    /// committed version at `for_update_ts`, which TiDB documents as a non-repeatable
+    /// "current read" (`transaction-isolation-levels.md`, `pessimistic-transaction.md`), so a
+    /// lost-update-shaped history (a snapshot read, then an update reading a concurrent
+    /// commit) is TiDB's documented behaviour there, allowed at read committed (G2-item, not
+    /// G1) and refused by snapshot isolation. `--check snapshot-isolation` still asks.
+    fn checked_as(&self, level: Isolation) -> CheckedLevel {
+        match (level, self.url.txn_mode.unwrap_or(TxnMode::for_level(level))) {
+            (Isolation::RepeatableRead, TxnMode::Optimistic) => CheckedLevel::SnapshotIsolation,
+            (Isolation::RepeatableRead, TxnMode::Pessimistic) => CheckedLevel::ReadCommitted,
+            (Isolation::ReadCommitted, _) => CheckedLevel::ReadCommitted,
+            (Isolation::Serializable, _) => CheckedLevel::Serializable,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -161,5 +180,15 @@ mod tests {
             "`id` INT NOT NULL PRIMARY KEY CLUSTERED, `c1` INT NOT NULL, `v` BIGINT NOT NULL"
         );
         assert!(TiDb::from_url("postgres://h/db").is_err());
+    }
+
+    #[test]
+    fn pessimistic_repeatable_read_is_checked_at_the_level_tidb_documents() {
+        let level = |url: &str, l| TiDb::from_url(url).unwrap().checked_as(l);
+        let rr = Isolation::RepeatableRead;
+        assert_eq!(level("tidb://h/db", rr), CheckedLevel::SnapshotIsolation, "optimistic by default");
+        assert_eq!(level("tidb://h/db?txn_mode=optimistic", rr), CheckedLevel::SnapshotIsolation);
+        assert_eq!(level("tidb://h/db?txn_mode=pessimistic", rr), CheckedLevel::ReadCommitted);
+        assert_eq!(level("tidb://h/db", Isolation::ReadCommitted), CheckedLevel::ReadCommitted);
     }
 }

@@ -56,22 +56,25 @@ struct TsInfo {
 #[derive(Debug)]
 pub struct TiDbSession {
     conn: Conn,
+    /// The URL's `txn_mode`, if it named one.
+    asked_mode: Option<TxnMode>,
+    /// The mode of the current transaction.
     mode: TxnMode,
     level: Isolation,
 }
 
 impl TiDbSession {
-    /// Connects to `mysql_url` and sets the session's transaction mode.
-    pub(crate) async fn connect(mysql_url: &str, mode: TxnMode) -> Result<Self, DbError> {
+    /// Connects to `mysql_url`; each transaction begins in `mode`, or in the mode of its level
+    /// ([`TxnMode::for_level`]) when `None`.
+    pub(crate) async fn connect(mysql_url: &str, mode: Option<TxnMode>) -> Result<Self, DbError> {
         let opts = mysql_async::Opts::from_url(mysql_url).map_err(|e| {
             DbError::new(ErrorClass::Fatal, None, format!("reading {}", redact_url(mysql_url)), e)
         })?;
-        let mut conn = Conn::new(opts)
+        let conn = Conn::new(opts)
             .await
             .map_err(|e| db_error(&format!("connecting to {}", redact_url(mysql_url)), e))?;
-        let sql = format!("SET SESSION tidb_txn_mode = '{mode}'");
-        conn.query_drop(&sql).await.map_err(|e| db_error(&sql, e))?;
-        Ok(TiDbSession { conn, mode, level: Isolation::RepeatableRead })
+        let first = mode.unwrap_or(TxnMode::for_level(Isolation::RepeatableRead));
+        Ok(TiDbSession { conn, asked_mode: mode, mode: first, level: Isolation::RepeatableRead })
     }
 
     async fn info(&mut self, variable: &str) -> Result<TsInfo, DbError> {
@@ -131,7 +134,8 @@ impl Session for TiDbSession {
     async fn begin(&mut self, level: Isolation) -> Result<TiDbTxnFacts, DbError> {
         let refuse =
             |message: String| DbError::new(ErrorClass::Fatal, None, "starting a transaction", message);
-        match (level, self.mode) {
+        let mode = self.asked_mode.unwrap_or(TxnMode::for_level(level));
+        match (level, mode) {
             (Isolation::Serializable, _) => {
                 return Err(refuse(
                     "TiDB has no SERIALIZABLE level (it refuses it, or with tidb_skip_isolation_level_check runs \
@@ -150,6 +154,7 @@ impl Session for TiDbSession {
             _ => {}
         }
         self.level = level;
+        self.mode = mode;
         let facts = TiDbTxnFacts {
             isolation: level.as_str().to_string(),
             txn_mode: self.mode.as_str().to_string(),
@@ -157,7 +162,13 @@ impl Session for TiDbSession {
         };
         let sql = format!("SET TRANSACTION ISOLATION LEVEL {}", level.sql());
         self.conn.query_drop(&sql).await.map_err(|e| db_error(&sql, e))?;
-        self.conn.query_drop("BEGIN").await.map_err(|e| db_error("BEGIN", e))?;
+        // `BEGIN PESSIMISTIC|OPTIMISTIC` takes precedence over `tidb_txn_mode`
+        // (`pessimistic-transaction.md`), whatever the server's default.
+        let begin = match mode {
+            TxnMode::Pessimistic => "BEGIN PESSIMISTIC",
+            TxnMode::Optimistic => "BEGIN OPTIMISTIC",
+        };
+        self.conn.query_drop(begin).await.map_err(|e| db_error(begin, e))?;
         let sql = "SELECT @@tidb_current_ts";
         let ts: Option<u64> = self.conn.query_first(sql).await.map_err(|e| db_error(sql, e))?;
         Ok(TiDbTxnFacts { start_ts: ts.filter(|&t| t > 0), ..facts })

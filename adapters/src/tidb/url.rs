@@ -29,6 +29,21 @@ impl TxnMode {
     }
 }
 
+impl TxnMode {
+    /// The mode a level runs in when the URL names none: optimistic at REPEATABLE READ,
+    /// where every read is at the start timestamp and TiDB promises snapshot isolation
+    /// (`transaction-isolation-levels.md`); pessimistic at READ COMMITTED, which TiDB runs only
+    /// in pessimistic transactions. A pessimistic REPEATABLE READ transaction reads at
+    /// `for_update_ts` in its DML ("current read", `pessimistic-transaction.md`), which TiDB
+    /// documents as non-repeatable: not snapshot isolation.
+    pub fn for_level(level: crate::seam::Isolation) -> TxnMode {
+        match level {
+            crate::seam::Isolation::ReadCommitted => TxnMode::Pessimistic,
+            _ => TxnMode::Optimistic,
+        }
+    }
+}
+
 impl fmt::Display for TxnMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -45,8 +60,9 @@ pub struct TiDbUrl {
     /// The status port's base URL (`http://host:10080`): `status=` gives it (`host:port`,
     /// or a full `http://` / `https://` URL), else the SQL host on port 10080.
     pub status_url: String,
-    /// `txn_mode=`: pessimistic (default) or optimistic.
-    pub txn_mode: TxnMode,
+    /// `txn_mode=`: pessimistic or optimistic; `None` (not given) runs each level in the mode
+    /// that gives TiDB's documented level ([`TxnMode::for_level`]).
+    pub txn_mode: Option<TxnMode>,
 }
 
 impl TiDbUrl {
@@ -70,7 +86,7 @@ impl TiDbUrl {
         let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
         let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
         let mut status_url = format!("http://{host}:{STATUS_PORT}");
-        let mut txn_mode = TxnMode::Pessimistic;
+        let mut txn_mode = None;
         let mut passed: Vec<&str> = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
@@ -78,8 +94,8 @@ impl TiDbUrl {
                     status_url = v.trim_end_matches('/').to_string();
                 }
                 Some(("status", v)) => status_url = format!("http://{v}"),
-                Some(("txn_mode", "pessimistic")) => txn_mode = TxnMode::Pessimistic,
-                Some(("txn_mode", "optimistic")) => txn_mode = TxnMode::Optimistic,
+                Some(("txn_mode", "pessimistic")) => txn_mode = Some(TxnMode::Pessimistic),
+                Some(("txn_mode", "optimistic")) => txn_mode = Some(TxnMode::Optimistic),
                 Some(("txn_mode", other)) => {
                     return Err(bad(format!("txn_mode={other}: use pessimistic or optimistic")));
                 }
@@ -104,12 +120,16 @@ mod tests {
         let u = TiDbUrl::parse("tidb://root:pw@10.0.0.5:4000/test").unwrap();
         assert_eq!(u.mysql_url, "mysql://root:pw@10.0.0.5:4000/test");
         assert_eq!((u.database.as_str(), u.status_url.as_str()), ("test", "http://10.0.0.5:10080"));
-        assert_eq!(u.txn_mode, TxnMode::Pessimistic);
+        assert_eq!(u.txn_mode, None, "the mode follows the level");
+        assert_eq!(
+            TiDbUrl::parse("tidb://h/db?txn_mode=pessimistic").unwrap().txn_mode,
+            Some(TxnMode::Pessimistic)
+        );
         let u =
             TiDbUrl::parse("tidb://root@h:4000/db?status=h2:20080&txn_mode=optimistic&prefer_socket=false")
                 .unwrap();
         assert_eq!(u.mysql_url, "mysql://root@h:4000/db?prefer_socket=false");
-        assert_eq!((u.status_url.as_str(), u.txn_mode), ("http://h2:20080", TxnMode::Optimistic));
+        assert_eq!((u.status_url.as_str(), u.txn_mode), ("http://h2:20080", Some(TxnMode::Optimistic)));
         let u = TiDbUrl::parse("tidb://root@h/db?status=https://s:1/").unwrap();
         assert_eq!(u.status_url, "https://s:1");
         let e = TiDbUrl::parse("tidb://root:s3cret@h:4000").unwrap_err().to_string();
