@@ -143,7 +143,8 @@ impl Database for TiDb {
         let baseline = baseline.filter(|&t| t > 0).ok_or_else(|| AdapterError::Protocol {
             message: "@@tidb_current_ts is 0 inside a transaction: is this TiDB?".into(),
         })?;
-        MvccCapture::new(&self.url.status_url, &self.url.database, table, baseline)
+        Ok(MvccCapture::new(&self.url.status_url, &self.url.database, table, baseline)?
+            .resolving_locks_through(&self.url.mysql_url))
     }
 
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {

@@ -15,6 +15,6 @@ mod url;
 
 pub use adapter::NoTiDbServer;
 pub use adapter::TiDb;
-pub use mvcc::{parse_mvcc, versions_to_log, MvccCapture, MvccVersion};
-pub use session::{classify, TiDbSession};
+pub use mvcc::{parse_mvcc, parse_mvcc_row, versions_to_log, MvccCapture, MvccVersion, PendingLock};
+pub use session::{classify, classify_commit, TiDbSession};
 pub use url::{TiDbUrl, TxnMode};

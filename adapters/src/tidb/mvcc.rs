@@ -8,6 +8,15 @@
 //! (base64 of the stored row, `row_codec.rs`); a larger value is in `info.values`
 //! (`start_ts`, `value`). Lock and Rollback records install no version and are dropped.
 //!
+//! `info.lock` (kvrpcpb `MvccLock`: `type`, `start_ts`, `primary`, ...) is a Percolator lock
+//! still on the row. A transaction commits when its primary key does; TiKV commits the
+//! other keys afterwards, so a committed transaction's secondary row can hold a prewrite
+//! lock (type Put, Del or Insert) and no write record yet, and reading it then would call a
+//! committed write missing. Such a row is read again, after a SQL read of the row through
+//! the TiDB server (which resolves the lock from the primary's status once it expires), up to
+//! 30 s; a row still locked then is an error naming the lock, never a missing write.
+//! Pessimistic locks (type PessimisticLock) hold no data and are ignored.
+//!
 //! The records of all rows, grouped by `(commit_ts, start_ts)`, become the run's
 //! [`RawLog`]: one committed transaction per writer in commit-timestamp order, `xid` =
 //! `start_ts` (what the client recorded as `@@tidb_current_ts`), `commit_time` =
@@ -33,6 +42,8 @@ use crate::AdapterError;
 
 /// Requests in flight at once while reading the versions.
 const CONCURRENT_REQUESTS: usize = 16;
+/// How long a row's prewrite lock may take to be resolved before the read fails.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// One version of a row from the MVCC API: its writer's timestamps and the row it
 /// installed (`None`: deleted), as `(column, value)` in the table's column order.
@@ -63,6 +74,23 @@ struct Info {
     writes: Vec<Write>,
     #[serde(default)]
     values: Vec<Value>,
+    lock: Option<Lock>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Lock {
+    #[serde(rename = "type", default)]
+    kind: Option<serde_json::Value>,
+    #[serde(default)]
+    start_ts: u64,
+}
+
+/// A Percolator lock left on a row by a transaction whose outcome TiKV has not yet written
+/// into the row (a prewrite lock: its data is a write in flight or committed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingLock {
+    /// The locking transaction's start timestamp.
+    pub start_ts: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -114,15 +142,39 @@ fn kind(v: Option<&serde_json::Value>) -> Result<Kind, String> {
 /// oldest first.
 ///
 /// # Errors
-/// An answer that is not the API's JSON, a Put whose value is missing or not a row of
-/// integers, each naming the record.
+/// As [`parse_mvcc_row`].
 pub fn parse_mvcc(body: &[u8], table: &TableSpec, key: i64) -> Result<Vec<MvccVersion>, AdapterError> {
+    parse_mvcc_row(body, table, key).map(|(versions, _)| versions)
+}
+
+/// Parses one MVCC API answer: the row's versions, oldest first, and the prewrite lock on
+/// it, if any.
+///
+/// # Errors
+/// An answer that is not the API's JSON, a Put whose value is missing or not a row of
+/// integers, a lock without a start timestamp, each naming the record.
+pub fn parse_mvcc_row(
+    body: &[u8],
+    table: &TableSpec,
+    key: i64,
+) -> Result<(Vec<MvccVersion>, Option<PendingLock>), AdapterError> {
     let bad = |message: String| AdapterError::Protocol {
         message: format!("TiDB's MVCC API for {}[{key}]: {message}", table.name),
     };
     let answer: Answer =
         serde_json::from_slice(body).map_err(|e| bad(format!("not the API's JSON ({e})")))?;
     let info = answer.info.or(answer.value.and_then(|w| w.info)).unwrap_or_default();
+    let lock = match &info.lock {
+        None => None,
+        Some(l) => {
+            if l.start_ts == 0 {
+                return Err(bad("a lock without start_ts".into()));
+            }
+            lock_holds_data(l.kind.as_ref())
+                .map_err(|m| bad(format!("lock: {m}")))?
+                .then_some(PendingLock { start_ts: l.start_ts })
+        }
+    };
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut versions = Vec::new();
     for (i, w) in info.writes.iter().enumerate() {
@@ -154,7 +206,22 @@ pub fn parse_mvcc(body: &[u8], table: &TableSpec, key: i64) -> Result<Vec<MvccVe
         versions.push(MvccVersion { start_ts: w.start_ts, commit_ts: w.commit_ts, row });
     }
     versions.sort_by_key(|v| (v.commit_ts, v.start_ts));
-    Ok(versions)
+    Ok((versions, lock))
+}
+
+/// Whether a lock of this kvrpcpb `Op` carries a write (Put = 0 or absent, Del = 1,
+/// Insert = 4; names as TiDB's JSON may spell them), not a bare lock (Lock = 2,
+/// PessimisticLock = 5, ...).
+fn lock_holds_data(v: Option<&serde_json::Value>) -> Result<bool, String> {
+    Ok(match v {
+        None | Some(serde_json::Value::Null) => true,
+        Some(serde_json::Value::Number(n)) => match n.as_u64() {
+            Some(op) => matches!(op, 0 | 1 | 4),
+            None => return Err(format!("type {n} is not a lock type")),
+        },
+        Some(serde_json::Value::String(s)) => matches!(s.as_str(), "Put" | "Del" | "Delete" | "Insert"),
+        Some(other) => return Err(format!("type {other} is not a lock type")),
+    })
 }
 
 /// The decoded `(column id, value)` pairs as the table's row: TiDB numbers columns from 1
@@ -211,6 +278,10 @@ pub struct MvccCapture {
     database: String,
     table: TableSpec,
     baseline_ts: u64,
+    /// The MySQL URL a SQL read of a locked row goes to (it makes TiDB resolve the lock).
+    resolve_url: Option<String>,
+    /// How long a lock may take to be resolved.
+    lock_wait: Duration,
 }
 
 impl MvccCapture {
@@ -236,20 +307,77 @@ impl MvccCapture {
             database: database.to_string(),
             table: *table,
             baseline_ts,
+            resolve_url: None,
+            lock_wait: LOCK_WAIT,
         })
+    }
+
+    /// Reads a row that holds a prewrite lock through the TiDB server at `mysql_url` too
+    /// (`SELECT` by key), which resolves a lock whose transaction's primary is settled.
+    pub fn resolving_locks_through(mut self, mysql_url: &str) -> Self {
+        self.resolve_url = Some(mysql_url.to_string());
+        self
+    }
+
+    /// How long a row's lock may take to be resolved (30 s unless set).
+    pub fn lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
     }
 
     async fn get(&self, path: &str) -> Result<Vec<u8>, AdapterError> {
         get(&self.client, &format!("{}{path}", self.status_url)).await
     }
 
-    /// The versions of the row with primary key `key`.
+    /// The versions of the row with primary key `key`, once no prewrite lock of a
+    /// transaction that began after the baseline is left on it.
     ///
     /// # Errors
-    /// The request fails or the answer is not the API's.
+    /// The request fails, the answer is not the API's, or a lock stays longer than the
+    /// lock wait.
     pub async fn versions(&self, key: i64) -> Result<Vec<MvccVersion>, AdapterError> {
-        let body = self.get(&format!("/mvcc/key/{}/{}/{key}", self.database, self.table.name)).await?;
-        parse_mvcc(&body, &self.table, key)
+        let path = format!("/mvcc/key/{}/{}/{key}", self.database, self.table.name);
+        let deadline = tokio::time::Instant::now() + self.lock_wait;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let (versions, lock) = parse_mvcc_row(&self.get(&path).await?, &self.table, key)?;
+            let Some(lock) = lock.filter(|l| l.start_ts > self.baseline_ts) else { return Ok(versions) };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(AdapterError::Protocol {
+                    message: format!(
+                        "{}[{key}] still holds a lock of the transaction that started at {} after {:?}: \
+                         its outcome is not written into the row yet, so its version cannot be read \
+                         (read the row through TiDB, e.g. SELECT it, and run `isocert recover` again)",
+                        self.table.name, lock.start_ts, self.lock_wait
+                    ),
+                });
+            }
+            tracing::debug!("{}[{key}]: lock of {}; reading it again", self.table.name, lock.start_ts);
+            if let Some(url) = &self.resolve_url {
+                if let Err(e) = self.read_through_tidb(url, key).await {
+                    tracing::debug!("{}[{key}]: {e}", self.table.name);
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// `SELECT` the row through TiDB: a read that meets a lock resolves it from the
+    /// primary key's status (commits the row if the primary committed, rolls it back once
+    /// the lock expired otherwise).
+    async fn read_through_tidb(&self, url: &str, key: i64) -> Result<(), String> {
+        use mysql_async::prelude::Queryable;
+        let opts = mysql_async::Opts::from_url(url).map_err(|e| e.to_string())?;
+        let mut conn = mysql_async::Conn::new(opts).await.map_err(|e| e.to_string())?;
+        let sql = format!(
+            "SELECT * FROM {} WHERE {} = {key}",
+            crate::mysql_sql::quote(self.table.name),
+            crate::mysql_sql::quote(self.table.pk())
+        );
+        let outcome = conn.query_drop(&sql).await.map_err(|e| format!("{sql}: {e}"));
+        let _ = conn.disconnect().await;
+        outcome
     }
 }
 
@@ -312,3 +440,7 @@ impl ChangeCapture for MvccCapture {
         Ok(versions_to_log(&this.table, &versions, this.baseline_ts))
     }
 }
+
+#[cfg(test)]
+#[path = "mvcc_tests.rs"]
+mod tests;

@@ -24,10 +24,18 @@ use crate::seam::{
 };
 
 /// TiDB error numbers after which the transaction was rolled back and a new attempt may
-/// succeed: write conflict (9007), "can not retry select for update statement" (8002),
-/// "transaction retry failed" (8022), "information schema is changed" (8028), deadlock
-/// (1213), lock wait timeout (1205).
-const RETRYABLE: &[u16] = &[9007, 8002, 8022, 8028, 1213, 1205];
+/// succeed (TiDB's `error-codes.md`): write conflict in TiKV (9007) and in TiDB ("Write
+/// Conflict, txnStartTS is stale", 8005), "can not retry select for update statement"
+/// (8002), "transaction retry failed" (8022), "information schema is changed" (8028),
+/// deadlock (1213), lock wait timeout (1205), and the transient cluster errors: PD server
+/// timeout (9001), TiKV server timeout (9002), TiKV server is busy (9003), resolve lock
+/// timeout (9004), region is unavailable (9005).
+const RETRYABLE: &[u16] = &[9007, 8005, 8002, 8022, 8028, 1213, 1205, 9001, 9002, 9003, 9004, 9005];
+
+/// Transient cluster errors that leave a COMMIT's outcome unknown: the primary key may have
+/// been committed before the timeout or the unavailable region was reported. The row
+/// versions settle such an attempt, as after a connection lost during COMMIT.
+const UNKNOWN_AT_COMMIT: &[u16] = &[9001, 9002, 9003, 9005];
 
 /// Error numbers that mean the session is gone: killed (1927), server shutdown (1053).
 const CONNECTION_GONE: &[u16] = &[1927, 1053];
@@ -39,6 +47,15 @@ pub fn classify(e: &mysql_async::Error) -> ErrorClass {
 
 fn db_error(context: &str, e: mysql_async::Error) -> DbError {
     db_error_with(classify, context, e)
+}
+
+/// Classifies an error of COMMIT: as [`classify`], except that the transient cluster
+/// errors leave the outcome unknown.
+pub fn classify_commit(e: &mysql_async::Error) -> ErrorClass {
+    match e {
+        mysql_async::Error::Server(s) if UNKNOWN_AT_COMMIT.contains(&s.code) => ErrorClass::ConnectionLost,
+        _ => classify(e),
+    }
 }
 
 /// `@@tidb_last_txn_info` / `@@tidb_last_query_info`, the fields isocert reads.
@@ -191,7 +208,7 @@ impl Session for TiDbSession {
 
     async fn commit(&mut self, facts: &mut TiDbTxnFacts) -> CommitOutcome {
         if let Err(e) = self.conn.query_drop("COMMIT").await {
-            return CommitOutcome::failed_with(db_error("COMMIT", e));
+            return CommitOutcome::failed_with(db_error_with(classify_commit, "COMMIT", e));
         }
         // The commit happened; what follows only records when. Without it, recovery takes
         // the commit timestamp from the row versions (a read-only transaction needs none).
@@ -234,10 +251,19 @@ mod tests {
                 state: String::new(),
             })
         };
-        for code in [9007, 8002, 8022, 8028, 1213, 1205] {
+        for code in [9007, 8005, 8002, 8022, 8028, 1213, 1205, 9001, 9002, 9003, 9004, 9005] {
             assert_eq!(classify(&server(code)), ErrorClass::Retryable, "{code}");
         }
+        // At COMMIT a timeout or an unavailable region may come after the primary committed.
+        for code in [9001, 9002, 9003, 9005] {
+            assert_eq!(classify_commit(&server(code)), ErrorClass::ConnectionLost, "{code}");
+        }
+        for code in [9007, 8005, 9004, 1213] {
+            assert_eq!(classify_commit(&server(code)), ErrorClass::Retryable, "{code}");
+        }
+        // GC life time shorter than the transaction (9006) and the rest stop the run.
         assert_eq!(classify(&server(1105)), ErrorClass::Fatal);
+        assert_eq!(classify(&server(9006)), ErrorClass::Fatal);
         assert_eq!(
             classify(&mysql_async::Error::Driver(mysql_async::DriverError::ConnectionClosed)),
             ErrorClass::ConnectionLost
