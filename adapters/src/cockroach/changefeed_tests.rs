@@ -226,3 +226,47 @@ fn capture_files_hold_sinkless_rows_and_bad_lines_are_named() {
         read_capture("{\"partition\":-1,\"resolved\":\"1.0000000000\"}".as_bytes()).unwrap_err().to_string();
     assert!(e.contains("line 1: changefeed: partition"), "{e}");
 }
+
+/// Variants across versions, each as CockroachDB writes it, and the near misses of each
+/// that must be refused. Sources: `pkg/ccl/changefeedccl/encoder_json.go` (cockroachdb/
+/// cockroach master, 2024: `EncodeResolvedTimestamp` writes `{"resolved":"…"}` without
+/// spaces, as the Kafka sink delivers it; the wrapped envelope leaves `before` out unless
+/// `diff` is asked for and `mvcc_timestamp` unless `mvcc_timestamp` is), the docs page
+/// "Changefeed Messages" (`envelope=bare` puts the row at the top level with
+/// its metadata under `__crdb__`), and isocert's own options (`WITH updated`).
+#[test]
+fn envelope_variants_parse_and_their_near_misses_are_refused() {
+    // Kafka's compact resolved message.
+    let compact = json(&format!(r#"{{"resolved":"{T2}"}}"#));
+    assert_eq!(parse_message(None, None, &compact).unwrap(), FeedMessage::Resolved(ts(T2)));
+    // Without `diff` and `mvcc_timestamp` (a changefeed created with `updated` only).
+    let FeedMessage::Change(c) =
+        msg("items", "[7]", &format!(r#"{{"after":{{"id":7,"v":70}},"updated":"{T2B}"}}"#))
+    else {
+        panic!("a change")
+    };
+    assert_eq!((c.before, c.mvcc_timestamp, c.updated), (None, None, ts(T2B)));
+    // A key given as the JSON text of the array, as `cockroach sql --format=ndjson` prints BYTES.
+    let FeedMessage::Change(c) = parse_message(
+        Some("items"),
+        Some(&Json::String("[7]".into())),
+        &json(&format!(r#"{{"after":null,"updated":"{T3}"}}"#)),
+    )
+    .unwrap() else {
+        panic!("a change")
+    };
+    assert_eq!((c.key, c.after), (Scalar::Int(7), None));
+
+    let refused = |value: &str| parse_message(Some("items"), Some(&json("[7]")), &json(value)).unwrap_err();
+    // envelope=bare: the row with `__crdb__` metadata, not the wrapped envelope.
+    let bare = refused(&format!(r#"{{"id":7,"v":70,"__crdb__":{{"updated":"{T2}"}}}}"#));
+    assert!(bare.contains("wrapped envelope"), "{bare}");
+    // A resolved timestamp as a number, not Go's `%d.%010d` text.
+    let e = parse_message(None, None, &json(r#"{"resolved":1700000000300000000}"#)).unwrap_err();
+    assert!(e.contains("resolved") && e.contains("HLC timestamp string"), "{e}");
+    // `updated` left out: created without `WITH updated`.
+    assert!(refused(r#"{"after":{"id":7,"v":70},"before":null}"#).contains("WITH updated"));
+    // A before image that is neither a row nor null.
+    let e = refused(&format!(r#"{{"after":null,"before":[7],"updated":"{T3}"}}"#));
+    assert!(e.contains("before"), "{e}");
+}

@@ -160,6 +160,8 @@ pub fn parse_answer(status: u16, body: &[u8]) -> Result<Answer, DgraphError> {
     }
     let Some(object) = v.as_object() else { return Err(malformed("not an object".into())) };
     let txn = match object.get("extensions").and_then(|e| e.get("txn")) {
+        // serde reads a struct from an array too (`[9]` as `start_ts` 9): only an object is one.
+        Some(t) if !t.is_object() => return Err(malformed(format!("extensions.txn: {t} is not an object"))),
         Some(t) => TxnContext::deserialize(t).map_err(|e| malformed(format!("extensions.txn: {e}")))?,
         None => TxnContext::default(),
     };
@@ -343,5 +345,34 @@ mod tests {
         assert!(matches!(teapot, DgraphError::Malformed { .. }), "{teapot}");
         let bad_txn = parse_answer(200, br#"{"data":{},"extensions":{"txn":{"start_ts":"x"}}}"#).unwrap_err();
         assert!(bad_txn.to_string().contains("extensions.txn"), "{bad_txn}");
+    }
+
+    /// `extensions.txn` across versions: dgo's `protos/api.proto` `TxnContext` (`start_ts`,
+    /// `commit_ts`, `aborted`, `keys`, `preds`; Dgraph 1.0 also `lin_read`, dgo commit
+    /// 01540839) as Go's `encoding/json` writes it (zero fields left out), and an aborted
+    /// commit answered as a context with `aborted: true`. Near misses: a context that is not
+    /// an object, and negative or fractional timestamps.
+    #[test]
+    fn transaction_contexts_across_versions_and_their_near_misses() {
+        let v1 = br#"{"data":{"code":"Success","message":"Done","uids":{"blank-0":"0x1"}},"extensions":{"server_latency":{"parsing_ns":1,"processing_ns":2},"txn":{"start_ts":7,"keys":["AAALX3ByZWRpY2F0ZV8AAAAAAAAAAAE="],"lin_read":{"ids":{"1":15}}}}}"#;
+        let a = parse_answer(200, v1).unwrap();
+        assert_eq!((a.txn.start_ts, a.txn.keys.len(), a.txn.aborted), (7, 1, false));
+        let read_only = br#"{"data":{"q":[]},"extensions":{"txn":{"start_ts":9}}}"#;
+        assert_eq!(
+            parse_answer(200, read_only).unwrap().txn,
+            TxnContext { start_ts: 9, ..TxnContext::default() }
+        );
+        let aborted = br#"{"data":{"code":"Success","message":"Done"},"extensions":{"txn":{"start_ts":9,"aborted":true}}}"#;
+        assert!(parse_answer(200, aborted).unwrap().txn.aborted);
+        let no_extensions = br#"{"data":{"q":[]}}"#;
+        assert_eq!(parse_answer(200, no_extensions).unwrap().txn, TxnContext::default());
+        for bad in [
+            &br#"{"data":{},"extensions":{"txn":[9]}}"#[..],
+            br#"{"data":{},"extensions":{"txn":{"start_ts":-9}}}"#,
+            br#"{"data":{},"extensions":{"txn":{"start_ts":9,"commit_ts":10.5}}}"#,
+        ] {
+            let e = parse_answer(200, bad).unwrap_err().to_string();
+            assert!(e.contains("extensions.txn"), "{}: {e}", String::from_utf8_lossy(bad));
+        }
     }
 }

@@ -161,8 +161,11 @@ pub fn parse_mvcc_row(
     let bad = |message: String| AdapterError::Protocol {
         message: format!("TiDB's MVCC API for {}[{key}]: {message}", table.name),
     };
-    let answer: Answer =
+    let json: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| bad(format!("not the API's JSON ({e})")))?;
+    records_are_objects(&json).map_err(|m| bad(format!("not the API's JSON ({m})")))?;
+    let answer: Answer =
+        serde_json::from_value(json).map_err(|e| bad(format!("not the API's JSON ({e})")))?;
     let info = answer.info.or(answer.value.and_then(|w| w.info)).unwrap_or_default();
     let lock = match &info.lock {
         None => None,
@@ -207,6 +210,34 @@ pub fn parse_mvcc_row(
     }
     versions.sort_by_key(|v| (v.commit_ts, v.start_ts));
     Ok((versions, lock))
+}
+
+/// Checks that the answer and its records are JSON objects: serde reads a struct from an
+/// array too (`[100, 110]` as a record's fields in order), which no TiDB answer is.
+fn records_are_objects(answer: &serde_json::Value) -> Result<(), String> {
+    let object = |v: &serde_json::Value, what: &str| {
+        if v.is_object() || v.is_null() {
+            Ok(())
+        } else {
+            Err(format!("{what} is {v}, not an object"))
+        }
+    };
+    object(answer, "the answer")?;
+    let infos = [answer.get("info"), answer.get("value"), answer.pointer("/value/info")];
+    for info in infos.into_iter().flatten() {
+        object(info, "info")?;
+        if let Some(lock) = info.get("lock") {
+            object(lock, "lock")?;
+        }
+        for list in ["writes", "values"] {
+            if let Some(serde_json::Value::Array(records)) = info.get(list) {
+                for (i, r) in records.iter().enumerate() {
+                    object(r, &format!("{list}[{i}]"))?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether a lock of this kvrpcpb `Op` carries a write (Put = 0 or absent, Del = 1,

@@ -64,6 +64,10 @@ fn near_miss_answers_are_refused_naming_the_row_and_record() {
             "without start_ts or commit_ts",
         ),
         (r#"{"info":{"writes":[{"start_ts":100,"commit_ts":110}]}}"#.to_string(), "neither short_value"),
+        // serde would read these arrays as records' fields in order.
+        (r#"{"info":{"writes":[[0,100,110,"gAABAAAAAgEACw=="]]}}"#.to_string(), "writes[0]"),
+        (r#"{"info":{"lock":[0,105]}}"#.to_string(), "lock is"),
+        (r#"{"info":[[],[],null]}"#.to_string(), "info is"),
     ] {
         let e = parse_mvcc_row(body.as_bytes(), &ITEMS, 7).unwrap_err().to_string();
         assert!(e.contains("items[7]") && e.contains(needle), "{body}: {e}");

@@ -69,6 +69,24 @@ struct TsInfo {
     for_update_ts: u64,
 }
 
+/// The JSON of `@@tidb_last_txn_info` or `@@tidb_last_query_info` (`sql` read it); NULL or
+/// empty (no transaction yet) is all zeros.
+fn parse_ts_info(sql: &str, text: Option<&str>) -> Result<TsInfo, DbError> {
+    let bad =
+        |m: String| DbError::unexpected(sql, format!("not TiDB's JSON ({m}): {}", text.unwrap_or_default()));
+    match text {
+        Some(t) if !t.is_empty() => {
+            let json: serde_json::Value = serde_json::from_str(t).map_err(|e| bad(e.to_string()))?;
+            // serde reads a struct from an array too ([1, 2] as start_ts and commit_ts).
+            if !json.is_object() {
+                return Err(bad("not an object".into()));
+            }
+            serde_json::from_value(json).map_err(|e| bad(e.to_string()))
+        }
+        _ => Ok(TsInfo::default()),
+    }
+}
+
 /// One test-client connection to TiDB.
 #[derive(Debug)]
 pub struct TiDbSession {
@@ -98,11 +116,7 @@ impl TiDbSession {
         let sql = format!("SELECT @@{variable}");
         let text: Option<Option<String>> =
             self.conn.query_first(&sql).await.map_err(|e| db_error(&sql, e))?;
-        match text.flatten() {
-            Some(t) if !t.is_empty() => serde_json::from_str(&t)
-                .map_err(|e| DbError::unexpected(&sql, format!("not TiDB's JSON ({e}): {t}"))),
-            _ => Ok(TsInfo::default()),
-        }
+        parse_ts_info(&sql, text.flatten().as_deref())
     }
 
     /// Whether `step` reads at its own timestamp rather than the transaction's start.
@@ -279,5 +293,49 @@ mod tests {
         )
         .unwrap();
         assert_eq!(query.for_update_ts, 419627869224652801);
+    }
+
+    /// The two variables as TiDB fills them: `@@tidb_last_txn_info` is client-go's `TxnInfo`
+    /// (`txnkv/transaction/txn.go` in tikv/client-go v2; `store/tikv/txn.go` in TiDB
+    /// before 5.1): `txn_scope`, `start_ts`, `commit_ts`, `txn_commit_mode`,
+    /// `async_commit_fallback`, `one_pc_fallback`, and `error` (omitempty) with
+    /// `commit_ts` 0 when the commit failed; older servers wrote fewer of these fields, so
+    /// a shape with only the ones isocert reads must do. `@@tidb_last_query_info` (TiDB's
+    /// `sessionctx/variable` `QueryInfo`): `txn_scope`, `start_ts`, `for_update_ts` (0 in
+    /// optimistic transactions) and `error` (omitempty). Near misses: a timestamp as text,
+    /// and not JSON at all.
+    #[test]
+    fn the_info_variables_across_versions_and_their_near_misses() {
+        let sql = "SELECT @@tidb_last_txn_info";
+        let v4 = parse_ts_info(
+            sql,
+            Some(r#"{"txn_scope":"global","start_ts":418897384453062657,"commit_ts":418897384453062658}"#),
+        )
+        .unwrap();
+        assert_eq!(
+            (v4.start_ts, v4.commit_ts, v4.for_update_ts),
+            (418897384453062657, 418897384453062658, 0)
+        );
+        let failed = parse_ts_info(sql, Some(r#"{"txn_scope":"global","start_ts":418897384453062657,"commit_ts":0,"txn_commit_mode":"2pc","async_commit_fallback":false,"one_pc_fallback":false,"error":"[kv:9007]Write conflict"}"#)).unwrap();
+        assert_eq!(failed.commit_ts, 0, "no commit timestamp for a failed commit");
+        let optimistic = parse_ts_info(
+            "SELECT @@tidb_last_query_info",
+            Some(r#"{"txn_scope":"global","start_ts":418897384453062657}"#),
+        )
+        .unwrap();
+        assert_eq!(optimistic.for_update_ts, 0);
+        let erred = parse_ts_info(
+            "SELECT @@tidb_last_query_info",
+            Some(r#"{"txn_scope":"global","start_ts":1,"for_update_ts":3,"error":"lock wait timeout"}"#),
+        )
+        .unwrap();
+        assert_eq!(erred.for_update_ts, 3);
+        assert_eq!(parse_ts_info(sql, None).unwrap().start_ts, 0);
+        assert_eq!(parse_ts_info(sql, Some("")).unwrap().commit_ts, 0);
+        let e = parse_ts_info(sql, Some(r#"{"start_ts":"418897384453062657"}"#)).unwrap_err().to_string();
+        assert!(e.contains("tidb_last_txn_info") && e.contains("not TiDB's JSON"), "{e}");
+        assert!(parse_ts_info(sql, Some("start_ts=5")).is_err());
+        let e = parse_ts_info(sql, Some("[418897384453062657,418897384453062658]")).unwrap_err().to_string();
+        assert!(e.contains("not an object"), "{e}");
     }
 }

@@ -397,3 +397,70 @@ fn a_bracketed_snapshot_is_placed_by_the_item_reads() {
     );
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
+
+/// Change events across server versions and the near misses of each. Shapes: the manual's
+/// "Change Events" pages (MongoDB 6.0+: `wallTime`; `collectionUUID` with
+/// `showExpandedEvents`; `fullDocument` on an update when the collection records post-images;
+/// 5.0 and older: `update` events with only `updateDescription`), written as relaxed
+/// extended JSON (`EJSON.stringify` with `relaxed: true`: a small `txnNumber` as a plain
+/// number) or canonical (`{"$numberLong": ...}`); `replace` events carry the whole document.
+#[test]
+fn change_events_across_server_versions_and_their_near_misses() {
+    let head = |token: &str, kind: &str, at: (u32, u32)| {
+        format!(
+            r#""_id":{{"_data":"{token}"}},"operationType":"{kind}","clusterTime":{},"ns":{{"db":"isocert","coll":"kv"}}"#,
+            ts(at.0, at.1)
+        )
+    };
+    let events = [
+        // 6.0+, with the post-image and the expanded fields, txnNumber relaxed.
+        format!(
+            r#"{{{},"collectionUUID":{UI},"wallTime":{{"$date":"2023-11-14T22:14:00.000Z"}},"documentKey":{{"_id":1}},"fullDocument":{{"_id":1,"value":4,"writer":9}},"updateDescription":{{"updatedFields":{{"value":4,"writer":9}},"removedFields":[]}},"lsid":{},"txnNumber":7}}"#,
+            head("82A1", "update", (1_700_000_060, 1)),
+            lsid(LSID_A)
+        ),
+        // A replace, canonical txnNumber.
+        format!(
+            r#"{{{},"documentKey":{{"_id":2}},"fullDocument":{{"_id":2,"value":8}},"lsid":{},"txnNumber":{{"$numberLong":"8"}}}}"#,
+            head("82A2", "replace", (1_700_000_061, 1)),
+            lsid(LSID_A)
+        ),
+        // A write outside a transaction (no lsid): a transaction of its own.
+        format!(r#"{{{},"documentKey":{{"_id":3}}}}"#, head("82A3", "delete", (1_700_000_062, 1))),
+    ];
+    let log = read_change_stream(events.join("\n").as_bytes(), Some("isocert")).expect("reads");
+    assert_eq!(log.len(), 3);
+    assert_eq!(log.txns()[0].xid, mongo_txn_xid(LSID_A, 7));
+    assert_eq!(log.txns()[1].xid, mongo_txn_xid(LSID_A, 8));
+    assert_eq!(
+        log.txns()[0].changes[0].row.as_deref(),
+        Some(&[("_id".into(), Scalar::Int(1)), ("value".into(), Scalar::Int(4))][..]),
+        "the post-image wins, the writer tag is not a column"
+    );
+    assert_eq!(log.txns()[2].changes[0].row, None);
+
+    let near_misses = [
+        // No resume token.
+        (r#"{"operationType":"insert"}"#.to_string(), "_id"),
+        // clusterTime as a date, not a Timestamp.
+        (
+            r#"{"_id":{"_data":"82B1"},"operationType":"delete","clusterTime":{"$date":"2023-11-14T22:14:00.000Z"},"ns":{"db":"isocert","coll":"kv"},"documentKey":{"_id":1}}"#.to_string(),
+            "clusterTime",
+        ),
+        // An update with neither a post-image nor an update description.
+        (format!(r#"{{{},"documentKey":{{"_id":1}}}}"#, head("82B2", "update", (1, 1))), "updateDescription"),
+        // An insert without its document.
+        (format!(r#"{{{},"documentKey":{{"_id":1}}}}"#, head("82B3", "insert", (1, 1))), "fullDocument"),
+        // A namespace without a collection.
+        (
+            format!(r#"{{"_id":{{"_data":"82B4"}},"operationType":"delete","clusterTime":{},"ns":{{"db":"isocert"}},"documentKey":{{"_id":1}}}}"#, ts(1, 1)),
+            "ns",
+        ),
+    ];
+    for (event, field) in near_misses {
+        match read_change_stream(event.as_bytes(), Some("isocert")) {
+            Err(RawLogError::Line { line: 1, field: f, .. }) => assert_eq!(f, field, "{event}"),
+            other => panic!("{event}: expected a line error naming {field}, got {other:?}"),
+        }
+    }
+}
