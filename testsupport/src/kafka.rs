@@ -7,6 +7,11 @@
 //! Metadata and Produce handlers never create topics) refuses what was not created. A test
 //! that must see that difference runs here.
 //!
+//! The broker runs under a small `sh` watchdog that holds the read end of a pipe whose write
+//! end only this process has: when this process ends in any way (a panic, SIGKILL, a crash in
+//! a C library), the pipe closes and the watchdog kills the broker, so no broker outlives its
+//! tests.
+//!
 //! The tansu program is found through `ISOCERT_TANSU` (a path) or as `tansu` on `PATH`;
 //! `scripts/install-deps --test` installs it. When neither a broker URL nor the program is
 //! there, [`KafkaBroker::start`] skips the test visibly (`SKIPPED: ...`), and under
@@ -15,7 +20,7 @@
 use std::io::Read as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::TestServer;
@@ -41,12 +46,28 @@ pub struct KafkaBroker {
     process: Option<BrokerProcess>,
 }
 
-/// The tansu process behind a started broker and the file its output goes to.
+/// The watchdog behind a started broker, the pipe that keeps the broker alive, and the file
+/// the broker's output goes to.
 #[derive(Debug)]
 struct BrokerProcess {
     child: Child,
+    lifeline: Option<ChildStdin>,
     log: PathBuf,
 }
+
+/// Runs `"$@"` (the broker) and kills it once its standard input (the lifeline pipe)
+/// reaches end of file; exits with the broker's status when the broker ends first. fd 3
+/// keeps the pipe for the reader (a background list's standard input is /dev/null in a
+/// non-interactive shell), and only the reader holds it.
+const WATCHDOG: &str = r#"exec 3<&0 0</dev/null
+"$@" 3<&- & broker=$!
+(while read -r _ <&3; do :; done; kill $broker 2>/dev/null) &
+reader=$!
+exec 3<&-
+wait $broker
+status=$?
+kill $reader 2>/dev/null
+exit $status"#;
 
 impl KafkaBroker {
     /// The broker of `ISOCERT_TEST_KAFKA`, else a private tansu broker; `None` after a
@@ -85,18 +106,21 @@ impl KafkaBroker {
             let out = std::fs::File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
             let err = out.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
             let url = format!("tcp://{addr}");
-            let child = Command::new(program)
+            let mut child = Command::new("sh")
+                .args(["-c", WATCHDOG, "isocert-tansu-watchdog"])
+                .arg(program)
                 .arg("broker")
                 .args(["--listener-url", &url, "--advertised-listener-url", &url])
                 .args(["--storage-engine", "memory://tansu/", "--cluster-id", "isocert-test"])
                 .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .stdin(Stdio::null())
+                .stdin(Stdio::piped())
                 .stdout(out)
                 .stderr(err)
                 .spawn()
-                .map_err(|e| format!("running {}: {e}", program.display()))?;
-            let mut broker =
-                KafkaBroker { bootstrap: addr.to_string(), process: Some(BrokerProcess { child, log }) };
+                .map_err(|e| format!("running {} under sh: {e}", program.display()))?;
+            let lifeline = child.stdin.take();
+            let process = BrokerProcess { child, lifeline, log };
+            let mut broker = KafkaBroker { bootstrap: addr.to_string(), process: Some(process) };
             match broker.wait_listening(addr) {
                 Ok(()) => return Ok(broker),
                 Err(e) => last = e,
@@ -156,7 +180,8 @@ impl KafkaBroker {
 impl Drop for KafkaBroker {
     fn drop(&mut self) {
         if let Some(mut process) = self.process.take() {
-            let _ = process.child.kill();
+            // Closing the lifeline makes the watchdog kill the broker and wait for it.
+            drop(process.lifeline.take());
             let _ = process.child.wait();
             let _ = std::fs::remove_file(&process.log);
         }
@@ -194,7 +219,30 @@ mod tests {
         let e = KafkaBroker::start_tansu(Path::new("/bin/false")).unwrap_err();
         assert!(e.contains("exited"), "{e}");
         let e = KafkaBroker::start_tansu(Path::new("/nonexistent/tansu")).unwrap_err();
-        assert!(e.contains("running /nonexistent/tansu"), "{e}");
+        assert!(e.contains("exited") && e.contains("/nonexistent/tansu"), "{e}");
+    }
+
+    /// The watchdog kills the broker when the lifeline closes, as it does when the test
+    /// process dies: here a stand-in broker (`sleep`) under the same watchdog.
+    #[test]
+    fn the_watchdog_kills_the_broker_when_the_lifeline_closes() {
+        let mut child = Command::new("sh")
+            .args(["-c", WATCHDOG, "watchdog", "sleep", "300"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lifeline = child.stdin.take();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(child.try_wait().unwrap().is_none(), "the watchdog waits while the lifeline is open");
+        let started = Instant::now();
+        drop(lifeline);
+        child.wait().unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the stand-in broker was killed, not waited out"
+        );
     }
 
     /// With tansu installed, a private broker listens on loopback and is gone after drop.

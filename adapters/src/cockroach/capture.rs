@@ -303,6 +303,10 @@ impl ChangeCapture for ChangefeedCapture {
         };
         let _ = self.stop.send(true);
         self.task.abort();
+        // The consumer must be gone before its topic is deleted: librdkafka 2.x crashes
+        // (a NULL topic name in its metadata cache) when a live client's metadata refresh
+        // meets a topic deleted under it.
+        let _ = (&mut self.task).await;
         let job = self.lock().job.take();
         if let Some(job) = job {
             // A sink-based changefeed is a job that outlives the connection: cancel it.
