@@ -1,5 +1,8 @@
 //! Tests of the server's parts that need no database server: the SQLite version store
-//! (atomic batches, redelivery, table incarnations, garbage collection).
+//! (atomic batches, redelivery, table incarnations, garbage collection), and a live server
+//! answering hostile requests (`live`).
+
+mod live;
 
 use std::sync::Arc;
 

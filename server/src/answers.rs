@@ -1,0 +1,103 @@
+//! Answers already given, for identical submissions: a client that retries, or a monitor
+//! that submits the same history again, gets the same bytes without a second recovery.
+//!
+//! A key covers everything an answer depends on: the route (and level), the tenant, the
+//! `schema` parameter, the history's bytes (SHA-256), and the table incarnations with the
+//! commit position of the last change stored for them, so a change stored since (a foreign
+//! writer's, say) makes a new key. Authorisation and the feed's wait happen before the
+//! lookup, every time. Bounded by bytes, oldest out first.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+
+/// The key of an answer.
+pub type AnswerKey = [u8; 32];
+
+/// Builds an [`AnswerKey`] from the parts an answer depends on.
+#[derive(Debug, Default)]
+pub struct KeyBuilder(Sha256);
+
+impl KeyBuilder {
+    /// Adds one part; parts are length-prefixed, so no two lists of parts collide.
+    pub fn part(mut self, bytes: &[u8]) -> Self {
+        self.0.update((bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+        self
+    }
+
+    /// The key.
+    pub fn finish(self) -> AnswerKey {
+        self.0.finalize().into()
+    }
+}
+
+/// The answers kept, oldest first, and their total size.
+#[derive(Debug, Default)]
+struct Kept {
+    answers: VecDeque<(AnswerKey, Arc<Vec<u8>>)>,
+    bytes: usize,
+}
+
+/// The cache.
+#[derive(Debug)]
+pub struct AnswerCache {
+    entries: Mutex<Kept>,
+    max_bytes: usize,
+}
+
+impl AnswerCache {
+    /// A cache of at most `max_bytes` of answers.
+    pub fn new(max_bytes: usize) -> Self {
+        AnswerCache { entries: Mutex::default(), max_bytes }
+    }
+
+    /// The answer stored under `key`.
+    pub fn get(&self, key: &AnswerKey) -> Option<Arc<Vec<u8>>> {
+        let entries = self.entries.lock().expect("answers lock");
+        entries.answers.iter().find(|(k, _)| k == key).map(|(_, v)| Arc::clone(v))
+    }
+
+    /// Stores `answer` under `key`, dropping the oldest answers beyond the bound.
+    pub fn put(&self, key: AnswerKey, answer: Arc<Vec<u8>>) {
+        if answer.len() > self.max_bytes / 4 {
+            return;
+        }
+        let mut entries = self.entries.lock().expect("answers lock");
+        if entries.answers.iter().any(|(k, _)| *k == key) {
+            return;
+        }
+        entries.bytes += answer.len();
+        entries.answers.push_back((key, answer));
+        while entries.bytes > self.max_bytes {
+            match entries.answers.pop_front() {
+                Some((_, old)) => entries.bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_differ_by_every_part_and_old_answers_go_first() {
+        let a = KeyBuilder::default().part(b"ab").part(b"c").finish();
+        let b = KeyBuilder::default().part(b"a").part(b"bc").finish();
+        assert_ne!(a, b, "parts are delimited");
+        let cache = AnswerCache::new(100);
+        cache.put(a, Arc::new(vec![1; 20]));
+        cache.put(b, Arc::new(vec![2; 20]));
+        assert_eq!(cache.get(&a).unwrap()[0], 1);
+        for n in 0..4u8 {
+            cache.put(KeyBuilder::default().part(&[n]).finish(), Arc::new(vec![n; 20]));
+        }
+        assert!(cache.get(&a).is_none(), "the oldest answer is dropped past 100 bytes");
+        assert!(cache.get(&KeyBuilder::default().part(&[3]).finish()).is_some());
+        cache.put(KeyBuilder::default().part(b"big").finish(), Arc::new(vec![0; 60]));
+        assert!(cache.get(&KeyBuilder::default().part(b"big").finish()).is_none(), "too big to keep");
+    }
+}
