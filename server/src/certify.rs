@@ -14,6 +14,7 @@ use isocert_recovery::{values_the_history_holds, CommittedTxn, RawLog, Recovered
 use rustc_hash::FxHashSet;
 
 use crate::cpu::CpuPool;
+use crate::logs::LogCache;
 use crate::position::PositionCache;
 use crate::store::{StoreError, StoredTable, VersionStore};
 use crate::tenants::Tenant;
@@ -368,6 +369,8 @@ pub struct CertifyContext<'a> {
     pub positions: &'a PositionCache,
     /// Where recovery runs.
     pub cpu: &'a CpuPool,
+    /// The decoded logs kept between requests.
+    pub logs: &'a LogCache,
     /// How long to wait for the feed.
     pub wait: Duration,
 }
@@ -448,7 +451,7 @@ pub async fn recover(
     resolved: &Resolved,
 ) -> Result<Certified, CertifyError> {
     let ids: Vec<u64> = resolved.tables.iter().map(|t| t.table.id).collect();
-    let log = cx.store.log_for(&ids).await?;
+    let log = cx.logs.log(cx.store, &ids, resolved.last_change).await?;
     let backend = Arc::clone(cx.backend);
     cx.cpu
         .run(move || {

@@ -19,6 +19,7 @@ pub mod certify;
 pub mod client;
 pub mod cpu;
 pub mod listen;
+pub mod logs;
 pub mod metrics;
 pub mod position;
 pub mod store;

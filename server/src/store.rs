@@ -334,13 +334,30 @@ impl VersionStore {
     /// The store's, or [`StoreError::Corrupt`].
     pub async fn log_for(&self, relations: &[u64]) -> Result<RawLog, StoreError> {
         let mut log = RawLog::new();
+        self.extend_log(&mut log, relations, None).await?;
+        Ok(log)
+    }
+
+    /// Appends to `log` the transactions that changed the given table incarnations after
+    /// commit position `after` (all of them when `None`), each with only its changes to
+    /// them, in commit order.
+    ///
+    /// # Errors
+    /// The store's, or [`StoreError::Corrupt`].
+    pub async fn extend_log(
+        &self,
+        log: &mut RawLog,
+        relations: &[u64],
+        after: Option<u64>,
+    ) -> Result<(), StoreError> {
         if relations.is_empty() {
-            return Ok(log);
+            return Ok(());
         }
         let list = relations.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        let after = after.map_or(String::new(), |lsn| format!(" AND c.commit_lsn > {}", lsn as i64));
         let rows = sqlx::query(&format!(
             "SELECT c.commit_lsn, t.end_lsn, t.xid, t.commit_time, c.change FROM isocert_changes c \
-             JOIN isocert_txns t ON t.commit_lsn = c.commit_lsn WHERE c.relation IN ({list}) \
+             JOIN isocert_txns t ON t.commit_lsn = c.commit_lsn WHERE c.relation IN ({list}){after} \
              ORDER BY c.commit_lsn, c.seq"
         ))
         .fetch_all(&self.pool)
@@ -361,7 +378,7 @@ impl VersionStore {
                 }
                 _ => {
                     if let Some((_, doc)) = current.take() {
-                        flush(&mut log, doc)?;
+                        flush(log, doc)?;
                     }
                     let doc = json!({
                         "xid": row.get::<i64, _>(2), "commit_lsn": lsn, "end_lsn": row.get::<i64, _>(1),
@@ -372,9 +389,9 @@ impl VersionStore {
             }
         }
         if let Some((_, doc)) = current {
-            flush(&mut log, doc)?;
+            flush(log, doc)?;
         }
-        Ok(log)
+        Ok(())
     }
 
     /// Deletes the transactions stored before `before` (Unix seconds) and marks the tables

@@ -31,6 +31,7 @@ use self::request::{authenticate, encoding, inflate, query, read_body, still_val
 use crate::answers::{AnswerCache, KeyBuilder};
 use crate::certify::{read_history, recover, resolve, Backend, CertifyContext, CertifyError};
 use crate::cpu::CpuPool;
+use crate::logs::LogCache;
 use crate::metrics::Metrics;
 use crate::position::PositionCache;
 use crate::store::VersionStore;
@@ -75,6 +76,7 @@ pub struct AppState {
     /// Where requests' CPU work runs.
     pub cpu: CpuPool,
     positions: PositionCache,
+    logs: LogCache,
     answers: AnswerCache,
     openapi: OnceLock<String>,
 }
@@ -106,6 +108,7 @@ impl AppState {
             leader: AtomicBool::new(false),
             cpu,
             positions: PositionCache::default(),
+            logs: LogCache::default(),
             answers: AnswerCache::new(ANSWER_CACHE_BYTES),
             openapi: OnceLock::new(),
         })
@@ -123,6 +126,7 @@ impl AppState {
             progress: &self.progress,
             positions: &self.positions,
             cpu: &self.cpu,
+            logs: &self.logs,
             wait: self.config.wait,
         }
     }
