@@ -72,7 +72,9 @@ fn kv_change(table: &TableIncarnation, key: i64, value: i64) -> RowChange {
     }
 }
 
-/// Starts a server whose store holds two transactions on `public.kv` (keys 1..=4).
+/// Starts a server whose store holds two transactions (xids 700 and 701) on one
+/// incarnation of `public.kv` (keys 1..=4), then one (xid 800) on a newer incarnation (the
+/// table dropped and created again).
 pub(crate) fn start(limits: ConnectionLimits, body_limit: usize) -> Live {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite://{}", dir.path().join("store.sqlite").display());
@@ -83,24 +85,26 @@ pub(crate) fn start(limits: ConnectionLimits, body_limit: usize) -> Live {
         rt.block_on(async move {
             let store = VersionStore::open(&store_url).await.unwrap();
             let kv = TableIncarnation { id: 16384, schema: "public".into(), name: "kv".into() };
-            let txns: Vec<FeedTxn> = [(100u64, 700u64, 1i64), (200, 701, 2)]
-                .into_iter()
-                .map(|(lsn, xid, v)| {
-                    let changes: Vec<RowChange> = (1..=4).map(|k| kv_change(&kv, k, v * 10 + k)).collect();
-                    FeedTxn {
-                        tables: vec![kv.clone(); changes.len()],
-                        txn: CommittedTxn {
-                            xid,
-                            commit_lsn: lsn,
-                            end_lsn: lsn + 1,
-                            commit_time: 0,
-                            commit_ts: None,
-                            changes,
-                        },
-                        truncated: Vec::new(),
-                    }
-                })
-                .collect();
+            let recreated = TableIncarnation { id: 20000, schema: "public".into(), name: "kv".into() };
+            let txns: Vec<FeedTxn> =
+                [(100u64, 700u64, 1i64, &kv), (200, 701, 2, &kv), (250, 800, 3, &recreated)]
+                    .into_iter()
+                    .map(|(lsn, xid, v, kv)| {
+                        let changes: Vec<RowChange> = (1..=4).map(|k| kv_change(kv, k, v * 10 + k)).collect();
+                        FeedTxn {
+                            tables: vec![kv.clone(); changes.len()],
+                            txn: CommittedTxn {
+                                xid,
+                                commit_lsn: lsn,
+                                end_lsn: lsn + 1,
+                                commit_time: 0,
+                                commit_ts: None,
+                                changes,
+                            },
+                            truncated: Vec::new(),
+                        }
+                    })
+                    .collect();
             store.store(&txns, 300).await.unwrap();
             let progress = FeedProgress::new();
             progress.advance(300);
@@ -355,4 +359,33 @@ fn slow_and_idle_connections_are_bounded() {
         "{}",
         String::from_utf8_lossy(&answer)
     );
+}
+
+/// Issue 32: a history is certified from the table incarnation its transactions are in,
+/// not the newest one (which gave 422: "T0 committed (xid Some(700)) but its write ... is
+/// not in the replication stream").
+#[test]
+fn issue_32_the_incarnation_is_the_one_holding_the_historys_transactions() {
+    let live = start(ConnectionLimits::default(), 1 << 20);
+    let mut history = String::from("{\"format\":\"isocert-history\",\"version\":1,\"initial\":[]}\n");
+    for (id, xid, v) in [(1, 700, 1), (2, 701, 2)] {
+        let ops: Vec<String> = (1..=4)
+            .map(|k| format!("{{\"f\":\"w\",\"table\":\"kv\",\"key\":{k},\"value\":{}}}", v * 10 + k))
+            .collect();
+        history.push_str(&format!(
+            "{{\"id\":{id},\"session\":0,\"status\":\"committed\",\"meta\":{{\"xid\":{xid}}},\"ops\":[{}]}}\n",
+            ops.join(",")
+        ));
+    }
+    let (status, body) = post(live.addr, "/v1/certificates", &[&auth()], history.as_bytes()).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let cert: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(cert["version_order"][0]["writers"], serde_json::json!([1, 2]), "{cert}");
+    assert!(cert.get("foreign_writers").is_none_or(|w| w.as_array().is_none_or(Vec::is_empty)), "{cert}");
+    // A write the log does not hold: 422 naming the transaction's xid as a number.
+    let wrong = history
+        .replace("\"value\":11}", "\"value\":11},{\"f\":\"w\",\"table\":\"kv\",\"key\":9,\"value\":9}");
+    let (status, body) = post(live.addr, "/v1/certificates", &[&auth()], wrong.as_bytes()).unwrap();
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("(xid 700)") && !body.contains("Some("), "{body}");
 }
