@@ -315,6 +315,32 @@ fn requests_without_a_token_are_refused_before_their_body_is_read() {
     let (status, _) =
         raw(live.addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
     assert_eq!(status, 404, "/metrics is not served to tenants");
+    // The OpenAPI document lists every status each route answers.
+    let (status, doc) =
+        raw(live.addr, b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    assert_eq!(status, 200);
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    for (path, method, statuses) in [
+        (
+            "/v1/certificates",
+            "post",
+            &[200, 202, 400, 401, 403, 404, 408, 409, 410, 413, 415, 422, 429, 500, 503][..],
+        ),
+        (
+            "/v1/check",
+            "post",
+            &[200, 202, 400, 401, 403, 404, 408, 409, 410, 413, 415, 422, 429, 500, 503][..],
+        ),
+        ("/v1/status", "get", &[200, 401, 429, 503][..]),
+        ("/healthz", "get", &[200, 503][..]),
+    ] {
+        for code in statuses {
+            assert!(
+                doc["paths"][path][method]["responses"][code.to_string()].is_object(),
+                "{method} {path}: {code} is not in the OpenAPI document"
+            );
+        }
+    }
     // The bearer scheme in lowercase is accepted.
     let (status, text) =
         post(live.addr, "/v1/certificates", &[&format!("authorization: bearer {TOKEN}")], b"not json\n")
