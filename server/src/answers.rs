@@ -5,9 +5,10 @@
 //! `schema` parameter, the history's bytes (SHA-256), and the table incarnations with the
 //! commit position of the last change stored for them, so a change stored since (a foreign
 //! writer's, say) makes a new key. Authorisation and the feed's wait happen before the
-//! lookup, every time. Bounded by bytes, oldest out first.
+//! lookup, every time. Identical submissions arriving together take turns, so one recovers
+//! and the others take its answer. Bounded by bytes, oldest out first.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
@@ -45,12 +46,44 @@ struct Kept {
 pub struct AnswerCache {
     entries: Mutex<Kept>,
     max_bytes: usize,
+    /// One turn per key being answered: identical submissions arriving together wait for
+    /// the first one's answer instead of each recovering it.
+    turns: Mutex<HashMap<AnswerKey, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The right to answer a key (see [`AnswerCache::turn`]); others asking for the same key
+/// wait until it is dropped.
+#[derive(Debug)]
+pub struct Turn<'a> {
+    cache: &'a AnswerCache,
+    key: AnswerKey,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self._held = None;
+        let mut turns = self.cache.turns.lock().expect("turns lock");
+        // Ours and the map's: nobody else waits for this key any more.
+        if Arc::strong_count(&self.lock) <= 2 {
+            turns.remove(&self.key);
+        }
+    }
 }
 
 impl AnswerCache {
     /// A cache of at most `max_bytes` of answers.
     pub fn new(max_bytes: usize) -> Self {
-        AnswerCache { entries: Mutex::default(), max_bytes }
+        AnswerCache { entries: Mutex::default(), max_bytes, turns: Mutex::default() }
+    }
+
+    /// Waits for the turn to answer `key`: at once, unless an identical submission is being
+    /// answered now; then after it (whose answer [`get`](Self::get) then finds).
+    pub async fn turn(&self, key: AnswerKey) -> Turn<'_> {
+        let lock = Arc::clone(self.turns.lock().expect("turns lock").entry(key).or_default());
+        let held = Arc::clone(&lock).lock_owned().await;
+        Turn { cache: self, key, lock, _held: Some(held) }
     }
 
     /// The answer stored under `key`.
@@ -99,5 +132,25 @@ mod tests {
         assert!(cache.get(&KeyBuilder::default().part(&[3]).finish()).is_some());
         cache.put(KeyBuilder::default().part(b"big").finish(), Arc::new(vec![0; 60]));
         assert!(cache.get(&KeyBuilder::default().part(b"big").finish()).is_none(), "too big to keep");
+    }
+
+    #[tokio::test]
+    async fn identical_submissions_take_turns_and_the_turns_are_forgotten() {
+        let cache = Arc::new(AnswerCache::new(1000));
+        let key = KeyBuilder::default().part(b"k").finish();
+        let first = cache.turn(key).await;
+        let waiter = {
+            let cache = Arc::clone(&cache);
+            tokio::spawn(async move {
+                let _turn = cache.turn(key).await;
+                cache.get(&key).map(|a| a[0])
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "the second waits for the first");
+        cache.put(key, Arc::new(vec![9]));
+        drop(first);
+        assert_eq!(waiter.await.unwrap(), Some(9), "and finds its answer");
+        assert!(cache.turns.lock().unwrap().is_empty());
     }
 }

@@ -274,6 +274,7 @@ async fn answer(
         key = key.part(&t.table.id.to_le_bytes());
     }
     let key = key.finish();
+    let _turn = state.answers.turn(key).await;
     if let Some(cached) = state.answers.get(&key) {
         return Ok(cached);
     }
