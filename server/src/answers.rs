@@ -112,6 +112,41 @@ impl AnswerCache {
     }
 }
 
+/// The last few values by key (parsed histories by the digest of their body), least
+/// recently used out first.
+#[derive(Debug)]
+pub struct Recent<V> {
+    kept: Mutex<VecDeque<(AnswerKey, Arc<V>)>>,
+    max: usize,
+}
+
+impl<V> Recent<V> {
+    /// Keeps at most `max` values.
+    pub fn new(max: usize) -> Self {
+        Recent { kept: Mutex::new(VecDeque::new()), max }
+    }
+
+    /// The value under `key`, now the most recently used.
+    pub fn get(&self, key: &AnswerKey) -> Option<Arc<V>> {
+        let mut kept = self.kept.lock().expect("recent lock");
+        let at = kept.iter().position(|(k, _)| k == key)?;
+        let entry = kept.remove(at)?;
+        let value = Arc::clone(&entry.1);
+        kept.push_back(entry);
+        Some(value)
+    }
+
+    /// Keeps `value` under `key`.
+    pub fn put(&self, key: AnswerKey, value: Arc<V>) {
+        let mut kept = self.kept.lock().expect("recent lock");
+        kept.retain(|(k, _)| *k != key);
+        kept.push_back((key, value));
+        while kept.len() > self.max {
+            kept.pop_front();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +167,18 @@ mod tests {
         assert!(cache.get(&KeyBuilder::default().part(&[3]).finish()).is_some());
         cache.put(KeyBuilder::default().part(b"big").finish(), Arc::new(vec![0; 60]));
         assert!(cache.get(&KeyBuilder::default().part(b"big").finish()).is_none(), "too big to keep");
+    }
+
+    #[test]
+    fn recent_values_keep_the_last_used() {
+        let recent = Recent::new(2);
+        let key = |n: u8| KeyBuilder::default().part(&[n]).finish();
+        recent.put(key(1), Arc::new(1));
+        recent.put(key(2), Arc::new(2));
+        assert_eq!(recent.get(&key(1)).as_deref(), Some(&1));
+        recent.put(key(3), Arc::new(3));
+        assert!(recent.get(&key(2)).is_none(), "the least recently used goes");
+        assert_eq!(recent.get(&key(1)).as_deref(), Some(&1));
     }
 
     #[tokio::test]

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use isocert_adapters::FeedProgress;
 use isocert_checker::{check, render_json, CheckerKind, IsolationLevel};
-use isocert_history::v1;
+use isocert_history::{v1, History};
 use isocert_oracle::Interpreter;
 use serde::Deserialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -27,8 +27,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::error::ApiError;
-use self::request::{authenticate, encoding, inflate, query, read_body, still_valid};
-use crate::answers::{AnswerCache, KeyBuilder};
+use self::request::{authenticate, encoding, inflate, query, read_body, still_valid, Encoding};
+use crate::answers::{AnswerCache, KeyBuilder, Recent};
 use crate::certify::{read_history, recover, resolve, Backend, CertifyContext, CertifyError};
 use crate::cpu::CpuPool;
 use crate::logs::LogCache;
@@ -54,6 +54,8 @@ pub struct ApiConfig {
 
 /// How many bytes of answers are kept for identical submissions.
 const ANSWER_CACHE_BYTES: usize = 64 << 20;
+/// How many parsed histories are kept, by the digest of their body as sent.
+const PARSED_KEPT: usize = 8;
 
 /// What every handler shares.
 pub struct AppState {
@@ -77,6 +79,7 @@ pub struct AppState {
     pub cpu: CpuPool,
     positions: PositionCache,
     logs: LogCache,
+    parsed: Recent<History>,
     answers: AnswerCache,
     openapi: OnceLock<String>,
 }
@@ -109,6 +112,7 @@ impl AppState {
             cpu,
             positions: PositionCache::default(),
             logs: LogCache::default(),
+            parsed: Recent::new(PARSED_KEPT),
             answers: AnswerCache::new(ANSWER_CACHE_BYTES),
             openapi: OnceLock::new(),
         })
@@ -250,15 +254,28 @@ async fn answer(
     let encoding = encoding(&parts.headers)?;
     let limit = state.config.body_limit;
     let raw = read_body(&parts.headers, body, limit).await?;
-    let (submitted, digest, history) = state
+    // The body as sent (with its encoding) names the history: a body seen recently is not
+    // inflated and parsed again.
+    let (raw, digest) = state
         .cpu
         .run(move || {
-            let submitted = inflate(raw, encoding, limit)?;
-            let digest = KeyBuilder::default().part(&submitted).finish();
-            let history = read_history(&submitted)?;
-            Ok::<_, ApiError>((submitted, digest, history))
+            let digest =
+                KeyBuilder::default().part(&[u8::from(encoding == Encoding::Gzip)]).part(&raw).finish();
+            (raw, digest)
         })
-        .await??;
+        .await?;
+    let history = match state.parsed.get(&digest) {
+        Some(history) => history,
+        None => {
+            let raw = raw.clone();
+            let history = state
+                .cpu
+                .run(move || Ok::<_, ApiError>(Arc::new(read_history(&inflate(raw, encoding, limit)?)?)))
+                .await??;
+            state.parsed.put(digest, Arc::clone(&history));
+            history
+        }
+    };
     let cx = state.certify_context();
     let resolved = resolve(cx, tenant, &history, schema.as_deref()).await?;
     let mut key = KeyBuilder::default()
@@ -278,7 +295,7 @@ async fn answer(
     if let Some(cached) = state.answers.get(&key) {
         return Ok(cached);
     }
-    let certified = recover(cx, history, &resolved).await?;
+    let certified = recover(cx, History::clone(&history), &resolved).await?;
     let rendered = state
         .cpu
         .run(move || -> Result<Vec<u8>, ApiError> {
@@ -288,7 +305,7 @@ async fn answer(
             // Checked as the submitter would check it: the submitted history with the
             // certificate it may see, so the report shows no foreign id or hidden value.
             let unprocessable = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e);
-            let mut history = read_history(&submitted)?;
+            let mut history = History::clone(&history);
             let certificate = v1::read_certificate(&certificate[..], &mut history)
                 .map_err(|e| unprocessable(e.to_string()))?;
             let interpreter = Interpreter::new(&history)
