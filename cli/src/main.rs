@@ -76,7 +76,7 @@ fn run_command() -> ExitCode {
         }
     };
     VERBOSE.store(cli.verbose, Ordering::Relaxed);
-    init_logging(cli.verbose);
+    init_logging(cli.verbose, matches!(cli.command, Command::Serve(_)));
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Run(args) => run::run(args),
@@ -123,8 +123,11 @@ pub(crate) fn verbose() -> bool {
     VERBOSE.load(Ordering::Relaxed) > 0
 }
 
-fn init_logging(verbose: u8) {
+/// `serving`: `isocert serve` logs its requests and its feed's events at the default level
+/// (docs/API.md promises a line per request).
+fn init_logging(verbose: u8, serving: bool) {
     let default = match verbose {
+        0 if serving => "warn,isocert::request=info,isocert_server=info",
         0 => "warn",
         1 => "info",
         2 => "debug",

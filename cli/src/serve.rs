@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use isocert_adapters::{dispatch, redact_url, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer};
 use isocert_server::api::ApiConfig;
+use isocert_server::listen::ConnectionLimits;
 use isocert_server::tenants::{token_digest_hex, TenantRegistry, Tenants};
 use isocert_server::{run_server, ServeConfig};
 
@@ -53,6 +54,18 @@ pub(crate) struct ServeArgs {
     /// certificate that would need them is refused (410).
     #[arg(long, value_name = "HOURS", default_value_t = 24)]
     retention_hours: u64,
+    /// Where to serve `/metrics` (Prometheus; global positions and sizes, for the
+    /// operator) and `/healthz`: a listener of its own, never the tenants'. Without it
+    /// `/metrics` is not served.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// The most connections open at once; past it new ones wait in the kernel's backlog.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// How long a client may take to send a request's headers (and to finish a TLS
+    /// handshake); an idle connection is closed after it too.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_secs: u64,
     /// TLS certificate (PEM) for HTTPS; needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -103,6 +116,11 @@ fn serve_with<D: Database>(args: ServeArgs) -> anyhow::Result<ExitCode> {
         body_limit: args.max_body_mib << 20,
         retention: Duration::from_secs(args.retention_hours * 3600),
     };
+    let connections = ConnectionLimits {
+        max_connections: args.max_connections as usize,
+        header_timeout: Duration::from_secs(args.header_timeout_secs),
+    };
+    let metrics_listen = args.metrics_listen;
     let tls = args.tls_cert.clone().zip(args.tls_key.clone());
     let scheme = if tls.is_some() { "https" } else { "http" };
     match &args.db {
@@ -110,10 +128,21 @@ fn serve_with<D: Database>(args: ServeArgs) -> anyhow::Result<ExitCode> {
             let db = D::from_url(url)?;
             let tenants = Arc::new(TenantRegistry::from_file(args.tenants.as_deref().expect("checked"))?);
             let store = args.store.clone().unwrap_or_else(|| "sqlite://isocert-serve.sqlite".into());
-            let config = ServeConfig { listen: args.listen, store_url: store, tenants, api, tls };
+            let config = ServeConfig {
+                listen: args.listen,
+                metrics_listen,
+                store_url: store,
+                tenants,
+                api,
+                connections,
+                tls,
+            };
             eprintln!("isocert serve: certificates of {}", redact_url(url));
-            rt.block_on(run_server(db, config, |addr| {
-                eprintln!("isocert serve: listening on {scheme}://{addr}")
+            rt.block_on(run_server(db, config, |bound| {
+                if let Some(metrics) = bound.metrics {
+                    eprintln!("isocert serve: metrics on http://{metrics}/metrics");
+                }
+                eprintln!("isocert serve: listening on {scheme}://{}", bound.api)
             }))?;
         }
         None => {
@@ -131,15 +160,27 @@ fn serve_with<D: Database>(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 bytes.iter().map(|b| format!("{b:02x}")).collect()
             };
             let token_file = dir.path().join("demo.token");
-            std::fs::write(&token_file, format!("{token}\n")).context("writing the demo token")?;
+            write_private(&token_file, &format!("{token}\n")).context("writing the demo token")?;
             let store = args
                 .store
                 .clone()
                 .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("store.sqlite").display()));
             let tenants = Arc::new(TenantRegistry::fixed(Tenants::demo(&token)));
-            let config = ServeConfig { listen: args.listen, store_url: store, tenants, api, tls };
+            let config = ServeConfig {
+                listen: args.listen,
+                metrics_listen,
+                store_url: store,
+                tenants,
+                api,
+                connections,
+                tls,
+            };
             let db_url = server.url();
-            let served = rt.block_on(run_server(db, config, |addr| {
+            let served = rt.block_on(run_server(db, config, |bound| {
+                let addr = bound.api;
+                if let Some(metrics) = bound.metrics {
+                    println!("isocert serve: metrics on http://{metrics}/metrics");
+                }
                 println!("isocert serve: listening on {scheme}://{addr}");
                 println!("  demo tenant token: {token} (in {})", token_file.display());
                 println!("  the demo tenant may read every table of schema public of {db_url}");
@@ -156,4 +197,13 @@ fn serve_with<D: Database>(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(exit::valid())
+}
+
+/// Writes `text` to a new file readable by its owner only (0600): the demo token is a
+/// secret.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())
 }

@@ -10,7 +10,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use isocert_adapters::EmbeddedPostgres;
@@ -60,6 +60,10 @@ fn in_schema(db_url: &str, schema: &str) -> String {
 struct Serve {
     child: Child,
     addr: String,
+    /// The operator's listener (`--metrics-listen`).
+    metrics: String,
+    /// What the server printed on standard error.
+    log: Arc<Mutex<Vec<String>>>,
     db_url: String,
     feed: String,
     store: PathBuf,
@@ -72,8 +76,19 @@ impl Serve {
         let store = dir.join("store.sqlite");
         let tenants = dir.join("tenants.toml");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let (child, addr) = spawn(db_url, &store, &tenants, feed, &extra);
-        Serve { child, addr, db_url: db_url.into(), feed: feed.into(), store, tenants, extra }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (child, addr, metrics) = spawn(db_url, &store, &tenants, feed, &extra, &log);
+        Serve { child, addr, metrics, log, db_url: db_url.into(), feed: feed.into(), store, tenants, extra }
+    }
+
+    /// A gauge or counter of `/metrics` (the sum over its label sets).
+    fn metric(&self, name: &str) -> f64 {
+        let (status, text) = get(&format!("http://{}/metrics", self.metrics), None);
+        assert_eq!(status, 200, "{text}");
+        text.lines()
+            .filter(|l| l.split(['{', ' ']).next() == Some(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 
     fn url(&self) -> String {
@@ -84,9 +99,11 @@ impl Serve {
     fn kill_and_restart(&mut self) {
         self.child.kill().expect("kill -9");
         let _ = self.child.wait();
-        let (child, addr) = spawn(&self.db_url, &self.store, &self.tenants, &self.feed, &self.extra);
+        let (child, addr, metrics) =
+            spawn(&self.db_url, &self.store, &self.tenants, &self.feed, &self.extra, &self.log);
         self.child = child;
         self.addr = addr;
+        self.metrics = metrics;
     }
 
     fn pid(&self) -> u32 {
@@ -120,7 +137,14 @@ impl Drop for Serve {
     }
 }
 
-fn spawn(db_url: &str, store: &Path, tenants: &Path, feed: &str, extra: &[String]) -> (Child, String) {
+fn spawn(
+    db_url: &str,
+    store: &Path,
+    tenants: &Path,
+    feed: &str,
+    extra: &[String],
+    log: &Arc<Mutex<Vec<String>>>,
+) -> (Child, String, String) {
     let store = match extra.iter().position(|a| a == "--store") {
         Some(_) => Vec::new(),
         None => vec!["--store".to_string(), format!("sqlite://{}", store.display())],
@@ -129,7 +153,16 @@ fn spawn(db_url: &str, store: &Path, tenants: &Path, feed: &str, extra: &[String
         .args(["serve", "--db", db_url, "--tenants"])
         .arg(tenants)
         .args(store)
-        .args(["--listen", "127.0.0.1:0", "--feed-name", feed, "--wait-secs", "20"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--feed-name",
+            feed,
+            "--wait-secs",
+            "20",
+        ])
         .args(extra)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -137,20 +170,27 @@ fn spawn(db_url: &str, store: &Path, tenants: &Path, feed: &str, extra: &[String
         .expect("isocert serve starts");
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = mpsc::channel();
+    let log = Arc::clone(log);
     std::thread::spawn(move || {
         let mut sent = false;
+        let mut metrics = String::new();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(addr) = line.split("metrics on http://").nth(1) {
+                metrics = addr.trim().trim_end_matches("/metrics").to_string();
+            }
             if !sent {
                 if let Some(addr) = line.split("listening on ").nth(1).and_then(|a| a.split("://").nth(1)) {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send((addr.trim().to_string(), metrics.clone()));
                     sent = true;
                 }
             }
             eprintln!("[serve] {line}");
+            log.lock().unwrap().push(line);
         }
     });
-    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("isocert serve listens within 60 s");
-    (child, addr)
+    let (addr, metrics) =
+        rx.recv_timeout(Duration::from_secs(60)).expect("isocert serve listens within 60 s");
+    (child, addr, metrics)
 }
 
 /// A tenants file with one tenant per (name, token, grants).
@@ -332,7 +372,19 @@ fn two_tenants_on_one_server_never_see_each_others_tables() {
     }
     // B submitting A's history without a schema gets B's table, never A's rows: the
     // history does not match B's log (422) and the message names no transaction of A's.
-    let (status, answer) = post(&url, Some("tok-b"), histories[0].clone());
+    // (Its xids are left out of what B sends: an answer may quote the submitted history.)
+    let without_xids: Vec<u8> = String::from_utf8_lossy(&histories[0])
+        .lines()
+        .map(|l| {
+            let mut doc: Json = serde_json::from_str(l).unwrap();
+            if let Some(meta) = doc.get_mut("meta").and_then(Json::as_object_mut) {
+                meta.remove("xid");
+            }
+            format!("{doc}\n")
+        })
+        .collect::<String>()
+        .into_bytes();
+    let (status, answer) = post(&url, Some("tok-b"), without_xids);
     assert!(status == 422 || status == 409, "{status}: {answer}");
     assert!(a_xids.iter().all(|x| !answer.contains(&format!("xid {x}"))), "{answer}");
     // No token, or a wrong one: 401 on every /v1 route.
@@ -346,6 +398,100 @@ fn two_tenants_on_one_server_never_see_each_others_tables() {
     // Each tenant still gets its own.
     assert_eq!(post(&url, Some("tok-a"), histories[0].clone()).0, 200);
     assert_eq!(post(&url, Some("tok-b"), histories[1].clone()).0, 200);
+    // B's status shows B's tables only, and no global counts or positions.
+    let (status, body) = get(&format!("{}/v1/status", serve.url()), Some("tok-b"));
+    assert_eq!(status, 200, "{body}");
+    let doc: Json = serde_json::from_str(&body).unwrap();
+    let tables = doc["tables"].as_array().expect("tables");
+    assert!(!tables.is_empty() && tables.iter().all(|t| t["schema"] == "b"), "{doc}");
+    assert!(!body.contains("position") && !body.contains("lag"), "{body}");
+}
+
+/// Issue 32: a tenant's second run drops and recreates its table; the first run's history
+/// is still certified, from the incarnation its transactions are in (it was 422 from the
+/// newest one).
+#[test]
+fn issue_32_a_history_is_certified_from_its_own_table_incarnation() {
+    let Some((db_url, _pg)) = database("incarnation") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
+    let serve = Serve::start(&db_url, dir.path(), "isocert_serve_incarnation", &[]);
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    direct_run(&db_url, &first, "200", "kv");
+    direct_run(&db_url, &second, "200", "kv");
+    let url = format!("{}/v1/certificates", serve.url());
+    for out in [&first, &second] {
+        let (status, body) = post(&url, Some("tok-t"), std::fs::read(out.join("history.jsonl")).unwrap());
+        assert_eq!(status, 200, "{}: {body}", out.display());
+        let reference = std::fs::read_to_string(out.join("certificate.json")).unwrap();
+        assert_eq!(certificate_core(&body), certificate_core(&reference), "{}", out.display());
+    }
+}
+
+/// Issue 32: three replicas on one PostgreSQL store; one leads the feed. The leader is
+/// killed with SIGKILL in the middle of a workload: another takes the feed over within
+/// 10 s, and every replica's certificate equals the one `isocert run` recovered.
+#[test]
+fn three_replicas_survive_the_leader_killed_mid_workload() {
+    let Some((db_url, _pg)) = database("replicas") else { return };
+    let store_db = format!("{}_store", db_url.rsplit('/').next().unwrap());
+    let base = db_url.rsplit_once('/').map_or(db_url.as_str(), |(base, _)| base).to_string();
+    sql(&db_url, &[&format!("DROP DATABASE IF EXISTS {store_db}"), &format!("CREATE DATABASE {store_db}")]);
+    let store = format!("{base}/{store_db}");
+    let dir = tempfile::tempdir().unwrap();
+    write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
+    let mut replicas: Vec<Serve> = (0..3)
+        .map(|i| {
+            let d = dir.path().join(format!("r{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::copy(dir.path().join("tenants.toml"), d.join("tenants.toml")).unwrap();
+            Serve::start(&db_url, &d, "isocert_serve_replicas", &["--store", &store])
+        })
+        .collect();
+    let leaders = |replicas: &[Serve]| -> Vec<usize> {
+        (0..replicas.len()).filter(|&i| replicas[i].metric("isocert_feed_leader") == 1.0).collect()
+    };
+    let waited = Instant::now();
+    let leader = loop {
+        match leaders(&replicas).as_slice() {
+            [one] => break *one,
+            many => assert!(waited.elapsed() < Duration::from_secs(20), "leaders: {many:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = dir.path().join("run");
+    let run = {
+        let (db_url, out) = (db_url.clone(), out.clone());
+        std::thread::spawn(move || direct_run(&db_url, &out, "1500", "kv"))
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    replicas[leader].child.kill().expect("kill -9");
+    let _ = replicas[leader].child.wait();
+    let killed = Instant::now();
+    let successor = loop {
+        let alive: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+        if let Some(&i) = alive.iter().find(|&&i| replicas[i].metric("isocert_feed_leader") == 1.0) {
+            break i;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(10), "no replica took the feed over within 10 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("replicas: replica {successor} leads {:.1?} after the leader was killed", killed.elapsed());
+    run.join().expect("the run finishes");
+    let history = std::fs::read(out.join("history.jsonl")).unwrap();
+    let reference = std::fs::read_to_string(out.join("certificate.json")).unwrap();
+    for i in (0..3).filter(|&i| i != leader) {
+        let (status, body) =
+            post(&format!("{}/v1/certificates", replicas[i].url()), Some("tok-t"), history.clone());
+        assert_eq!(status, 200, "replica {i}: {body}");
+        assert_eq!(certificate_core(&body), certificate_core(&reference), "replica {i}");
+    }
+    // The killed replica comes back as a follower and answers the same.
+    replicas[leader].kill_and_restart();
+    let (status, body) = post(&format!("{}/v1/certificates", replicas[leader].url()), Some("tok-t"), history);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(certificate_core(&body), certificate_core(&reference));
+    assert_eq!(leaders(&replicas), [successor]);
 }
 
 #[test]
@@ -368,23 +514,14 @@ fn bad_bodies_revoked_tokens_lost_connections_and_the_openapi_document() {
     assert_eq!(status, 413, "{answer}");
     // The replication connection is killed under the server: it reconnects and later
     // certificates are complete.
-    let server_status = |serve: &Serve| -> Json {
-        let (code, body) = get(&format!("{}/v1/status", serve.url()), Some("tok-t"));
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).unwrap()
-    };
     let waited = Instant::now();
-    while server_status(&serve)["feed"]["connected"] != true {
+    while serve.metric("isocert_feed_connected") != 1.0 {
         assert!(waited.elapsed() < Duration::from_secs(30), "the feed did not connect");
         std::thread::sleep(Duration::from_millis(50));
     }
     sql(&db_url, &["SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'isocert_serve_faults'"]);
-    while server_status(&serve)["feed"]["reconnects"].as_u64().unwrap() < 1 {
-        assert!(
-            waited.elapsed() < Duration::from_secs(60),
-            "the feed did not reconnect: {}",
-            server_status(&serve)
-        );
+    while serve.metric("isocert_feed_reconnects") < 1.0 {
+        assert!(waited.elapsed() < Duration::from_secs(60), "the feed did not reconnect");
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = dir.path().join("run");
@@ -423,19 +560,35 @@ fn bad_bodies_revoked_tokens_lost_connections_and_the_openapi_document() {
         ("/v1/check", "post"),
         ("/v1/status", "get"),
         ("/healthz", "get"),
-        ("/metrics", "get"),
         ("/openapi.json", "get"),
     ] {
         assert!(doc["paths"][path][method].is_object(), "{method} {path} is not in the OpenAPI document");
     }
-    assert!(server_status(&serve)["store"]["bytes"].as_i64().unwrap() > 0);
-    let (status, metrics) = get(&format!("{}/metrics", serve.url()), None);
+    // /metrics: on the operator's listener only.
+    assert!(serve.metric("isocert_store_bytes") > 0.0);
+    assert!(serve.metric("isocert_http_requests_total") > 0.0);
+    let (status, metrics) = get(&format!("http://{}/metrics", serve.metrics), None);
     assert_eq!(status, 200);
     assert!(
         metrics.contains("isocert_http_requests_total{route=\"/v1/certificates\",status=\"200\"}"),
         "{metrics}"
     );
+    let (status, answer) = get(&format!("{}/metrics", serve.url()), None);
+    assert_eq!(status, 404, "{answer}");
+    assert!(answer.starts_with("{\"error\""), "{answer}");
     assert_eq!(get(&format!("{}/healthz", serve.url()), None).0, 200);
+    // Every request is logged at the default level, with its tenant and status.
+    let logged = serve.log.lock().unwrap().clone();
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("request") && l.contains("tenant=\"t\"") && l.contains("status=200")),
+        "no request line in {logged:?}"
+    );
+    // The store is its owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&serve.store).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the store file is {mode:o}");
 }
 
 /// The load test: `ISOCERT_LOAD_CLIENTS` concurrent clients (default 8) each fetch the
@@ -604,8 +757,16 @@ fn a_database_restart_under_a_tls_server_with_a_postgres_store() {
         let text = client.get(url).bearer_auth("tok-t").send().await.unwrap().text().await.unwrap();
         serde_json::from_str(&text).unwrap()
     });
-    assert!(status["store"]["bytes"].as_i64().unwrap() > 0, "{status}");
-    assert!(status["store"]["transactions"].as_i64().unwrap() > 0, "{status}");
+    let items = status["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "items")
+        .cloned()
+        .unwrap_or_default();
+    assert!(items["changes"].as_i64().unwrap_or(0) > 0, "{status}");
+    assert!(items["transactions"].as_i64().unwrap_or(0) > 0, "{status}");
+    assert!(serve.metric("isocert_store_bytes") > 0.0, "the PostgreSQL store reports its size");
     let plain = rt.block_on(reqwest::Client::new().get(format!("http://{}/healthz", serve.addr)).send());
     assert!(
         plain.map(|r| r.status().as_u16() != 200).unwrap_or(true),

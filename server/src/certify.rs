@@ -10,9 +10,12 @@ use futures_util::future::BoxFuture;
 use isocert_adapters::{AdapterError, Database};
 use isocert_history::{opaque_value, v1, Certificate, ForeignWriter, History, ObjId, Op, TxnId, Writer};
 use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_recovery::{values_the_history_holds, RawLog, Recovered, RecoveryError};
+use isocert_recovery::{values_the_history_holds, CommittedTxn, RawLog, Recovered, RecoveryError};
 use rustc_hash::FxHashSet;
 
+use crate::cpu::CpuPool;
+use crate::logs::LogCache;
+use crate::position::PositionCache;
 use crate::store::{StoreError, StoredTable, VersionStore};
 use crate::tenants::Tenant;
 
@@ -26,6 +29,10 @@ pub trait Backend: Send + Sync + 'static {
     /// returns them as the certificate may show them.
     fn recover(&self, h: &mut History, log: &RawLog)
         -> Result<(Recovered, Vec<ForeignWriter>), CertifyError>;
+    /// How many of `writers` (commit position, database id: the transactions of one table
+    /// incarnation) are transactions `h` records, as [`Database::add_foreign_writers`]
+    /// tells them from foreign ones; 0 when the adapter cannot tell.
+    fn recorded(&self, h: &History, writers: &[(u64, u64)]) -> usize;
 }
 
 /// [`Backend`] for an adapter of the seam.
@@ -43,7 +50,7 @@ impl<D: Database> Backend for SeamBackend<D> {
         log: &RawLog,
     ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
         let foreign = D::add_foreign_writers(h, log).map_err(|e| CertifyError::Disagrees(e.to_string()))?;
-        let interpreter = Interpreter::new(h).map_err(|e| CertifyError::BadHistory(e.to_string()))?;
+        let interpreter = Interpreter::new(h).map_err(|e| CertifyError::Predicate(e.to_string()))?;
         let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
         let recovered = D::recover(h, log, &matcher).map_err(|e| match &e {
             // A change the history does not record, that the adapter could not take for a
@@ -56,6 +63,25 @@ impl<D: Database> Backend for SeamBackend<D> {
         })?;
         let shown = foreign_writers(h, &recovered.certificate, &foreign, &interpreter)?;
         Ok((recovered, shown))
+    }
+
+    fn recorded(&self, h: &History, writers: &[(u64, u64)]) -> usize {
+        let mut log = RawLog::new();
+        for &(commit_lsn, xid) in writers {
+            log.push(CommittedTxn {
+                xid,
+                commit_lsn,
+                end_lsn: commit_lsn,
+                commit_time: 0,
+                commit_ts: None,
+                changes: Vec::new(),
+            });
+        }
+        let mut scratch = h.clone();
+        // An adapter that cannot tell (the seam's default) calls every one recorded, and
+        // so the newest incarnation is taken, as before there was a choice.
+        D::add_foreign_writers(&mut scratch, &log)
+            .map_or(0, |foreign| log.len().saturating_sub(foreign.len()))
     }
 }
 
@@ -166,9 +192,16 @@ pub enum CertifyError {
          depends on that row's value, which is not shown to you"
     )]
     OpaqueMatch,
+    /// A predicate of the history cannot be compiled or evaluated, for instance one nested
+    /// deeper than the compiler's limit, which the message names (422).
+    #[error("a predicate of the history cannot be evaluated: {0}")]
+    Predicate(String),
     /// History and log disagree (422).
     #[error("the history does not agree with the database's change stream: {0}")]
     Disagrees(String),
+    /// A bug: the work panicked (500).
+    #[error("{0}")]
+    Internal(String),
     /// The database or the store failed (503).
     #[error("{0}")]
     Unavailable(String),
@@ -213,16 +246,37 @@ impl Certified {
     }
 }
 
-/// Reads a submitted history.
+/// The longest predicate (SQL text) a submitted history may hold. The compiler refuses
+/// expressions nested deeper than 10,000 levels by name, but only after sqlparser built
+/// the tree, and a tree is freed by recursion: a 60 MiB body of `value + 0 + 0 ...` would
+/// build a tree some 30 million levels deep, whose freeing no stack holds. 64 KiB bounds
+/// the tree to about 32,000 levels (the request threads' stack frees that with room to
+/// spare) and is far beyond any predicate a workload writes.
+pub const MAX_PREDICATE_BYTES: usize = 64 << 10;
+
+/// Reads a submitted history (CPU work: run it on the CPU pool).
 ///
 /// # Errors
-/// [`CertifyError::BadHistory`] naming the line and field.
+/// [`CertifyError::BadHistory`] naming the line and field; [`CertifyError::Predicate`]
+/// for a predicate longer than [`MAX_PREDICATE_BYTES`].
 pub fn read_history(body: &[u8]) -> Result<History, CertifyError> {
-    v1::read_history(body).map_err(|e| CertifyError::BadHistory(e.to_string()))
+    let h = v1::read_history(body).map_err(|e| CertifyError::BadHistory(e.to_string()))?;
+    if let Some(long) = h.predicates().iter().find(|p| p.sql.len() > MAX_PREDICATE_BYTES) {
+        return Err(CertifyError::Predicate(format!(
+            "a WHERE clause of {} bytes; at most {MAX_PREDICATE_BYTES} are accepted",
+            long.sql.len()
+        )));
+    }
+    Ok(h)
 }
 
-/// The table incarnation each of the history's tables names, for `tenant`.
+/// The table incarnation each of the history's tables names, for `tenant`. Only the
+/// tenant's schemas are looked at: another tenant's table of the same name is never looked
+/// up, so it answers exactly as a table that was never written (404). Of several
+/// incarnations (the table was dropped and created again), the one holding the history's
+/// transactions is taken; the newest when the history wrote nothing.
 async fn resolve_tables(
+    backend: &Arc<dyn Backend>,
     store: &VersionStore,
     tenant: &Tenant,
     h: &History,
@@ -231,54 +285,112 @@ async fn resolve_tables(
     let mut out = Vec::new();
     for table in h.tables() {
         let name = &*table.name;
-        // Authorisation was checked before: only granted schemas are looked at here.
-        let schemas: Vec<String> = match schema {
-            Some(s) => vec![s.to_string()],
-            None => store.schemas_of(name).await?.into_iter().filter(|s| tenant.may_see(s, name)).collect(),
-        };
-        let chosen = match schemas.as_slice() {
-            [] => return Err(CertifyError::UnknownTable(name.to_string())),
-            [one] => one.clone(),
-            many => {
-                return Err(CertifyError::Ambiguous { table: name.to_string(), schemas: many.join(", ") })
+        let mut found: Vec<(String, Vec<StoredTable>)> = Vec::new();
+        let schemas: Vec<&str> = match schema {
+            Some(s) => vec![s],
+            None => {
+                let mut granted: Vec<&str> = tenant
+                    .grants
+                    .iter()
+                    .filter(|g| g.table.as_deref().is_none_or(|t| t == name))
+                    .map(|g| g.schema.as_str())
+                    .collect();
+                granted.sort_unstable();
+                granted.dedup();
+                granted
             }
         };
-        let newest = store
-            .incarnations(&chosen, name)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| CertifyError::UnknownTable(name.to_string()))?;
-        if newest.truncated {
-            return Err(CertifyError::Truncated(name.to_string()));
+        for s in schemas {
+            let incarnations = store.incarnations(s, name).await?;
+            if !incarnations.is_empty() {
+                found.push((s.to_string(), incarnations));
+            }
         }
-        if newest.collected {
-            return Err(CertifyError::Collected(name.to_string()));
-        }
-        out.push(newest);
+        let incarnations = match found.len() {
+            0 => return Err(CertifyError::UnknownTable(name.to_string())),
+            1 => found.pop().map(|(_, i)| i).unwrap_or_default(),
+            _ => {
+                let schemas = found.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>().join(", ");
+                return Err(CertifyError::Ambiguous { table: name.to_string(), schemas });
+            }
+        };
+        let chosen = choose_incarnation(backend, store, h, incarnations, name).await?;
+        out.push(chosen);
     }
     Ok(out)
 }
 
-/// Certifies `h` for `tenant`: waits (at most `wait`) for the feed to pass the database's
-/// current position, then recovers from the stored log of the history's tables.
-///
-/// # Errors
-/// A [`CertifyError`]; none of them carries another tenant's data or a foreign writer's.
-pub async fn certify(
+/// Of a table's incarnations (newest first), the one whose stored transactions include
+/// the history's; refused when that one was truncated (409) or collected (410).
+async fn choose_incarnation(
     backend: &Arc<dyn Backend>,
     store: &VersionStore,
-    progress: &isocert_adapters::FeedProgress,
-    tenant: &Tenant,
-    mut h: History,
-    schema: Option<&str>,
-    wait: Duration,
-) -> Result<Certified, CertifyError> {
+    h: &History,
+    incarnations: Vec<StoredTable>,
+    name: &str,
+) -> Result<StoredTable, CertifyError> {
+    let mut chosen = None;
+    if incarnations.len() > 1 {
+        for incarnation in &incarnations {
+            let writers = store.writers_of(incarnation.table.id).await?;
+            if backend.recorded(h, &writers) > 0 {
+                chosen = Some(incarnation.clone());
+                break;
+            }
+        }
+        // None holds a transaction of the history: it wrote nothing that is still stored.
+        // Were some versions collected, they may have been the history's.
+        if chosen.is_none() && incarnations.iter().any(|i| i.collected) {
+            return Err(CertifyError::Collected(name.to_string()));
+        }
+    }
+    let chosen = chosen
+        .or_else(|| incarnations.into_iter().next())
+        .ok_or_else(|| CertifyError::UnknownTable(name.to_string()))?;
+    if chosen.truncated {
+        return Err(CertifyError::Truncated(name.to_string()));
+    }
+    if chosen.collected {
+        return Err(CertifyError::Collected(name.to_string()));
+    }
+    Ok(chosen)
+}
+
+/// What certifying needs of the server.
+#[derive(Debug, Clone, Copy)]
+pub struct CertifyContext<'a> {
+    /// The database.
+    pub backend: &'a Arc<dyn Backend>,
+    /// The version store.
+    pub store: &'a VersionStore,
+    /// The feed's progress.
+    pub progress: &'a isocert_adapters::FeedProgress,
+    /// The database's position, asked once for many concurrent requests.
+    pub positions: &'a PositionCache,
+    /// Where recovery runs.
+    pub cpu: &'a CpuPool,
+    /// The decoded logs kept between requests.
+    pub logs: &'a LogCache,
+    /// How long to wait for the feed.
+    pub wait: Duration,
+}
+
+impl std::fmt::Debug for dyn Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Backend")
+    }
+}
+
+/// Whether `tenant` may read the history's tables at all, decided from the grants alone
+/// (nothing is looked up): a table name no grant covers (in `schema`, when given) is 403.
+///
+/// # Errors
+/// [`CertifyError::Forbidden`] naming the history's own table, or
+/// [`CertifyError::BadHistory`] for a history naming no table.
+pub fn authorize(tenant: &Tenant, h: &History, schema: Option<&str>) -> Result<(), CertifyError> {
     if h.tables().is_empty() {
         return Err(CertifyError::BadHistory("the history names no table".into()));
     }
-    // Authorisation before anything else, so a refused tenant learns nothing (not even
-    // whether the feed is behind).
     for table in h.tables() {
         let name = &*table.name;
         let granted = match schema {
@@ -289,21 +401,69 @@ pub async fn certify(
             return Err(CertifyError::Forbidden(name.to_string()));
         }
     }
-    let position = backend.stream_position().await.map_err(|e| CertifyError::Unavailable(e.to_string()))?;
-    if !progress.wait_for(position, wait).await {
+    Ok(())
+}
+
+/// The history's table incarnations, once the feed has stored every commit made before
+/// the request.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The incarnation of each of the history's tables.
+    pub tables: Vec<StoredTable>,
+    /// The commit position of the last change stored for them: what the log, and so the
+    /// certificate, depends on.
+    pub last_change: Option<u64>,
+}
+
+/// Prepares certifying `h` for `tenant`: checks the grants ([`authorize`]), waits (at most
+/// `wait`) for the feed to pass the database's current position, and resolves the history's
+/// tables to their incarnations.
+///
+/// # Errors
+/// A [`CertifyError`]; none of them carries another tenant's data or a foreign writer's.
+pub async fn resolve(
+    cx: CertifyContext<'_>,
+    tenant: &Tenant,
+    h: &History,
+    schema: Option<&str>,
+) -> Result<Resolved, CertifyError> {
+    // Authorisation before anything else, so a refused tenant learns nothing (not even
+    // whether the feed is behind).
+    authorize(tenant, h, schema)?;
+    let position = cx.positions.position(cx.backend.as_ref()).await?;
+    if !cx.progress.wait_for(position, cx.wait).await {
         return Err(CertifyError::NotReady);
     }
-    let tables = resolve_tables(store, tenant, &h, schema).await?;
+    let tables = resolve_tables(cx.backend, cx.store, tenant, h, schema).await?;
     let ids: Vec<u64> = tables.iter().map(|t| t.table.id).collect();
-    let log = store.log_for(&ids).await?;
-    // Recovery is CPU work: off the async workers, so that other requests keep flowing.
-    let backend = Arc::clone(backend);
-    tokio::task::spawn_blocking(move || {
-        let log = isocert_recovery::without_initial_load(&h, &log);
-        let submitted = h.txns.len();
-        let (recovered, foreign) = backend.recover(&mut h, &log)?;
-        Ok(Certified { history: h, submitted, recovered, foreign })
-    })
-    .await
-    .map_err(|e| CertifyError::Unavailable(format!("recovery stopped: {e}")))?
+    let last_change = cx.store.last_change(&ids).await?;
+    Ok(Resolved { tables, last_change })
+}
+
+/// Certifies `h` over the resolved tables: their stored log and the database's recovery
+/// rule, on the CPU pool.
+///
+/// # Errors
+/// A [`CertifyError`]; none of them carries another tenant's data or a foreign writer's.
+pub async fn recover(
+    cx: CertifyContext<'_>,
+    h: History,
+    resolved: &Resolved,
+) -> Result<Certified, CertifyError> {
+    let ids: Vec<u64> = resolved.tables.iter().map(|t| t.table.id).collect();
+    let log = cx.logs.log(cx.store, &ids, resolved.last_change).await?;
+    let backend = Arc::clone(cx.backend);
+    cx.cpu
+        .run(move || {
+            let mut h = h;
+            let log = isocert_recovery::without_initial_load(&h, &log);
+            let submitted = h.txns.len();
+            let (recovered, foreign) = backend.recover(&mut h, &log)?;
+            Ok(Certified { history: h, submitted, recovered, foreign })
+        })
+        .await
+        .map_err(|e| match e {
+            crate::cpu::CpuError::Panicked(_) => CertifyError::Internal(e.to_string()),
+            crate::cpu::CpuError::Stopped => CertifyError::Unavailable(e.to_string()),
+        })?
 }

@@ -96,13 +96,13 @@ impl CertificateClient {
         request: Request<'_>,
         schema: Option<&str>,
     ) -> Result<Vec<u8>, ClientError> {
-        let mut url = match request {
-            Request::Certificate => format!("{}/v1/certificates", self.base),
-            Request::Check(level) => format!("{}/v1/check?isolation={level}", self.base),
+        // Parameters are URL-encoded by reqwest (a schema may hold any character).
+        let (url, mut params) = match request {
+            Request::Certificate => (format!("{}/v1/certificates", self.base), Vec::new()),
+            Request::Check(level) => (format!("{}/v1/check", self.base), vec![("isolation", level)]),
         };
         if let Some(schema) = schema {
-            url.push(if url.contains('?') { '&' } else { '?' });
-            url.push_str(&format!("schema={schema}"));
+            params.push(("schema", schema));
         }
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(history).and_then(|_| gz.flush()).expect("writing to memory");
@@ -113,6 +113,7 @@ impl CertificateClient {
             let sent = self
                 .http
                 .post(&url)
+                .query(&params)
                 .bearer_auth(&self.token)
                 .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
                 .header(reqwest::header::CONTENT_ENCODING, "gzip")

@@ -13,15 +13,21 @@
 //!
 //! docs/API.md describes the deployment, every endpoint and what a tenant can see.
 
+pub mod answers;
 pub mod api;
 pub mod certify;
 pub mod client;
+pub mod cpu;
+pub mod listen;
+pub mod logs;
 pub mod metrics;
+pub mod position;
 pub mod store;
 pub mod tenants;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +37,9 @@ use tokio::sync::watch;
 
 use crate::api::{ApiConfig, AppState};
 use crate::certify::SeamBackend;
-use crate::store::VersionStore;
+use crate::cpu::CpuPool;
+use crate::listen::ConnectionLimits;
+use crate::store::{Leadership, VersionStore};
 use crate::tenants::TenantRegistry;
 
 /// How a server is set up.
@@ -39,14 +47,27 @@ use crate::tenants::TenantRegistry;
 pub struct ServeConfig {
     /// The address to listen on.
     pub listen: SocketAddr,
+    /// Where `/metrics` is served (never on the tenants' listener); `None`: not served.
+    pub metrics_listen: Option<SocketAddr>,
     /// The store URL (`sqlite://PATH` or `postgres://...`).
     pub store_url: String,
     /// The tenants.
     pub tenants: Arc<TenantRegistry>,
     /// Limits and bounds of the API.
     pub api: ApiConfig,
+    /// Bounds on connections.
+    pub connections: ConnectionLimits,
     /// TLS certificate and key files (PEM), for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// The addresses a started server answers on.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// The tenants' API.
+    pub api: SocketAddr,
+    /// The metrics listener, if any.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// The sink that stores the feed's batches.
@@ -64,10 +85,15 @@ const GC_INTERVAL: Duration = Duration::from_secs(60);
 const TENANTS_INTERVAL: Duration = Duration::from_secs(1);
 /// Pause before the feed is restarted after it stopped with an error.
 const FEED_RESTART: Duration = Duration::from_secs(2);
+/// How often a follower replica tries to take the lead, and a leader checks it still holds
+/// it: a leader killed with SIGKILL is replaced within about this (plus the feed's start).
+const LEAD_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a follower reads the stored position while a request waits for it.
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
 
-/// Runs the server on `db` until SIGINT or SIGTERM: opens the store and the feed, resumes
-/// the feed from the store's position, serves the API. `ready` is called with the bound
-/// address once requests are accepted.
+/// Runs the server on `db` until SIGINT or SIGTERM: opens the store, takes the lead of the
+/// change feed (or follows the replica that has it, on a shared PostgreSQL store), serves
+/// the API. `ready` is called with the bound addresses once requests are accepted.
 ///
 /// # Errors
 /// A store, feed or listener that cannot be set up; a slot that is ahead of the store
@@ -75,122 +101,214 @@ const FEED_RESTART: Duration = Duration::from_secs(2);
 pub async fn run_server<D: Database>(
     db: D,
     config: ServeConfig,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(Bound),
 ) -> anyhow::Result<()> {
     let store = VersionStore::open(&config.store_url).await.context("opening the version store")?;
     let name = config.api.feed_name.clone();
-    let slot_position = db.open_feed(&name).await.context("opening the change feed")?;
-    let resume = match store.resume_position().await? {
-        Some(stored) if slot_position > stored => anyhow::bail!(
-            "the change feed {name} has moved past what the store holds (slot at {slot_position}, store at \
-             {stored}): transactions in between would be missing. Use a new --feed-name (and store) for this \
-             database"
-        ),
-        Some(stored) => stored,
-        None => slot_position,
-    };
     let progress = FeedProgress::new();
     let backend: Arc<dyn certify::Backend> = Arc::new(SeamBackend(db.clone()));
+    let cpu = CpuPool::per_core().context("starting the request threads")?;
     let state = AppState::new(
         backend,
         store.clone(),
         Arc::clone(&progress),
         Arc::clone(&config.tenants),
         config.api.clone(),
+        cpu,
     );
+    // The first replica to start leads; a stale store is refused before anything is served.
+    let lead = match store.try_lead(&name).await.context("electing the feed's leader")? {
+        Some(lead) => Some((open_feed(&db, &store, &name).await?, lead)),
+        None => {
+            tracing::info!(
+                feed = name,
+                "another server consumes the change feed: following it through the store"
+            );
+            None
+        }
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
-
-    let feed = tokio::spawn(run_feed_forever(
-        db,
-        name,
-        resume,
-        store.clone(),
-        Arc::clone(&progress),
-        Arc::clone(&state),
-        stop_rx.clone(),
-    ));
-    let gc = tokio::spawn(collect_garbage(store.clone(), config.api.retention, stop_rx.clone()));
+    let feed =
+        tokio::spawn(lead_or_follow(db, name, lead, store.clone(), Arc::clone(&state), stop_rx.clone()));
+    let gc = tokio::spawn(collect_garbage(Arc::clone(&state), config.api.retention, stop_rx.clone()));
     let reload = tokio::spawn(reload_tenants(Arc::clone(&config.tenants), stop_rx.clone()));
 
-    let router = api::router(Arc::clone(&state));
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("listening on {}", config.listen))?;
+    let tls = match &config.tls {
+        Some((cert, key)) => Some(listen::tls_acceptor(cert, key)?),
+        None => None,
+    };
+    let metrics = match config.metrics_listen {
+        Some(addr) => {
+            let l =
+                tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
+            let bound = l.local_addr()?;
+            let router = api::metrics_router(Arc::clone(&state));
+            let mut stop = stop_rx.clone();
+            let limits = ConnectionLimits { max_connections: 64, ..config.connections };
+            tokio::spawn(listen::serve(l, None, router, limits, async move {
+                let _ = stop.changed().await;
+            }));
+            Some(bound)
+        }
+        None => None,
+    };
+    ready(Bound { api: listener.local_addr()?, metrics });
     let shutdown = async move {
         wait_for_signal().await;
         tracing::info!("stopping: finishing the requests in flight");
     };
-    let served = match &config.tls {
-        None => {
-            let listener = tokio::net::TcpListener::bind(config.listen)
-                .await
-                .with_context(|| format!("listening on {}", config.listen))?;
-            ready(listener.local_addr()?);
-            axum::serve(listener, router).with_graceful_shutdown(shutdown).await.context("serving")
-        }
-        Some((cert, key)) => {
-            // Several crypto providers may be linked (reqwest's, ours): name the one to use.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let tls =
-                axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await.with_context(|| {
-                    format!("reading TLS certificate {} and key {}", cert.display(), key.display())
-                })?;
-            let handle = axum_server::Handle::new();
-            let listener = std::net::TcpListener::bind(config.listen)
-                .with_context(|| format!("listening on {}", config.listen))?;
-            let addr = listener.local_addr()?;
-            let stopper = handle.clone();
-            tokio::spawn(async move {
-                shutdown.await;
-                stopper.graceful_shutdown(Some(Duration::from_secs(10)));
-            });
-            ready(addr);
-            axum_server::from_tcp_rustls(listener, tls)
-                .handle(handle)
-                .serve(router.into_make_service())
-                .await
-                .context("serving")
-        }
-    };
+    listen::serve(listener, tls, api::router(Arc::clone(&state)), config.connections, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = feed.await;
     gc.abort();
     reload.abort();
-    served
+    Ok(())
 }
 
-/// Keeps the feed running: restarts it after an error, which is shown in `/healthz` and
-/// `/v1/status` meanwhile.
-async fn run_feed_forever<D: Database>(
+/// Opens (creating if needed) the feed and the position to resume it from: the store's,
+/// unless the store has none yet.
+async fn open_feed<D: Database>(db: &D, store: &VersionStore, name: &str) -> anyhow::Result<u64> {
+    let slot_position = db.open_feed(name).await.context("opening the change feed")?;
+    match store.resume_position().await? {
+        Some(stored) if slot_position > stored => anyhow::bail!(
+            "the change feed {name} has moved past what the store holds (slot at {slot_position}, store at \
+             {stored}): transactions in between would be missing. Use a new --feed-name (and store) for this \
+             database"
+        ),
+        Some(stored) => Ok(stored),
+        None => Ok(slot_position),
+    }
+}
+
+/// Leads the feed while this server holds the lead, follows the store otherwise, and
+/// takes the lead when the leader is gone (a shared PostgreSQL store; with SQLite this
+/// server always leads).
+async fn lead_or_follow<D: Database>(
     db: D,
     name: String,
-    mut resume: u64,
+    mut lead: Option<(u64, Leadership)>,
     store: VersionStore,
-    progress: Arc<FeedProgress>,
     state: Arc<AppState>,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
-        let result =
-            db.run_feed(&name, resume, StoreSink(store.clone()), Arc::clone(&progress), stop.clone()).await;
-        if *stop.borrow() {
-            return;
+        if let Some((resume, leadership)) = lead.take() {
+            state.leader.store(true, Ordering::SeqCst);
+            tracing::info!(feed = name, "leading: this server consumes the change feed");
+            let leadership =
+                run_feed_while_leading(&db, &name, resume, &store, &state, leadership, &stop).await;
+            state.leader.store(false, Ordering::SeqCst);
+            state.progress.set_connected(false);
+            leadership.release().await;
+            if *stop.borrow() {
+                return;
+            }
+            tracing::warn!(feed = name, "lost the lead of the change feed: following");
         }
-        let message = match result {
-            Ok(()) => "the change feed ended".to_string(),
-            Err(e) => format!("{e:#}"),
-        };
-        tracing::error!(feed = name, "{message}; restarting in {FEED_RESTART:?}");
-        *state.feed_error.lock().expect("feed error lock") = Some(message);
-        tokio::select! {
-            _ = tokio::time::sleep(FEED_RESTART) => {}
-            _ = stop.changed() => return,
+        // Following: the store's position is what this server can certify up to.
+        let mut next_try = tokio::time::Instant::now();
+        loop {
+            if let Ok(Some(stored)) = store.resume_position().await {
+                state.progress.advance(stored);
+            }
+            if tokio::time::Instant::now() >= next_try {
+                next_try = tokio::time::Instant::now() + LEAD_INTERVAL;
+                match store.try_lead(&name).await {
+                    Ok(Some(leadership)) => match open_feed(&db, &store, &name).await {
+                        Ok(resume) => {
+                            lead = Some((resume, leadership));
+                            break;
+                        }
+                        Err(e) => {
+                            let message = format!("{e:#}");
+                            tracing::error!(feed = name, "cannot take over the change feed: {message}");
+                            *state.feed_error.lock().expect("feed error lock") = Some(message);
+                            leadership.release().await;
+                        }
+                    },
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(feed = name, "electing the feed's leader: {e}"),
+                }
+            }
+            let waiting = state.progress.wanted() > state.progress.covered();
+            let pause = if waiting { FOLLOW_INTERVAL } else { LEAD_INTERVAL };
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = state.progress.asked() => {}
+                _ = stop.changed() => return,
+            }
         }
-        if let Ok(Some(stored)) = store.resume_position().await {
-            resume = stored;
-        }
-        *state.feed_error.lock().expect("feed error lock") = None;
     }
 }
 
-async fn collect_garbage(store: VersionStore, retention: Duration, mut stop: watch::Receiver<bool>) {
+/// Runs the feed (restarting it after errors) until the server stops or the lead is lost;
+/// returns the lead to be released.
+async fn run_feed_while_leading<D: Database>(
+    db: &D,
+    name: &str,
+    mut resume: u64,
+    store: &VersionStore,
+    state: &Arc<AppState>,
+    mut leadership: Leadership,
+    stop: &watch::Receiver<bool>,
+) -> Leadership {
+    let (term_tx, term_rx) = watch::channel(false);
+    // The feed stops when the server does, or as soon as the lock's session may be gone
+    // (another replica may hold the lead then).
+    let watch_lead = async {
+        let mut stop = stop.clone();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(LEAD_INTERVAL) => {
+                    if !leadership.still_held().await {
+                        break;
+                    }
+                }
+                _ = stop.changed() => break,
+            }
+        }
+        let _ = term_tx.send(true);
+    };
+    let feed = async {
+        loop {
+            let result = db
+                .run_feed(
+                    name,
+                    resume,
+                    StoreSink(store.clone()),
+                    Arc::clone(&state.progress),
+                    term_rx.clone(),
+                )
+                .await;
+            if *term_rx.borrow() {
+                return;
+            }
+            let message = match result {
+                Ok(()) => "the change feed ended".to_string(),
+                Err(e) => format!("{e:#}"),
+            };
+            tracing::error!(feed = name, "{message}; restarting in {FEED_RESTART:?}");
+            *state.feed_error.lock().expect("feed error lock") = Some(message);
+            let mut term = term_rx.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(FEED_RESTART) => {}
+                _ = term.changed() => return,
+            }
+            if let Ok(Some(stored)) = store.resume_position().await {
+                resume = stored;
+            }
+            *state.feed_error.lock().expect("feed error lock") = None;
+        }
+    };
+    tokio::join!(watch_lead, feed);
+    leadership
+}
+
+/// Collects versions older than the retention window, on the leader only.
+async fn collect_garbage(state: Arc<AppState>, retention: Duration, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(GC_INTERVAL) => {}
@@ -201,7 +319,10 @@ async fn collect_garbage(store: VersionStore, retention: Duration, mut stop: wat
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0)
             - retention.as_secs() as i64;
-        match store.collect_garbage(before).await {
+        if !state.is_leader() {
+            continue;
+        }
+        match state.store.collect_garbage(before).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(transactions = n, "collected versions older than the retention window"),
             Err(e) => tracing::warn!("garbage collection: {e}"),

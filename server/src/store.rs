@@ -95,6 +95,7 @@ impl VersionStore {
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let (url, max) = if let Some(path) = url.strip_prefix("sqlite://") {
+            create_private(std::path::Path::new(path))?;
             // One writer at a time is SQLite's way; WAL mode lets readers run beside it.
             (format!("sqlite://{path}?mode=rwc"), 4)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -178,9 +179,12 @@ impl VersionStore {
                     .await?;
             }
         }
+        // Never backwards: a replica that lost the lead may still finish a batch after its
+        // successor stored a later one.
         sqlx::query(
             "INSERT INTO isocert_feed_state (id, position) VALUES (1, $1) \
-             ON CONFLICT (id) DO UPDATE SET position = excluded.position",
+             ON CONFLICT (id) DO UPDATE SET position = CASE WHEN excluded.position > isocert_feed_state.position \
+             THEN excluded.position ELSE isocert_feed_state.position END",
         )
         .bind(resume as i64)
         .execute(&mut *tx)
@@ -205,6 +209,112 @@ impl VersionStore {
         Ok(rows.iter().map(stored_table).collect())
     }
 
+    /// Every stored table incarnation (for a tenant's `/v1/status`, filtered by its grants).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn tables(&self) -> Result<Vec<StoredTable>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT relation, schema_name, table_name, first_lsn, truncated, collected FROM isocert_tables \
+             ORDER BY schema_name, table_name, first_lsn DESC",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(stored_table).collect())
+    }
+
+    /// Per table incarnation of `relations`: its stored changes, the transactions that made
+    /// them, and when the oldest of those was stored.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn table_counts(&self, relations: &[u64]) -> Result<Vec<TableCounts>, StoreError> {
+        if relations.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = relations.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        let rows = sqlx::query(&format!(
+            "SELECT c.relation, count(*), count(DISTINCT c.commit_lsn), min(t.stored_at) FROM isocert_changes c \
+             JOIN isocert_txns t ON t.commit_lsn = c.commit_lsn WHERE c.relation IN ({list}) GROUP BY c.relation"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| TableCounts {
+                relation: r.get::<i64, _>(0) as u64,
+                changes: r.get::<i64, _>(1),
+                transactions: r.get::<i64, _>(2),
+                oldest_stored_at: r.try_get::<Option<i64>, _>(3).ok().flatten(),
+            })
+            .collect())
+    }
+
+    /// The transactions (commit position, database id) that changed table incarnation
+    /// `relation`, in commit order, without their changes: enough to tell whether a
+    /// history's transactions are among them.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn writers_of(&self, relation: u64) -> Result<Vec<(u64, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT t.commit_lsn, t.xid FROM isocert_changes c JOIN isocert_txns t \
+             ON t.commit_lsn = c.commit_lsn WHERE c.relation = $1 ORDER BY t.commit_lsn",
+        )
+        .bind(relation as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| (r.get::<i64, _>(0) as u64, r.get::<i64, _>(1) as u64)).collect())
+    }
+
+    /// The commit position of the last change stored for `relations`.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn last_change(&self, relations: &[u64]) -> Result<Option<u64>, StoreError> {
+        if relations.is_empty() {
+            return Ok(None);
+        }
+        let list = relations.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        let row =
+            sqlx::query(&format!("SELECT max(commit_lsn) FROM isocert_changes WHERE relation IN ({list})"))
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.map(|p| p as u64))
+    }
+
+    /// Whether this store can be shared by several servers (PostgreSQL), so that they must
+    /// elect the one that consumes the change feed.
+    pub fn is_shared(&self) -> bool {
+        !self.sqlite
+    }
+
+    /// Tries to become the leader of feed `feed` among the servers sharing this store: a
+    /// PostgreSQL session-level advisory lock, held by a connection of its own until the
+    /// returned [`Leadership`] is dropped or that connection dies (a `kill -9` ends the
+    /// session, and so frees the lock at once). `None` when another server holds it. A
+    /// SQLite store is one server's: always granted.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn try_lead(&self, feed: &str) -> Result<Option<Leadership>, StoreError> {
+        if self.sqlite {
+            return Ok(Some(Leadership { connection: None }));
+        }
+        let mut connection = self.pool.acquire().await?.detach();
+        let won: bool = sqlx::query("SELECT pg_try_advisory_lock($1)")
+            .bind(leader_lock_key(feed))
+            .fetch_one(&mut connection)
+            .await?
+            .get(0);
+        if won {
+            Ok(Some(Leadership { connection: Some(connection) }))
+        } else {
+            let _ = sqlx::Connection::close(connection).await;
+            Ok(None)
+        }
+    }
+
     /// The schemas in which a table named `table` was seen.
     ///
     /// # Errors
@@ -224,13 +334,30 @@ impl VersionStore {
     /// The store's, or [`StoreError::Corrupt`].
     pub async fn log_for(&self, relations: &[u64]) -> Result<RawLog, StoreError> {
         let mut log = RawLog::new();
+        self.extend_log(&mut log, relations, None).await?;
+        Ok(log)
+    }
+
+    /// Appends to `log` the transactions that changed the given table incarnations after
+    /// commit position `after` (all of them when `None`), each with only its changes to
+    /// them, in commit order.
+    ///
+    /// # Errors
+    /// The store's, or [`StoreError::Corrupt`].
+    pub async fn extend_log(
+        &self,
+        log: &mut RawLog,
+        relations: &[u64],
+        after: Option<u64>,
+    ) -> Result<(), StoreError> {
         if relations.is_empty() {
-            return Ok(log);
+            return Ok(());
         }
         let list = relations.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        let after = after.map_or(String::new(), |lsn| format!(" AND c.commit_lsn > {}", lsn as i64));
         let rows = sqlx::query(&format!(
             "SELECT c.commit_lsn, t.end_lsn, t.xid, t.commit_time, c.change FROM isocert_changes c \
-             JOIN isocert_txns t ON t.commit_lsn = c.commit_lsn WHERE c.relation IN ({list}) \
+             JOIN isocert_txns t ON t.commit_lsn = c.commit_lsn WHERE c.relation IN ({list}){after} \
              ORDER BY c.commit_lsn, c.seq"
         ))
         .fetch_all(&self.pool)
@@ -251,7 +378,7 @@ impl VersionStore {
                 }
                 _ => {
                     if let Some((_, doc)) = current.take() {
-                        flush(&mut log, doc)?;
+                        flush(log, doc)?;
                     }
                     let doc = json!({
                         "xid": row.get::<i64, _>(2), "commit_lsn": lsn, "end_lsn": row.get::<i64, _>(1),
@@ -262,9 +389,9 @@ impl VersionStore {
             }
         }
         if let Some((_, doc)) = current {
-            flush(&mut log, doc)?;
+            flush(log, doc)?;
         }
-        Ok(log)
+        Ok(())
     }
 
     /// Deletes the transactions stored before `before` (Unix seconds) and marks the tables
@@ -324,6 +451,67 @@ impl VersionStore {
         };
         Ok(sqlx::query(sql).fetch_one(&self.pool).await?.get::<i64, _>(0))
     }
+}
+
+/// The lock that makes a server the leader of a feed (see [`VersionStore::try_lead`]).
+#[derive(Debug)]
+pub struct Leadership {
+    /// The connection holding the advisory lock (none for SQLite).
+    connection: Option<sqlx::AnyConnection>,
+}
+
+impl Leadership {
+    /// Whether the lock is still held: its connection still answers. A failure means the
+    /// session (and with it the lock) may be gone; the leader must stop its feed.
+    pub async fn still_held(&mut self) -> bool {
+        match &mut self.connection {
+            None => true,
+            Some(c) => sqlx::query("SELECT 1").fetch_one(c).await.is_ok(),
+        }
+    }
+
+    /// Gives the lead up (closing the connection frees the lock).
+    pub async fn release(self) {
+        if let Some(c) = self.connection {
+            let _ = sqlx::Connection::close(c).await;
+        }
+    }
+}
+
+/// The advisory lock key of feed `feed`: FNV-1a of its name, the same in every process and
+/// version (the standard library's hashers promise neither).
+fn leader_lock_key(feed: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in "isocert serve leader ".bytes().chain(feed.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash as i64
+}
+
+/// Creates the SQLite file readable and writable by its owner only (0600) before SQLite
+/// opens it; SQLite gives its journal files the database file's permissions. An existing
+/// file is left as it is.
+fn create_private(path: &std::path::Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Db(sqlx::Error::Io(e))),
+    }
+}
+
+/// Sizes of one table incarnation, for a tenant's `/v1/status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableCounts {
+    /// The incarnation's id.
+    pub relation: u64,
+    /// Row changes stored.
+    pub changes: i64,
+    /// Transactions that made them.
+    pub transactions: i64,
+    /// Unix time (seconds) the oldest of them was stored.
+    pub oldest_stored_at: Option<i64>,
 }
 
 async fn note_table(

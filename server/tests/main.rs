@@ -1,5 +1,8 @@
 //! Tests of the server's parts that need no database server: the SQLite version store
-//! (atomic batches, redelivery, table incarnations, garbage collection).
+//! (atomic batches, redelivery, table incarnations, garbage collection), and a live server
+//! answering hostile requests (`live`).
+
+mod live;
 
 use std::sync::Arc;
 
@@ -89,4 +92,29 @@ async fn incarnations_are_kept_apart_and_collection_marks_their_tables() {
     t.truncated.push(table(5, "s", "items"));
     s.store(&[t], 31).await.unwrap();
     assert!(s.incarnations("s", "items").await.unwrap()[0].truncated);
+}
+
+#[tokio::test]
+async fn kept_logs_are_extended_with_later_transactions_and_equal_a_fresh_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let (a, b) = (table(1, "s", "kv"), table(2, "s", "other"));
+    let cache = isocert_server::logs::LogCache::default();
+    s.store(&[txn(10, &[(&a, 1, Some(5)), (&b, 1, Some(6))]), txn(20, &[(&a, 2, Some(7))])], 21)
+        .await
+        .unwrap();
+    let last = s.last_change(&[a.id]).await.unwrap();
+    assert_eq!(last, Some(20));
+    let first = cache.log(&s, &[a.id], last).await.unwrap();
+    assert_eq!(*first, s.log_for(&[a.id]).await.unwrap());
+    // Unchanged: the same log, not read again.
+    let again = cache.log(&s, &[a.id], last).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &again));
+    // Later transactions (one on another table only): extended, equal to a fresh read.
+    s.store(&[txn(30, &[(&b, 2, Some(8))]), txn(40, &[(&a, 1, None), (&b, 1, None)])], 41).await.unwrap();
+    let last = s.last_change(&[a.id]).await.unwrap();
+    assert_eq!(last, Some(40));
+    let extended = cache.log(&s, &[a.id], last).await.unwrap();
+    assert_eq!(*extended, s.log_for(&[a.id]).await.unwrap());
+    assert_eq!(extended.txns().iter().map(|t| t.commit_lsn).collect::<Vec<_>>(), [10, 20, 40]);
 }

@@ -1,0 +1,183 @@
+//! What every `/v1` request goes through before its route's work, in this order, so that a
+//! client without a valid token costs nothing but its headers:
+//!
+//! 1. the bearer token (scheme matched case-insensitively) and its rate: 401 / 429;
+//! 2. the `Content-Encoding` (`gzip` or `identity`, any case): 415;
+//! 3. the query string: 400;
+//! 4. the body, streamed and bounded: a declared `Content-Length` over the limit is 413 at
+//!    once, a body that grows past it is 413 as soon as it does, a body that stalls for
+//!    [`BODY_IDLE_TIMEOUT`] is 408;
+//! 5. decompression, bounded by the same limit, on the CPU pool (never on the async
+//!    workers that answer other requests).
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use super::AppState;
+use crate::tenants::Tenant;
+
+/// How long a request body may stall between two chunks.
+pub(crate) const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The token of an `Authorization: Bearer TOKEN` header (the scheme in any case).
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// The bearer token's tenant, admitted by its rate limit.
+pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Arc<Tenant>, ApiError> {
+    let unauthorized = || ApiError::new(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+    let token = bearer_token(headers).ok_or_else(unauthorized)?;
+    let (digest, tenant) = state.tenants.tenants().authenticate(token).ok_or_else(unauthorized)?;
+    if !state.tenants.admit(&digest, &tenant) {
+        return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "this token's request rate is exceeded")
+            .retry_after(1));
+    }
+    Ok(tenant)
+}
+
+/// Whether the token is still valid (it may have been revoked while the request waited).
+pub(crate) fn still_valid(state: &AppState, headers: &HeaderMap) -> bool {
+    bearer_token(headers).is_some_and(|token| state.tenants.tenants().authenticate(token).is_some())
+}
+
+/// How the body is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    /// As is.
+    Identity,
+    /// gzip.
+    Gzip,
+}
+
+/// The body's `Content-Encoding`: gzip or none (415 otherwise).
+pub(crate) fn encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+    let Some(value) = headers.get(header::CONTENT_ENCODING) else { return Ok(Encoding::Identity) };
+    let text = value.to_str().unwrap_or("").trim();
+    if text.eq_ignore_ascii_case("gzip") || text.eq_ignore_ascii_case("x-gzip") {
+        Ok(Encoding::Gzip)
+    } else if text.is_empty() || text.eq_ignore_ascii_case("identity") {
+        Ok(Encoding::Identity)
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Encoding {text:?} is not accepted (use gzip or none)"),
+        ))
+    }
+}
+
+/// The query string's parameters (400 naming what is wrong).
+pub(crate) fn query<T: DeserializeOwned>(uri: &Uri) -> Result<T, ApiError> {
+    axum::extract::Query::<T>::try_from_uri(uri)
+        .map(|q| q.0)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("the query string: {}", e.body_text())))
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the history is larger than {limit} bytes"))
+}
+
+/// The body as sent, at most `limit` bytes.
+pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let mut out = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    let mut chunks = body.into_data_stream();
+    loop {
+        let chunk = match tokio::time::timeout(BODY_IDLE_TIMEOUT, chunks.next()).await {
+            Err(_) => {
+                return Err(ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("the body stalled for {BODY_IDLE_TIMEOUT:?}"),
+                ))
+            }
+            Ok(None) => return Ok(out),
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("the body cannot be read: {e}")))
+            }
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        if out.len() + chunk.len() > limit {
+            return Err(too_large(limit));
+        }
+        out.extend_from_slice(&chunk);
+    }
+}
+
+/// The body decompressed, at most `limit` bytes (CPU work: run it on the CPU pool).
+pub(crate) fn inflate(raw: Vec<u8>, encoding: Encoding, limit: usize) -> Result<Vec<u8>, ApiError> {
+    match encoding {
+        Encoding::Identity => Ok(raw),
+        Encoding::Gzip => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut out).map_err(
+                |e| ApiError::new(StatusCode::BAD_REQUEST, format!("the gzip body cannot be read: {e}")),
+            )?;
+            if out.len() > limit {
+                return Err(too_large(limit));
+            }
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_and_gzip_are_matched_in_any_case() {
+        let mut h = HeaderMap::new();
+        for (value, want) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER  abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer ", None),
+            ("Bearerabc", None),
+        ] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(bearer_token(&h), want, "{value:?}");
+        }
+        for (value, want) in [
+            ("gzip", Some(Encoding::Gzip)),
+            ("GZIP", Some(Encoding::Gzip)),
+            ("identity", Some(Encoding::Identity)),
+            ("br", None),
+        ] {
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(value));
+            assert_eq!(encoding(&h).ok(), want, "{value:?}");
+        }
+        assert_eq!(encoding(&h).unwrap_err().status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+
+    #[test]
+    fn inflating_stops_at_the_limit() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&vec![b'x'; 10_000]).unwrap();
+        let packed = gz.finish().unwrap();
+        assert_eq!(inflate(packed.clone(), Encoding::Gzip, 10_000).unwrap().len(), 10_000);
+        assert_eq!(inflate(packed, Encoding::Gzip, 9_999).unwrap_err().status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(
+            inflate(b"nope".to_vec(), Encoding::Gzip, 10).unwrap_err().status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+}
