@@ -32,6 +32,7 @@ use isocert_workload::Isolation;
 use serde_json::json;
 
 use crate::exit;
+use crate::verdict::{Summary, Verdict};
 
 /// Run an isolationtester `.spec` scenario: every permutation recorded, recovered and checked.
 #[derive(Debug, clap::Args)]
@@ -94,114 +95,6 @@ pub(crate) struct ScenarioArgs {
 
 /// The default of `--max-permutations`: ten thousand permutations run for hours.
 const DEFAULT_MAX_PERMUTATIONS: u64 = 10_000;
-
-/// How a permutation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Verdict {
-    /// Checked with every statement recorded: no anomaly.
-    Valid,
-    /// Checked: anomalies.
-    Anomalies,
-    /// No anomaly in what was recorded, but some statements ran unrecorded: undecided.
-    Partial,
-    /// No certificate could be complete (a write the history lacks): undecided.
-    Uncertified,
-    /// A step waited for a lock only a later step releases: the schedule did not run.
-    Invalid,
-    /// No recordable table: nothing to check, undecided.
-    Unrecorded,
-}
-
-impl Verdict {
-    /// The word in lines, JSON and tables.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Valid => "valid",
-            Verdict::Anomalies => "anomalies",
-            Verdict::Partial => "partial",
-            Verdict::Uncertified => "uncertified",
-            Verdict::Invalid => "invalid",
-            Verdict::Unrecorded => "unrecorded",
-        }
-    }
-}
-
-/// The counts of the summary line.
-#[derive(Debug, Default)]
-struct Summary {
-    permutations: usize,
-    valid: usize,
-    anomalous: usize,
-    uncertified: usize,
-    partial: usize,
-    unrecorded: usize,
-    invalid: usize,
-}
-
-impl Summary {
-    fn of(runs: &[SpecRun]) -> Summary {
-        let mut s = Summary::default();
-        for o in runs.iter().flat_map(|r| &r.outcomes) {
-            s.permutations += 1;
-            match o.verdict {
-                Verdict::Valid => s.valid += 1,
-                Verdict::Anomalies => s.anomalous += 1,
-                Verdict::Partial => s.partial += 1,
-                Verdict::Uncertified => s.uncertified += 1,
-                Verdict::Unrecorded => s.unrecorded += 1,
-                Verdict::Invalid => s.invalid += 1,
-            }
-        }
-        s
-    }
-
-    /// The counts as JSON (`summary` in `--json`).
-    fn to_json(&self) -> serde_json::Value {
-        json!({
-            "permutations": self.permutations,
-            "valid": self.valid,
-            "anomalous": self.anomalous,
-            "uncertified": self.undecided(),
-            "of_which_partial": self.partial,
-            "of_which_unrecorded": self.unrecorded,
-            "invalid": self.invalid,
-        })
-    }
-
-    /// Permutations that ran and were not decided.
-    fn undecided(&self) -> usize {
-        self.partial + self.uncertified + self.unrecorded
-    }
-
-    /// `12 permutation(s): 8 valid, 2 anomalous, 1 uncertified (of which 1 partial, 0
-    /// unrecorded), 1 invalid`: uncertified counts every permutation that ran undecided.
-    fn line(&self) -> String {
-        format!(
-            "{} permutation(s): {} valid, {} anomalous, {} uncertified (of which {} partial, {} unrecorded), {} \
-             invalid",
-            self.permutations,
-            self.valid,
-            self.anomalous,
-            self.undecided(),
-            self.partial,
-            self.unrecorded,
-            self.invalid
-        )
-    }
-
-    /// The exit code: 2 when a permutation was left undecided (unless allowed) or none was
-    /// decided, else 1 when one showed anomalies, else 0.
-    fn exit(&self, allow_uncertified: bool) -> ExitCode {
-        let decided = self.valid + self.anomalous;
-        if !allow_uncertified && (self.undecided() > 0 || decided == 0) {
-            exit::error()
-        } else if self.anomalous > 0 {
-            exit::anomalies()
-        } else {
-            exit::valid()
-        }
-    }
-}
 
 /// Runs the command; see the module doc.
 pub(crate) fn run(args: ScenarioArgs) -> anyhow::Result<ExitCode> {
@@ -310,7 +203,7 @@ fn scenario_with<D: Database>(args: ScenarioArgs, specs: Vec<(PathBuf, Spec)>) -
     let interrupted = failure.as_ref().is_some_and(|e| {
         e.downcast_ref::<ScenarioError>().is_some_and(|e| matches!(e, ScenarioError::Interrupted))
     });
-    let summary = Summary::of(&runs);
+    let summary = Summary::of(runs.iter().flat_map(|r| &r.outcomes).map(|o| o.verdict));
     if args.json {
         let list: Vec<serde_json::Value> = runs.iter().map(spec_json).collect();
         let mut doc = json!({ "database": D::KIND.as_str(), "runs": list, "summary": summary.to_json() });

@@ -11,8 +11,10 @@
 //!
 //! [`Step`]: isocert_adapters::Step
 
+mod interleave;
 pub mod runner;
 pub mod spec;
+mod split;
 pub mod translate;
 
 pub use runner::{run_permutation, PermutationRun, RunOptions, ScenarioError, Unrecorded};
