@@ -709,18 +709,23 @@ impl Translator {
             // The rows it installs are returned; a row it skips installs nothing.
             Some(OnInsert::OnConflict(OnConflict { action: OnConflictAction::DoNothing, .. }))
                 if self.dialect == Dialect::Postgres => {}
-            // An update that sets the proposed row's values (or constants) writes blindly,
-            // like an upsert; one computed from the row it replaces reads that row, which
-            // the record would not show.
+            // An unconditional update of the conflicting row: recorded as the write of the
+            // row it returns. What it computes from the row it replaces (`v = t.v + 1`) is a
+            // read of that row's newest version, which it locks and replaces: the version
+            // order's edge from that version's writer already orders the two as the read
+            // would, and no other version can come between.
             Some(OnInsert::OnConflict(OnConflict {
                 action: OnConflictAction::DoUpdate(DoUpdate { assignments, selection: None }),
                 ..
-            })) if self.dialect == Dialect::Postgres && assignments.iter().all(|a| blind(&a.value)) => {}
+            })) if self.dialect == Dialect::Postgres
+                && !assignments.iter().any(|a| reads_elsewhere(&a.value)) => {}
+            // `DO UPDATE ... WHERE` reads the conflicting row and may leave it: a read the
+            // record would not show. MySQL's ON DUPLICATE KEY UPDATE returns no rows.
             Some(_) => {
                 return self.raw(
                     sql,
                     Effect::WritesTable,
-                    "INSERT ... ON CONFLICT or ON DUPLICATE KEY UPDATE reading the row it replaces",
+                    "INSERT ... ON CONFLICT DO UPDATE ... WHERE or ON DUPLICATE KEY UPDATE",
                 )
             }
         }
@@ -810,18 +815,6 @@ fn reads_elsewhere_item(item: &SelectItem) -> bool {
     match item {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => reads_elsewhere(e),
         _ => true,
-    }
-}
-
-/// Whether an `ON CONFLICT DO UPDATE` assignment writes without reading the row it
-/// replaces: constants and the proposed row's columns (`EXCLUDED.c`), combined.
-fn blind(e: &Expr) -> bool {
-    match e {
-        Expr::Value(_) => true,
-        Expr::CompoundIdentifier(ids) => ids.len() == 2 && ids[0].value.eq_ignore_ascii_case("excluded"),
-        Expr::Nested(e) | Expr::UnaryOp { expr: e, .. } => blind(e),
-        Expr::BinaryOp { left, right, .. } => blind(left) && blind(right),
-        _ => false,
     }
 }
 
@@ -952,7 +945,11 @@ mod tests {
             StatementWrite::Insert
         );
         assert_eq!(
-            raw("INSERT INTO t VALUES (1, 2, 3) ON CONFLICT (id) DO UPDATE SET v = t.v + 1").0,
+            statement("INSERT INTO t VALUES (1, 2, 3) ON CONFLICT (id) DO UPDATE SET v = t.v + 1"),
+            StatementWrite::Insert
+        );
+        assert_eq!(
+            raw("INSERT INTO t VALUES (1, 2, 3) ON CONFLICT (id) DO UPDATE SET v = 1 WHERE t.v > 0").0,
             Effect::WritesTable
         );
         assert_eq!(raw("INSERT INTO t SELECT id, v, c FROM u").0, Effect::WritesTable);
