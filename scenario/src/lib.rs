@@ -16,6 +16,7 @@ pub mod runner;
 pub mod spec;
 mod split;
 pub mod translate;
+mod worker;
 
 pub use runner::{run_permutation, PermutationRun, RunOptions, ScenarioError, Unrecorded};
 pub use spec::{parse, Permutation, Spec, SpecError};
