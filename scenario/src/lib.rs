@@ -15,6 +15,7 @@ mod interleave;
 pub mod runner;
 pub mod spec;
 mod split;
+mod tables;
 pub mod translate;
 mod worker;
 
