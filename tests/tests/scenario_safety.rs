@@ -284,3 +284,41 @@ fn issue_30_interleavings_are_counted_not_built() {
     assert!(stderr.contains("--max-permutations 10000"), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }
+
+/// The same on MariaDB: the timed-out session holds a row lock (and with it a metadata
+/// lock on the table) and is `KILL`ed before the teardown, whose DROP TABLE would wait for
+/// it; exit 2, no hang.
+#[test]
+fn issue_30_a_timed_out_step_is_ended_before_the_teardown_on_mariadb() {
+    use isocert_adapters::EmbeddedMariaDb;
+    use isocert_testsupport::Source;
+    let target: Vec<String> = match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
+        Some(Source::Url(url)) => vec!["--db".into(), url],
+        Some(Source::Embedded) => vec!["--database".into(), "mariadb".into()],
+        None => return,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        &format!(
+            "{TABLE}
+session s1
+step lock {{ BEGIN; UPDATE t SET v = 11 WHERE id = 1; }}
+step slow {{ SELECT SLEEP(600); }}
+"
+        ),
+    );
+    let child = isocert()
+        .arg("scenario")
+        .arg(&spec)
+        .args(&target)
+        .args(["--step-timeout", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = finish_within(child, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("step slow neither finished nor waited for a lock within 2 s"), "{stderr}");
+}
