@@ -372,6 +372,23 @@ impl Translator {
     }
 
     fn query(&self, sql: &str, q: &Query) -> Action {
+        // A data-modifying WITH (`WITH w AS (INSERT ... RETURNING ...) SELECT ...`) writes
+        // whatever its outer query reads.
+        let modifies = q.with.as_ref().is_some_and(|w| {
+            w.cte_tables.iter().any(|cte| {
+                matches!(
+                    cte.query.body.as_ref(),
+                    SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_)
+                )
+            })
+        });
+        if modifies {
+            return self.raw(
+                sql,
+                self.unparsed_effect(sql),
+                "a WITH that writes (INSERT, UPDATE, DELETE or MERGE)",
+            );
+        }
         let SetExpr::Select(select) = q.body.as_ref() else {
             return self.raw(sql, Effect::Unseen, "a query that is not a plain SELECT");
         };
@@ -713,6 +730,11 @@ mod tests {
             Effect::WritesTable
         );
         assert_eq!(raw("INSERT INTO t SELECT id, v, c FROM u").0, Effect::WritesTable);
+        assert_eq!(
+            raw("WITH w AS (INSERT INTO t VALUES (1, 2, 3) RETURNING id) SELECT * FROM w").0,
+            Effect::WritesTable
+        );
+        assert_eq!(raw("WITH w AS (SELECT * FROM t) SELECT * FROM w").0, Effect::Unseen);
         assert_eq!(raw("UPDATE t SET v = (SELECT max(a) FROM u)").0, Effect::WritesTable);
         assert_eq!(raw("UPDATE t SET id = id + 1").0, Effect::WritesTable);
         assert!(raw("SELECT * FROM t WHERE id = 1 FOR UPDATE").1.contains("FOR UPDATE"));
