@@ -133,7 +133,10 @@ fn literal(e: &Expr, ty: ColumnType) -> Option<Scalar> {
                 Err(_) if matches!(ty, ColumnType::Float | ColumnType::Numeric) => ty.parse(n).ok()?,
                 Err(_) => return None,
             },
-            Value::SingleQuotedString(t) if ty == ColumnType::Text => Scalar::Text(t.as_str().into()),
+            // sqlparser keeps an E'...' string's text with its escapes resolved.
+            Value::SingleQuotedString(t) | Value::EscapedStringLiteral(t) if ty == ColumnType::Text => {
+                Scalar::Text(t.as_str().into())
+            }
             Value::Boolean(b) => Scalar::Bool(*b),
             Value::Null => Scalar::Null,
             _ => return None,
@@ -832,6 +835,13 @@ mod tests {
             tr.statement("SELECT * FROM acct WHERE name >= 'b'"),
             Action::Record(t, Step::Select { predicate: "name >= 'b'".into() })
         );
+        // An escape string is a text literal (issue 30, item 13).
+        match tr.statement(r"UPDATE acct SET name = E'it\'s; fine' WHERE id = 1") {
+            Action::Record(_, Step::Statement { write: StatementWrite::Update { set, .. }, .. }) => {
+                assert_eq!(set, vec![("name", text("it's; fine"))])
+            }
+            other => panic!("{other:?}"),
+        }
         let raw = |sql: &str| match tr.statement(sql) {
             Action::Raw { effect, why, .. } => (effect, why),
             other => panic!("{sql}: {other:?}"),

@@ -275,6 +275,19 @@ permutation r1 w2 w3 s1
     // s1 reads row 2's second 'a' (its writer's version, not the initial one): read skew.
     assert_eq!(perms[1]["verdict"], "anomalies", "{perms:?}");
 
+    // An escape string and a nested comment holding `;` are read as PostgreSQL reads them
+    // (issue 30, item 13): one statement each, recorded, valid.
+    let lexing = "setup { CREATE TABLE l (id int PRIMARY KEY, v text); INSERT INTO l VALUES (1, 'a'); }
+teardown { DROP TABLE l; }
+session s1
+step w { UPDATE l SET v = E'it\\'s; fine' WHERE id = 1; /* /* */ ; */ SELECT * FROM l WHERE id = 1; }
+";
+    let (code, doc) = scenario_json(target, lexing, &[]);
+    let perm = &doc["runs"][0]["permutations"][0];
+    assert_eq!(perm["verdict"], "valid", "{doc}");
+    assert_eq!(perm["errors"], serde_json::json!([]), "{doc}");
+    assert_eq!(code, Some(0), "{doc}");
+
     let perms = permutations(target, null, &["--allow-uncertified"]);
     assert!(
         perms[0]["unreadable_tables"][0]["why"].as_str().unwrap().contains("15 significant digits"),
