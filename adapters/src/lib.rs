@@ -44,7 +44,7 @@ pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
     dispatch, int_row, redact_url, row_key, sql_literal, CaptureOptions, ChangeCapture, CheckedLevel,
     ColumnType, CommitOutcome, Database, DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress,
-    FeedSink, FeedTxn, IntOp, IntStep, Isolation, RecordedOp, Session, StaleObjects, Step, TableIncarnation,
-    TableSpec, ThrowawayServer, UnknownName,
+    FeedSink, FeedTxn, IntOp, IntStep, Isolation, RecordedOp, Session, StaleObjects, StatementWrite, Step,
+    TableIncarnation, TableSpec, ThrowawayServer, UnknownName,
 };
 pub use tidb::TiDb;

@@ -5,7 +5,9 @@ use isocert_history::{AggregateFn, Scalar};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 
-use crate::seam::{row_key, sql_literal, ColumnType, DbError, ErrorClass, RecordedOp, Step, TableSpec};
+use crate::seam::{
+    row_key, sql_literal, ColumnType, DbError, ErrorClass, RecordedOp, StatementWrite, Step, TableSpec,
+};
 
 /// How a MySQL-protocol driver error is handled, given the server's error numbers that
 /// mean "retry the transaction" and "the session is gone" (each server has its own).
@@ -94,6 +96,16 @@ fn int_values(row: &[i64]) -> String {
     row.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 
+/// What a step's statements tell recovery beyond the operations (InnoDB's op facts).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct StepFacts {
+    /// An aggregate's rows as `[key, value column]` pairs.
+    pub(crate) aggregated_rows: Option<Vec<[i64; 2]>>,
+    /// A read made under the statement's row locks (a current read), not in the
+    /// transaction's snapshot.
+    pub(crate) locking: bool,
+}
+
 /// A step's statements on `conn`, in the open transaction (a predicate delete as
 /// `DELETE ... RETURNING`, which MariaDB has and TiDB lacks: its session runs that step
 /// itself): the operations recorded and,
@@ -104,7 +116,7 @@ pub(crate) async fn execute_step(
     table: &TableSpec,
     step: &Step,
     classify: fn(&mysql_async::Error) -> ErrorClass,
-) -> Result<Vec<(RecordedOp, Option<Vec<[i64; 2]>>)>, DbError> {
+) -> Result<Vec<(RecordedOp, StepFacts)>, DbError> {
     let t = quote(table.name);
     let pk = quote(table.pk());
     let cols = column_list(table);
@@ -163,6 +175,14 @@ pub(crate) async fn execute_step(
                 .join(", ");
             let sql = format!("UPDATE {t} SET {assign} WHERE {predicate}");
             conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            // An UPDATE that changed no row (every match already held the values) installs
+            // nothing, and InnoDB logs no row event for it.
+            if conn.affected_rows() == 0 {
+                return Ok(vec![(
+                    RecordedOp::Update { predicate: predicate.clone(), set: set.clone(), rows: Vec::new() },
+                    StepFacts::default(),
+                )]);
+            }
             // No RETURNING on UPDATE: the rows it wrote are the ones carrying the
             // statement's fresh unique value (the last assignment), which the transaction
             // sees as its own writes.
@@ -182,6 +202,37 @@ pub(crate) async fn execute_step(
             let mut keys: Vec<i64> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
             keys.sort_unstable();
             vec![RecordedOp::Delete { predicate: predicate.clone(), keys }]
+        }
+        Step::Statement { sql, write: StatementWrite::Update { predicate, set } } => {
+            let (narrowed, rows, unchanged) = statement_update(conn, table, sql, predicate, classify).await?;
+            // The rows it matched and left as they were: read (a current read, under its
+            // locks) and not written, so item reads of the versions it saw.
+            let mut ops: Vec<(RecordedOp, StepFacts)> = unchanged
+                .into_iter()
+                .map(|row| {
+                    Ok((
+                        RecordedOp::Read { key: key_of(&row)?, row: Some(row) },
+                        StepFacts { locking: true, ..StepFacts::default() },
+                    ))
+                })
+                .collect::<Result<_, DbError>>()?;
+            ops.push((
+                RecordedOp::Update { predicate: narrowed, set: set.clone(), rows },
+                StepFacts::default(),
+            ));
+            return Ok(ops);
+        }
+        Step::Statement { sql, write: StatementWrite::Insert } => {
+            // MariaDB returns the rows an INSERT installed (10.5 and later).
+            let sql = format!("{sql} RETURNING {cols}");
+            let rows: Vec<Row> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            let mut ops = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let row =
+                    typed(&sql, r, table)?.ok_or_else(|| DbError::unexpected(&sql, "a row without key"))?;
+                ops.push(RecordedOp::Write { key: key_of(&row)?, row: Some(row) });
+            }
+            ops
         }
         Step::Aggregate { predicate, function, column } => {
             let f = match function {
@@ -206,10 +257,77 @@ pub(crate) async fn execute_step(
             };
             let op =
                 RecordedOp::Aggregate { predicate: predicate.clone(), function: *function, column, result };
-            return Ok(vec![(op, Some(rows.iter().map(|(k, v, _)| [*k, *v]).collect()))]);
+            let aggregated = Some(rows.iter().map(|(k, v, _)| [*k, *v]).collect());
+            return Ok(vec![(op, StepFacts { aggregated_rows: aggregated, locking: false })]);
         }
     };
-    Ok(ops.into_iter().map(|op| (op, None)).collect())
+    Ok(ops.into_iter().map(|op| (op, StepFacts::default())).collect())
+}
+
+/// An `UPDATE` in the scenario's own SQL (`sql`, whose `WHERE` is `predicate`), recorded
+/// from the rows themselves, as MySQL has no `UPDATE ... RETURNING`: the matching rows are
+/// read with the locks the UPDATE takes anyway (`FOR UPDATE`, a current read), the UPDATE
+/// runs, and the same rows are read again under those locks; a row that differs is one it
+/// changed (its new version), a row that does not was left as it was (InnoDB counts and logs
+/// only changed rows, and the count must agree).
+///
+/// Returns the predicate to record with the rows: `predicate` itself when every matching
+/// row changed, else narrowed to the changed rows' keys (`(p) AND pk IN (...)`, `(p) AND
+/// FALSE` when none changed): a row InnoDB left as it was has no new version, and the
+/// record's rows are the versions installed. The rows it left as they were come third:
+/// the caller records them as reads of the versions the statement saw.
+async fn statement_update(
+    conn: &mut Conn,
+    table: &TableSpec,
+    sql: &str,
+    predicate: &str,
+    classify: fn(&mysql_async::Error) -> ErrorClass,
+) -> Result<(String, Vec<Vec<Scalar>>, Vec<Vec<Scalar>>), DbError> {
+    let t = quote(table.name);
+    let pk = quote(table.pk());
+    let cols = column_list(table);
+    let before_sql = format!("SELECT {cols} FROM {t} WHERE {predicate} ORDER BY {pk} FOR UPDATE");
+    let before: Vec<Row> =
+        conn.query(&before_sql).await.map_err(|e| db_error_with(classify, &before_sql, e))?;
+    let before: Vec<Vec<Scalar>> =
+        before.iter().filter_map(|r| typed(&before_sql, r, table).transpose()).collect::<Result<_, _>>()?;
+    conn.query_drop(sql).await.map_err(|e| db_error_with(classify, sql, e))?;
+    let changed = conn.affected_rows();
+    let narrowed = |rows: &[Vec<Scalar>]| -> Result<String, DbError> {
+        if rows.len() == before.len() {
+            return Ok(predicate.to_string());
+        }
+        let keys = rows.iter().map(|r| key_of(r).map(|k| k.to_string())).collect::<Result<Vec<_>, _>>()?;
+        Ok(match keys.is_empty() {
+            true => format!("({predicate}) AND FALSE"),
+            false => format!("({predicate}) AND {} IN ({})", table.pk(), keys.join(", ")),
+        })
+    };
+    if before.is_empty() {
+        return Ok((predicate.to_string(), Vec::new(), Vec::new()));
+    }
+    if changed == 0 {
+        return Ok((narrowed(&[])?, Vec::new(), before));
+    }
+    let keys = before.iter().map(|r| key_of(r).map(|k| k.to_string())).collect::<Result<Vec<_>, _>>()?;
+    let after_sql =
+        format!("SELECT {cols} FROM {t} WHERE {pk} IN ({}) ORDER BY {pk} FOR UPDATE", keys.join(", "));
+    let after: Vec<Row> = conn.query(&after_sql).await.map_err(|e| db_error_with(classify, &after_sql, e))?;
+    let after: Vec<Vec<Scalar>> =
+        after.iter().filter_map(|r| typed(&after_sql, r, table).transpose()).collect::<Result<_, _>>()?;
+    let (unchanged, rows): (Vec<Vec<Scalar>>, Vec<Vec<Scalar>>) =
+        after.into_iter().partition(|row| before.contains(row));
+    if rows.len() as u64 != changed {
+        return Err(DbError::unexpected(
+            sql,
+            format!(
+                "it changed {changed} row(s), but {} of the {} rows it matched differ afterwards",
+                rows.len(),
+                before.len()
+            ),
+        ));
+    }
+    Ok((narrowed(&rows)?, rows, unchanged))
 }
 
 /// Rows per `INSERT` when loading the initial rows.

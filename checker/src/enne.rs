@@ -70,11 +70,14 @@ struct Replay<'a, 'h> {
     anomalies: Vec<Anomaly>,
     /// Who first installed each (object, value): a second installer is a duplicate write.
     installers: FxHashMap<(ObjId, ValueId), u32>,
+    /// The certificate's writers identify versions: a value installed twice is two versions
+    /// (a replay compares each read with the state it reaches, so none is ambiguous).
+    writer_identity: bool,
 }
 
 impl Replay<'_, '_> {
     fn installed(&mut self, obj: ObjId, value: ValueId, t: TxnId, i: u32) {
-        if value == ValueId::ABSENT {
+        if value == ValueId::ABSENT || self.writer_identity {
             return;
         }
         let first = *self.installers.entry((obj, value)).or_insert(t.0);
@@ -276,6 +279,7 @@ pub(crate) fn check(
         indexes: FxHashMap::default(),
         anomalies: Vec::new(),
         installers: FxHashMap::default(),
+        writer_identity: cert.writer_identity,
     };
     for &(obj, v) in &h.initial {
         replay.state[obj.index()] = v;

@@ -70,6 +70,10 @@ pub(crate) struct VersionTable {
     /// Opaque values (stand-ins for rows nobody read) that several versions of one object
     /// hold: reads of them are ambiguous, not duplicate writes.
     shared_opaque: FxHashSet<(ObjId, ValueId)>,
+    /// With a certificate whose writers identify the versions: values that several versions
+    /// of one object hold. They are distinct versions; a read of one is resolved only by the
+    /// certificate naming the version it saw, and is a duplicate write otherwise.
+    repeated: FxHashSet<(ObjId, ValueId)>,
     /// Whether each transaction is a node of the dependency graph: committed, or named by
     /// the version order (an unknown or aborted transaction the certificate says committed).
     pub(crate) in_graph: Vec<bool>,
@@ -77,10 +81,12 @@ pub(crate) struct VersionTable {
 
 impl VersionTable {
     /// Builds the table; contradictions between history and certificate (and duplicate
-    /// writes) are pushed to `anomalies`.
+    /// writes, unless `writer_identity`: see [`isocert_history::Certificate::writer_identity`])
+    /// are pushed to `anomalies`.
     pub(crate) fn build(
         h: &History,
         order: &FxHashMap<ObjId, Vec<TxnId>>,
+        writer_identity: bool,
         values: &mut ValueStore<'_>,
         anomalies: &mut Vec<Anomaly>,
     ) -> VersionTable {
@@ -121,6 +127,7 @@ impl VersionTable {
             effect_start,
             appended,
             shared_opaque: FxHashSet::default(),
+            repeated: FxHashSet::default(),
             in_graph,
         };
         // Anomalies found while laying out versions, keyed by the version id about to be
@@ -178,7 +185,7 @@ impl VersionTable {
             }
         }
         table.start.push(table.versions.len() as u32);
-        table.index_values(h, &mut found);
+        table.index_values(h, writer_identity, &mut found);
         found.sort_by_key(|(at, _)| *at);
         anomalies.extend(found.into_iter().map(|(_, a)| a));
         let mut missing: Vec<(ObjId, TxnId)> = Vec::new();
@@ -217,7 +224,7 @@ impl VersionTable {
     /// Sorts each object's versions by value into `by_value` and reports values installed
     /// twice (`found`, keyed by the later version), except absent and opaque values, which
     /// several versions may share: reads of those are ambiguous instead.
-    fn index_values(&mut self, h: &History, found: &mut Vec<(u32, Anomaly)>) {
+    fn index_values(&mut self, h: &History, writer_identity: bool, found: &mut Vec<(u32, Anomaly)>) {
         self.by_value = self.versions.iter().enumerate().map(|(gid, v)| (v.value, gid as u32)).collect();
         for o in 0..self.start.len() - 1 {
             let range = self.start[o] as usize..self.start[o + 1] as usize;
@@ -231,6 +238,10 @@ impl VersionTable {
                 }
                 if is_opaque_value(h, obj, value) {
                     self.shared_opaque.insert((obj, value));
+                    continue;
+                }
+                if writer_identity {
+                    self.repeated.insert((obj, value));
                     continue;
                 }
                 let first_writer = self.versions[same[0].1 as usize].writer;
@@ -273,11 +284,23 @@ impl VersionTable {
         match self.holding(obj, value) {
             [] => Ok(None),
             [(_, gid)] => Ok(Some(*gid)),
-            [(_, first), ..] if value != ValueId::ABSENT && !self.shared_opaque.contains(&(obj, value)) => {
+            [(_, first), ..]
+                if value != ValueId::ABSENT
+                    && !self.shared_opaque.contains(&(obj, value))
+                    && !self.repeated.contains(&(obj, value)) =>
+            {
                 Ok(Some(*first))
             }
             _ => Err(self.holding(obj, ValueId::ABSENT).len() as u32),
         }
+    }
+
+    /// The writers of the versions of `obj` holding `value`, when several do and the
+    /// certificate's writers identify versions (see `repeated`).
+    pub(crate) fn repeated_writers(&self, obj: ObjId, value: ValueId) -> Option<Vec<u32>> {
+        self.repeated.contains(&(obj, value)).then(|| {
+            self.holding(obj, value).iter().map(|&(_, gid)| self.versions[gid as usize].writer).collect()
+        })
     }
 
     /// The version of `obj` that `t` installed.

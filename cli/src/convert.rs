@@ -182,7 +182,13 @@ fn remap_certificate(from: &History, to: &History, cert: &Certificate) -> anyhow
         Some(order) => Some(order.iter().map(|x| t(*x)).collect::<anyhow::Result<Vec<_>>>()?),
         None => None,
     };
-    Ok(Certificate { version_order, version_sets, serialization_order, snapshot_sets: None })
+    Ok(Certificate {
+        version_order,
+        version_sets,
+        serialization_order,
+        snapshot_sets: None,
+        writer_identity: false,
+    })
 }
 
 /// Writes `cert` to `path`: King Cobra's layout for a `.vo` file, else a v1 certificate.

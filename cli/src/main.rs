@@ -20,6 +20,7 @@ mod run;
 mod scenario;
 mod serve;
 mod timestamp;
+mod verdict;
 
 /// The allocator: mimalloc keeps freed memory in per-thread heaps for reuse, where glibc's
 /// malloc, free and the zeroing of pages it handed back were 15 to 25% of the predicate

@@ -41,9 +41,15 @@ pub(crate) struct RecoverArgs {
     /// of as its snapshot where that is shorter (docs/FORMAT.md "Compact version sets").
     #[arg(long)]
     explicit_version_sets: bool,
+    /// Exit 0 even when the log leaves some transaction's outcome unknown (its part of the
+    /// history is then undecided); without it the certificate is written and the command
+    /// exits 2.
+    #[arg(long)]
+    allow_uncertified: bool,
 }
 
-/// Runs `isocert recover`: exit 0 when the certificate is written, 2 on any error.
+/// Runs `isocert recover`: exit 0 when the certificate is written, 2 on any error or when
+/// transactions of unknown outcome remain (unless `--allow-uncertified`).
 pub(crate) fn run(args: RecoverArgs) -> anyhow::Result<ExitCode> {
     dispatch(args.database, RecoverOn(args))?
 }
@@ -103,5 +109,15 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
         recovered.stats.version_sets,
         args.out.display()
     );
+    // Transactions whose outcome neither the client nor the log knows: checkers leave
+    // them out, so what they read and wrote is undecided.
+    let unknown = history.txns.iter().filter(|t| t.status == isocert_history::Status::Unknown).count();
+    if unknown > 0 && !args.allow_uncertified {
+        eprintln!(
+            "isocert: uncertified: the captured log settles the outcome of all but {unknown} transaction(s) of \
+             unknown status, whose reads and writes no check can decide: exit 2 (--allow-uncertified accepts that)"
+        );
+        return Ok(exit::error());
+    }
     Ok(exit::valid())
 }

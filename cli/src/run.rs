@@ -93,6 +93,11 @@ pub(crate) struct RunArgs {
     /// measuring what recovery costs); writes only history.jsonl and run.json, exits 0.
     #[arg(long)]
     no_recovery: bool,
+    /// Exit 0 even when part of the history was left undecided (item reads the certificate
+    /// could not tie to a version, so a cycle through them would go unseen); without it
+    /// such a run exits 2.
+    #[arg(long)]
+    allow_uncertified: bool,
     /// Write every predicate read's version set row by row, as the shared spec does,
     /// instead of as its snapshot where that is shorter (docs/FORMAT.md "Compact version
     /// sets"): for readers that know only the spec.
@@ -409,12 +414,23 @@ fn finish<D: Database>(
             None => println!("{}", summary(&stats, &recovered, &args.out)),
         }
     }
+    // A valid verdict that rests on reads tied to no version decides nothing about them.
+    let undecided = report.is_valid() && report.stats.ambiguous_reads > 0;
+    if undecided && !args.allow_uncertified {
+        eprintln!(
+            "isocert: uncertified: {} item read(s) could not be tied to the version they saw, so a cycle \
+             through them would go unseen: exit 2 (--allow-uncertified accepts that)",
+            report.stats.ambiguous_reads
+        );
+    }
     Ok(if stats.interrupted {
         exit::interrupted()
-    } else if report.is_valid() {
-        exit::valid()
-    } else {
+    } else if !report.is_valid() {
         exit::anomalies()
+    } else if undecided && !args.allow_uncertified {
+        exit::error()
+    } else {
+        exit::valid()
     })
 }
 

@@ -3,17 +3,20 @@
 //! (isocert-scenario does the running; docs/SCENARIOS.md).
 //!
 //! One line per permutation: its steps, the steps that waited for a lock, the statements
-//! that failed, and the verdict: `valid`, `anomalies` (with their kinds), `partial` (valid,
-//! but some statements ran unrecorded), `uncertified` (a statement wrote a recorded table
-//! unrecorded, or the captured log holds a write the history lacks, so no certificate can be
-//! complete, or a write repeats a value its row had, so its versions cannot be told apart),
-//! `invalid` (a step could not run as written) or `unrecorded` (no recordable
-//! table).
+//! that failed, and the verdict ([`Verdict`]), then a summary line counting them. Only
+//! `valid` and `anomalies` decide a permutation; `partial`, `uncertified` and `unrecorded`
+//! leave it undecided, and the exit code is 2 unless every permutation that ran was decided
+//! (or `--allow-uncertified` accepts that), so a CI job never passes on a scenario that
+//! proved nothing. `invalid` permutations (a step waited for a lock only a later step
+//! releases, isolationtester's "invalid permutation") are schedules the database did not
+//! allow: counted, not failing.
 
 use std::fs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use anyhow::Context;
 use isocert_adapters::guard::run_name;
@@ -22,12 +25,14 @@ use isocert_checker::{check, render_json, CheckerKind, IsolationLevel};
 use isocert_history::History;
 use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_scenario::{
-    run_permutation, survey_tables, PermutationRun, RunOptions, ScenarioTable, SkippedTable, Spec,
+    run_permutation, survey_tables, PermutationRun, RunOptions, ScenarioError, ScenarioTable, SkippedTable,
+    Spec,
 };
 use isocert_workload::Isolation;
 use serde_json::json;
 
 use crate::exit;
+use crate::verdict::{Summary, Verdict};
 
 /// Run an isolationtester `.spec` scenario: every permutation recorded, recovered and checked.
 #[derive(Debug, clap::Args)]
@@ -69,10 +74,27 @@ pub(crate) struct ScenarioArgs {
     /// report.txt to DIR/SCENARIO/LEVEL/permutation-N/.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Seconds a step may neither finish nor wait for a lock.
+    /// Seconds a step may neither finish nor wait for a lock (then its session is ended,
+    /// the teardown runs, exit 2); also how long a step may still wait for a lock once every
+    /// step has started (then the permutation is invalid and the run goes on).
     #[arg(long, value_name = "S", default_value_t = 30)]
     step_timeout: u64,
+    /// Seconds one statement of the global setup or teardown may take (exit 2 after it).
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    setup_timeout: u64,
+    /// Exit 0 (no anomalies) or 1 (anomalies) even when some permutation could not be
+    /// certified (`partial`, `uncertified`, `unrecorded`); without it such a run exits 2.
+    #[arg(long)]
+    allow_uncertified: bool,
+    /// The most permutations a spec may have (a spec without `permutation` lines runs every
+    /// interleaving, which grows as a multinomial); a spec with more is refused unless this
+    /// is raised or --permutation picks some.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PERMUTATIONS)]
+    max_permutations: u64,
 }
+
+/// The default of `--max-permutations`: ten thousand permutations run for hours.
+const DEFAULT_MAX_PERMUTATIONS: u64 = 10_000;
 
 /// Runs the command; see the module doc.
 pub(crate) fn run(args: ScenarioArgs) -> anyhow::Result<ExitCode> {
@@ -84,9 +106,26 @@ pub(crate) fn run(args: ScenarioArgs) -> anyhow::Result<ExitCode> {
     }
     if args.parse_only {
         for (path, spec) in &specs {
-            println!("{}: parses, {} permutation(s)", path.display(), spec.permutations_to_run().len());
+            let count =
+                spec.permutation_count().map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+            println!("{}: parses, {count} permutation(s)", path.display());
         }
         return Ok(exit::valid());
+    }
+    if args.permutation.is_empty() {
+        for (path, spec) in &specs {
+            match spec.permutation_count() {
+                Some(n) if n <= args.max_permutations => {}
+                count => anyhow::bail!(
+                    "{}: {} permutations (every interleaving of its sessions' steps), more than \
+                     --max-permutations {}: raise it, pick some with --permutation N, or list \
+                     permutations in the spec",
+                    path.display(),
+                    count.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                    args.max_permutations
+                ),
+            }
+        }
     }
     let kind = match &args.db {
         Some(url) => DatabaseKind::from_url(url)?,
@@ -113,7 +152,7 @@ struct Outcome {
     /// Why a permutation is uncertified or unrecorded, when the verdict alone does not say.
     why: Option<String>,
     run: PermutationRun,
-    verdict: &'static str,
+    verdict: Verdict,
     anomalies: Vec<String>,
     report: Option<serde_json::Value>,
 }
@@ -130,6 +169,7 @@ struct SpecRun {
 
 fn scenario_with<D: Database>(args: ScenarioArgs, specs: Vec<(PathBuf, Spec)>) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
+    let stop = rt.block_on(async { watch_signals() })?;
     let (db, server) = match &args.db {
         Some(url) => (D::from_url(url)?, None),
         None => {
@@ -146,12 +186,11 @@ fn scenario_with<D: Database>(args: ScenarioArgs, specs: Vec<(PathBuf, Spec)>) -
             if several && !args.json && !args.table {
                 println!("== {} at {isolation}", path.display());
             }
-            match run_spec::<D>(&rt, &db, path, spec, isolation, &args) {
-                Ok(run) => runs.push(run),
-                Err(e) => {
-                    failure = Some(e);
-                    break 'all;
-                }
+            let (run, error) = run_spec::<D>(&rt, &db, path, spec, isolation, &args, &stop);
+            runs.push(run);
+            if let Some(e) = error {
+                failure = Some(e);
+                break 'all;
             }
         }
     }
@@ -160,20 +199,77 @@ fn scenario_with<D: Database>(args: ScenarioArgs, specs: Vec<(PathBuf, Spec)>) -
             tracing::warn!("stopping the throwaway server: {e}");
         }
     }
+    // What completed is printed even when a permutation failed or a signal stopped the run.
+    let interrupted = failure.as_ref().is_some_and(|e| {
+        e.downcast_ref::<ScenarioError>().is_some_and(|e| matches!(e, ScenarioError::Interrupted))
+    });
+    let summary = Summary::of(runs.iter().flat_map(|r| &r.outcomes).map(|o| o.verdict));
+    if args.json {
+        let list: Vec<serde_json::Value> = runs.iter().map(spec_json).collect();
+        let mut doc = json!({ "database": D::KIND.as_str(), "runs": list, "summary": summary.to_json() });
+        if let Some(e) = &failure {
+            doc["error"] = json!(format!("{e:#}"));
+        }
+        if interrupted {
+            doc["interrupted"] = json!(true);
+        }
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else if args.table {
+        print!("{}", table(&runs, &args.isolation));
+        eprintln!("isocert: {}", summary.line());
+    } else {
+        println!("{}", summary.line());
+    }
+    if interrupted {
+        eprintln!("isocert: interrupted: the sessions were ended and the teardown ran; the permutations above completed");
+        return Ok(exit::interrupted());
+    }
     if let Some(e) = failure {
         return Err(e);
     }
-    if args.json {
-        let list: Vec<serde_json::Value> = runs.iter().map(spec_json).collect();
-        println!("{}", serde_json::to_string_pretty(&json!({ "database": D::KIND.as_str(), "runs": list }))?);
-    } else if args.table {
-        print!("{}", table(&runs, &args.isolation));
+    if !args.allow_uncertified && summary.undecided() > 0 {
+        eprintln!(
+            "isocert: {} permutation(s) could not be certified, so this run proves nothing about them: exit 2 \
+             (--allow-uncertified accepts that)",
+            summary.undecided()
+        );
     }
-    let anomalies = runs.iter().flat_map(|r| &r.outcomes).any(|o| o.verdict == "anomalies");
-    Ok(if anomalies { exit::anomalies() } else { exit::valid() })
+    Ok(summary.exit(args.allow_uncertified))
 }
 
-/// Every permutation of one scenario at one level.
+/// Installs the SIGINT, SIGTERM and SIGHUP handlers of a scenario run and returns the
+/// channel they set: the running permutation ends its sessions, runs its teardown and drops
+/// its replication objects, the permutations that completed are printed, exit 130. A
+/// second signal exits at once.
+fn watch_signals() -> anyhow::Result<watch::Receiver<bool>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = watch::channel(false);
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            if tx.send_replace(true) {
+                eprintln!("isocert: interrupted again: exiting now");
+                #[allow(clippy::exit)]
+                std::process::exit(130);
+            }
+            eprintln!(
+                "isocert: interrupted: ending the sessions, running the teardown, dropping the replication \
+                 objects (interrupt again to quit at once)"
+            );
+        }
+    });
+    Ok(rx)
+}
+
+/// Every permutation of one scenario at one level: what completed, and the error that
+/// stopped it (the permutations before it are kept).
 fn run_spec<D: Database>(
     rt: &tokio::runtime::Runtime,
     db: &D,
@@ -181,22 +277,46 @@ fn run_spec<D: Database>(
     spec: &Spec,
     isolation: Isolation,
     args: &ScenarioArgs,
-) -> anyhow::Result<SpecRun> {
+    stop: &watch::Receiver<bool>,
+) -> (SpecRun, Option<anyhow::Error>) {
     let setup: Vec<String> = spec.setup.iter().map(|b| b.sql.clone()).collect();
     let (tables, skipped) = survey_tables(&setup, D::DIALECT);
-    if tables.is_empty() {
+    let mut run = SpecRun { path: path.to_path_buf(), isolation, tables, skipped, outcomes: Vec::new() };
+    let error = run_permutations::<D>(rt, db, spec, args, stop, &mut run).err();
+    (run, error)
+}
+
+fn run_permutations<D: Database>(
+    rt: &tokio::runtime::Runtime,
+    db: &D,
+    spec: &Spec,
+    args: &ScenarioArgs,
+    stop: &watch::Receiver<bool>,
+    run: &mut SpecRun,
+) -> anyhow::Result<()> {
+    let path = run.path.clone();
+    let isolation = run.isolation;
+    if run.tables.is_empty() {
         eprintln!(
             "isocert: {}: the setup creates no table with integer columns and an integer primary key: \
              the permutations run, nothing is recorded",
             path.display()
         );
     }
-    let all = spec.permutations_to_run();
-    let numbers: Vec<usize> =
-        if args.permutation.is_empty() { (1..=all.len()).collect() } else { args.permutation.clone() };
-    if let Some(&n) = numbers.iter().find(|&&n| n == 0 || n > all.len()) {
-        anyhow::bail!("--permutation {n}: {} has permutations 1 to {}", path.display(), all.len());
-    }
+    let count = spec.permutation_count().unwrap_or(u64::MAX);
+    let numbers: Box<dyn Iterator<Item = (u64, isocert_scenario::Permutation)>> =
+        if args.permutation.is_empty() {
+            Box::new((1..).zip(spec.permutations()))
+        } else {
+            let mut chosen = Vec::new();
+            for &n in &args.permutation {
+                match spec.permutation((n as u64).wrapping_sub(1)) {
+                    Some(p) if n > 0 => chosen.push((n as u64, p)),
+                    _ => anyhow::bail!("--permutation {n}: {} has permutations 1 to {count}", path.display()),
+                }
+            }
+            Box::new(chosen.into_iter())
+        };
     let options = RunOptions {
         isolation,
         capture: CaptureOptions {
@@ -207,18 +327,24 @@ fn run_spec<D: Database>(
         step_timeout: Duration::from_secs(args.step_timeout),
         // Longer than InnoDB's 100 ms refresh of INNODB_TRX (MySqlAdmin::lock_waiting).
         block_check: Duration::from_millis(150),
+        setup_timeout: Duration::from_secs(args.setup_timeout),
+        stop: Some(stop.clone()),
     };
     let stem = path.file_stem().map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned());
-    let mut outcomes = Vec::new();
-    for number in numbers {
-        let run = rt
-            .block_on(run_permutation(db, spec, &tables, &all[number - 1], &options))
-            .with_context(|| format!("{}: permutation {number}", path.display()))?;
+    for (number, perm) in numbers {
+        let permutation = rt.block_on(run_permutation(db, spec, &run.tables, &perm, &options));
+        let permutation = match permutation {
+            Ok(p) => p,
+            Err(e @ ScenarioError::Interrupted) => return Err(e.into()),
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("{}: permutation {number}", path.display())))
+            }
+        };
         let out = args
             .out
             .as_ref()
             .map(|d| d.join(&stem).join(isolation.as_str()).join(format!("permutation-{number}")));
-        let weakest = run.levels.first().copied().unwrap_or(isolation);
+        let weakest = permutation.levels.first().copied().unwrap_or(isolation);
         let level = match args.check {
             Some(level) => level,
             None => db
@@ -227,13 +353,13 @@ fn run_spec<D: Database>(
                 .parse::<IsolationLevel>()
                 .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
         };
-        let outcome = judge::<D>(number, run, level, out.as_deref(), args.json)?;
+        let outcome = judge::<D>(number as usize, permutation, level, out.as_deref(), args.json)?;
         if !args.json && !args.table {
             println!("{}", line(&outcome));
         }
-        outcomes.push(outcome);
+        run.outcomes.push(outcome);
     }
-    Ok(SpecRun { path: path.to_path_buf(), isolation, tables, skipped, outcomes })
+    Ok(())
 }
 
 fn spec_json(r: &SpecRun) -> serde_json::Value {
@@ -244,7 +370,7 @@ fn spec_json(r: &SpecRun) -> serde_json::Value {
             json!({
                 "permutation": o.number,
                 "steps": o.run.steps,
-                "verdict": o.verdict,
+                "verdict": o.verdict.as_str(),
                 "checked_as": o.level.to_string(),
                 "levels": o.run.levels.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
                 "why": o.why,
@@ -308,8 +434,9 @@ fn cell(r: &SpecRun) -> String {
     }
     let mut notes: Vec<&str> = Vec::new();
     for o in &r.outcomes {
-        if o.verdict != "valid" && o.verdict != "anomalies" && !notes.contains(&o.verdict) {
-            notes.push(o.verdict);
+        let word = o.verdict.as_str();
+        if !matches!(o.verdict, Verdict::Valid | Verdict::Anomalies) && !notes.contains(&word) {
+            notes.push(word);
         }
     }
     let mut text = if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") };
@@ -337,14 +464,14 @@ fn judge<D: Database>(
         report: None,
     };
     if run.invalid.is_some() {
-        return Ok(unrecorded(run, "invalid", None));
+        return Ok(unrecorded(run, Verdict::Invalid, None));
     }
     let (false, Some(log)) = (run.tables.is_empty(), run.log.take()) else {
-        return Ok(unrecorded(run, "unrecorded", None));
+        return Ok(unrecorded(run, Verdict::Unrecorded, None));
     };
     if let Some(u) = run.unrecorded.iter().find(|u| u.writes_table) {
         let why = format!("{} writes a recorded table unrecorded ({})", u.step, u.why);
-        return Ok(unrecorded(run, "uncertified", Some(why)));
+        return Ok(unrecorded(run, Verdict::Uncertified, Some(why)));
     }
     let mut history: History = std::mem::take(&mut run.history);
     let interpreter = Interpreter::new(&history).context("compiling the recorded predicates")?;
@@ -356,7 +483,11 @@ fn judge<D: Database>(
         Err(e) => {
             run.history = history;
             run.log = Some(log);
-            return Ok(unrecorded(run, "uncertified", Some(format!("recovering the certificate: {e}"))));
+            return Ok(unrecorded(
+                run,
+                Verdict::Uncertified,
+                Some(format!("recovering the certificate: {e}")),
+            ));
         }
     };
     let report = check(&history, &recovered.certificate, level, CheckerKind::Auto, &interpreter)
@@ -370,12 +501,12 @@ fn judge<D: Database>(
         run.log = Some(log);
         let why = "a write installs a value its row already had, so the history cannot tell \
                    those versions apart (duplicate-write; docs/SCENARIOS.md)";
-        return Ok(unrecorded(run, "uncertified", Some(why.to_string())));
+        return Ok(unrecorded(run, Verdict::Uncertified, Some(why.to_string())));
     }
     let verdict = match (report.is_valid(), run.unrecorded.is_empty()) {
-        (false, _) => "anomalies",
-        (true, true) => "valid",
-        (true, false) => "partial",
+        (false, _) => Verdict::Anomalies,
+        (true, true) => Verdict::Valid,
+        (true, false) => Verdict::Partial,
     };
     if let Some(dir) = out {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -392,7 +523,7 @@ fn judge<D: Database>(
 
 /// `permutation 2: r1 r2 w1 w2 c1 c2: anomalies (g2-item) [blocked: w2] [errors: c2: ...]`.
 fn line(o: &Outcome) -> String {
-    let mut s = format!("permutation {}: {}: {}", o.number, o.run.steps.join(" "), o.verdict);
+    let mut s = format!("permutation {}: {}: {}", o.number, o.run.steps.join(" "), o.verdict.as_str());
     if !o.anomalies.is_empty() {
         s.push_str(&format!(" ({})", o.anomalies.join(", ")));
     }

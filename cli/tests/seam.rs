@@ -128,3 +128,41 @@ fn recover_names_a_missing_or_malformed_input() {
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("701"), "{stderr}");
 }
+
+/// Issue 29: a transaction whose outcome neither the client nor the log knows leaves its
+/// part of the history undecided: `recover` writes the certificate and exits 2, unless
+/// `--allow-uncertified`; once the log settles it (its write is there), exit 0.
+#[test]
+fn issue_29_recover_exits_2_while_an_outcome_stays_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.jsonl");
+    std::fs::write(
+        &history,
+        "{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":10}],\"meta\":{\"xid\":700}}\n\
+         {\"id\":2,\"session\":1,\"status\":\"unknown\",\"ops\":[{\"f\":\"w\",\"key\":2,\"value\":20}]}\n",
+    )
+    .unwrap();
+    let log = dir.path().join("raw-log.jsonl");
+    let commit = |xid: u64, key: u64, value: u64| {
+        format!(
+            "{{\"xid\":{xid},\"commit_lsn\":{xid},\"end_lsn\":{xid},\"commit_time\":0,\"changes\":[{{\"table\":\"kv\",\"key\":{key},\"row\":{{\"key\":{key},\"value\":{value}}}}}]}}\n"
+        )
+    };
+    std::fs::write(&log, commit(700, 1, 10)).unwrap();
+    let (h, c) = (history.to_str().unwrap(), dir.path().join("cert.json"));
+    let c = c.to_str().unwrap();
+    let o = isocert(&["recover", "--database", "postgres", "--history", h, "--out", c]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("uncertified") && stderr.contains("1 transaction(s) of unknown status"),
+        "{stderr}"
+    );
+    assert!(std::path::Path::new(c).exists(), "the certificate is written anyway");
+    let o =
+        isocert(&["recover", "--database", "postgres", "--history", h, "--out", c, "--allow-uncertified"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::write(&log, commit(700, 1, 10) + &commit(701, 2, 20)).unwrap();
+    let o = isocert(&["recover", "--database", "postgres", "--history", h, "--out", c]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -169,6 +169,7 @@ impl HistoryBuilder {
             version_sets: Some(version_sets),
             snapshot_sets: (!cert.explicit).then_some(snapshot_sets),
             serialization_order: Some(cert.serialization_order().into_iter().map(txn).collect()),
+            writer_identity: false,
         }
     }
 }

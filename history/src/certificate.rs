@@ -60,6 +60,13 @@ pub struct Certificate {
     pub snapshot_sets: Option<FxHashMap<OpRef, crate::SnapshotSet>>,
     /// The expected serialization order of the committed transactions (Enne).
     pub serialization_order: Option<Vec<TxnId>>,
+    /// Whether the version order's writers identify the versions (isocert extension
+    /// `"version_identity": "writer"`): the database recorded who wrote each version
+    /// (PostgreSQL's `xmin`, the binary log), so two writers of one value are two versions,
+    /// not a duplicate write; only an item read of a value several versions hold needs the
+    /// version it saw named in `version_sets`, or it is ambiguous (`duplicate-write`).
+    /// `false`: versions are told apart by value, as the shared spec reads them.
+    pub writer_identity: bool,
 }
 
 impl Certificate {

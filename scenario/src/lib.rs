@@ -11,9 +11,13 @@
 //!
 //! [`Step`]: isocert_adapters::Step
 
+mod interleave;
 pub mod runner;
 pub mod spec;
+mod split;
+mod tables;
 pub mod translate;
+mod worker;
 
 pub use runner::{run_permutation, PermutationRun, RunOptions, ScenarioError, Unrecorded};
 pub use spec::{parse, Permutation, Spec, SpecError};

@@ -13,21 +13,20 @@
 //! statements up to its next `COMMIT`/`ROLLBACK` are skipped, as PostgreSQL refuses them in
 //! a failed transaction block.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use isocert_adapters::{
-    CaptureOptions, ChangeCapture, CommitOutcome, Database, DbError, Isolation, RecordedOp, Session,
-};
+use isocert_adapters::{CaptureOptions, ChangeCapture, Database, DbError, Isolation, Session};
 use isocert_history::{History, Status};
 use isocert_recovery::RawLog;
-use isocert_workload::{raw_txn, RawTxn, Recorder};
+use isocert_workload::Recorder;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::spec::{Permutation, Spec};
-use crate::translate::{Action, Effect, ScenarioTable, SkippedTable, Translator};
+use crate::translate::{Action, ScenarioTable, SkippedTable, Translator};
+use crate::worker::{Command, StepDone, Worker};
 
 /// How a scenario runs.
 #[derive(Clone, Debug)]
@@ -41,6 +40,50 @@ pub struct RunOptions {
     /// How often a running step is checked for a lock wait (MariaDB needs more than 100 ms:
     /// its `INNODB_TRX` table is a cache refreshed only after that long unread).
     pub block_check: Duration,
+    /// How long one statement of the global setup or teardown may take (`--setup-timeout`).
+    pub setup_timeout: Duration,
+    /// Set to `true` to stop (SIGINT, SIGTERM, SIGHUP): the permutation ends its sessions,
+    /// runs the teardown, drops its capture and returns [`ScenarioError::Interrupted`].
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl RunOptions {
+    /// Whether a stop was asked for.
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| *s.borrow())
+    }
+
+    /// `work`, unless it takes longer than `limit` or a stop is asked for first.
+    async fn guarded<T>(
+        &self,
+        limit: Duration,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, Halt> {
+        let mut stop = self.stop.clone();
+        let stopped = async move {
+            match stop.as_mut() {
+                Some(s) => {
+                    while !*s.borrow_and_update() {
+                        if s.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            out = tokio::time::timeout(limit, work) => out.map_err(|_| Halt::Timeout),
+            () = stopped => Err(Halt::Interrupted),
+        }
+    }
+}
+
+/// Why a guarded wait ended early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Halt {
+    Timeout,
+    Interrupted,
 }
 
 /// A statement that ran but is not in the history.
@@ -107,14 +150,30 @@ pub enum ScenarioError {
     /// The change capture failed.
     #[error("the change capture: {0}")]
     Capture(#[from] isocert_adapters::AdapterError),
-    /// A step neither finished nor waited for a lock in time.
-    #[error("step {step} neither finished nor waited for a lock within {secs} s")]
+    /// A step neither finished nor waited for a lock in time; its session was ended.
+    #[error(
+        "step {step} neither finished nor waited for a lock within {secs} s (--step-timeout); its session was \
+         ended and the teardown ran"
+    )]
     Stuck {
         /// The step.
         step: String,
         /// The timeout.
         secs: u64,
     },
+    /// A statement of the global setup or teardown did not finish in time.
+    #[error("{what} did not finish within {secs} s (--setup-timeout): {sql}")]
+    Timeout {
+        /// `setup (line N)` or `teardown (line N)`.
+        what: String,
+        /// The statement.
+        sql: String,
+        /// The timeout.
+        secs: u64,
+    },
+    /// A stop was asked for (a signal): the sessions were ended, the teardown ran.
+    #[error("interrupted")]
+    Interrupted,
     /// The change capture did not record the last commit in time.
     #[error("the change capture did not catch up within {0} s")]
     CatchUp(u64),
@@ -128,7 +187,7 @@ pub enum ScenarioError {
 
 /// A failed statement in a line: the database's code and the first line of its most
 /// specific message.
-fn describe(e: &DbError) -> String {
+pub(crate) fn describe(e: &DbError) -> String {
     let mut message = e.source.to_string();
     let mut source = e.source.source();
     while let Some(inner) = source {
@@ -154,193 +213,6 @@ const INVALID_AFTER: Duration = Duration::from_secs(2);
 /// How long the change capture may take to record the permutation's last commit.
 const CATCH_UP: Duration = Duration::from_secs(120);
 
-/// What a session's task reports when a step is done.
-#[derive(Debug)]
-struct StepDone {
-    session: usize,
-    step: String,
-    errors: Vec<String>,
-    unrecorded: Vec<Unrecorded>,
-}
-
-enum Command {
-    Run {
-        step: String,
-        actions: Vec<Action>,
-    },
-    /// The permutation is abandoned: roll back the open transaction.
-    Abandon,
-    Finish,
-}
-
-/// A transaction a session has open.
-struct Open<S: Session> {
-    facts: S::TxnFacts,
-    ops: Vec<(RecordedOp, S::OpFacts)>,
-    /// The recorded table of each op (an index into the worker's tables).
-    on: Vec<usize>,
-    level: Isolation,
-}
-
-/// One session's connection and its transaction state.
-struct Worker<S: Session> {
-    index: usize,
-    session: S,
-    tables: Vec<ScenarioTable>,
-    default_level: Isolation,
-    next_level: Option<Isolation>,
-    open: Option<Open<S>>,
-    /// A statement failed in the open transaction block: skip until COMMIT/ROLLBACK.
-    failed: bool,
-    finished: Vec<(u64, RawTxn, Vec<usize>)>,
-    /// The levels of the transactions begun.
-    levels: Vec<Isolation>,
-    order: Arc<AtomicU64>,
-}
-
-impl<S: Session> Worker<S> {
-    fn record(&mut self, status: Status, open: Open<S>) -> Result<(), String> {
-        if !self.levels.contains(&open.level) {
-            self.levels.push(open.level);
-        }
-        let raw = raw_txn(self.index as u32, status, open.facts, open.ops).map_err(|e| e.to_string())?;
-        self.finished.push((self.order.fetch_add(1, Ordering::SeqCst), raw, open.on));
-        Ok(())
-    }
-
-    async fn begin(&mut self, level: Option<Isolation>) -> Result<(), DbError> {
-        let level = level.or(self.next_level.take()).unwrap_or(self.default_level);
-        let facts = self.session.begin(level).await?;
-        self.open = Some(Open { facts, ops: Vec::new(), on: Vec::new(), level });
-        Ok(())
-    }
-
-    /// Ends the open transaction after `e`: recorded as aborted, rolled back.
-    async fn fail(&mut self, e: &DbError, block: bool) -> Result<(), String> {
-        if let Some(mut open) = self.open.take() {
-            self.session.note_error(&mut open.facts, e);
-            self.record(Status::Aborted, open)?;
-        }
-        if !e.is_connection_lost() {
-            let _ = self.session.rollback().await;
-        }
-        self.failed = block;
-        Ok(())
-    }
-
-    async fn commit(&mut self) -> Result<Option<String>, String> {
-        let Some(mut open) = self.open.take() else { return Ok(None) };
-        match self.session.commit(&mut open.facts).await {
-            CommitOutcome::Committed => {
-                self.record(Status::Committed, open)?;
-                Ok(None)
-            }
-            CommitOutcome::Unknown(e) => {
-                self.session.note_error(&mut open.facts, &e);
-                self.record(Status::Unknown, open)?;
-                Ok(Some(describe(&e)))
-            }
-            CommitOutcome::AbortedRetryable(e) | CommitOutcome::Failed(e) => {
-                self.open = Some(open);
-                self.fail(&e, false).await?;
-                Ok(Some(describe(&e)))
-            }
-        }
-    }
-
-    /// Runs a step's actions; returns the errors and the unrecorded statements.
-    async fn run(
-        &mut self,
-        step: &str,
-        actions: Vec<Action>,
-    ) -> Result<(Vec<String>, Vec<Unrecorded>), String> {
-        let mut errors = Vec::new();
-        let mut unrecorded = Vec::new();
-        for action in actions {
-            if self.failed && !matches!(action, Action::Commit | Action::Rollback) {
-                errors.push("skipped: the transaction had failed".to_string());
-                continue;
-            }
-            match action {
-                Action::Begin(level) => {
-                    if self.open.is_none() {
-                        if let Err(e) = self.begin(level).await {
-                            errors.push(describe(&e));
-                        }
-                    }
-                }
-                Action::SetLevel(level) => match self.open.as_ref().map(|o| o.ops.is_empty()) {
-                    Some(true) => {
-                        if let Err(e) = self.begin(Some(level)).await {
-                            errors.push(describe(&e));
-                        }
-                    }
-                    Some(false) => {
-                        errors.push("SET TRANSACTION after the transaction's first statement: ignored".into())
-                    }
-                    None => self.next_level = Some(level),
-                },
-                Action::Commit => {
-                    self.failed = false;
-                    errors.extend(self.commit().await?);
-                }
-                Action::Rollback => {
-                    self.failed = false;
-                    if let Some(open) = self.open.take() {
-                        self.record(Status::Aborted, open)?;
-                        if let Err(e) = self.session.rollback().await {
-                            errors.push(describe(&e));
-                        }
-                    }
-                }
-                Action::Record(table, db_step) => {
-                    let Some(t) = self.tables.iter().position(|x| x.spec.name == table.spec.name) else {
-                        continue;
-                    };
-                    let autocommit = self.open.is_none();
-                    if autocommit {
-                        if let Err(e) = self.begin(None).await {
-                            errors.push(describe(&e));
-                            continue;
-                        }
-                    }
-                    let open = self.open.as_mut().expect("a transaction is open");
-                    match self.session.execute(&table.spec, &db_step, &mut open.facts).await {
-                        Ok(ops) => {
-                            open.on.extend(std::iter::repeat_n(t, ops.len()));
-                            open.ops.extend(ops);
-                            if autocommit {
-                                errors.extend(self.commit().await?);
-                            }
-                        }
-                        Err(e) => {
-                            errors.push(describe(&e));
-                            self.fail(&e, !autocommit).await?;
-                        }
-                    }
-                }
-                Action::Raw { sql, effect, why } => {
-                    if effect != Effect::None {
-                        unrecorded.push(Unrecorded {
-                            step: step.to_string(),
-                            sql: sql.clone(),
-                            why,
-                            writes_table: effect == Effect::WritesTable,
-                        });
-                    }
-                    if let Err(e) = self.session.execute_sql(&sql).await {
-                        errors.push(describe(&e));
-                        if self.open.is_some() {
-                            self.fail(&e, true).await?;
-                        }
-                    }
-                }
-            }
-        }
-        Ok((errors, unrecorded))
-    }
-}
-
 /// Runs permutation `perm` of `spec` on `db`. `tables` are the recorded tables (none: the
 /// statements run, nothing is recorded).
 ///
@@ -356,11 +228,96 @@ pub async fn run_permutation<D: Database>(
 ) -> Result<PermutationRun, ScenarioError> {
     let mut admin = db.connect().await.map_err(failed("connecting"))?;
     // The global setup makes the initial state: it runs as written, before the capture.
-    for block in &spec.setup {
-        for sql in crate::translate::split_statements(&block.sql) {
-            admin.execute_sql(&sql).await.map_err(failed(format!("setup (line {}): {sql}", block.line)))?;
+    let mut failure = None;
+    'setup: for block in &spec.setup {
+        for sql in crate::translate::split_statements(&block.sql, D::DIALECT) {
+            let what = format!("setup (line {})", block.line);
+            if let Err(e) = admin_statement(db, &mut admin, &sql, &what, options, true).await {
+                failure = Some(e);
+                break 'setup;
+            }
         }
     }
+    let result = match failure {
+        Some(e) => Err(e),
+        None => setup_done(db, spec, tables, perm, options).await,
+    };
+    // The teardown runs after a failure or a stop too (the sessions are ended by then, so
+    // nothing holds a lock it needs); a teardown that fails is reported after a run that
+    // did not, never instead of the run's own error.
+    let mut teardown_error = None;
+    if let Some(block) = &spec.teardown {
+        if matches!(result, Err(ScenarioError::Timeout { .. } | ScenarioError::Interrupted)) {
+            // A setup statement may have been ended with its connection.
+            admin = db.connect().await.map_err(failed("connecting for the teardown"))?;
+        }
+        for sql in crate::translate::split_statements(&block.sql, D::DIALECT) {
+            let what = format!("teardown (line {})", block.line);
+            // Not stoppable: a stop is what the teardown cleans up after.
+            match admin_statement(db, &mut admin, &sql, &what, options, false).await {
+                Ok(()) => {}
+                Err(e @ ScenarioError::Timeout { .. }) => {
+                    teardown_error = Some(e);
+                    break;
+                }
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+    }
+    match (result, teardown_error) {
+        (Ok(_), Some(e)) => Err(e),
+        (result, _) => result,
+    }
+}
+
+/// Runs one statement of the global setup or teardown on the administrative connection,
+/// within `--setup-timeout` (a statement that does not finish is ended with its connection),
+/// and when `stoppable` until a stop is asked for.
+async fn admin_statement<D: Database>(
+    db: &D,
+    admin: &mut D::Session,
+    sql: &str,
+    what: &str,
+    options: &RunOptions,
+    stoppable: bool,
+) -> Result<(), ScenarioError> {
+    let id = admin.server_id();
+    let unstoppable;
+    let guard = if stoppable {
+        options
+    } else {
+        unstoppable = RunOptions { stop: None, ..options.clone() };
+        &unstoppable
+    };
+    match guard.guarded(options.setup_timeout, admin.execute_sql(sql)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ScenarioError::Database { what: format!("{what}: {sql}"), source: e }),
+        Err(halt) => {
+            if let Err(e) = db.kill_session(id).await {
+                tracing::warn!("ending the session of the {what}: {e}");
+            }
+            Err(match halt {
+                Halt::Timeout => ScenarioError::Timeout {
+                    what: what.to_string(),
+                    sql: sql.to_string(),
+                    secs: options.setup_timeout.as_secs(),
+                },
+                Halt::Interrupted => ScenarioError::Interrupted,
+            })
+        }
+    }
+}
+
+/// The permutation after the global setup: the initial rows, then the sessions; any
+/// session still connected when they end (a failure, a stop) is ended, so that the
+/// teardown finds no lock held.
+async fn setup_done<D: Database>(
+    db: &D,
+    spec: &Spec,
+    tables: &[ScenarioTable],
+    perm: &Permutation,
+    options: &RunOptions,
+) -> Result<PermutationRun, ScenarioError> {
     // The initial rows of each table; a table whose rows the seam cannot hold (a NULL, a
     // value out of range) is not recorded.
     let mut readable = Vec::new();
@@ -379,21 +336,41 @@ pub async fn run_permutation<D: Database>(
         }
     }
     let translator = Translator::new(readable.clone(), D::DIALECT);
-    let result = run_sessions(db, spec, &readable, initial, perm, options, &translator).await;
-    let result = result.map(|mut run| {
-        run.unreadable = unreadable;
-        run
-    });
-    if let Some(block) = &spec.teardown {
-        for sql in crate::translate::split_statements(&block.sql) {
-            if let Err(e) = admin.execute_sql(&sql).await {
-                tracing::warn!("teardown (line {}): {sql}: {e}", block.line);
+    let mut server_ids = Vec::new();
+    // Held here, so that after a failure the sessions are ended before the captures are
+    // dropped (which drops their slots and restores what they changed on the tables: that
+    // needs the sessions' locks released).
+    let mut captures = Vec::new();
+    let result = run_sessions(
+        db,
+        spec,
+        &readable,
+        initial,
+        perm,
+        options,
+        &translator,
+        &mut server_ids,
+        &mut captures,
+    )
+    .await;
+    if result.is_err() {
+        for id in server_ids {
+            if let Err(e) = db.kill_session(id).await {
+                tracing::debug!("ending session {id}: {e}");
             }
         }
     }
-    result
+    drop(captures);
+    result.map(|mut run| {
+        run.unreadable = unreadable;
+        run
+    })
 }
 
+/// The sessions' part of a permutation; `server_ids` receives each session's connection
+/// as it opens and `captures` each change capture as it starts, so the caller can end and
+/// drop them whatever happens here.
+#[allow(clippy::too_many_arguments)]
 async fn run_sessions<D: Database>(
     db: &D,
     spec: &Spec,
@@ -402,10 +379,11 @@ async fn run_sessions<D: Database>(
     perm: &Permutation,
     options: &RunOptions,
     translator: &Translator,
+    server_ids: &mut Vec<u64>,
+    captures: &mut Vec<D::Capture>,
 ) -> Result<PermutationRun, ScenarioError> {
     // One capture per table (the seam's capture follows one table), each with its own
     // server-side objects: the run name with the table's number.
-    let mut captures = Vec::new();
     for (i, t) in tables.iter().enumerate() {
         let mut capture_options = options.capture.clone();
         if tables.len() > 1 {
@@ -418,7 +396,6 @@ async fn run_sessions<D: Database>(
     let order = Arc::new(AtomicU64::new(0));
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Result<StepDone, String>>();
     let mut senders = Vec::new();
-    let mut server_ids = Vec::new();
     let mut tasks = Vec::new();
     for (index, s) in spec.sessions.iter().enumerate() {
         let session = db.connect().await.map_err(failed(format!("connecting session {}", s.name)))?;
@@ -502,7 +479,8 @@ async fn run_sessions<D: Database>(
     for (i, s) in spec.sessions.iter().enumerate() {
         if let Some(block) = &s.setup {
             send(i, format!("setup of {}", s.name), translator.block(&block.sql), &mut pending)?;
-            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout).await?;
+            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout, options)
+                .await?;
         }
     }
     for pstep in &perm.steps {
@@ -512,7 +490,7 @@ async fn run_sessions<D: Database>(
             // could release it, so if it does not finish soon the permutation is invalid.
             let grace = options.step_timeout.min(INVALID_AFTER);
             if let Err(ScenarioError::Stuck { step, .. }) =
-                wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, grace).await
+                wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, grace, options).await
             {
                 run.invalid = Some(format!(
                     "step {} cannot start: {step} of its session still waits for a lock",
@@ -533,6 +511,9 @@ async fn run_sessions<D: Database>(
                 }
                 Ok(None) => return Err(ScenarioError::Lost(spec.sessions[i].name.clone())),
                 Err(_) => {
+                    if options.stopped() {
+                        return Err(ScenarioError::Interrupted);
+                    }
                     if db.is_blocked(server_ids[i]).await.map_err(failed("asking for lock waits"))? {
                         run.blocked.push(pstep.name.clone());
                         break;
@@ -555,9 +536,31 @@ async fn run_sessions<D: Database>(
             }
         }
     }
+    // Every step has started: a step still waiting for a lock after --step-timeout waits
+    // for nothing any step will do (isolationtester's invalid permutation). Its session is
+    // ended, which releases what it held, and the permutation is invalid.
+    let started = Instant::now();
     for i in 0..spec.sessions.len() {
         if pending[i].is_some() {
-            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout).await?;
+            let left = options.step_timeout.saturating_sub(started.elapsed());
+            match wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, left, options).await {
+                Ok(()) => {}
+                Err(ScenarioError::Stuck { step, .. }) => {
+                    if run.invalid.is_none() {
+                        run.invalid = Some(format!(
+                            "step {step} still waited for a lock {} s after every step had started; its \
+                             session was ended",
+                            options.step_timeout.as_secs()
+                        ));
+                    }
+                    if let Err(e) = db.kill_session(server_ids[i]).await {
+                        tracing::warn!("ending the session of step {step}: {e}");
+                    }
+                    // The ended connection fails the step, which reports back.
+                    wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, CATCH_UP, options).await?;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
     if run.invalid.is_some() {
@@ -568,7 +571,8 @@ async fn run_sessions<D: Database>(
     for (i, s) in spec.sessions.iter().enumerate() {
         if let Some(block) = &s.teardown {
             send(i, format!("teardown of {}", s.name), translator.block(&block.sql), &mut pending)?;
-            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout).await?;
+            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout, options)
+                .await?;
         }
     }
     let mut finished = Vec::new();
@@ -596,7 +600,7 @@ async fn run_sessions<D: Database>(
         run.history = recorder.finish();
     }
     let mut logs = Vec::new();
-    for c in captures {
+    for c in captures.drain(..) {
         let finish = tokio::time::timeout(CATCH_UP, c.finish(Some(&run.history)));
         logs.push(finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))??);
     }
@@ -606,7 +610,9 @@ async fn run_sessions<D: Database>(
     Ok(run)
 }
 
-/// Waits until session `i`'s pending step completes (absorbing other completions).
+/// Waits until session `i`'s pending step completes (absorbing other completions), at most
+/// `timeout` ([`ScenarioError::Stuck`]), or until a stop is asked for.
+#[allow(clippy::too_many_arguments)]
 async fn wait_for(
     i: usize,
     pending: &mut Vec<Option<String>>,
@@ -618,16 +624,18 @@ async fn wait_for(
     ) -> Result<usize, ScenarioError>,
     run: &mut PermutationRun,
     timeout: Duration,
+    options: &RunOptions,
 ) -> Result<(), ScenarioError> {
     let started = Instant::now();
     while pending[i].is_some() {
         let left = timeout.saturating_sub(started.elapsed());
-        match tokio::time::timeout(left, done_rx.recv()).await {
+        match options.guarded(left, done_rx.recv()).await {
             Ok(Some(done)) => {
                 absorb(done, pending, run)?;
             }
             Ok(None) => return Err(ScenarioError::Lost(format!("{i}"))),
-            Err(_) => {
+            Err(Halt::Interrupted) => return Err(ScenarioError::Interrupted),
+            Err(Halt::Timeout) => {
                 return Err(ScenarioError::Stuck {
                     step: pending[i].clone().unwrap_or_default(),
                     secs: timeout.as_secs(),

@@ -19,6 +19,8 @@
 
 use std::fmt;
 
+use crate::interleave::{interleavings, Interleavings};
+
 /// A parsed scenario.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Spec {
@@ -394,6 +396,20 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
                     message: format!("permutation names step {}, which no session has", step.name),
                 });
             }
+            // As isolationtester: a marker names a step (`a(b)`, or `a(b notices 1)`, b's
+            // notices), or is `*`.
+            for marker in &step.blockers {
+                let name = marker.split_once(" notices ").map_or(marker.as_str(), |(step, _)| step);
+                if name != "*" && !names.contains(name) {
+                    return Err(SpecError {
+                        line: perm.line,
+                        message: format!(
+                            "permutation step {} waits for step {name}, which no session has",
+                            step.name
+                        ),
+                    });
+                }
+            }
         }
     }
     Ok(spec)
@@ -410,37 +426,57 @@ impl Spec {
         self.sessions.iter().flat_map(|s| &s.steps).find(|st| st.name == name)
     }
 
-    /// The permutations to run: those listed, or every interleaving of the sessions' steps
-    /// that keeps each session's order (isolationtester's default).
-    pub fn permutations_to_run(&self) -> Vec<Permutation> {
+    /// How many permutations run: those listed, or the number of interleavings of the
+    /// sessions' steps that keep each session's order (the multinomial coefficient
+    /// `(n1 + n2 + ...)! / (n1! n2! ...)`); `None` when it does not fit 64 bits.
+    pub fn permutation_count(&self) -> Option<u64> {
         if !self.permutations.is_empty() {
-            return self.permutations.clone();
+            return Some(self.permutations.len() as u64);
         }
-        let mut out = Vec::new();
-        let mut next = vec![0usize; self.sessions.len()];
-        let mut current = Vec::new();
-        self.interleave(&mut next, &mut current, &mut out);
-        out
+        let counts: Vec<usize> = self.sessions.iter().map(|s| s.steps.len()).collect();
+        interleavings(&counts)
     }
 
-    fn interleave(&self, next: &mut [usize], current: &mut Vec<PermutationStep>, out: &mut Vec<Permutation>) {
-        let mut any = false;
-        for s in 0..self.sessions.len() {
-            if next[s] < self.sessions[s].steps.len() {
-                any = true;
-                current.push(PermutationStep {
-                    name: self.sessions[s].steps[next[s]].name.clone(),
-                    blockers: Vec::new(),
-                });
-                next[s] += 1;
-                self.interleave(next, current, out);
-                next[s] -= 1;
-                current.pop();
+    /// Permutation `n` (from 0) of those [`Spec::permutation_count`] counts, built on its
+    /// own: the listed one, or the `n`-th interleaving in isolationtester's order (the
+    /// first session's next step first), found by counting the interleavings each choice
+    /// leaves instead of listing them. `None` when there is no such permutation.
+    pub fn permutation(&self, n: u64) -> Option<Permutation> {
+        if !self.permutations.is_empty() {
+            return self.permutations.get(usize::try_from(n).ok()?).cloned();
+        }
+        let mut left: Vec<usize> = self.sessions.iter().map(|s| s.steps.len()).collect();
+        let total: usize = left.iter().sum();
+        let mut rest = n;
+        let mut steps = Vec::with_capacity(total);
+        for _ in 0..total {
+            let mut chosen = None;
+            for s in 0..left.len() {
+                if left[s] == 0 {
+                    continue;
+                }
+                left[s] -= 1;
+                // Saturating: a count beyond 64 bits is more than any `rest` can reach.
+                let after = interleavings(&left).unwrap_or(u64::MAX);
+                if rest < after {
+                    chosen = Some(s);
+                    break;
+                }
+                left[s] += 1;
+                rest -= after;
             }
+            let s = chosen?;
+            let session = &self.sessions[s];
+            let name = session.steps[session.steps.len() - left[s] - 1].name.clone();
+            steps.push(PermutationStep { name, blockers: Vec::new() });
         }
-        if !any {
-            out.push(Permutation { steps: current.clone(), line: 0 });
-        }
+        (rest == 0).then_some(Permutation { steps, line: 0 })
+    }
+
+    /// Every permutation in order, built one at a time (a spec without `permutation`
+    /// lines can have more interleavings than memory holds).
+    pub fn permutations(&self) -> impl Iterator<Item = Permutation> + '_ {
+        Interleavings::new(self)
     }
 }
 
@@ -499,9 +535,89 @@ permutation r1 w1(*) r2 "w2"(r1, * , c1 notices 1) c1 c2
             WRITE_SKEW.lines().filter(|l| !l.starts_with("permutation")).collect::<Vec<_>>().join("\n");
         let spec = parse(&text).unwrap();
         // 6 steps, 3 per session: C(6, 3) = 20 interleavings keeping each session's order.
-        let all = spec.permutations_to_run();
+        let all: Vec<Permutation> = spec.permutations().collect();
         assert_eq!(all.len(), 20);
+        assert_eq!(spec.permutation_count(), Some(20));
         assert!(all.iter().all(|p| p.steps.len() == 6));
+        // isolationtester's order: the first session's steps first, the reverse last.
+        let names = |p: &Permutation| p.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(" ");
+        assert_eq!(names(&all[0]), "r1 w1 c1 r2 w2 c2");
+        assert_eq!(names(&all[19]), "r2 w2 c2 r1 w1 c1");
+        // Each built on its own is the one the walk gives.
+        for (n, p) in all.iter().enumerate() {
+            assert_eq!(spec.permutation(n as u64).as_ref(), Some(p), "permutation {n}");
+        }
+        assert_eq!(spec.permutation(20), None);
+    }
+
+    /// The walk against a brute-force reference: every sequence of session numbers with
+    /// the right counts, in lexicographic order, for several shapes.
+    #[test]
+    fn interleavings_match_a_brute_force_listing() {
+        for counts in [vec![1], vec![2, 1], vec![1, 2, 2], vec![3, 0, 2], vec![2, 2, 2]] {
+            let mut text = String::new();
+            for (s, n) in counts.iter().enumerate() {
+                if *n == 0 {
+                    continue;
+                }
+                text.push_str(&format!("session s{s}\n"));
+                for i in 0..*n {
+                    text.push_str(&format!("step s{s}_{i} {{ SELECT 1; }}\n"));
+                }
+            }
+            let spec = parse(&text).unwrap();
+            let sessions: Vec<usize> = counts.iter().copied().filter(|n| *n > 0).collect();
+            let total: usize = sessions.iter().sum();
+            let mut want = Vec::new();
+            let mut seq = vec![0usize; total];
+            'all: loop {
+                let ok = (0..sessions.len()).all(|s| seq.iter().filter(|&&x| x == s).count() == sessions[s]);
+                if ok {
+                    want.push(seq.clone());
+                }
+                for i in (0..total).rev() {
+                    seq[i] += 1;
+                    if seq[i] < sessions.len() {
+                        continue 'all;
+                    }
+                    seq[i] = 0;
+                }
+                break;
+            }
+            let got: Vec<Vec<usize>> = spec
+                .permutations()
+                .map(|p| p.steps.iter().map(|s| spec.session_of(&s.name).unwrap()).collect())
+                .collect();
+            assert_eq!(got, want, "{counts:?}");
+            assert_eq!(spec.permutation_count(), Some(want.len() as u64), "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn many_interleavings_are_counted_without_being_built() {
+        // 2 sessions of 16 steps: C(32, 16) interleavings; 4 of 40: beyond 64 bits.
+        let mut text = String::new();
+        for s in 0..4 {
+            text.push_str(&format!("session s{s}\n"));
+            for i in 0..40 {
+                text.push_str(&format!("step s{s}_{i} {{ SELECT 1; }}\n"));
+            }
+        }
+        assert_eq!(parse(&text).unwrap().permutation_count(), None);
+        let mut text = String::new();
+        for s in 0..2 {
+            text.push_str(&format!("session s{s}\n"));
+            for i in 0..16 {
+                text.push_str(&format!("step s{s}_{i} {{ SELECT 1; }}\n"));
+            }
+        }
+        let spec = parse(&text).unwrap();
+        assert_eq!(spec.permutation_count(), Some(601_080_390));
+        let last = spec.permutation(601_080_389).unwrap();
+        assert_eq!(last.steps[0].name, "s1_0");
+        assert_eq!(last.steps[31].name, "s0_15");
+        assert!(spec.permutation(601_080_390).is_none());
+        assert_eq!(spec.permutations().take(3).count(), 3);
     }
 
     #[test]
@@ -518,6 +634,14 @@ permutation r1 w1(*) r2 "w2"(r1, * , c1 notices 1) c1 c2
         assert!(e.message.contains("unexpected sesion"), "{e}");
         let e = parse("session s1\nstep a { x }\npermutation a(b\n").unwrap_err();
         assert!(e.message.contains("markers of step a"), "{e}");
+        let e = parse("session s1\nstep a { x }\npermutation a(b)\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (3, "permutation step a waits for step b, which no session has")
+        );
+        let e = parse("session s1\nstep a { x }\npermutation a(s2 notices 1)\n").unwrap_err();
+        assert!(e.message.contains("waits for step s2"), "{e}");
+        assert!(parse("session s1\nstep a { x }\npermutation a(a notices 1, *)\n").is_ok());
         let e = parse("setup { x }\n").unwrap_err();
         assert!(e.message.contains("expected a session"), "{e}");
     }

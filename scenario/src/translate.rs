@@ -17,25 +17,20 @@
 //! cannot evaluate; statements on tables that are not recordable; DDL; anything sqlparser
 //! cannot parse.
 
-use isocert_adapters::{ColumnType, Isolation, Step, TableSpec};
+use isocert_adapters::{ColumnType, Isolation, StatementWrite, Step};
 use isocert_history::{AggregateFn, Dialect, History, Scalar};
 use isocert_oracle::Interpreter;
+
+pub use crate::split::split_statements;
+pub use crate::tables::{column_type, find_tables, survey_tables, ScenarioTable, SkippedTable};
 use sqlparser::ast::{
-    AssignmentTarget, BinaryOperator, ColumnOption, DataType, Expr, FromTable, FunctionArg, FunctionArgExpr,
-    FunctionArguments, GroupByExpr, ObjectName, ObjectNamePart, Query, SelectItem, Set, SetExpr, Statement,
-    TableConstraint, TableFactor, TableObject, TableWithJoins, TransactionIsolationLevel, TransactionMode,
-    UnaryOperator, Value,
+    AssignmentTarget, BinaryOperator, DoUpdate, Expr, FromTable, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, ObjectName, ObjectNamePart, OnConflict, OnConflictAction, OnInsert,
+    Query, SelectItem, Set, SetExpr, Statement, TableFactor, TableObject, TableWithJoins,
+    TransactionIsolationLevel, TransactionMode, UnaryOperator, Value,
 };
 use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect};
 use sqlparser::parser::Parser;
-
-/// A table a scenario's statements are recorded on: one its setup creates with a
-/// one-column integer primary key and columns of the types [`column_type`] knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScenarioTable {
-    /// Its name and columns, primary key first (the seam's vocabulary).
-    pub spec: TableSpec,
-}
 
 /// What an unrecorded statement may do to the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,76 +69,7 @@ pub enum Action {
     },
 }
 
-/// Splits an SQL block into statements at `;` outside quotes, dollar quotes and comments.
-pub fn split_statements(block: &str) -> Vec<String> {
-    let chars: Vec<char> = block.chars().collect();
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '\'' | '"' | '`' => {
-                current.push(c);
-                i += 1;
-                while i < chars.len() {
-                    current.push(chars[i]);
-                    i += 1;
-                    if chars[i - 1] == c {
-                        break;
-                    }
-                }
-                continue;
-            }
-            '$' => {
-                // A dollar quote: $tag$ ... $tag$.
-                let rest: String = chars[i..].iter().collect();
-                if let Some(end) = rest[1..].find('$') {
-                    let tag = &rest[..end + 2];
-                    if tag[1..tag.len() - 1].chars().all(|c| c.is_alphanumeric() || c == '_') {
-                        if let Some(close) = rest[tag.len()..].find(tag) {
-                            let quoted = &rest[..tag.len() + close + tag.len()];
-                            current.push_str(quoted);
-                            i += quoted.chars().count();
-                            continue;
-                        }
-                    }
-                }
-            }
-            '-' if chars.get(i + 1) == Some(&'-') => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            '/' if chars.get(i + 1) == Some(&'*') => {
-                i += 2;
-                while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
-                    i += 1;
-                }
-                i += 2;
-                continue;
-            }
-            ';' => {
-                if !current.trim().is_empty() {
-                    out.push(current.trim().to_string());
-                }
-                current.clear();
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-        i += 1;
-    }
-    if !current.trim().is_empty() {
-        out.push(current.trim().to_string());
-    }
-    out
-}
-
-fn parse_one(sql: &str, dialect: Dialect) -> Option<Statement> {
+pub(crate) fn parse_one(sql: &str, dialect: Dialect) -> Option<Statement> {
     let parsed = match dialect {
         Dialect::Postgres => Parser::parse_sql(&PostgreSqlDialect {}, sql),
         Dialect::Mysql => Parser::parse_sql(&MySqlDialect {}, sql),
@@ -156,244 +82,11 @@ fn parse_one(sql: &str, dialect: Dialect) -> Option<Statement> {
     (statements.len() == 1).then(|| statements.remove(0))
 }
 
-fn last_name(name: &ObjectName) -> Option<String> {
+pub(crate) fn last_name(name: &ObjectName) -> Option<String> {
     match name.0.last()? {
         ObjectNamePart::Identifier(id) => Some(id.value.to_ascii_lowercase()),
         _ => None,
     }
-}
-
-/// The seam's type of a column declared `t`, or `None` for a type isocert does not record
-/// (`char(n)` pads its values, `real` rounds them to single precision, dates, arrays, ...).
-pub fn column_type(t: &DataType) -> Option<ColumnType> {
-    if is_integer_type(t) {
-        return Some(ColumnType::Integer);
-    }
-    Some(match t {
-        DataType::Text | DataType::Varchar(_) | DataType::CharacterVarying(_) | DataType::String(None) => {
-            ColumnType::Text
-        }
-        DataType::Double(_) | DataType::DoublePrecision | DataType::Float8 => ColumnType::Float,
-        DataType::Numeric(_) | DataType::Decimal(_) | DataType::Dec(_) => ColumnType::Numeric,
-        DataType::Boolean | DataType::Bool => ColumnType::Boolean,
-        DataType::Custom(name, _) if last_name(name).is_some_and(|n| n == "float8") => ColumnType::Float,
-        _ => return None,
-    })
-}
-
-fn is_integer_type(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::Int(_)
-            | DataType::Integer(_)
-            | DataType::BigInt(_)
-            | DataType::SmallInt(_)
-            | DataType::TinyInt(_)
-            | DataType::MediumInt(_)
-            | DataType::Int2(_)
-            | DataType::Int4(_)
-            | DataType::Int8(_)
-    ) || matches!(t, DataType::Custom(name, _)
-        if last_name(name).is_some_and(|n| matches!(n.as_str(), "serial" | "bigserial" | "smallserial" | "serial2" | "serial4" | "serial8")))
-}
-
-/// `sql` without PostgreSQL's `INCLUDE (...)` after a key constraint (covering columns of
-/// its index, which sqlparser does not read and which change nothing that is recorded).
-fn without_include(sql: &str) -> String {
-    let lower = sql.to_ascii_lowercase();
-    let mut out = String::new();
-    let mut rest = 0;
-    let mut from = 0;
-    while let Some(found) = lower[from..].find("include") {
-        let at = from + found;
-        let before = lower[..at].chars().next_back();
-        let after = lower[at + "include".len()..].trim_start();
-        from = at + "include".len();
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') || !after.starts_with('(') {
-            continue;
-        }
-        let open = lower.len() - after.len();
-        let Some(close) = lower[open..].find(')') else { break };
-        out.push_str(&sql[rest..at]);
-        rest = open + close + 1;
-        from = rest;
-    }
-    out.push_str(&sql[rest..]);
-    out
-}
-
-/// A table the setup creates that is not recorded, and why.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct SkippedTable {
-    /// Its name as written.
-    pub table: String,
-    /// Why it is not recorded (the first reason found).
-    pub why: String,
-}
-
-/// Every table `setup` creates that the runner can record (see [`ScenarioTable`]), in the
-/// order it creates them (a name created twice counts once).
-pub fn find_tables(setup: &[String], dialect: Dialect) -> Vec<ScenarioTable> {
-    survey_tables(setup, dialect).0
-}
-
-/// The tables `setup` creates: those the runner can record (as [`find_tables`]) and the
-/// others with the reason.
-pub fn survey_tables(setup: &[String], dialect: Dialect) -> (Vec<ScenarioTable>, Vec<SkippedTable>) {
-    let mut found: Vec<ScenarioTable> = Vec::new();
-    let mut skipped: Vec<SkippedTable> = Vec::new();
-    // `CREATE UNIQUE INDEX ... ON t (c)` of one column, without a predicate: a key for a
-    // table without a primary key.
-    let unique_indexes: Vec<(String, String)> = setup
-        .iter()
-        .flat_map(|b| split_statements(b))
-        .filter_map(|sql| match parse_one(&without_include(&sql), dialect)? {
-            Statement::CreateIndex(i) if i.unique && i.predicate.is_none() && i.columns.len() == 1 => {
-                Some((last_name(&i.table_name)?, column_name(&i.columns[0].column.expr)?))
-            }
-            _ => None,
-        })
-        .collect();
-    for sql in setup.iter().flat_map(|b| split_statements(b)) {
-        let Some(statement) = parse_one(&without_include(&sql), dialect) else {
-            let lower = sql.trim_start().to_ascii_lowercase();
-            if lower.starts_with("create table") || lower.starts_with("create unlogged table") {
-                let name =
-                    lower.split_whitespace().nth(2).unwrap_or_default().trim_end_matches('(').to_string();
-                let why = "sqlparser cannot parse its CREATE TABLE (partitions, PostgreSQL-only syntax)";
-                skipped.push(SkippedTable { table: name, why: why.into() });
-            }
-            continue;
-        };
-        let Statement::CreateTable(create) = statement else { continue };
-        let written = create.name.to_string();
-        let mut skip = |why: String| skipped.push(SkippedTable { table: written.clone(), why });
-        // A table in a named schema is not recorded (the seam names tables unqualified).
-        let Some(name) = last_name(&create.name).filter(|_| create.name.0.len() == 1) else {
-            skip("a table in a named schema".into());
-            continue;
-        };
-        if create.temporary {
-            skip("a temporary table (other sessions cannot read it)".into());
-            continue;
-        }
-        if create.columns.is_empty() {
-            skip("no column list (CREATE TABLE AS, LIKE or PARTITION OF)".into());
-            continue;
-        }
-        if create.inherits.is_some() {
-            skip("it inherits from another table".into());
-            continue;
-        }
-        if let Some(c) = create.columns.iter().find(|c| column_type(&c.data_type).is_none()) {
-            skip(format!("a column of a type isocert does not record ({}): column {}", c.data_type, c.name));
-            continue;
-        }
-        let mut keys: Vec<String> = create
-            .columns
-            .iter()
-            .filter(|c| {
-                c.options.iter().any(|o| matches!(o.option, ColumnOption::Unique { is_primary: true, .. }))
-            })
-            .map(|c| c.name.value.to_ascii_lowercase())
-            .collect();
-        for constraint in &create.constraints {
-            if let TableConstraint::PrimaryKey { columns, .. } = constraint {
-                keys.extend(columns.iter().map(|c| c.column.expr.to_string().to_ascii_lowercase()));
-            }
-        }
-        if keys.is_empty() {
-            // No primary key: the first integer column with a one-column unique constraint
-            // or unique index is the row's identity.
-            let mut unique: Vec<String> = create
-                .columns
-                .iter()
-                .filter(|c| {
-                    c.options
-                        .iter()
-                        .any(|o| matches!(o.option, ColumnOption::Unique { is_primary: false, .. }))
-                })
-                .map(|c| c.name.value.to_ascii_lowercase())
-                .collect();
-            for constraint in &create.constraints {
-                if let TableConstraint::Unique { columns, .. } = constraint {
-                    if let [c] = columns.as_slice() {
-                        unique.extend(column_name(&c.column.expr));
-                    }
-                }
-            }
-            unique.extend(unique_indexes.iter().filter(|(t, _)| *t == name).map(|(_, c)| c.clone()));
-            let key = create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).find(|c| {
-                unique.contains(c)
-                    && create.columns.iter().any(|d| {
-                        d.name.value.eq_ignore_ascii_case(c)
-                            && column_type(&d.data_type) == Some(ColumnType::Integer)
-                    })
-            });
-            keys.extend(key);
-        }
-        let pk = match keys.as_slice() {
-            [pk] => pk.clone(),
-            [] => {
-                skip("no primary key and no unique integer column".into());
-                continue;
-            }
-            _ => {
-                skip("a primary key of several columns".into());
-                continue;
-            }
-        };
-        let type_of = |name: &str| {
-            create
-                .columns
-                .iter()
-                .find(|c| c.name.value.eq_ignore_ascii_case(name))
-                .and_then(|c| column_type(&c.data_type))
-        };
-        if type_of(&pk) != Some(ColumnType::Integer) {
-            skip("a primary key that is not an integer".into());
-            continue;
-        }
-        if found.iter().any(|t| t.spec.name == name) {
-            continue;
-        }
-        let mut columns = vec![pk.clone()];
-        columns.extend(create.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).filter(|c| *c != pk));
-        let types: Vec<ColumnType> =
-            columns.iter().map(|c| type_of(c).expect("every column's type was checked")).collect();
-        // The seam's vocabulary names tables and columns with 'static strings (workload
-        // tables are constants); a scenario's few names are leaked once per table.
-        let columns: Vec<&'static str> =
-            columns.into_iter().map(|c| &*Box::leak(c.into_boxed_str())).collect();
-        found.push(ScenarioTable {
-            spec: TableSpec {
-                name: Box::leak(name.into_boxed_str()),
-                columns: Box::leak(columns.into_boxed_slice()),
-                types: Box::leak(types.into_boxed_slice()),
-                partitioned: create.partition_by.is_some(),
-            },
-        });
-    }
-    // A table with children by inheritance has rows changed under their names.
-    let statements: Vec<String> = setup
-        .iter()
-        .flat_map(|b| split_statements(b))
-        .map(|sql| sql.to_ascii_lowercase().split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
-    found.retain(|t| {
-        let name = t.spec.name;
-        // A partitioned table's changes are published under its own name
-        // (`publish_via_partition_root`); an inheritance parent's are not.
-        let parent = statements.iter().any(|sql| {
-            sql.contains(&format!("inherits ({name})")) || sql.contains(&format!("inherits({name})"))
-        });
-        if parent {
-            skipped
-                .push(SkippedTable { table: name.to_string(), why: "it has child tables (INHERITS)".into() });
-        }
-        !parent
-    });
-    (found, skipped)
 }
 
 fn level(l: &TransactionIsolationLevel) -> Option<Isolation> {
@@ -440,7 +133,10 @@ fn literal(e: &Expr, ty: ColumnType) -> Option<Scalar> {
                 Err(_) if matches!(ty, ColumnType::Float | ColumnType::Numeric) => ty.parse(n).ok()?,
                 Err(_) => return None,
             },
-            Value::SingleQuotedString(t) if ty == ColumnType::Text => Scalar::Text(t.as_str().into()),
+            // sqlparser keeps an E'...' string's text with its escapes resolved.
+            Value::SingleQuotedString(t) | Value::EscapedStringLiteral(t) if ty == ColumnType::Text => {
+                Scalar::Text(t.as_str().into())
+            }
             Value::Boolean(b) => Scalar::Bool(*b),
             Value::Null => Scalar::Null,
             _ => return None,
@@ -456,7 +152,7 @@ fn literal(e: &Expr, ty: ColumnType) -> Option<Scalar> {
     ty.canonical(scalar).ok()
 }
 
-fn column_name(e: &Expr) -> Option<String> {
+pub(crate) fn column_name(e: &Expr) -> Option<String> {
     match e {
         Expr::Identifier(id) => Some(id.value.to_ascii_lowercase()),
         Expr::CompoundIdentifier(ids) => ids.last().map(|id| id.value.to_ascii_lowercase()),
@@ -491,7 +187,7 @@ impl Translator {
 
     /// The actions of an SQL block, one per statement.
     pub fn block(&self, sql: &str) -> Vec<Action> {
-        split_statements(sql).into_iter().map(|s| self.statement(&s)).collect()
+        split_statements(sql, self.dialect).into_iter().map(|s| self.statement(&s)).collect()
     }
 
     fn raw(&self, sql: &str, effect: Effect, why: &str) -> Action {
@@ -538,27 +234,49 @@ impl Translator {
                 if from.is_some() || returning.is_some() || limit.is_some() {
                     return self.raw(sql, Effect::WritesTable, "UPDATE with FROM, RETURNING or LIMIT");
                 }
+                // The rows it writes are recorded as the database returns them, so an
+                // assignment may be any expression over the row (`v = v + 5`, CASE, `||`);
+                // the constants are kept in the record's `set`.
                 let mut set = Vec::new();
                 for a in assignments {
                     let AssignmentTarget::ColumnName(c) = &a.target else {
                         return self.raw(sql, Effect::WritesTable, "a tuple assignment");
                     };
-                    let col = last_name(c).and_then(|c| self.column(&t, &c));
-                    let Some((col, v)) = col.and_then(|c| Some((c, literal(&a.value, t.spec.type_of(c))?)))
-                    else {
-                        return self.raw(
-                            sql,
-                            Effect::WritesTable,
-                            "SET of something other than a constant of the column's type",
-                        );
+                    let Some(col) = last_name(c).and_then(|c| self.column(&t, &c)) else {
+                        return self.raw(sql, Effect::WritesTable, "SET of a column the table does not have");
                     };
                     if col == t.spec.pk() {
                         return self.raw(sql, Effect::WritesTable, "an UPDATE of the primary key");
                     }
-                    set.push((col, v));
+                    if reads_elsewhere(&a.value) {
+                        return self.raw(
+                            sql,
+                            Effect::WritesTable,
+                            "SET of a subquery (it reads unrecorded rows)",
+                        );
+                    }
+                    match literal(&a.value, t.spec.type_of(col)) {
+                        Some(v) => set.push((col, v)),
+                        // isocert does not guess how the database converts '10' into a
+                        // number, nor rounds a numeric: the write could not be compared.
+                        None if is_literal(&a.value) => {
+                            return self.raw(
+                                sql,
+                                Effect::WritesTable,
+                                "SET of a constant that is not a literal of the column's type",
+                            )
+                        }
+                        None => {}
+                    }
                 }
                 match self.predicate(&t, selection.as_ref()) {
-                    Ok(predicate) => Action::Record(t, Step::PredicateUpdate { predicate, set }),
+                    Ok(predicate) => Action::Record(
+                        t,
+                        Step::Statement {
+                            sql: sql.to_string(),
+                            write: StatementWrite::Update { predicate, set },
+                        },
+                    ),
                     Err(why) => self.raw(sql, Effect::WritesTable, &why),
                 }
             }
@@ -657,6 +375,23 @@ impl Translator {
     }
 
     fn query(&self, sql: &str, q: &Query) -> Action {
+        // A data-modifying WITH (`WITH w AS (INSERT ... RETURNING ...) SELECT ...`) writes
+        // whatever its outer query reads.
+        let modifies = q.with.as_ref().is_some_and(|w| {
+            w.cte_tables.iter().any(|cte| {
+                matches!(
+                    cte.query.body.as_ref(),
+                    SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_)
+                )
+            })
+        });
+        if modifies {
+            return self.raw(
+                sql,
+                self.unparsed_effect(sql),
+                "a WITH that writes (INSERT, UPDATE, DELETE or MERGE)",
+            );
+        }
         let SetExpr::Select(select) = q.body.as_ref() else {
             return self.raw(sql, Effect::Unseen, "a query that is not a plain SELECT");
         };
@@ -744,16 +479,58 @@ impl Translator {
             return self.raw(sql, Effect::Unseen, "INSERT into an unnamed table");
         };
         let Some(t) = self.ours(&name) else { return self.elsewhere(sql, &name) };
-        if insert.on.is_some() || insert.returning.is_some() || insert.ignore || insert.replace_into {
-            return self.raw(
-                sql,
-                Effect::WritesTable,
-                "INSERT with ON CONFLICT, RETURNING, IGNORE or REPLACE",
-            );
+        if insert.returning.is_some() || insert.ignore || insert.replace_into {
+            return self.raw(sql, Effect::WritesTable, "INSERT with RETURNING, IGNORE or REPLACE");
         }
-        let Some(SetExpr::Values(values)) = insert.source.as_deref().map(|q| q.body.as_ref()) else {
-            return self.raw(sql, Effect::WritesTable, "INSERT ... SELECT");
+        let statement =
+            Action::Record(t, Step::Statement { sql: sql.to_string(), write: StatementWrite::Insert });
+        match &insert.on {
+            None => {}
+            // The rows it installs are returned; a row it skips installs nothing.
+            Some(OnInsert::OnConflict(OnConflict { action: OnConflictAction::DoNothing, .. }))
+                if self.dialect == Dialect::Postgres => {}
+            // An unconditional update of the conflicting row: recorded as the write of the
+            // row it returns. What it computes from the row it replaces (`v = t.v + 1`) is a
+            // read of that row's newest version, which it locks and replaces: the version
+            // order's edge from that version's writer already orders the two as the read
+            // would, and no other version can come between.
+            Some(OnInsert::OnConflict(OnConflict {
+                action: OnConflictAction::DoUpdate(DoUpdate { assignments, selection: None }),
+                ..
+            })) if self.dialect == Dialect::Postgres
+                && !assignments.iter().any(|a| reads_elsewhere(&a.value)) => {}
+            // `DO UPDATE ... WHERE` reads the conflicting row and may leave it: a read the
+            // record would not show. MySQL's ON DUPLICATE KEY UPDATE returns no rows.
+            Some(_) => {
+                return self.raw(
+                    sql,
+                    Effect::WritesTable,
+                    "INSERT ... ON CONFLICT DO UPDATE ... WHERE or ON DUPLICATE KEY UPDATE",
+                )
+            }
+        }
+        let Some(source) = insert.source.as_deref() else {
+            return self.raw(sql, Effect::WritesTable, "INSERT ... DEFAULT VALUES");
         };
+        let values = match source.body.as_ref() {
+            SetExpr::Values(values) if source.with.is_none() => values,
+            // `INSERT ... SELECT` of values (no FROM): recorded from what it returned; one
+            // that reads a table reads rows the record would not show.
+            SetExpr::Select(select)
+                if source.with.is_none()
+                    && select.from.is_empty()
+                    && !select.projection.iter().any(reads_elsewhere_item) =>
+            {
+                return statement
+            }
+            _ => return self.raw(sql, Effect::WritesTable, "INSERT ... SELECT reading a table"),
+        };
+        if values.rows.iter().flatten().any(reads_elsewhere) {
+            return self.raw(sql, Effect::WritesTable, "INSERT of a subquery (it reads unrecorded rows)");
+        }
+        if insert.on.is_some() {
+            return statement;
+        }
         let columns: Vec<Option<&'static str>> = if insert.columns.is_empty() {
             // Without a column list the values follow the table's definition, which
             // `find_table` reordered to put the key first: only the key-first layout is known.
@@ -761,39 +538,63 @@ impl Translator {
         } else {
             insert.columns.iter().map(|c| self.column(&t, &c.value.to_ascii_lowercase())).collect()
         };
-        if columns.len() != t.spec.columns.len() || columns.iter().any(Option::is_none) {
-            return self.raw(sql, Effect::WritesTable, "an INSERT that does not give every column");
-        }
-        let mut steps = Vec::new();
+        // One row of literals for every column: the seam's own insert. Anything else
+        // (several rows, expressions, defaults) runs as written, recorded from what it
+        // returned.
         for row in &values.rows {
-            let mut full = vec![Scalar::Null; t.spec.columns.len()];
-            if row.len() != columns.len() {
-                return self.raw(sql, Effect::WritesTable, "a VALUES row of another width");
-            }
             for (c, e) in columns.iter().zip(row) {
-                let i = t.spec.columns.iter().position(|x| Some(*x) == *c).expect("a column of the table");
-                let Some(v) = literal(e, t.spec.column_type(i)) else {
+                let Some(c) = c else { continue };
+                if is_literal(e) && literal(e, t.spec.type_of(c)).is_none() {
                     return self.raw(
                         sql,
                         Effect::WritesTable,
                         "a value that is not a literal of its column's type",
                     );
-                };
-                if i == 0 && !matches!(v, Scalar::Int(_)) {
-                    return self.raw(
-                        sql,
-                        Effect::WritesTable,
-                        "a primary key that is not an integer literal",
-                    );
                 }
-                full[i] = v;
             }
-            steps.push(full);
         }
-        match steps.as_slice() {
-            [row] => Action::Record(t, Step::Insert { row: row.clone() }),
-            _ => self.raw(sql, Effect::WritesTable, "a multi-row INSERT (write one row per statement)"),
+        let [row] = values.rows.as_slice() else { return statement };
+        if columns.len() != t.spec.columns.len()
+            || columns.iter().any(Option::is_none)
+            || row.len() != columns.len()
+        {
+            return statement;
         }
+        let mut full = vec![Scalar::Null; t.spec.columns.len()];
+        for (c, e) in columns.iter().zip(row) {
+            let i = t.spec.columns.iter().position(|x| Some(*x) == *c).expect("a column of the table");
+            match literal(e, t.spec.column_type(i)) {
+                Some(v) if i > 0 || matches!(v, Scalar::Int(_)) => full[i] = v,
+                _ => return statement,
+            }
+        }
+        Action::Record(t, Step::Insert { row: full })
+    }
+}
+
+/// Whether an expression is a constant as written (a number, a string, `TRUE`, `NULL`, a
+/// negated number).
+fn is_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Value(_) => true,
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } | Expr::Nested(expr) => is_literal(expr),
+        _ => false,
+    }
+}
+
+/// Whether an expression reads rows through a subquery (`(SELECT ...)`, `EXISTS`, `IN
+/// (SELECT ...)`), which the record of the statement would not show.
+fn reads_elsewhere(e: &Expr) -> bool {
+    e.to_string()
+        .to_ascii_lowercase()
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|w| w == "select")
+}
+
+fn reads_elsewhere_item(item: &SelectItem) -> bool {
+    match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => reads_elsewhere(e),
+        _ => true,
     }
 }
 
@@ -826,7 +627,7 @@ mod tests {
         );
         let found: Vec<(&str, &[&str])> = found.iter().map(|t| (t.spec.name, t.spec.columns)).collect();
         assert_eq!(found, [("s", &["id", "n"][..]), ("c", &["key", "value"][..])]);
-        assert_eq!(without_include("a INCLUDE (b, c)) included_x"), "a ) included_x");
+        assert_eq!(crate::tables::without_include("a INCLUDE (b, c)) included_x"), "a ) included_x");
     }
 
     #[test]
@@ -882,7 +683,13 @@ mod tests {
             actions[5],
             Action::Record(
                 t,
-                Step::PredicateUpdate { predicate: "id = 1".into(), set: vec![("v", Scalar::Int(11))] }
+                Step::Statement {
+                    sql: "UPDATE t SET v = 11 WHERE id = 1".into(),
+                    write: StatementWrite::Update {
+                        predicate: "id = 1".into(),
+                        set: vec![("v", Scalar::Int(11))]
+                    }
+                }
             )
         );
         assert_eq!(actions[6], Action::Record(t, Step::Delete { key: 2 }));
@@ -892,7 +699,47 @@ mod tests {
             Action::Raw { effect, why, .. } => (effect, why),
             other => panic!("{sql}: {other:?}"),
         };
-        assert_eq!(raw("UPDATE t SET v = v + 1 WHERE id = 1").0, Effect::WritesTable);
+        // Expressions, several rows, INSERT ... SELECT of values, ON CONFLICT: recorded from
+        // what the database returns (issue 29).
+        let statement = |sql: &str| match tr.statement(sql) {
+            Action::Record(_, Step::Statement { write, .. }) => write,
+            other => panic!("{sql}: {other:?}"),
+        };
+        assert_eq!(
+            statement("UPDATE t SET v = v + 5, c = 1 WHERE id = 2"),
+            StatementWrite::Update { predicate: "id = 2".into(), set: vec![("c", Scalar::Int(1))] }
+        );
+        assert_eq!(
+            statement("UPDATE t SET v = CASE WHEN v > 1 THEN 0 ELSE 1 END"),
+            StatementWrite::Update { predicate: "true".into(), set: vec![] }
+        );
+        assert_eq!(statement("INSERT INTO t VALUES (1, 2, 3), (4, 5, 6)"), StatementWrite::Insert);
+        assert_eq!(statement("INSERT INTO t SELECT 7, 8, 9"), StatementWrite::Insert);
+        assert_eq!(statement("INSERT INTO t (id, v) VALUES (9, 9)"), StatementWrite::Insert);
+        assert_eq!(
+            statement("INSERT INTO t VALUES (1, 2, 3) ON CONFLICT DO NOTHING"),
+            StatementWrite::Insert
+        );
+        assert_eq!(
+            statement("INSERT INTO t VALUES (1, 2, 3) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v + 1"),
+            StatementWrite::Insert
+        );
+        assert_eq!(
+            statement("INSERT INTO t VALUES (1, 2, 3) ON CONFLICT (id) DO UPDATE SET v = t.v + 1"),
+            StatementWrite::Insert
+        );
+        assert_eq!(
+            raw("INSERT INTO t VALUES (1, 2, 3) ON CONFLICT (id) DO UPDATE SET v = 1 WHERE t.v > 0").0,
+            Effect::WritesTable
+        );
+        assert_eq!(raw("INSERT INTO t SELECT id, v, c FROM u").0, Effect::WritesTable);
+        assert_eq!(
+            raw("WITH w AS (INSERT INTO t VALUES (1, 2, 3) RETURNING id) SELECT * FROM w").0,
+            Effect::WritesTable
+        );
+        assert_eq!(raw("WITH w AS (SELECT * FROM t) SELECT * FROM w").0, Effect::Unseen);
+        assert_eq!(raw("UPDATE t SET v = (SELECT max(a) FROM u)").0, Effect::WritesTable);
+        assert_eq!(raw("UPDATE t SET id = id + 1").0, Effect::WritesTable);
         assert!(raw("SELECT * FROM t WHERE id = 1 FOR UPDATE").1.contains("FOR UPDATE"));
         assert_eq!(raw("SELECT * FROM t JOIN u ON t.id = u.id").0, Effect::Unseen);
         assert_eq!(raw("SET enable_seqscan = off").0, Effect::None);
@@ -903,14 +750,19 @@ mod tests {
         assert_eq!(raw("ROLLBACK TO SAVEPOINT a").0, Effect::WritesTable);
         assert_eq!(raw("TRUNCATE t").0, Effect::WritesTable);
         assert_eq!(raw("TRUNCATE w").0, Effect::Unseen);
-        assert_eq!(raw("INSERT INTO t (id, v) VALUES (9, 9)").0, Effect::WritesTable);
         // Every recordable table is recorded; one that is not makes the verdict partial.
         let u = tables()[1];
         assert_eq!(
             tr.statement("UPDATE u SET a = 3 WHERE b = 2"),
             Action::Record(
                 u,
-                Step::PredicateUpdate { predicate: "b = 2".into(), set: vec![("a", Scalar::Int(3))] }
+                Step::Statement {
+                    sql: "UPDATE u SET a = 3 WHERE b = 2".into(),
+                    write: StatementWrite::Update {
+                        predicate: "b = 2".into(),
+                        set: vec![("a", Scalar::Int(3))]
+                    }
+                }
             )
         );
         assert_eq!(raw("SELECT * FROM w").0, Effect::Unseen);
@@ -970,9 +822,12 @@ mod tests {
             tr.statement("UPDATE acct SET name = 'bob', balance = 1.25 WHERE name = 'al'"),
             Action::Record(
                 t,
-                Step::PredicateUpdate {
-                    predicate: "name = 'al'".into(),
-                    set: vec![("name", text("bob")), ("balance", Scalar::Float(1.25))]
+                Step::Statement {
+                    sql: "UPDATE acct SET name = 'bob', balance = 1.25 WHERE name = 'al'".into(),
+                    write: StatementWrite::Update {
+                        predicate: "name = 'al'".into(),
+                        set: vec![("name", text("bob")), ("balance", Scalar::Float(1.25))]
+                    }
                 }
             )
         );
@@ -980,6 +835,13 @@ mod tests {
             tr.statement("SELECT * FROM acct WHERE name >= 'b'"),
             Action::Record(t, Step::Select { predicate: "name >= 'b'".into() })
         );
+        // An escape string is a text literal (issue 30, item 13).
+        match tr.statement(r"UPDATE acct SET name = E'it\'s; fine' WHERE id = 1") {
+            Action::Record(_, Step::Statement { write: StatementWrite::Update { set, .. }, .. }) => {
+                assert_eq!(set, vec![("name", text("it's; fine"))])
+            }
+            other => panic!("{other:?}"),
+        }
         let raw = |sql: &str| match tr.statement(sql) {
             Action::Raw { effect, why, .. } => (effect, why),
             other => panic!("{sql}: {other:?}"),
@@ -1030,14 +892,6 @@ mod tests {
                 ("c", &["id", "name"][..]),
                 ("p", &["id", "v"][..])
             ]
-        );
-    }
-
-    #[test]
-    fn statements_split_outside_quotes_and_comments() {
-        assert_eq!(
-            split_statements("SELECT ';'; -- a; comment\nDO $f$ BEGIN NULL; END $f$; /* x; */ COMMIT"),
-            vec!["SELECT ';'", "DO $f$ BEGIN NULL; END $f$", "COMMIT"]
         );
     }
 }

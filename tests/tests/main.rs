@@ -11,5 +11,6 @@ mod mariadb;
 mod mongodb;
 mod postgres;
 mod safety;
+mod scenario_safety;
 mod scenarios;
 mod tidb;

@@ -14,8 +14,9 @@ use std::process::Command;
 use isocert_adapters::{EmbeddedMariaDb, EmbeddedPostgres};
 use isocert_testsupport::Source;
 
-fn specs() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+/// The specs in tests/scenarios/`dir` (`""`: the library itself).
+fn specs(dir: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(dir);
     let mut specs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/scenarios")
         .map(|e| e.expect("an entry").path())
@@ -26,11 +27,12 @@ fn specs() -> Vec<PathBuf> {
     specs
 }
 
-/// Runs the library on `target` (`--db URL` or `--database NAME`) and compares the table.
-fn table_matches(target: &[&str], expected: &str) {
+/// Runs the specs of `dir` on `target` (`--db URL` or `--database NAME`) and compares the
+/// table.
+fn table_matches(target: &[&str], dir: &str, expected: &str) {
     let output = Command::new(isocert_tests::isocert_bin())
         .arg("scenario")
-        .args(specs())
+        .args(specs(dir))
         .args(target)
         .args([
             "--isolation",
@@ -44,8 +46,10 @@ fn table_matches(target: &[&str], expected: &str) {
         .output()
         .expect("isocert scenario");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // Anomalies are expected at the weaker levels: exit 1, never 2.
+    // Anomalies are expected at the weaker levels: exit 1, never 2 (every permutation that
+    // ran is decided: none uncertified, partial or unrecorded).
     assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(" 0 uncertified "), "{stderr}");
     let table = String::from_utf8(output.stdout).expect("UTF-8");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/expected").join(expected);
     if std::env::var("ISOCERT_UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1") {
@@ -59,8 +63,8 @@ fn table_matches(target: &[&str], expected: &str) {
 #[test]
 fn the_anomaly_library_on_postgresql_matches_its_table() {
     match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
-        Some(Source::Url(url)) => table_matches(&["--db", &url], "postgres.md"),
-        Some(Source::Embedded) => table_matches(&["--database", "postgres"], "postgres.md"),
+        Some(Source::Url(url)) => table_matches(&["--db", &url], "", "postgres.md"),
+        Some(Source::Embedded) => table_matches(&["--database", "postgres"], "", "postgres.md"),
         None => {}
     }
 }
@@ -68,8 +72,33 @@ fn the_anomaly_library_on_postgresql_matches_its_table() {
 #[test]
 fn the_anomaly_library_on_mariadb_matches_its_table() {
     match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
-        Some(Source::Url(url)) => table_matches(&["--db", &url], "mariadb.md"),
-        Some(Source::Embedded) => table_matches(&["--database", "mariadb"], "mariadb.md"),
+        Some(Source::Url(url)) => table_matches(&["--db", &url], "", "mariadb.md"),
+        Some(Source::Embedded) => table_matches(&["--database", "mariadb"], "", "mariadb.md"),
+        None => {}
+    }
+}
+
+/// Issue 29: Hermitage's tests with Hermitage's own statements (`value = value + 5`, two
+/// writers of one value, a predicate delete after an update of every row): every one of
+/// the 42 level verdicts decided, the anomalies Hermitage says each database allows flagged.
+#[test]
+fn issue_29_hermitage_on_postgresql_is_decided_and_matches_its_table() {
+    match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
+        Some(Source::Url(url)) => table_matches(&["--db", &url], "hermitage", "hermitage-postgres.md"),
+        Some(Source::Embedded) => {
+            table_matches(&["--database", "postgres"], "hermitage", "hermitage-postgres.md")
+        }
+        None => {}
+    }
+}
+
+#[test]
+fn issue_29_hermitage_on_mariadb_is_decided_and_matches_its_table() {
+    match isocert_testsupport::MARIADB.source(EmbeddedMariaDb::is_installed()) {
+        Some(Source::Url(url)) => table_matches(&["--db", &url], "hermitage", "hermitage-mariadb.md"),
+        Some(Source::Embedded) => {
+            table_matches(&["--database", "mariadb"], "hermitage", "hermitage-mariadb.md")
+        }
         None => {}
     }
 }
@@ -126,6 +155,25 @@ fn write_skew_across_two_tables_is_flagged_on_postgresql_and_its_serial_twin_is_
         Some(Source::Embedded) => write_skew_across_two_tables(&["--database", "postgres"]),
         None => {}
     }
+}
+
+/// `isocert scenario --json` on a spec written to a temporary file: the exit code and the
+/// whole document.
+fn scenario_json(target: &[&str], text: &str, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("case.spec");
+    std::fs::write(&spec, text).unwrap();
+    let output = Command::new(isocert_tests::isocert_bin())
+        .arg("scenario")
+        .arg(&spec)
+        .args(target)
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("isocert scenario");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let doc = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("JSON: {e}; {stderr}"));
+    (output.status.code(), doc)
 }
 
 /// `isocert scenario --json` on a spec written to a temporary file: the first run's
@@ -188,9 +236,15 @@ session s1
 step w1 {{ UPDATE l SET v = 12 WHERE id = 1; }}
 "
     );
-    let perms = permutations(target, &trigger, &[]);
+    let perms = permutations(target, &trigger, &["--allow-uncertified"]);
     assert_eq!(perms[0]["verdict"], "uncertified", "{perms:?}");
     assert!(perms[0]["why"].as_str().unwrap().contains("recovering the certificate"), "{perms:?}");
+    // Uncertified is not valid: exit 2 without --allow-uncertified, the summary counts it
+    // (issue 29).
+    let (code, doc) = scenario_json(target, &trigger, &[]);
+    assert_eq!(code, Some(2), "{doc}");
+    assert_eq!(doc["summary"]["uncertified"], 1, "{doc}");
+    assert_eq!(doc["summary"]["valid"], 0, "{doc}");
 
     // A NULL is recorded (l); a numeric of more digits than a double holds is not rounded:
     // that table is not recorded, the other one is.
@@ -201,21 +255,40 @@ teardown { DROP TABLE l; DROP TABLE n; }
 session s1
 step rw { SELECT * FROM n WHERE id = 1; UPDATE l SET v = 11 WHERE id = 1; }
 ";
-    // A scenario whose writes repeat a row's value cannot be checked (its versions are one
-    // value): uncertified, saying so, never flagged.
-    let repeat = "setup { CREATE TABLE l (id int PRIMARY KEY, v text); INSERT INTO l VALUES (1, 'a'); }
+    // Writes that repeat a row's value are versions of their writers (issue 29): the
+    // certificate names the version each read of a repeated value saw, so the permutation is
+    // checked, valid when serial and flagged when the read skews.
+    let repeat =
+        "setup { CREATE TABLE l (id int PRIMARY KEY, v text); INSERT INTO l VALUES (1, 'a'), (2, 'a'); }
 teardown { DROP TABLE l; }
 session s1
-step w1 { UPDATE l SET v = 'b' WHERE id = 1; }
+step r1 { BEGIN ISOLATION LEVEL READ COMMITTED; SELECT * FROM l WHERE id = 1; }
+step s1 { SELECT * FROM l WHERE id = 2; COMMIT; }
 session s2
-step w2 { UPDATE l SET v = 'a' WHERE id = 1; }
-permutation w1 w2
+step w2 { BEGIN; UPDATE l SET v = 'b' WHERE id = 1; UPDATE l SET v = 'b' WHERE id = 2; COMMIT; }
+step w3 { BEGIN; UPDATE l SET v = 'a' WHERE id = 1; UPDATE l SET v = 'a' WHERE id = 2; COMMIT; }
+permutation r1 s1 w2 w3
+permutation r1 w2 w3 s1
 ";
-    let perms = permutations(target, repeat, &[]);
-    assert_eq!(perms[0]["verdict"], "uncertified", "{perms:?}");
-    assert!(perms[0]["why"].as_str().unwrap().contains("duplicate-write"), "{perms:?}");
+    let perms = permutations(target, repeat, &["--check", "serializable"]);
+    assert_eq!(perms[0]["verdict"], "valid", "{perms:?}");
+    // s1 reads row 2's second 'a' (its writer's version, not the initial one): read skew.
+    assert_eq!(perms[1]["verdict"], "anomalies", "{perms:?}");
 
-    let perms = permutations(target, null, &[]);
+    // An escape string and a nested comment holding `;` are read as PostgreSQL reads them
+    // (issue 30, item 13): one statement each, recorded, valid.
+    let lexing = "setup { CREATE TABLE l (id int PRIMARY KEY, v text); INSERT INTO l VALUES (1, 'a'); }
+teardown { DROP TABLE l; }
+session s1
+step w { UPDATE l SET v = E'it\\'s; fine' WHERE id = 1; /* /* */ ; */ SELECT * FROM l WHERE id = 1; }
+";
+    let (code, doc) = scenario_json(target, lexing, &[]);
+    let perm = &doc["runs"][0]["permutations"][0];
+    assert_eq!(perm["verdict"], "valid", "{doc}");
+    assert_eq!(perm["errors"], serde_json::json!([]), "{doc}");
+    assert_eq!(code, Some(0), "{doc}");
+
+    let perms = permutations(target, null, &["--allow-uncertified"]);
     assert!(
         perms[0]["unreadable_tables"][0]["why"].as_str().unwrap().contains("15 significant digits"),
         "{perms:?}"

@@ -178,6 +178,10 @@ impl Session for CrdbSession {
                 let facts = CrdbOpFacts { mvcc_ts_rows: Some(stamps), ..none };
                 vec![(IntOp::Select { predicate: predicate.clone(), rows }, facts)]
             }
+            IntStep::Statement { .. } => return Err(DbError::unexpected(
+                "a step",
+                "a scenario's own SQL statement: this database's adapter records the workload's steps only",
+            )),
             IntStep::Aggregate { predicate, function, column } => {
                 // sum() of an INT is a DECIMAL in CockroachDB: cast back so the text is an integer.
                 let call = match function {

@@ -243,6 +243,10 @@ impl DgraphSession {
                 }
                 vec![IntOp::Delete { predicate, keys: nodes.into_iter().map(|n| n.row[0]).collect() }]
             }
+            IntStep::Statement { .. } => return Err(DbError::unexpected(
+                "a step",
+                "a scenario's own SQL statement: this database's adapter records the workload's steps only",
+            )),
             IntStep::Aggregate { predicate, function, column } => {
                 let (predicate, nodes) = self.matching(table, predicate, facts).await?;
                 let i = table.columns.iter().position(|c| c == column).ok_or_else(|| {

@@ -135,10 +135,11 @@ impl Session for MariaSession {
         let ops = execute_step(&mut self.conn, table, step, classify).await?;
         Ok(ops
             .into_iter()
-            .map(|(op, aggregated_rows)| {
+            .map(|(op, step)| {
                 let facts = InnoDbOpFacts {
-                    value_column: aggregated_rows.is_some().then(|| table.value_column().to_string()),
-                    aggregated_rows,
+                    value_column: step.aggregated_rows.is_some().then(|| table.value_column().to_string()),
+                    aggregated_rows: step.aggregated_rows,
+                    locking: step.locking,
                 };
                 (op, facts)
             })

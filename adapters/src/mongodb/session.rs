@@ -270,6 +270,10 @@ impl MongoSession {
                 }
                 vec![IntOp::Delete { predicate: text, keys }]
             }
+            IntStep::Statement { .. } => return Err(DbError::unexpected(
+                "a step",
+                "a scenario's own SQL statement: this database's adapter records the workload's steps only",
+            )),
             IntStep::Aggregate { predicate, function, column } => {
                 let (text, filter) = filter_of(predicate)?;
                 let rows = self.find(table, filter).await?;

@@ -15,7 +15,7 @@ use tokio_postgres::{Client, NoTls, SimpleQueryMessage, SimpleQueryRow};
 use crate::postgres::Snapshot;
 use crate::seam::{
     redact_url, row_key, sql_literal, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session,
-    Step, TableSpec,
+    StatementWrite, Step, TableSpec,
 };
 
 /// Sent when a session connects.
@@ -183,6 +183,12 @@ impl Session for PgSession {
                 vec![predicate_update(self, table, predicate, set.clone()).await?]
             }
             Step::PredicateDelete { predicate } => vec![predicate_delete(self, table, predicate).await?],
+            Step::Statement { sql, write: StatementWrite::Update { predicate, set } } => {
+                vec![statement_update(self, table, sql, predicate, set.clone()).await?]
+            }
+            Step::Statement { sql, write: StatementWrite::Insert } => {
+                statement_insert(self, table, sql).await?
+            }
         };
         let mut out = Vec::with_capacity(recorded.len());
         for Recorded { op, mut meta, snapshot } in recorded {
@@ -675,13 +681,20 @@ async fn predicate_update(
 ) -> Result<Recorded, DbError> {
     let assignments: Vec<String> =
         set.iter().map(|(c, v)| format!("{c} = {}", sql_literal(v, false))).collect();
-    let cte = format!(
-        "UPDATE {t} SET {a} WHERE {predicate} RETURNING {own}, {cols}",
-        t = s.name,
-        own = own_xmin(s),
-        a = assignments.join(", "),
-        cols = s.column_list()
-    );
+    let sql = format!("UPDATE {t} SET {a} WHERE {predicate}", t = s.name, a = assignments.join(", "));
+    statement_update(ps, s, &sql, predicate, set).await
+}
+
+/// An `UPDATE` (`sql`, whose `WHERE` is `predicate`) recorded from what it returned: the
+/// rows as it left them with their new `xmin`, whatever its assignments compute.
+async fn statement_update(
+    ps: &mut PgSession,
+    s: &TableSpec,
+    sql: &str,
+    predicate: &str,
+    set: Vec<(&'static str, Scalar)>,
+) -> Result<Recorded, DbError> {
+    let cte = format!("{sql} RETURNING {own}, {cols}", own = own_xmin(s), cols = s.column_list());
     let tagged = tagged_write(ps, s, predicate, cte, s.columns.len()).await?;
     let meta = PgOpFacts {
         xmins: Some(tagged.written.iter().map(|(_, x)| *x).collect()),
@@ -694,6 +707,39 @@ async fn predicate_update(
         meta,
         snapshot: tagged.snapshot,
     })
+}
+
+/// An `INSERT` in the scenario's own SQL (several rows, `INSERT ... SELECT`, `ON CONFLICT`):
+/// an item write of each row it returned, with its `xmin`; a row `ON CONFLICT DO NOTHING`
+/// skipped is not returned, and installs nothing.
+async fn statement_insert(ps: &mut PgSession, s: &TableSpec, sql: &str) -> Result<Vec<Recorded>, DbError> {
+    let written: Vec<String> = s.columns.iter().map(|c| format!("{c}::text")).collect();
+    let query = format!(
+        "WITH w AS ({sql} RETURNING {own}, {cols}) \
+         SELECT 's', pg_current_snapshot()::text{n} UNION ALL SELECT 'w', xmin::text, {w} FROM w",
+        own = own_xmin(s),
+        cols = s.column_list(),
+        n = ", NULL::text".repeat(s.columns.len()),
+        w = written.join(", ")
+    );
+    let result = ps.query(&query).await?;
+    let snap_row = result
+        .iter()
+        .find(|r| r.get(0) == Some("s"))
+        .ok_or_else(|| DbError::unexpected(&query, "no snapshot row"))?;
+    let snap = snapshot(&query, snap_row, 1)?;
+    let mut recorded = Vec::new();
+    for r in result.iter().filter(|r| r.get(0) == Some("w")) {
+        let x = xmin(&query, r, 1, &snap)?.ok_or_else(|| DbError::unexpected(&query, "row without xmin"))?;
+        let row = typed_row(&query, r, 2, s, s.columns.len())?
+            .ok_or_else(|| DbError::unexpected(&query, "row without key"))?;
+        recorded.push(Recorded {
+            op: RecordedOp::Write { key: key_of(&row)?, row: Some(row) },
+            meta: PgOpFacts { xmin: Some(x), ..PgOpFacts::default() },
+            snapshot: snap.clone(),
+        });
+    }
+    Ok(recorded)
 }
 
 async fn predicate_delete(ps: &mut PgSession, s: &TableSpec, predicate: &str) -> Result<Recorded, DbError> {

@@ -131,6 +131,9 @@ pub struct ReplicationSlot {
     pub(super) slot: String,
     pub(super) publication: String,
     primary_keys: Vec<(String, String)>,
+    /// Tables whose replica identity the slot set to `FULL` (it was `DEFAULT`), restored
+    /// when the slot is dropped: a run never leaves a user's table altered.
+    identity_changed: Vec<String>,
     pub(super) poll_interval: Duration,
     mode: ReplicationMode,
 }
@@ -149,10 +152,15 @@ impl ReplicationSlot {
         let publication = format!("{name}_pub");
         let mut primary_keys = Vec::new();
         let mut partitioned = false;
+        let mut identity_changed = Vec::new();
         for table in tables {
             let (key, identity_full) = key_column(&client, table).await?;
             if let Some(alter) = identity_full {
-                client.batch_execute(&alter).await.map_err(|e| AdapterError::db(alter.clone(), e))?;
+                if let Err(e) = client.batch_execute(&alter).await {
+                    restore_identity(&client, &identity_changed).await;
+                    return Err(AdapterError::db(alter.clone(), e));
+                }
+                identity_changed.push(table.to_string());
             }
             let kind = client
                 .query_one("SELECT relkind::text FROM pg_class WHERE oid = $1::text::regclass", &[table])
@@ -179,6 +187,7 @@ impl ReplicationSlot {
             let _ = client
                 .batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_ident(&publication)))
                 .await;
+            restore_identity(&client, &identity_changed).await;
             return Err(AdapterError::db(format!("creating replication slot {name}"), e));
         }
         Ok(ReplicationSlot {
@@ -186,6 +195,7 @@ impl ReplicationSlot {
             slot: name.to_string(),
             publication,
             primary_keys,
+            identity_changed,
             poll_interval: DEFAULT_POLL_INTERVAL,
             mode: ReplicationMode::default(),
         })
@@ -224,8 +234,38 @@ impl ReplicationSlot {
     /// [`AdapterError::Db`] when the server refuses.
     pub async fn drop(&self) -> Result<(), AdapterError> {
         let client = connect(&self.url).await?;
-        drop_slot(&client, &self.slot, &self.publication).await
+        let dropped = drop_slot(&client, &self.slot, &self.publication).await;
+        restore_identity(&client, &self.identity_changed).await;
+        dropped
     }
+}
+
+/// Sets the replica identity of `tables` back to `DEFAULT` where it is still the `FULL` a
+/// slot set (a table dropped since, or altered again by someone else, is left alone). A
+/// table another session holds locked is not waited for beyond a few seconds: the failure
+/// is logged, naming the statement to run by hand.
+async fn restore_identity(client: &Client, tables: &[String]) {
+    for table in tables {
+        let sql = format!(
+            "SET lock_timeout = '5s'; DO $isocert$ BEGIN IF (SELECT relreplident FROM pg_class \
+             WHERE oid = to_regclass({lit})) = 'f' THEN ALTER TABLE {ident} REPLICA IDENTITY DEFAULT; END IF; \
+             END $isocert$; RESET lock_timeout",
+            lit = quote_literal(table),
+            ident = quote_ident(table)
+        );
+        if let Err(e) = client.batch_execute(&sql).await {
+            tracing::warn!(
+                "could not restore the replica identity of table {table}: {e}; run `ALTER TABLE {} REPLICA \
+                 IDENTITY DEFAULT`",
+                quote_ident(table)
+            );
+        }
+    }
+}
+
+/// A string as an SQL literal (single quotes doubled).
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 async fn drop_slot(client: &Client, slot: &str, publication: &str) -> Result<(), AdapterError> {
@@ -371,6 +411,7 @@ impl ReplicationConsumer {
         let _ = self.stop.send(true);
         let stopped = (&mut self.task).await;
         let dropped = drop_slot(&client, &self.slot.slot, &self.slot.publication).await;
+        restore_identity(&client, &self.slot.identity_changed).await;
         self.cleaned = true;
         waited?;
         match stopped {
@@ -408,7 +449,9 @@ impl Drop for ReplicationConsumer {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             rt.block_on(async {
                 let client = connect(&slot.url).await.ok()?;
-                drop_slot(&client, &slot.slot, &slot.publication).await.ok()
+                let dropped = drop_slot(&client, &slot.slot, &slot.publication).await.ok();
+                restore_identity(&client, &slot.identity_changed).await;
+                dropped
             })
         });
         if cleanup.join().ok().flatten().is_none() {

@@ -43,7 +43,8 @@ use crate::AdapterError;
 pub use dispatch::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
 pub use step::{
-    int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, Step, TableSpec,
+    int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
+    Step, TableSpec,
 };
 
 /// The isolation level transactions run at, as the user names it; each adapter maps it to

@@ -255,6 +255,33 @@ pub enum Step<V = Scalar> {
         /// The aggregated column.
         column: &'static str,
     },
+    /// A write in the scenario's own SQL, whatever its values are made of (`SET v = v + 5`,
+    /// `INSERT ... SELECT`, several rows): the adapter runs it as written and records each
+    /// row it wrote as the database reports it (PostgreSQL: `RETURNING` with the row's
+    /// `xmin`; MariaDB: the rows re-read after the statement under its locks), never what
+    /// the client thought the values would be. Scenarios only (isocert-scenario);
+    /// integer-only adapters refuse it.
+    Statement {
+        /// The statement, as written, without `RETURNING`.
+        sql: String,
+        /// What it writes and how it is recorded.
+        write: StatementWrite<V>,
+    },
+}
+
+/// What a [`Step::Statement`] writes, which decides how it is recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatementWrite<V = Scalar> {
+    /// `UPDATE table SET ... WHERE predicate` (no key column assigned): a predicate update
+    /// of the rows it changed (a row an assignment left as it was installs nothing).
+    Update {
+        /// The `WHERE` text (`true` without one).
+        predicate: String,
+        /// The assignments of constants, for the record; the rows hold what was written.
+        set: Vec<(&'static str, V)>,
+    },
+    /// `INSERT INTO table ...`: an item write of each row it installed.
+    Insert,
 }
 
 /// One operation as the client saw it, before interning into the history. A step reports
@@ -351,6 +378,10 @@ impl Step {
             Step::Aggregate { predicate, function, column } => {
                 IntStep::Aggregate { predicate: predicate.clone(), function: *function, column }
             }
+            Step::Statement { .. } => return Err(DbError::unexpected(
+                "a step",
+                "a scenario's own SQL statement: this database's adapter records the workload's steps only",
+            )),
         })
     }
 }
@@ -372,6 +403,16 @@ impl From<IntStep> for Step {
             IntStep::Aggregate { predicate, function, column } => {
                 Step::Aggregate { predicate, function, column }
             }
+            IntStep::Statement { sql, write } => Step::Statement {
+                sql,
+                write: match write {
+                    StatementWrite::Update { predicate, set } => StatementWrite::Update {
+                        predicate,
+                        set: set.into_iter().map(|(c, v)| (c, Scalar::Int(v))).collect(),
+                    },
+                    StatementWrite::Insert => StatementWrite::Insert,
+                },
+            },
         }
     }
 }

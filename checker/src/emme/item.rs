@@ -241,8 +241,39 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         match self.vt.by_value(obj, value) {
             Ok(Some(gid)) => self.version_read(t, i, obj, gid, shown),
             Ok(None) => self.unexplained_read(t, i, obj, shown),
-            Err(_) => self.ambiguous_reads += 1,
+            Err(_) => match self.vt.repeated_writers(obj, value) {
+                Some(writers) => self.ambiguous_repeated_read(t, i, obj, value, &writers),
+                None => self.ambiguous_reads += 1,
+            },
         }
+    }
+
+    /// A read of a value several versions hold, whose version the certificate (whose
+    /// writers identify versions) does not name: which one it saw is unknown, so the
+    /// writes of that value are a duplicate write after all.
+    #[cold]
+    fn ambiguous_repeated_read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId, writers: &[u32]) {
+        let h = self.h;
+        let names: Vec<String> = writers.iter().map(|&w| writer_label(h, w)).collect();
+        let mut txns: Vec<TxnId> = writers.iter().copied().filter(|&w| w != INITIAL).map(TxnId).collect();
+        txns.push(t);
+        txns.dedup();
+        self.anomalies.push(
+            Anomaly::new(
+                AnomalyKind::DuplicateWrite,
+                txns,
+                format!(
+                    "{} read {}={}, which {} all installed, and the certificate does not name the version \
+                     it saw, so the read is ambiguous",
+                    h.txn_label(t),
+                    h.object_label(obj),
+                    self.values.label(obj, value),
+                    names.join(", ")
+                ),
+            )
+            .with_ops(vec![OpRef { txn: t, op: i }])
+            .with_objects(vec![obj]),
+        );
     }
 
     /// A read the certificate names version `seen` for: that version must exist and hold

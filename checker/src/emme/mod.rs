@@ -101,7 +101,7 @@ fn check_walking(
     let mut report = Report::new(level, CheckerKind::Emme);
     let mut values = ValueStore::new(h);
     let mut anomalies = Vec::new();
-    let vt = VersionTable::build(h, order, &mut values, &mut anomalies);
+    let vt = VersionTable::build(h, order, cert.writer_identity, &mut values, &mut anomalies);
     let mut edges = Vec::new();
     for ver in 1..vt.versions.len() as u32 {
         let (a, b) = (&vt.versions[ver as usize - 1], &vt.versions[ver as usize]);

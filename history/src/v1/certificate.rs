@@ -26,6 +26,9 @@ struct RawCertificate<'a> {
     transactions: Option<Vec<RawTxnFacts>>,
     #[serde(default)]
     foreign_writers: Option<Vec<RawForeign>>,
+    /// `"writer"` or `"value"` (isocert extension, [`Certificate::writer_identity`]).
+    #[serde(default)]
+    version_identity: Option<String>,
 }
 
 /// A writer that is not a history transaction (isocert extension, see [`ForeignWriter`]).
@@ -233,7 +236,17 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
         let name = raw.scalar().map_err(|m| bad(field(), m))?;
         h.txn_by_name(&name).ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))
     };
-    let mut cert = Certificate::default();
+    let writer_identity = match raw.version_identity.as_deref() {
+        None | Some("value") => false,
+        Some("writer") => true,
+        Some(other) => {
+            return Err(bad(
+                "version_identity".into(),
+                format!("expected \"writer\" or \"value\", found {other:?}"),
+            ))
+        }
+    };
+    let mut cert = Certificate { writer_identity, ..Certificate::default() };
     if let Some(foreign) = &raw.foreign_writers {
         add_foreign_writers(h, foreign)?;
     }
@@ -532,6 +545,9 @@ fn write_certificate_doc<W: Write>(
     let mut doc = serde_json::Map::new();
     doc.insert("format".into(), "isocert-certificate".into());
     doc.insert("version".into(), 1.into());
+    if cert.writer_identity {
+        doc.insert("version_identity".into(), "writer".into());
+    }
     if !foreign.is_empty() {
         let list: Vec<Json> = foreign
             .iter()

@@ -49,6 +49,10 @@ pub struct InnoDbOpFacts {
     /// The column whose value `aggregated_rows` lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_column: Option<String>,
+    /// An item read made under a statement's row locks (a current read: a row an UPDATE
+    /// matched and left as it was), which saw the newest version, not the snapshot's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub locking: bool,
 }
 
 /// The sequence number of a GTID or GTID position (`0-1-42` -> 42). A position listing

@@ -128,7 +128,8 @@ pub fn recover_innodb(
             let at = OpRef { txn: t, op: i as u32 };
             match op {
                 Op::Read { obj, value } if !own.contains_key(obj) => {
-                    let window = plain;
+                    let locking = h.txn(t).op_meta(i).is_some() && facts::read_op(h, t, i)?.locking;
+                    let window = if locking { current_read } else { plain };
                     if let Some(seen) = cx.item_read(*obj, *value, window, &mut stats) {
                         sets.insert(at, vec![seen]);
                         stats.item_read_versions += 1;
@@ -204,6 +205,8 @@ pub fn recover_innodb(
         version_sets: Some(sets),
         snapshot_sets: None,
         serialization_order: None,
+        // The binary log names each version's writer (its GTID).
+        writer_identity: true,
     };
     for (txn, (start, commit)) in history.txns.iter_mut().zip(times) {
         if let (Some(start), Some(commit)) = (start, commit) {

@@ -113,6 +113,9 @@ pub fn recover_postgres(
         version_sets: Some(sets),
         snapshot_sets: None,
         serialization_order: Some(serial),
+        // The log names each version's writer (its xid) and reads of a value several
+        // versions hold are named in the version sets (item_reads).
+        writer_identity: true,
     };
     Ok(Recovered { certificate, stats, warnings })
 }

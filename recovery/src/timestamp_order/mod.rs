@@ -250,6 +250,7 @@ pub fn recover_by_timestamps(
         version_sets: Some(sets),
         snapshot_sets: None,
         serialization_order: None,
+        writer_identity: false,
     };
     for (txn, time) in history.txns.iter_mut().zip(&times) {
         if let Some((start, commit)) = time {
