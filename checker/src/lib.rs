@@ -72,4 +72,4 @@ pub use html::{render_html, GraphLayout, HtmlOptions};
 pub use level::{CheckerKind, IsolationLevel, ParseNameError};
 pub use mtc::infer_mtc_certificate;
 pub use render::{render_dot, render_json, render_text, render_text_verbose};
-pub use report::{Anomaly, AnomalyKind, CheckStats, Edge, EdgeKind, Report};
+pub use report::{Anomaly, AnomalyKind, CheckStats, Edge, EdgeBasis, EdgeKind, Report};

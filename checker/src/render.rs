@@ -76,10 +76,11 @@ fn text(report: &Report, h: &History, verbose: bool) -> String {
             for e in &a.cycle {
                 let _ = writeln!(
                     out,
-                    "      {} -> {} ({}): {}",
+                    "      {} -> {} ({}, {}): {}",
                     h.txn_label(e.from),
                     h.txn_label(e.to),
                     crate::words::edge_meaning(e.kind),
+                    e.basis,
                     e.explanation
                 );
                 if verbose {
@@ -118,6 +119,7 @@ fn edge_json(h: &History, e: &Edge) -> Json {
         "object": e.obj.map(|o| obj_json(h, o)),
         "op": e.op.map(|op| op_json(h, op)),
         "explanation": e.explanation,
+        "basis": e.basis.as_str(),
     })
 }
 

@@ -33,6 +33,45 @@ fn elle_list_append_is_checked_with_the_order_its_reads_show() {
     assert!(text(&out.stdout).contains("VALID"), "{}", text(&out.stdout));
 }
 
+/// Issue 28: appends no read shows have no known order, so nothing may rest on one. The
+/// reproducer is valid at serializable (the second transaction, then the first); its twin's
+/// cycle follows from the reads alone and is rejected, each edge marked as derived.
+#[test]
+fn issue_28_unobserved_appends_are_not_ordered_by_a_guess() {
+    let check = |name: &str, level: &str| {
+        isocert(&["check", "--format", "elle", &fixture(name), "--isolation", level, "--json"])
+    };
+    let out = check("elle-unobserved-appends.edn", "serializable");
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("no known order among themselves"), "{}", text(&out.stdout));
+    let out = check("elle-unobserved-appends-skew.edn", "serializable");
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let anomaly = &report["anomalies"][0];
+    assert_eq!(anomaly["kind"], "g2-item", "{report}");
+    let cycle = anomaly["cycle"].as_array().expect("a cycle");
+    assert_eq!(cycle.len(), 2, "{report}");
+    for edge in cycle {
+        assert_eq!(edge["kind"], "rw", "{report}");
+        assert_eq!(edge["basis"], "derived", "{report}");
+        assert!(edge["explanation"].as_str().unwrap().contains("which no read shows"), "{report}");
+    }
+    let out = check("elle-unobserved-appends-skew.edn", "read-committed");
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+}
+
+/// A read of [1] after one transaction appended 1 then 2 is an intermediate read, as Elle says.
+#[test]
+fn an_intermediate_list_read_is_g1b() {
+    let out = isocert(&["check", "--format", "elle", &fixture("elle-intermediate-append.edn"), "-i", "rc"]);
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("g1b") && stdout.contains("intermediate version"), "{stdout}");
+    assert!(!stdout.contains("garbage-read"), "{stdout}");
+    let out = isocert(&["check", "--format", "elle", &fixture("elle-intermediate-append.edn"), "-i", "ru"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+}
+
 #[test]
 fn incompatible_list_orders_are_reported_and_rejected() {
     let out = isocert(&[

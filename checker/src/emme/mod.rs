@@ -104,17 +104,27 @@ fn check_walking(
     let vt = VersionTable::build(h, order, &mut values, &mut anomalies);
     let mut edges = Vec::new();
     for ver in 1..vt.versions.len() as u32 {
-        let (a, b) = (&vt.versions[ver as usize - 1], &vt.versions[ver as usize]);
+        // A version of an unordered tail follows the last listed one, not its neighbour.
+        let before = if vt.is_unordered(ver) { vt.last_listed(ver) } else { ver - 1 };
+        let (a, b) = (&vt.versions[before as usize], &vt.versions[ver as usize]);
         if a.obj == b.obj && a.writer != INITIAL && a.writer != b.writer {
             edges.push(RawEdge {
                 from: a.writer,
                 to: b.writer,
                 kind: EdgeKind::Ww,
                 op: u32::MAX,
-                ver: ver - 1,
+                ver: before,
                 aux: ver,
             });
         }
+    }
+    if vt.unordered > 0 {
+        report.notes.push(format!(
+            "{} committed append(s) no read shows have no known order among themselves: each follows every \
+             version the reads show, and no edge orders them against each other, so the verdict holds for every \
+             order they could have had",
+            vt.unordered
+        ));
     }
     let needs_predicates = level != IsolationLevel::ReadUncommitted
         || cert.version_sets.is_some()

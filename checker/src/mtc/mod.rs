@@ -429,7 +429,7 @@ pub(crate) fn explain(h: &History, from: u32, to: u32, dep: Dep) -> Edge {
             format!("{la} read {}, which {lb} read and then overwrote", read_value(a)),
         ),
     };
-    Edge { from: a, to: b, kind: dep.kind, obj, op, explanation }
+    Edge { from: a, to: b, kind: dep.kind, obj, op, explanation, basis: crate::EdgeBasis::of_kind(dep.kind) }
 }
 
 /// The Adya kind of a cycle of these edge kinds (session edges count as neither).

@@ -241,6 +241,7 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
                     kind: EdgeKind::Ww,
                     obj: Some(t.dep.obj),
                     op: None,
+                    basis: crate::EdgeBasis::Derived,
                     explanation: format!(
                         "{}'s version of {} came before {}'s",
                         h.txn_label(from),
@@ -264,6 +265,7 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
                         kind: EdgeKind::Rw,
                         obj: Some(t.dep.obj),
                         op: Some(OpRef { txn: from, op: t.dep.op }),
+                        basis: crate::EdgeBasis::Derived,
                         explanation: format!(
                             "{} read {read}, and {} {which}",
                             h.txn_label(from),
@@ -278,6 +280,9 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
                 Origin::Given => " (given by the certificate's version order)",
                 Origin::Chosen(_) => " (chosen by the solver)",
             });
+            if matches!(t.origin, Origin::Chosen(_)) {
+                e.basis = crate::EdgeBasis::Chosen;
+            }
             e
         })
         .collect();

@@ -249,6 +249,7 @@ fn initial_reads(
             kind: EdgeKind::Rw,
             obj: Some(why.obj),
             op: Some(OpRef { txn: why.reader, op: why.op }),
+            basis: crate::EdgeBasis::Derived,
             explanation: format!(
                 "{} read the initial version of {} at op {}, which {} overwrote",
                 h.txn_label(why.reader),
@@ -321,6 +322,7 @@ fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
             kind: EdgeKind::Session,
             obj: None,
             op: None,
+            basis: crate::EdgeBasis::Observed,
             explanation: format!("{la} came before {lb} in their session"),
         },
         Why::Read(op) => {
@@ -331,6 +333,7 @@ fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
                 kind: EdgeKind::Wr,
                 obj,
                 op: Some(OpRef { txn: b, op }),
+                basis: crate::EdgeBasis::Observed,
                 explanation: format!("{lb} read {value} written by {la}"),
             }
         }
@@ -362,6 +365,7 @@ fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
                 kind: EdgeKind::Ww,
                 obj: Some(f.obj),
                 op: Some(OpRef { txn: t3, op: f.op }),
+                basis: crate::EdgeBasis::Derived,
                 explanation: format!(
                     "{la}'s write of {} must come before {lb}'s: {l3} read {value} written by {lb} at op {} {because}",
                     h.object_label(f.obj),
