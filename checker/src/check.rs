@@ -32,7 +32,7 @@ pub fn check(
     let (resolved, missing) = match resolve(cert, level, checker) {
         Err(e @ CheckError::MissingCertificateData { .. }) if cert.is_empty() => match black_box(h, level) {
             Some(kind) => (kind, Some(e)),
-            None => return Err(e),
+            None => return Err(with_black_box_refusal(h, level, e)),
         },
         other => (other?, None),
     };
@@ -71,6 +71,23 @@ pub fn partial_version_order(h: &History, cert: &Certificate) -> bool {
     h.txn_ids().filter(|&t| h.txn(t).status == Status::Committed).any(|t| {
         h.txn(t).ops.iter().any(|op| matches!(op, Op::Write { obj, .. } if !placed.contains(&(*obj, t))))
     })
+}
+
+/// A missing certificate, with the reason the black-box checker of `level` refuses the
+/// history too (issue 28: "no certificate" alone hid that, e.g., a transaction rewrites the
+/// initial value), so the refusal names the real cause.
+fn with_black_box_refusal(h: &History, level: IsolationLevel, e: CheckError) -> CheckError {
+    let candidate = match level {
+        IsolationLevel::Serializable => CheckerKind::Cobra,
+        IsolationLevel::SnapshotIsolation => CheckerKind::Polysi,
+        _ => return e,
+    };
+    match (e, crate::sat::shape(h, candidate)) {
+        (CheckError::MissingCertificateData { what, level, checker }, Err(refusal)) => {
+            CheckError::MissingCertificateData { what: format!("{what}, and {refusal}"), level, checker }
+        }
+        (e, _) => e,
+    }
 }
 
 /// The black-box checker for a history without a certificate: MTC when it is made of

@@ -381,3 +381,19 @@ fn converted_certificates_check_against_the_converted_history() {
         }
     }
 }
+
+/// Issue 28: IsoVista's explicit initial transaction is the initial state, so the history
+/// checks black-box; a history the black-box checkers refuse says why, not only that no
+/// certificate came with it.
+#[test]
+fn isovista_initial_state_checks_and_refusals_name_the_real_cause() {
+    let out = isocert(&["check", "--format", "plume", &fixture("isovista-initial.txt"), "-i", "ser"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("VALID"), "{}", text(&out.stdout));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rewrites = dir.path().join("rewrites-initial.txt");
+    std::fs::write(&rewrites, "r(0,0,1,1)\nw(0,0,1,1)\nr(0,0,2,2)\n").expect("write");
+    let out = isocert(&["check", "--format", "plume", rewrites.to_str().unwrap(), "-i", "ser"]);
+    assert_eq!(out.status.code(), Some(2), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stderr).contains("writes the initial value 0"), "{}", text(&out.stderr));
+}
