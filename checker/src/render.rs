@@ -30,9 +30,10 @@ fn text(report: &Report, h: &History, verbose: bool) -> String {
     let verdict = if report.is_valid() { "VALID" } else { "INVALID" };
     let _ = writeln!(
         out,
-        "{verdict}: {} transactions checked for {} by {}; {} anomal{} found",
+        "{verdict}: {} transactions checked for {} ({}) by {}; {} anomal{} found",
         report.stats.txns,
         report.level,
+        report.session_order,
         report.checker,
         report.anomalies.len(),
         if report.anomalies.len() == 1 { "y" } else { "ies" }
@@ -141,6 +142,7 @@ pub fn render_json(report: &Report, h: &History) -> Json {
     json!({
         "valid": report.is_valid(),
         "level": report.level.as_str(),
+        "session_order": report.session_order == crate::SessionOrder::Included,
         "checker": report.checker.as_str(),
         "stats": {
             "txns": report.stats.txns,

@@ -5,7 +5,7 @@ use std::fmt;
 use isocert_history::{ObjId, OpRef, TxnId};
 use rustc_hash::FxHashMap;
 
-use crate::{CheckerKind, IsolationLevel};
+use crate::{CheckerKind, IsolationLevel, SessionOrder};
 
 /// The kind of an anomaly. Cyclic kinds follow Adya's phenomena; the others are reads or
 /// certificates that no isolation level can explain; the Chronos/Aion axioms come last.
@@ -348,6 +348,9 @@ pub struct Report {
     pub level: IsolationLevel,
     /// The checker that actually ran (never [`CheckerKind::Auto`]).
     pub checker: CheckerKind,
+    /// Which definition of the level was checked: with session order (the default) or
+    /// without (Adya's).
+    pub session_order: SessionOrder,
     /// The anomalies found; empty when the history satisfies the level.
     pub anomalies: Vec<Anomaly>,
     /// What was looked at.
@@ -365,6 +368,7 @@ impl Report {
         Report {
             level,
             checker,
+            session_order: SessionOrder::Included,
             anomalies: Vec::new(),
             stats: CheckStats::default(),
             notes: Vec::new(),

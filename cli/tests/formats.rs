@@ -177,7 +177,8 @@ fn king_cobra_version_orders_certify_cobra_logs() {
     };
     let out = check("cyclic", "version_order.vo");
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stdout).contains("g1c (T3, T2)"), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("g1c (T3, T2)") || stdout.contains("g1c (T2, T3)"), "{stdout}");
     let out = check("serial", "version_order.vo");
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
     // A partial order: the listed orders are fixed, the rest searched (auto picks cobra);

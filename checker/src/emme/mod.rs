@@ -68,6 +68,28 @@ fn predicates<'h>(
     Ok(())
 }
 
+/// Session order: an edge from each graph transaction to the next one of its session (file
+/// order within a session is session order). The level's definition includes it by default;
+/// without it ([`crate::SessionOrder::Excluded`]) every transaction is its own session and
+/// there are none.
+fn session_edges(h: &History, vt: &VersionTable, edges: &mut Vec<RawEdge>) {
+    let mut last: Vec<u32> = vec![u32::MAX; h.session_count()];
+    for t in h.txn_ids().filter(|t| vt.in_graph[t.index()]) {
+        let session = h.txn(t).session.index();
+        let before = std::mem::replace(&mut last[session], t.0);
+        if before != u32::MAX {
+            edges.push(RawEdge {
+                from: before,
+                to: t.0,
+                kind: EdgeKind::Session,
+                op: u32::MAX,
+                ver: u32::MAX,
+                aux: u32::MAX,
+            });
+        }
+    }
+}
+
 /// Why the certificate checkers refuse read atomic and causal consistency, and what to use.
 pub(crate) const WEAK_HINT: &str = "read-atomic and causal are checked black-box, without a certificate: \
                                     use --checker weak (or --checker auto)";
@@ -118,6 +140,7 @@ fn check_walking(
             });
         }
     }
+    session_edges(h, &vt, &mut edges);
     if vt.unordered > 0 {
         report.notes.push(format!(
             "{} committed append(s) no read shows have no known order among themselves: each follows every \

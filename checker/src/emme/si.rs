@@ -114,7 +114,7 @@ pub(crate) fn check(
         // Labels are formatted only for an anomaly: most edges raise none.
         let labels = || (h.txn_label(TxnId(e.from)), h.txn_label(TxnId(e.to)));
         match e.kind {
-            EdgeKind::Ww | EdgeKind::Wr | EdgeKind::PredicateWr if from.1 > to.0 => {
+            EdgeKind::Ww | EdgeKind::Wr | EdgeKind::PredicateWr | EdgeKind::Session if from.1 > to.0 => {
                 let edge = explain(h, values, vt, e);
                 let (a, b) = labels();
                 anomalies.push(Anomaly {

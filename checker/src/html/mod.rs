@@ -169,9 +169,10 @@ fn summary(out: &mut String, report: &Report, opts: &HtmlOptions, verdict: &str)
     let n = report.anomalies.len();
     let _ = writeln!(
         out,
-        "<p class=\"lead\">{} transactions checked for <b>{}</b> by <b>{}</b>: {}.</p>",
+        "<p class=\"lead\">{} transactions checked for <b>{}</b> ({}) by <b>{}</b>: {}.</p>",
         report.stats.txns,
         report.level,
+        report.session_order,
         report.checker,
         if n == 0 {
             "no anomaly, the history satisfies the level".to_string()
