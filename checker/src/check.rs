@@ -3,9 +3,38 @@
 use isocert_history::{Certificate, History, ObjId, Op, Status, TxnId};
 use isocert_oracle::MatchesOracle;
 
-use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
+use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report, SessionOrder};
 
-/// Checks history `h` against isolation `level` using certificate `cert`.
+/// Checks history `h` against isolation `level` (with session order, the default definition)
+/// using certificate `cert`; [`check_with`] chooses the definition.
+///
+/// # Errors
+/// As [`check_with`].
+pub fn check(
+    h: &History,
+    cert: &Certificate,
+    level: IsolationLevel,
+    checker: CheckerKind,
+    oracle: &dyn MatchesOracle,
+) -> Result<Report, CheckError> {
+    check_with(h, cert, level, SessionOrder::Included, checker, oracle)
+}
+
+/// `h` with every transaction in a session of its own (named `~s<n>`, `n` its position in
+/// the file): the history as Adya's definitions see it, with no session order, so every
+/// checker decides a level without it ([`SessionOrder::Excluded`]).
+pub fn without_session_order(h: &History) -> History {
+    let mut out = h.clone();
+    for i in 0..out.txns.len() {
+        let session = out.intern_session(isocert_history::Scalar::Text(format!("~s{i}").into()));
+        out.txns[i].session = session;
+    }
+    out
+}
+
+/// Checks history `h` against isolation `level` under the definition `session_order` says,
+/// using certificate `cert`. The report says which definition it checked
+/// ([`Report::session_order`]).
 ///
 /// [`CheckerKind::Auto`] runs Emme when the certificate has a version order (every level,
 /// explained cycles), Enne when it has only a serialization order and the level is
@@ -20,19 +49,52 @@ use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report};
 /// the level needs (exit code 2 on the command line), [`CheckError::UnsupportedLevel`] for
 /// a checker that does not decide `level`, [`CheckError::Oracle`] when a predicate cannot
 /// be evaluated.
-pub fn check(
+pub fn check_with(
+    h: &History,
+    cert: &Certificate,
+    level: IsolationLevel,
+    session_order: SessionOrder,
+    checker: CheckerKind,
+    oracle: &dyn MatchesOracle,
+) -> Result<Report, CheckError> {
+    let mut report = match session_order {
+        SessionOrder::Included => check_definition(h, cert, level, checker, oracle)?,
+        SessionOrder::Excluded => {
+            let mut report = check_definition(&without_session_order(h), cert, level, checker, oracle)?;
+            report.notes.push(
+                "without session order (Adya's definition): each transaction was checked as its own session"
+                    .into(),
+            );
+            report
+        }
+    };
+    report.session_order = session_order;
+    Ok(report)
+}
+
+/// [`check_with`] on a history whose sessions carry the definition's session order.
+fn check_definition(
     h: &History,
     cert: &Certificate,
     level: IsolationLevel,
     checker: CheckerKind,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
+    // A list-append history without timestamps at snapshot isolation (an Elle history): the
+    // order its reads show is fixed and the rest searched, PolySI-style (issue 28).
+    if checker == CheckerKind::Auto
+        && level == IsolationLevel::SnapshotIsolation
+        && crate::sat::lists::is_list_history(h)
+        && h.txns.iter().any(|t| t.status == Status::Committed && t.start_ts.is_none())
+    {
+        return crate::sat::check(h, level, CheckerKind::Polysi, None);
+    }
     // Without a certificate, `auto` falls back to a black-box checker; if that one cannot
     // read the history either, the missing certificate is the error to report.
     let (resolved, missing) = match resolve(cert, level, checker) {
         Err(e @ CheckError::MissingCertificateData { .. }) if cert.is_empty() => match black_box(h, level) {
             Some(kind) => (kind, Some(e)),
-            None => return Err(e),
+            None => return Err(with_black_box_refusal(h, level, e)),
         },
         other => (other?, None),
     };
@@ -71,6 +133,23 @@ pub fn partial_version_order(h: &History, cert: &Certificate) -> bool {
     h.txn_ids().filter(|&t| h.txn(t).status == Status::Committed).any(|t| {
         h.txn(t).ops.iter().any(|op| matches!(op, Op::Write { obj, .. } if !placed.contains(&(*obj, t))))
     })
+}
+
+/// A missing certificate, with the reason the black-box checker of `level` refuses the
+/// history too (issue 28: "no certificate" alone hid that, e.g., a transaction rewrites the
+/// initial value), so the refusal names the real cause.
+fn with_black_box_refusal(h: &History, level: IsolationLevel, e: CheckError) -> CheckError {
+    let candidate = match level {
+        IsolationLevel::Serializable => CheckerKind::Cobra,
+        IsolationLevel::SnapshotIsolation => CheckerKind::Polysi,
+        _ => return e,
+    };
+    match (e, crate::sat::shape(h, candidate)) {
+        (CheckError::MissingCertificateData { what, level, checker }, Err(refusal)) => {
+            CheckError::MissingCertificateData { what: format!("{what}, and {refusal}"), level, checker }
+        }
+        (e, _) => e,
+    }
 }
 
 /// The black-box checker for a history without a certificate: MTC when it is made of

@@ -349,6 +349,7 @@ pub(crate) fn check(
             }
         }
     }
+    session_order(h, order, &listed, &mut replay.anomalies);
     for t in h.txn_ids() {
         if h.txn(t).status == Status::Committed && !listed[t.index()] {
             replay.anomalies.push(Anomaly::new(
@@ -370,4 +371,33 @@ pub(crate) fn check(
     report.stats.edges = replayed;
     report.anomalies = replay.anomalies;
     Ok(report)
+}
+
+/// Session order (the default definition): the serialization order must keep each session's
+/// transactions in their session's order. Without it (`SessionOrder::Excluded`) every
+/// transaction is its own session and this finds nothing.
+fn session_order(h: &History, order: &[TxnId], listed: &[bool], anomalies: &mut Vec<Anomaly>) {
+    let mut position = vec![u32::MAX; h.txns.len()];
+    for (i, &t) in order.iter().enumerate() {
+        if position[t.index()] == u32::MAX {
+            position[t.index()] = i as u32;
+        }
+    }
+    let mut last: Vec<Option<TxnId>> = vec![None; h.session_count()];
+    for t in h.txn_ids().filter(|t| listed[t.index()] && h.txn(*t).status != Status::Aborted) {
+        let session = h.txn(t).session.index();
+        if let Some(before) = last[session].replace(t) {
+            if position[before.index()] > position[t.index()] {
+                anomalies.push(Anomaly::new(
+                    AnomalyKind::Session,
+                    vec![before, t],
+                    format!(
+                        "the serialization order puts {} before {}, which precedes it in their session",
+                        h.txn_label(t),
+                        h.txn_label(before)
+                    ),
+                ));
+            }
+        }
+    }
 }

@@ -239,3 +239,39 @@ mod tests {
         assert!("elle".parse::<CheckerKind>().is_err());
     }
 }
+
+/// Whether a level's definition orders each session's transactions: one meaning per level
+/// name in every checker (docs/CHECKING.md, "One definition per level").
+///
+/// [`SessionOrder::Included`] is the default: a session is one client's connection, every
+/// database isocert tests promises it reads its own earlier transactions, and most
+/// definitions the checkers come from include it (PolySI, Viper, MTC, Chronos/TimeKiller,
+/// AWDIT, Biswas and Enea's read atomic and causal, which need it). [`SessionOrder::Excluded`]
+/// is Adya's original levels (Emme, Enne and Elle without process order), the explicit
+/// choice `--no-session-order`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SessionOrder {
+    /// A session's transactions come in its order in every serialization (and, at snapshot
+    /// isolation, each one's snapshot includes its predecessors').
+    #[default]
+    Included,
+    /// Adya's definitions: session order constrains nothing; each transaction is checked as
+    /// if it were its own session.
+    Excluded,
+}
+
+impl SessionOrder {
+    /// How reports name the definition (`with session order`, `without session order`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionOrder::Included => "with session order",
+            SessionOrder::Excluded => "without session order",
+        }
+    }
+}
+
+impl fmt::Display for SessionOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

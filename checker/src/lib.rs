@@ -65,11 +65,11 @@ mod weak;
 mod words;
 
 pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions};
-pub use check::{check, partial_version_order, resolve};
+pub use check::{check, check_with, partial_version_order, resolve, without_session_order};
 pub use chronos::{check_chronos, check_chronos_kv, ChronosStream, StreamStop};
 pub use error::CheckError;
 pub use html::{render_html, GraphLayout, HtmlOptions};
-pub use level::{CheckerKind, IsolationLevel, ParseNameError};
+pub use level::{CheckerKind, IsolationLevel, ParseNameError, SessionOrder};
 pub use mtc::infer_mtc_certificate;
 pub use render::{render_dot, render_json, render_text, render_text_verbose};
-pub use report::{Anomaly, AnomalyKind, CheckStats, Edge, EdgeKind, Report};
+pub use report::{Anomaly, AnomalyKind, CheckStats, Edge, EdgeBasis, EdgeKind, Report};

@@ -30,9 +30,10 @@ fn text(report: &Report, h: &History, verbose: bool) -> String {
     let verdict = if report.is_valid() { "VALID" } else { "INVALID" };
     let _ = writeln!(
         out,
-        "{verdict}: {} transactions checked for {} by {}; {} anomal{} found",
+        "{verdict}: {} transactions checked for {} ({}) by {}; {} anomal{} found",
         report.stats.txns,
         report.level,
+        report.session_order,
         report.checker,
         report.anomalies.len(),
         if report.anomalies.len() == 1 { "y" } else { "ies" }
@@ -76,10 +77,11 @@ fn text(report: &Report, h: &History, verbose: bool) -> String {
             for e in &a.cycle {
                 let _ = writeln!(
                     out,
-                    "      {} -> {} ({}): {}",
+                    "      {} -> {} ({}, {}): {}",
                     h.txn_label(e.from),
                     h.txn_label(e.to),
                     crate::words::edge_meaning(e.kind),
+                    e.basis,
                     e.explanation
                 );
                 if verbose {
@@ -118,6 +120,7 @@ fn edge_json(h: &History, e: &Edge) -> Json {
         "object": e.obj.map(|o| obj_json(h, o)),
         "op": e.op.map(|op| op_json(h, op)),
         "explanation": e.explanation,
+        "basis": e.basis.as_str(),
     })
 }
 
@@ -139,6 +142,7 @@ pub fn render_json(report: &Report, h: &History) -> Json {
     json!({
         "valid": report.is_valid(),
         "level": report.level.as_str(),
+        "session_order": report.session_order == crate::SessionOrder::Included,
         "checker": report.checker.as_str(),
         "stats": {
             "txns": report.stats.txns,

@@ -5,7 +5,7 @@ use std::fmt;
 use isocert_history::{ObjId, OpRef, TxnId};
 use rustc_hash::FxHashMap;
 
-use crate::{CheckerKind, IsolationLevel};
+use crate::{CheckerKind, IsolationLevel, SessionOrder};
 
 /// The kind of an anomaly. Cyclic kinds follow Adya's phenomena; the others are reads or
 /// certificates that no isolation level can explain; the Chronos/Aion axioms come last.
@@ -217,6 +217,47 @@ impl fmt::Display for EdgeKind {
     }
 }
 
+/// What an edge of a counterexample rests on, kept apart from parsing to the report so that
+/// nothing inferred or chosen is ever shown as observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EdgeBasis {
+    /// The history shows it: a read returned the version (wr), the session's order, the
+    /// clients' real times.
+    Observed,
+    /// It follows from the certificate (its version order, version sets or timestamps) or,
+    /// without one, from what the reads imply: a read-modify-write, the order an Elle list
+    /// read shows, an order every other choice would close a forbidden cycle with.
+    Derived,
+    /// A solver chose it among the orders that remain possible; another choice may exist.
+    Chosen,
+}
+
+impl EdgeBasis {
+    /// The basis an edge of `kind` has when nothing was chosen: read dependencies, session
+    /// and real-time order are observed, every other kind is derived.
+    pub fn of_kind(kind: EdgeKind) -> EdgeBasis {
+        match kind {
+            EdgeKind::Wr | EdgeKind::Session | EdgeKind::RealTime => EdgeBasis::Observed,
+            _ => EdgeBasis::Derived,
+        }
+    }
+
+    /// The name used in reports and JSON (`observed`, `derived`, `chosen`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeBasis::Observed => "observed",
+            EdgeBasis::Derived => "derived",
+            EdgeBasis::Chosen => "chosen",
+        }
+    }
+}
+
+impl fmt::Display for EdgeBasis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One explained edge of a counterexample cycle.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Edge {
@@ -233,6 +274,8 @@ pub struct Edge {
     /// One sentence a person can check against the files, e.g. "T12 read x=4 written by
     /// T7; T19 installed the next version of x".
     pub explanation: String,
+    /// Whether the history shows the edge, it is derived, or a solver chose it.
+    pub basis: EdgeBasis,
 }
 
 /// One anomaly with its evidence.
@@ -305,6 +348,9 @@ pub struct Report {
     pub level: IsolationLevel,
     /// The checker that actually ran (never [`CheckerKind::Auto`]).
     pub checker: CheckerKind,
+    /// Which definition of the level was checked: with session order (the default) or
+    /// without (Adya's).
+    pub session_order: SessionOrder,
     /// The anomalies found; empty when the history satisfies the level.
     pub anomalies: Vec<Anomaly>,
     /// What was looked at.
@@ -322,6 +368,7 @@ impl Report {
         Report {
             level,
             checker,
+            session_order: SessionOrder::Included,
             anomalies: Vec::new(),
             stats: CheckStats::default(),
             notes: Vec::new(),

@@ -4,6 +4,12 @@
 //! Built once per check from the history and the certificate. Version ids are dense
 //! (`u32`), the versions of one object are contiguous (oldest first, the initial version
 //! at position 0), so "the next version" is the next id.
+//!
+//! A list object's committed appends that the version order leaves out and that no read
+//! shows (an Elle history's appends nobody read) are laid out after the listed versions as
+//! the object's *unordered tail*: each is known to follow every listed version (a read of
+//! the list would have shown its element otherwise), but their relative order is unknown,
+//! so no version of the tail has a known next version ([`VersionTable::following`]).
 
 use isocert_history::{is_opaque_value, History, ObjId, Op, Scalar, Status, TxnId, ValueId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -57,6 +63,10 @@ pub(crate) struct VersionTable {
     /// Every version; the versions of object `o` are `start[o]..start[o + 1]`.
     pub(crate) versions: Vec<Version>,
     start: Vec<u32>,
+    /// Per object, where its unordered tail starts (its end when it has none).
+    tail: Vec<u32>,
+    /// How many versions are in unordered tails.
+    pub(crate) unordered: usize,
     /// Per object (the same ranges as `versions`), its versions' (value, id) sorted: found by
     /// binary search in the object's few versions rather than in a hash map of every
     /// version, which cost a quarter of an item-only check in cache misses (`perf`).
@@ -122,6 +132,8 @@ impl VersionTable {
         let mut table = VersionTable {
             versions: Vec::with_capacity(objects + effects.len()),
             start: Vec::with_capacity(objects + 1),
+            tail: Vec::with_capacity(objects),
+            unordered: 0,
             by_value: Vec::new(),
             effects,
             effect_start,
@@ -133,12 +145,13 @@ impl VersionTable {
         // Anomalies found while laying out versions, keyed by the version id about to be
         // pushed, so the duplicate writes found afterwards fall in the same order.
         let mut found: Vec<(u32, Anomaly)> = Vec::new();
+        let mut unlisted = unlisted_appends(h, order, &table);
         for o in 0..objects {
             let obj = ObjId::from_index(o);
             table.start.push(table.versions.len() as u32);
             let mut value = initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
             table.versions.push(Version { obj, writer: INITIAL, value });
-            let Some(writers) = order.get(&obj) else { continue };
+            let writers = order.get(&obj).map(Vec::as_slice).unwrap_or(&[]);
             for &t in writers {
                 let label = || format!("{} in the version order of {}", h.txn_label(t), h.object_label(obj));
                 let next = table.versions.len() as u32;
@@ -182,6 +195,15 @@ impl VersionTable {
                     }
                 }
                 table.versions.push(Version { obj, writer: t.0, value });
+            }
+            table.tail.push(table.versions.len() as u32);
+            for (t, e) in unlisted.remove(&obj).unwrap_or_default() {
+                table.effects[e].gid = table.versions.len() as u32;
+                for element in &table.appended[table.effects[e].appended as usize] {
+                    value = values.append(value, element);
+                }
+                table.versions.push(Version { obj, writer: t.0, value });
+                table.unordered += 1;
             }
         }
         table.start.push(table.versions.len() as u32);
@@ -316,16 +338,99 @@ impl VersionTable {
         self.start[obj.index()]
     }
 
-    /// The version after `gid`, if any.
+    /// The version after `gid`, if any: none for a version of an unordered tail (its
+    /// successor is unknown); for the last listed version, the tail's first.
     pub(crate) fn next(&self, gid: u32) -> Option<u32> {
         let obj = self.versions[gid as usize].obj;
-        (gid + 1 < self.start[obj.index() + 1]).then_some(gid + 1)
+        (gid + 1 < self.start[obj.index() + 1] && gid < self.tail[obj.index()]).then_some(gid + 1)
+    }
+
+    /// The versions known to come right after `gid`: the next one, or, after the last
+    /// listed version of an object with an unordered tail, every version of the tail (each
+    /// follows it, in an unknown order); none after a tail version.
+    pub(crate) fn following(&self, gid: u32) -> std::ops::Range<u32> {
+        let obj = self.versions[gid as usize].obj.index();
+        let (tail, end) = (self.tail[obj], self.start[obj + 1]);
+        if gid + 1 >= end || gid >= tail {
+            gid..gid
+        } else if gid + 1 == tail {
+            tail..end
+        } else {
+            gid + 1..gid + 2
+        }
+    }
+
+    /// Whether version `gid` is in its object's unordered tail (an append no read shows,
+    /// whose place among the other such appends is unknown).
+    pub(crate) fn is_unordered(&self, gid: u32) -> bool {
+        gid >= self.tail[self.versions[gid as usize].obj.index()]
+    }
+
+    /// Each object's unordered tail that holds two versions or more (version id ranges).
+    pub(crate) fn unordered_tails(&self) -> impl Iterator<Item = std::ops::Range<u32>> + '_ {
+        self.tail.iter().enumerate().map(|(o, &tail)| tail..self.start[o + 1]).filter(|r| r.len() > 1)
+    }
+
+    /// The last version of `gid`'s object before its unordered tail (the initial version
+    /// when the order lists none).
+    pub(crate) fn last_listed(&self, gid: u32) -> u32 {
+        self.tail[self.versions[gid as usize].obj.index()] - 1
     }
 
     /// The position of version `gid` in its object's order (0 = initial).
     pub(crate) fn position(&self, gid: u32) -> u32 {
         gid - self.start[self.versions[gid as usize].obj.index()]
     }
+}
+
+/// Per list object, the graph transactions whose effect on it is appends only, which the
+/// version order does not list and none of whose elements a read of a graph transaction
+/// shows, with their effect's index: the object's unordered tail, in transaction order.
+/// Empty (and no read is looked at) when every such effect is listed.
+fn unlisted_appends(
+    h: &History,
+    order: &FxHashMap<ObjId, Vec<TxnId>>,
+    table: &VersionTable,
+) -> FxHashMap<ObjId, Vec<(TxnId, usize)>> {
+    let pure_append = |e: &FinalEffect| e.set.is_none() && e.appended != NONE;
+    let mut unlisted: FxHashMap<ObjId, Vec<(TxnId, usize)>> = FxHashMap::default();
+    if !table.effects.iter().any(pure_append) {
+        return unlisted;
+    }
+    let listed: FxHashSet<(ObjId, TxnId)> =
+        order.iter().flat_map(|(&obj, ws)| ws.iter().map(move |&t| (obj, t))).collect();
+    for t in 0..h.txns.len() {
+        let range = table.effect_start[t] as usize..table.effect_start[t + 1] as usize;
+        for e in range {
+            let effect = &table.effects[e];
+            if pure_append(effect) && !listed.contains(&(effect.obj, TxnId(t as u32))) {
+                unlisted.entry(effect.obj).or_default().push((TxnId(t as u32), e));
+            }
+        }
+    }
+    if unlisted.is_empty() {
+        return unlisted;
+    }
+    let mut shown: FxHashSet<(ObjId, &Scalar)> = FxHashSet::default();
+    for t in h.txn_ids().filter(|t| table.in_graph[t.index()]) {
+        for op in &h.txn(t).ops {
+            if let Op::Read { obj, value } = op {
+                if let (true, isocert_history::Value::List(items)) =
+                    (unlisted.contains_key(obj), h.value(*value))
+                {
+                    shown.extend(items.iter().map(|e| (*obj, e)));
+                }
+            }
+        }
+    }
+    for appends in unlisted.values_mut() {
+        appends.retain(|&(_, e)| {
+            let effect = &table.effects[e];
+            !table.appended[effect.appended as usize].iter().any(|x| shown.contains(&(effect.obj, x)))
+        });
+    }
+    unlisted.retain(|_, appends| !appends.is_empty());
+    unlisted
 }
 
 /// Each graph transaction's final effect per object it wrote, sorted by object; where each

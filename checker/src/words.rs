@@ -2,7 +2,7 @@
 
 use isocert_history::{History, TxnId};
 
-use crate::{AnomalyKind, EdgeKind};
+use crate::{AnomalyKind, EdgeBasis, EdgeKind};
 
 /// One sentence saying what an anomaly of class `kind` is, for summary tables (exhaustive on
 /// purpose: a new class needs its sentence).
@@ -56,6 +56,15 @@ pub(crate) fn edge_meaning(kind: EdgeKind) -> &'static str {
         EdgeKind::StartDep => "start-dependency",
         EdgeKind::Session => "session order",
         EdgeKind::RealTime => "real-time order",
+    }
+}
+
+/// What an edge's basis means, for the HTML report's table of dependencies.
+pub(crate) fn basis_meaning(basis: EdgeBasis) -> &'static str {
+    match basis {
+        EdgeBasis::Observed => "observed: the history shows it",
+        EdgeBasis::Derived => "derived: it follows from the certificate or from what the reads imply",
+        EdgeBasis::Chosen => "chosen by the solver among the orders still possible",
     }
 }
 

@@ -313,12 +313,14 @@ fn the_text_report_has_a_class_table_plain_words_and_detail_under_verbose() {
     assert!(lines[3].contains(" 1  a cycle with an item anti-dependency"), "{text}");
     assert!(
         text.contains(
-            "T3 -> T1 (anti-dependency): T3 saw no row for kv[\"x\"] (it did not exist yet); T1 then wrote"
+            "T3 -> T1 (anti-dependency, derived): T3 saw no row for kv[\"x\"] (it did not exist yet); T1 then wrote"
         ),
         "{text}"
     );
     assert!(
-        text.contains("T2 -> T3 (write-dependency): T2 deleted kv[\"x\"]; T3 then wrote kv[\"x\"] = 3"),
+        text.contains(
+            "T2 -> T3 (write-dependency, derived): T2 deleted kv[\"x\"]; T3 then wrote kv[\"x\"] = 3"
+        ),
         "{text}"
     );
     assert!(!text.contains("[edge") && !text.contains("(op "), "internal detail only under -v: {text}");

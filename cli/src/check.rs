@@ -9,8 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_checker::{
-    check, partial_version_order, render_dot, render_html, render_json, render_text, render_text_verbose,
-    CheckError, CheckerKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
+    check_with, partial_version_order, render_dot, render_html, render_json, render_text,
+    render_text_verbose, CheckError, CheckerKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
+    SessionOrder,
 };
 use isocert_history::formats::{read_cobra_dir_with_version_order, Format};
 use isocert_history::{v1, Certificate, History};
@@ -37,6 +38,12 @@ pub(crate) struct CheckArgs {
     /// read-uncommitted (ru).
     #[arg(short, long, value_name = "LEVEL")]
     pub(crate) isolation: IsolationLevel,
+    /// Check Adya's definition of the level, without session order (each transaction as its
+    /// own session). By default every level includes session order: a session's transactions
+    /// serialize in its order and, at snapshot isolation, each sees its predecessors
+    /// (docs/CHECKING.md, "One definition per level"). Every checker accepts it.
+    #[arg(long)]
+    pub(crate) no_session_order: bool,
     /// Which checker: emme (dependency graph, every level), enne (replay of the
     /// serialization order, serializable), chronos (offline, from the history's
     /// start_ts/commit_ts; snapshot-isolation or serializable; see docs/CHRONOS.md), aion
@@ -205,6 +212,15 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if crate::timestamp::applies(&args) {
         return crate::timestamp::run(&args);
     }
+    // Without session order, Chronos and Aion check the history read whole, each
+    // transaction in its own session: not while streaming, and not with their own options.
+    if args.no_session_order && matches!(args.checker, CheckerKind::Chronos | CheckerKind::Aion) {
+        anyhow::ensure!(
+            args.initial_value.is_none() && args.history.as_os_str() != "-",
+            "{} --no-session-order reads the history file whole (no standard input, no --initial-value)",
+            args.checker
+        );
+    }
     // The checkers ignore adapter facts: item-only histories always take the fast reader.
     let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format, v1::AdapterFacts::Skip)?;
     anyhow::ensure!(!h.txns.is_empty(), "{}", crate::timestamp::empty_history(&args.history));
@@ -218,7 +234,8 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     spinner.enable_steady_tick(Duration::from_millis(120));
     let started = std::time::Instant::now();
     let checker = king_cobra_search(&args, &h, &cert);
-    let result = check(&h, &cert, args.isolation, checker, &oracle);
+    let session_order = if args.no_session_order { SessionOrder::Excluded } else { SessionOrder::Included };
+    let result = check_with(&h, &cert, args.isolation, session_order, checker, &oracle);
     spinner.finish_and_clear();
     let report = match result {
         Err(e @ CheckError::MissingCertificateData { .. })

@@ -141,7 +141,11 @@ pub(crate) fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
     if args.list_injections {
         let mut out = io::stdout().lock();
         for kind in Injection::ALL {
-            let note = if kind.timestamp_only() { " (timestamp checkers only)" } else { "" };
+            let note = if kind.needs_session_order() {
+                " (with session order; valid with --no-session-order)"
+            } else {
+                ""
+            };
             writeln!(out, "{:<26} rejected at: {}{note}", kind.as_str(), kind.rejected_at().join(", "))?;
         }
         return Ok(exit::valid());
@@ -228,8 +232,10 @@ fn summary(args: &GenArgs, cfg: &GenConfig, stats: &GenStats, json: bool) -> Str
             stats.injected,
             rejected.join(", ")
         ));
-        if kind.timestamp_only() {
-            text.push_str(" (by timestamp checkers: chronos, aion)");
+        if kind.needs_session_order() {
+            text.push_str(
+                " (with session order, the default; every checker accepts it with --no-session-order)",
+            );
         }
     }
     text

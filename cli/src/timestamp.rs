@@ -27,7 +27,7 @@ use crate::exit;
 
 /// Whether `isocert check` should take the timestamp path for these arguments.
 pub(crate) fn applies(args: &CheckArgs) -> bool {
-    matches!(args.checker, CheckerKind::Chronos | CheckerKind::Aion)
+    matches!(args.checker, CheckerKind::Chronos | CheckerKind::Aion) && !args.no_session_order
 }
 
 /// Parses `--initial-value`: a JSON scalar (`0`, `"x"`, `null`), or else the text itself.

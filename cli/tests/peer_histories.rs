@@ -205,3 +205,118 @@ fn timekiller_samples_are_accepted_by_chronos_and_aion() {
     }
     run("timekiller_samples_are_accepted_by_chronos_and_aion", &cases);
 }
+
+/// One line of tests/published/manifest.tsv.
+#[derive(Debug)]
+struct Entry {
+    repo: String,
+    commit: String,
+    path: String,
+    licence: String,
+    format: String,
+    level: String,
+    checker: String,
+    flags: Vec<String>,
+    documented: String,
+    expect: String,
+    why: String,
+}
+
+/// The published-histories manifest (issue 28), one entry a line after the comments and header.
+fn manifest() -> Vec<Entry> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/published/manifest.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    assert_eq!(lines.next().map(|h| h.split('\t').count()), Some(11), "the header names the eleven columns");
+    lines
+        .enumerate()
+        .map(|(i, line)| {
+            let f: Vec<&str> = line.split('\t').collect();
+            assert_eq!(f.len(), 11, "manifest entry {}: {line:?}", i + 1);
+            Entry {
+                repo: f[0].into(),
+                commit: f[1].into(),
+                path: f[2].into(),
+                licence: f[3].into(),
+                format: f[4].into(),
+                level: f[5].into(),
+                checker: f[6].into(),
+                flags: if f[7] == "-" { Vec::new() } else { f[7].split(' ').map(String::from).collect() },
+                documented: f[8].into(),
+                expect: f[9].into(),
+                why: f[10].into(),
+            }
+        })
+        .collect()
+}
+
+/// The manifest is well formed (always runs): a pinned commit, a licence, a documented and an
+/// expected verdict each, and a reason wherever isocert's verdict is not the documented one.
+#[test]
+fn the_published_histories_manifest_is_well_formed() {
+    let entries = manifest();
+    assert!(entries.len() >= 20, "{} entries", entries.len());
+    for e in &entries {
+        assert!(e.repo.contains('/') && !e.path.is_empty(), "{e:?}");
+        assert!(e.commit.len() == 40 && e.commit.bytes().all(|b| b.is_ascii_hexdigit()), "{e:?}");
+        assert!(!e.licence.is_empty() && !e.documented.is_empty(), "{e:?}");
+        assert!(["valid", "invalid", "refused"].contains(&e.expect.as_str()), "{e:?}");
+        // A documented violation: "not serializable", "violates SI", "G2-item: ...".
+        let negative = e.documented.starts_with("not ")
+            || e.documented.contains("violates")
+            || e.documented.starts_with("G");
+        let agrees = match e.expect.as_str() {
+            "valid" => !negative,
+            "invalid" => negative,
+            _ => false,
+        };
+        assert!(agrees || e.why != "-", "a verdict other than the documented one needs a reason: {e:?}");
+    }
+}
+
+/// Every manifest entry gets the verdict the manifest says (issue 28): the documented one, or
+/// the one its `why` explains.
+#[test]
+fn every_published_history_gets_its_manifest_verdict() {
+    let Some(dir) = peer_dir("every_published_history_gets_its_manifest_verdict") else { return };
+    let (mut checked, mut differing) = (0, 0);
+    for e in manifest() {
+        let path = dir.join(e.repo.replace('/', "+")).join(&e.path);
+        assert!(
+            path.exists(),
+            "{} is missing: run scripts/peer-histories MIRRORS {}",
+            path.display(),
+            dir.display()
+        );
+        let mut args: Vec<String> =
+            ["check", "--format", &e.format, "--isolation", &e.level, "--checker", &e.checker]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        args.extend(e.flags.iter().cloned());
+        args.push(path.to_string_lossy().into_owned());
+        let out = Command::new(env!("CARGO_BIN_EXE_isocert")).args(&args).output().expect("isocert runs");
+        let want = match e.expect.as_str() {
+            "valid" => 0,
+            "invalid" => 1,
+            _ => 2,
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(want),
+            "{}@{}: {} at {}: {}{}",
+            e.repo,
+            &e.commit[..7],
+            e.path,
+            e.level,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+        differing += usize::from(e.why != "-");
+        println!("{}: {} at {}: {} ({})", e.repo, e.path, e.level, e.expect, e.documented);
+    }
+    println!(
+        "{checked} published histories checked, {differing} of them with a verdict the manifest explains"
+    );
+}

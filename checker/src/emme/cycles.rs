@@ -179,21 +179,30 @@ const G0: CycleRule = CycleRule {
     through: &[EdgeKind::Ww],
     describe: "write cycle: each transaction overwrote the previous one's version",
 };
+// Session order (the default definition, `SessionOrder::Included`) counts as information
+// flow, as MTC and PolySI count it: a cycle through it and write or read dependencies is G1c.
 const G1C: CycleRule = CycleRule {
     kind: AnomalyKind::G1c,
-    mask: &[EdgeKind::Ww, EdgeKind::Wr, EdgeKind::PredicateWr],
-    through: &[EdgeKind::Wr, EdgeKind::PredicateWr],
+    mask: &[EdgeKind::Ww, EdgeKind::Wr, EdgeKind::PredicateWr, EdgeKind::Session],
+    through: &[EdgeKind::Wr, EdgeKind::PredicateWr, EdgeKind::Session],
     describe: "circular information flow: a cycle of write and read dependencies",
 };
 const G2_ITEM: CycleRule = CycleRule {
     kind: AnomalyKind::G2Item,
-    mask: &[EdgeKind::Ww, EdgeKind::Wr, EdgeKind::PredicateWr, EdgeKind::Rw],
+    mask: &[EdgeKind::Ww, EdgeKind::Wr, EdgeKind::PredicateWr, EdgeKind::Session, EdgeKind::Rw],
     through: &[EdgeKind::Rw],
     describe: "a dependency cycle with an item anti-dependency",
 };
 const G2: CycleRule = CycleRule {
     kind: AnomalyKind::G2,
-    mask: &[EdgeKind::Ww, EdgeKind::Wr, EdgeKind::PredicateWr, EdgeKind::Rw, EdgeKind::PredicateRw],
+    mask: &[
+        EdgeKind::Ww,
+        EdgeKind::Wr,
+        EdgeKind::PredicateWr,
+        EdgeKind::Session,
+        EdgeKind::Rw,
+        EdgeKind::PredicateRw,
+    ],
     through: &[EdgeKind::PredicateRw],
     describe: "a dependency cycle with a predicate anti-dependency",
 };

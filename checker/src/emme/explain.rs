@@ -5,7 +5,7 @@ use isocert_history::{History, OpRef, TxnId, ValueId};
 use super::RawEdge;
 use crate::values::ValueStore;
 use crate::versions::{writer_label, VersionTable, INITIAL};
-use crate::{Edge, EdgeKind};
+use crate::{Edge, EdgeBasis, EdgeKind};
 
 /// The explained form of `e`: one sentence in the words of Adya's thesis (who wrote which
 /// version, which version a read saw, why that orders the two transactions). Operation
@@ -34,6 +34,8 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
             format!("wrote {} = {}", obj(g), value(g))
         }
     };
+    // A version of an unordered tail: its value depends on an order nobody observed.
+    let appended = |g: u32| format!("appended to {}", obj(g));
     let from = h.txn_label(TxnId(e.from));
     let to = h.txn_label(TxnId(e.to));
     let pred = |t: u32| {
@@ -42,6 +44,16 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
         format!("{}'s predicate read `{sql}`", h.txn_label(TxnId(t)))
     };
     let explanation = match e.kind {
+        EdgeKind::Ww if vt.is_unordered(e.aux) => format!(
+            "{from} {}; {to} then {}: no read shows {to}'s append, so it came after every version the reads show",
+            installed(e.ver),
+            appended(e.aux)
+        ),
+        EdgeKind::Rw if vt.is_unordered(e.aux) => format!(
+            "{from} saw {}; {to} then {}, which no read shows, so it came after the version {from} saw",
+            seen(e.ver),
+            appended(e.aux)
+        ),
         EdgeKind::Ww => format!(
             "{from} {}; {to} then {}, the next version in the database's order",
             installed(e.ver),
@@ -88,5 +100,13 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
         EdgeKind::Rw | EdgeKind::PredicateRw => Some(OpRef { txn: TxnId(e.from), op: e.op }),
         _ => None,
     };
-    Edge { from: TxnId(e.from), to: TxnId(e.to), kind: e.kind, obj, op, explanation }
+    Edge {
+        from: TxnId(e.from),
+        to: TxnId(e.to),
+        kind: e.kind,
+        obj,
+        op,
+        explanation,
+        basis: EdgeBasis::of_kind(e.kind),
+    }
 }

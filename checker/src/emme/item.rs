@@ -374,7 +374,7 @@ impl<'a, 'h> ItemPass<'a, 'h> {
                 aux: u32::MAX,
             });
         }
-        if let Some(next) = self.vt.next(gid) {
+        for next in self.vt.following(gid) {
             let nw = self.vt.versions[next as usize].writer;
             if nw != t.0 {
                 self.edges.push(RawEdge {
@@ -415,11 +415,38 @@ impl<'a, 'h> ItemPass<'a, 'h> {
         })
     }
 
+    /// For a list read no committed version explains: the transaction of the graph that
+    /// appended its last element and then appended more to `obj` (so the read saw a state
+    /// that transaction overwrote, Elle's `G1b`), with the op index of that append.
+    fn intermediate_appender(
+        &mut self,
+        t: TxnId,
+        obj: ObjId,
+        value: ValueId,
+    ) -> Option<(TxnId, u32, Scalar)> {
+        let h = self.h;
+        let last = match self.values.get(value) {
+            Value::List(items) => items.last()?.clone(),
+            _ => return None,
+        };
+        let appends = self.appends.as_ref()?;
+        let &(writer, at) = appends.get(&(obj, &last))?;
+        let later = h.txn(writer).ops[at as usize + 1..]
+            .iter()
+            .any(|op| matches!(op, Op::Append { obj: o, .. } | Op::Write { obj: o, .. } if *o == obj));
+        (writer != t && self.vt.in_graph[writer.index()] && later).then_some((writer, at, last))
+    }
+
     /// A read of a value that is no committed version: classify it.
     fn unexplained_read(&mut self, t: TxnId, i: u32, obj: ObjId, value: ValueId) {
         let h = self.h;
         let written = self.sites.get_or_insert_with(|| write_sites(h)).contains_key(&(obj, value));
         let aborted_append = if written { None } else { self.uncommitted_appender(obj, value) };
+        let intermediate = if written || aborted_append.is_some() {
+            None
+        } else {
+            self.intermediate_appender(t, obj, value)
+        };
         let sites = self.sites.as_ref().expect("just filled");
         let what = read_what(h, self.values, t, obj, value);
         let op = OpRef { txn: t, op: i };
@@ -439,6 +466,21 @@ impl<'a, 'h> ItemPass<'a, 'h> {
                     format!(
                         "{what}, holding element {element} appended by {}, {status}",
                         h.txn_label(writer)
+                    ),
+                )
+                .with_ops(vec![op, OpRef { txn: writer, op: at }])
+            }
+            None if intermediate.is_some() => {
+                let (writer, at, element) = intermediate.expect("checked");
+                Anomaly::new(
+                    AnomalyKind::G1b,
+                    vec![t, writer],
+                    format!(
+                        "{what}, an intermediate version: {} appended {element} in its operation {} and then \
+                         changed {} again, so no committed version ends with {element}",
+                        h.txn_label(writer),
+                        at + 1,
+                        h.object_label(obj)
                     ),
                 )
                 .with_ops(vec![op, OpRef { txn: writer, op: at }])

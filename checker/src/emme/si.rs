@@ -43,6 +43,44 @@ fn timestamps(h: &History, vt: &VersionTable) -> Result<Vec<(Timestamp, Timestam
     Ok(out)
 }
 
+/// G-SIa between appends of one list that no read shows ([`VersionTable::following`]):
+/// their order is unknown, but any order puts a write-dependency between two of them, so
+/// two that overlap in time interfere whichever came first.
+fn concurrent_unordered_appends(
+    h: &History,
+    vt: &VersionTable,
+    ts: &[(Timestamp, Timestamp)],
+    anomalies: &mut Vec<Anomaly>,
+) {
+    for tail in vt.unordered_tails() {
+        let obj = vt.versions[tail.start as usize].obj;
+        let mut writers: Vec<u32> = tail.map(|g| vt.versions[g as usize].writer).collect();
+        writers.sort_by_key(|&w| (ts[w as usize].1, w));
+        for pair in writers.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if ts[a as usize].1 <= ts[b as usize].0 {
+                continue;
+            }
+            let (la, lb) = (h.txn_label(TxnId(a)), h.txn_label(TxnId(b)));
+            anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::GSi,
+                    vec![TxnId(a), TxnId(b)],
+                    format!(
+                        "G-SIa (interference): {la} and {lb} both appended to {}, which no read shows, and ran \
+                         concurrently ({la} committed at {} after {lb} started at {}): in either order one installed \
+                         its version over the other's without having it in its snapshot",
+                        h.object_label(obj),
+                        ts[a as usize].1,
+                        ts[b as usize].0
+                    ),
+                )
+                .with_objects(vec![obj]),
+            );
+        }
+    }
+}
+
 /// Adds G-SIa and G-SIb anomalies.
 pub(crate) fn check(
     h: &History,
@@ -62,6 +100,7 @@ pub(crate) fn check(
             ));
         }
     }
+    concurrent_unordered_appends(h, vt, &ts, anomalies);
     for e in edges {
         let (from, to) = (ts[e.from as usize], ts[e.to as usize]);
         let start_dep = |a: u32, b: u32| RawEdge {
@@ -75,7 +114,7 @@ pub(crate) fn check(
         // Labels are formatted only for an anomaly: most edges raise none.
         let labels = || (h.txn_label(TxnId(e.from)), h.txn_label(TxnId(e.to)));
         match e.kind {
-            EdgeKind::Ww | EdgeKind::Wr | EdgeKind::PredicateWr if from.1 > to.0 => {
+            EdgeKind::Ww | EdgeKind::Wr | EdgeKind::PredicateWr | EdgeKind::Session if from.1 > to.0 => {
                 let edge = explain(h, values, vt, e);
                 let (a, b) = labels();
                 anomalies.push(Anomaly {

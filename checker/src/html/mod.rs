@@ -169,9 +169,10 @@ fn summary(out: &mut String, report: &Report, opts: &HtmlOptions, verdict: &str)
     let n = report.anomalies.len();
     let _ = writeln!(
         out,
-        "<p class=\"lead\">{} transactions checked for <b>{}</b> by <b>{}</b>: {}.</p>",
+        "<p class=\"lead\">{} transactions checked for <b>{}</b> ({}) by <b>{}</b>: {}.</p>",
         report.stats.txns,
         report.level,
+        report.session_order,
         report.checker,
         if n == 0 {
             "no anomaly, the history satisfies the level".to_string()
@@ -263,13 +264,14 @@ fn anomaly_section(
         for (i, e) in a.cycle.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "<tr id=\"a{n}-f{i}\"><td>{}</td><td class=\"dep {}\">{} &rarr; {} <b>{}</b><br>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr id=\"a{n}-f{i}\"><td>{}</td><td class=\"dep {}\">{} &rarr; {} <b>{}</b><br>{}<br><i>{}</i></td><td>{}</td><td>{}</td></tr>",
                 i + 1,
                 e.kind.as_str(),
                 esc(&h.txn_label(e.from)),
                 esc(&h.txn_label(e.to)),
                 e.kind.as_str(),
                 crate::words::edge_meaning(e.kind),
+                crate::words::basis_meaning(e.basis),
                 esc(&e.explanation),
                 facts::edge_facts(h, cert, e)
             );

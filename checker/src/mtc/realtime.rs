@@ -142,6 +142,7 @@ pub(crate) fn real_time_edge(h: &History, times: &[Option<RealTime>], a: TxnId, 
         kind: EdgeKind::RealTime,
         obj: None,
         op: None,
+        basis: crate::EdgeBasis::Observed,
         explanation: format!(
             "{} completed (at {}) before {} was invoked (at {})",
             h.txn_label(a),

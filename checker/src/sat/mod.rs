@@ -32,6 +32,7 @@
 //! solves): it builds in seconds with no C++ toolchain, which keeps CI's build time flat.
 //! Not yet done: a graph-aware propagator in place of the lazy loop, predicates and deletes.
 
+pub(crate) mod lists;
 mod polygraph;
 mod prune;
 mod reach;
@@ -71,6 +72,38 @@ pub(crate) fn check(
             hint: "cobra checks serializable, polysi snapshot-isolation, both without a certificate",
         });
     }
+    if lists::is_list_history(h) {
+        let items = lists::as_items(h);
+        let mut report = check_items(&items.history, level, checker, Some(&items.order), &items.after)?;
+        report.notes.insert(
+            0,
+            format!(
+                "list-append: each list read is checked as a read of its last element; the order each list's \
+                 longest read shows is fixed, and so is every append no read shows after them ({} such order(s)); \
+                 only the order of those appends is searched",
+                items.after.len()
+            ),
+        );
+        let mut anomalies = items.anomalies;
+        anomalies.append(&mut report.anomalies);
+        report.anomalies = anomalies;
+        if !report.anomalies.is_empty() {
+            report.inferred_version_order = None;
+        }
+        return Ok(report);
+    }
+    check_items(h, level, checker, given, &[])
+}
+
+/// [`check`] on a history of item reads and writes; `after`: further single orders to fix
+/// (`(key, a, b)`: `a`'s version before `b`'s).
+fn check_items(
+    h: &History,
+    level: IsolationLevel,
+    checker: CheckerKind,
+    given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
+    after: &[(ObjId, TxnId, TxnId)],
+) -> Result<Report, CheckError> {
     shape(h, checker)?;
     let inf = mtc::infer(h);
     let mut report = Report::new(level, checker);
@@ -84,7 +117,7 @@ pub(crate) fn check(
     }
     let mut pg = Polygraph::build(h, &inf);
     if let Some(order) = given {
-        let fixed = pg.give(order);
+        let fixed = pg.give(order) + pg.give_pairs(after);
         report.notes.push(format!(
             "the certificate's version order fixed {fixed} order(s) of consecutive listed writers (edges marked \
              'given'); the writes it leaves out are placed by the search"
@@ -142,7 +175,7 @@ fn version_order(pg: &Polygraph, position: &[u32]) -> FxHashMap<ObjId, Vec<TxnId
 
 /// Whether the SAT checkers can read `h` (item reads and writes of unique values).
 pub(crate) fn applies(h: &History) -> bool {
-    shape(h, CheckerKind::Cobra).is_ok()
+    lists::is_list_history(h) || shape(h, CheckerKind::Cobra).is_ok()
 }
 
 /// Only item reads and writes, unique non-initial values, no deletes.
@@ -241,6 +274,7 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
                     kind: EdgeKind::Ww,
                     obj: Some(t.dep.obj),
                     op: None,
+                    basis: crate::EdgeBasis::Derived,
                     explanation: format!(
                         "{}'s version of {} came before {}'s",
                         h.txn_label(from),
@@ -264,6 +298,7 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
                         kind: EdgeKind::Rw,
                         obj: Some(t.dep.obj),
                         op: Some(OpRef { txn: from, op: t.dep.op }),
+                        basis: crate::EdgeBasis::Derived,
                         explanation: format!(
                             "{} read {read}, and {} {which}",
                             h.txn_label(from),
@@ -275,9 +310,12 @@ fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
             e.explanation.push_str(match t.origin {
                 Origin::Certain | Origin::InitialRead => " (certain)",
                 Origin::Forced => " (forced: the other order of these writes closes a cycle)",
-                Origin::Given => " (given by the certificate's version order)",
+                Origin::Given => " (given by the certificate's version order, or shown by the list reads)",
                 Origin::Chosen(_) => " (chosen by the solver)",
             });
+            if matches!(t.origin, Origin::Chosen(_)) {
+                e.basis = crate::EdgeBasis::Chosen;
+            }
             e
         })
         .collect();

@@ -195,6 +195,30 @@ impl Polygraph {
         pg
     }
 
+    /// Fixes single orders `(key, a, b)`: `a`'s version of the key before `b`'s (list-append
+    /// histories: an append no read shows after the last one a read shows). Pairs whose
+    /// transactions are not both writers of the key in the graph are passed over. Returns
+    /// how many orders were fixed.
+    pub(crate) fn give_pairs(&mut self, pairs: &[(ObjId, TxnId, TxnId)]) -> usize {
+        let index: FxHashMap<ObjId, usize> = self.keys.iter().enumerate().map(|(i, k)| (k.obj, i)).collect();
+        let mut batches: FxHashMap<usize, Vec<(u32, u32)>> = FxHashMap::default();
+        let mut count = 0;
+        for &(obj, a, b) in pairs {
+            let Some(&i) = index.get(&obj) else { continue };
+            let key = &self.keys[i];
+            let (Ok(x), Ok(y)) = (key.writers.binary_search(&a), key.writers.binary_search(&b)) else {
+                continue;
+            };
+            self.given.insert((obj, a, b));
+            batches.entry(i).or_default().push((x as u32, y as u32));
+            count += 1;
+        }
+        let mut batches: Vec<Batch> = batches.into_iter().collect();
+        batches.sort_unstable_by_key(|(i, _)| *i);
+        self.learn(batches);
+        count
+    }
+
     /// Fixes the orders a (possibly partial) version order gives: per key, each listed
     /// writer before the next listed one (the orders between listed writers further apart
     /// follow by transitivity). Listed transactions that are not writers of the key in the

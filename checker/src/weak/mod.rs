@@ -51,6 +51,9 @@ enum Why {
     Read(u32),
     /// `from`'s write of an object must precede `to`'s.
     Order(Forced),
+    /// `from`'s append to this list came before `to`'s: a list read shows it, or no read
+    /// shows `to`'s append (list-append histories, [`crate::sat::lists`]).
+    Given(ObjId),
 }
 
 /// Runs the weak checker at read committed, read atomic or causal.
@@ -66,6 +69,42 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
                        or polysi for serializable and snapshot-isolation",
         }),
     };
+    if crate::sat::lists::is_list_history(h) {
+        let items = crate::sat::lists::as_items(h);
+        let mut given: Vec<(ObjId, TxnId, TxnId)> = items.after.clone();
+        for (&obj, writers) in &items.order {
+            given.extend(writers.windows(2).map(|w| (obj, w[0], w[1])));
+        }
+        given.sort_unstable();
+        let mut report = check_items(&items.history, level, kind, &given)?;
+        report.notes.insert(
+            0,
+            format!(
+                "list-append: each list read is checked as a read of its last element, and the {} order(s) of \
+                 appends the list reads show (each list's longest read, and every append no read shows after \
+                 them) are part of the commit order",
+                given.len()
+            ),
+        );
+        let mut anomalies = items.anomalies;
+        anomalies.append(&mut report.anomalies);
+        report.anomalies = anomalies;
+        if !report.anomalies.is_empty() {
+            report.inferred_version_order = None;
+        }
+        return Ok(report);
+    }
+    check_items(h, level, kind, &[])
+}
+
+/// [`check`] on a history of item reads and writes; `given`: write orders known to hold
+/// (`(key, a, b)`: `a`'s version before `b`'s), part of the commit order.
+fn check_items(
+    h: &History,
+    level: IsolationLevel,
+    kind: AnomalyKind,
+    given: &[(ObjId, TxnId, TxnId)],
+) -> Result<Report, CheckError> {
     let sites = crate::mtc::write_sites(h);
     let writes = h.txns.iter().flat_map(|t| &t.ops).filter(|op| matches!(op, Op::Write { .. })).count();
     crate::sat::shape_checking(h, CheckerKind::Weak, sites.len() != writes)?;
@@ -113,6 +152,12 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
     };
     let base_len = edges.len();
     edges.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
+    edges.extend(
+        given
+            .iter()
+            .filter(|(_, a, b)| reads.in_graph[a.index()] && reads.in_graph[b.index()])
+            .map(|&(obj, a, b)| (a.0, b.0, Why::Given(obj))),
+    );
     // Acyclic (the common case) is decided by Kahn's algorithm alone; the graphs that
     // explain counterexamples are built only when there is something to explain.
     let topo = topological_order(&reads.in_graph, &edges);
@@ -212,7 +257,7 @@ fn cycles(h: &History, graph: &Csr<Why>, base: &Csr<Why>, kind: AnomalyKind) -> 
         let start = *comp.iter().min().expect("components are not empty");
         let cycle = graph.shortest_cycle(start, &|n| member[n as usize]);
         comp.iter().for_each(|&n| member[n as usize] = false);
-        let forced = cycle.iter().any(|e| matches!(e.2, Why::Order(_)));
+        let forced = cycle.iter().any(|e| matches!(e.2, Why::Order(_) | Why::Given(_)));
         let edges: Vec<Edge> = cycle.iter().map(|&(a, b, why)| explain(h, base, a, b, why)).collect();
         let (kind, what) = if forced {
             (kind, "no commit order respects session order, reads and the write orders they force")
@@ -249,6 +294,7 @@ fn initial_reads(
             kind: EdgeKind::Rw,
             obj: Some(why.obj),
             op: Some(OpRef { txn: why.reader, op: why.op }),
+            basis: crate::EdgeBasis::Derived,
             explanation: format!(
                 "{} read the initial version of {} at op {}, which {} overwrote",
                 h.txn_label(why.reader),
@@ -321,6 +367,7 @@ fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
             kind: EdgeKind::Session,
             obj: None,
             op: None,
+            basis: crate::EdgeBasis::Observed,
             explanation: format!("{la} came before {lb} in their session"),
         },
         Why::Read(op) => {
@@ -331,9 +378,23 @@ fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
                 kind: EdgeKind::Wr,
                 obj,
                 op: Some(OpRef { txn: b, op }),
+                basis: crate::EdgeBasis::Observed,
                 explanation: format!("{lb} read {value} written by {la}"),
             }
         }
+        Why::Given(obj) => Edge {
+            from: a,
+            to: b,
+            kind: EdgeKind::Ww,
+            obj: Some(obj),
+            op: None,
+            explanation: format!(
+                "{la}'s append to {} came before {lb}'s: a read of the list shows it, or no read shows {lb}'s \
+                 append",
+                h.object_label(obj)
+            ),
+            basis: crate::EdgeBasis::Derived,
+        },
         Why::Order(f) => {
             let t3 = f.reader;
             let l3 = h.txn_label(t3);
@@ -362,6 +423,7 @@ fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
                 kind: EdgeKind::Ww,
                 obj: Some(f.obj),
                 op: Some(OpRef { txn: t3, op: f.op }),
+                basis: crate::EdgeBasis::Derived,
                 explanation: format!(
                     "{la}'s write of {} must come before {lb}'s: {l3} read {value} written by {lb} at op {} {because}",
                     h.object_label(f.obj),

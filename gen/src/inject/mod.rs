@@ -127,8 +127,8 @@ impl Injection {
     }
 
     /// The isolation levels (long names, as `isocert check --isolation` takes them) whose
-    /// Adya-style definition the injected history violates, given its certificate and
-    /// timestamps (start-dependencies for snapshot isolation). A checker that serializes by
+    /// definition (the default one, with session order) the injected history violates, given
+    /// its certificate and timestamps (start-dependencies for snapshot isolation). A checker that serializes by
     /// commit timestamp (Enne with the generated serialization order, Chronos's SER mode)
     /// may reject more; docs/GEN.md says where.
     pub fn rejected_at(self) -> &'static [&'static str] {
@@ -143,15 +143,19 @@ impl Injection {
             Injection::G1a | Injection::G1b | Injection::G1c => LEVELS_G1,
             Injection::G2Item | Injection::WriteSkew => LEVELS_G2_ITEM,
             Injection::G2 => LEVELS_SER,
-            Injection::GSi | Injection::NoConflict | Injection::Ext => LEVELS_SI,
+            Injection::GSi | Injection::NoConflict | Injection::Ext | Injection::Session => LEVELS_SI,
             Injection::LostUpdate => LEVELS_RR_SI_SER,
-            Injection::Phantom | Injection::Session => LEVELS_SI_SER,
+            Injection::Phantom => LEVELS_SI_SER,
         }
     }
 
-    /// Whether only timestamp-based checkers (Chronos, Aion) can see the anomaly: session
-    /// order is not part of Adya's model, so Emme accepts a `session` injection.
-    pub fn timestamp_only(self) -> bool {
+    /// Whether the anomaly exists only under the levels' default definition, with session
+    /// order (`rejected_at`): a `session` injection (a transaction starting before its
+    /// session's previous one committed) is snapshot isolation's violation of session order;
+    /// without session order (Adya's definitions, `--no-session-order`) every checker
+    /// accepts it. At serializable it is valid either way: only the order matters there,
+    /// and the predecessor can still come first.
+    pub fn needs_session_order(self) -> bool {
         self == Injection::Session
     }
 

@@ -236,7 +236,8 @@ fn finish(builder: ElleBuilder) -> Result<Imported, FormatError> {
         }
         if !trace.unordered.is_empty() {
             imported.notes.push(format!(
-                "{} list objects have committed appends no read shows; they are ordered last, in file order",
+                "{} list object(s) have committed appends no read shows: their order is not guessed (each follows \
+                 every version the reads show; no edge orders them against each other)",
                 trace.unordered.len()
             ));
         }

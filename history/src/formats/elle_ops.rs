@@ -18,6 +18,10 @@ use crate::{
 
 /// The extra key isocert writes to keep its transaction ids through Jepsen histories.
 pub(crate) const TXN_KEY: &str = "isocert/txn";
+/// The process of an operation map without `:process` (invocations and completions still
+/// pair up); each such transaction gets a session of its own.
+const NO_PROCESS: i64 = i64::MIN;
+
 /// The extra key isocert writes for a session whose name is not the process number.
 pub(crate) const SESSION_KEY: &str = "isocert/session";
 
@@ -70,7 +74,7 @@ impl ElleBuilder {
         let process = match op.get("process") {
             Some(Edn::Int(p)) => *p,
             Some(Edn::Keyword(_) | Edn::Str(_)) => return Ok(()),
-            None => 0,
+            None => NO_PROCESS,
             Some(other) => {
                 return Err(bad("process", format!("expected an integer, found {}", other.kind())))
             }
@@ -100,12 +104,13 @@ impl ElleBuilder {
         match kind {
             "invoke" => {
                 if let Some(p) = self.pending.get(&process) {
+                    let who = match process {
+                        NO_PROCESS => "an operation without :process".to_string(),
+                        p => format!("process {p}"),
+                    };
                     return Err(bad(
                         "process",
-                        format!(
-                            "process {process} invokes again before its invocation on line {} completed",
-                            p.line
-                        ),
+                        format!("{who} invokes again before its invocation on line {} completed", p.line),
                     ));
                 }
                 self.pending.insert(process, Pending { line, index, f, value, name, session, time });
@@ -207,7 +212,13 @@ impl ElleBuilder {
                 }
                 self.counter += 1;
                 let name = name.unwrap_or(Scalar::Int(index.unwrap_or(self.counter)));
-                let session = self.h.intern_session(session.unwrap_or(Scalar::Int(process)));
+                // An operation without a `:process` has no known session: one of its own,
+                // so session order (part of every level by default) invents no order.
+                let session = session.unwrap_or_else(|| match process {
+                    NO_PROCESS => Scalar::Text(format!("no-process-{}", self.counter).into()),
+                    p => Scalar::Int(p),
+                });
+                let session = self.h.intern_session(session);
                 let mut t = Transaction::new(name, session, ops);
                 t.status = status;
                 t.real_time = real_time;

@@ -2,8 +2,12 @@
 //! or `w(key,value,session,txn)`.
 //!
 //! Keys and values are non-negative integers; every key starts at 0 (the tools' implicit
-//! initial transaction writes 0 everywhere). AWDIT marks writes of aborted transactions with
-//! transaction id `-1`; they become one aborted transaction named `-1`.
+//! initial transaction writes 0 everywhere). IsoVista writes that transaction out: its text
+//! histories start with transaction 0 of session 0 writing 0 to every key, which is read as
+//! the initial state, not as a transaction (as AWDIT maps Cobra's initial marker), since a
+//! transaction rewriting the initial value would make every read of 0 ambiguous. AWDIT marks
+//! writes of aborted transactions with transaction id `-1`; they become one aborted
+//! transaction named `-1`.
 
 use std::io::{BufRead, Write};
 
@@ -75,6 +79,15 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
         }
         txns[slot].2.push(if op == 'r' { IntOp::Read { key, value } } else { IntOp::Write { key, value } });
     }
+    let mut notes = Vec::new();
+    if txns.first().is_some_and(|(txn, session, events)| explicit_initial(*txn, *session, events)) {
+        let (_, _, events) = txns.remove(0);
+        notes.push(format!(
+            "transaction 0 of session 0 writes 0 to {} key(s) and nothing else: read as the initial state \
+             (IsoVista's explicit initial transaction), not as a transaction",
+            events.len()
+        ));
+    }
     for (txn, session, events) in txns {
         let session = h.intern_session(Scalar::Int(session));
         let mut ops = Vec::with_capacity(events.len());
@@ -89,7 +102,20 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
             .map_err(|t| FormatError::invalid(0, "txn", format!("duplicate transaction {}", t.name)))?;
     }
     kvutil::initial_zero_everywhere(&mut h);
-    Ok(Imported::plain(h))
+    let mut imported = Imported::plain(h);
+    imported.notes = notes;
+    Ok(imported)
+}
+
+/// Whether the file's first transaction is IsoVista's explicit initial one: transaction 0 of
+/// session 0, writing 0 to distinct keys and reading nothing. Every key starts at 0 anyway,
+/// so it is the initial state.
+fn explicit_initial(txn: i64, session: i64, events: &[IntOp]) -> bool {
+    let mut keys = rustc_hash::FxHashSet::default();
+    txn == 0
+        && session == 0
+        && !events.is_empty()
+        && events.iter().all(|e| matches!(e, IntOp::Write { key, value: 0 } if keys.insert(*key)))
 }
 
 type LineError = (&'static str, String);

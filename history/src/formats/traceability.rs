@@ -4,8 +4,11 @@
 //! order in which its elements (and hence the transactions that appended them) were
 //! installed. Every other read must be a prefix of it; one that is not means two reads saw
 //! incompatible orders, an anomaly in itself (Elle's `incompatible-order`), reported as a
-//! [`PrefixConflict`]. Committed appends that no read shows come after the observed ones,
-//! in file order (their relative order is unknown: [`Traceability::unordered`]).
+//! [`PrefixConflict`]. Committed appends that no read shows are left out of the order: each
+//! came after every version a read shows (a read would have shown its element otherwise),
+//! but nothing shows their relative order, so guessing one would invent write-dependencies.
+//! The checker places them after the listed versions in an unknown order
+//! ([`Traceability::unordered`] names the objects that have some).
 
 use rustc_hash::FxHashMap;
 
@@ -46,14 +49,16 @@ pub struct Traceability {
     pub certificate: Certificate,
     /// Reads that are not prefixes of their object's longest read.
     pub conflicts: Vec<PrefixConflict>,
-    /// Objects whose order includes committed appends no read shows (ordered by file order).
+    /// Objects with committed appends no read shows, which the order leaves out (their
+    /// relative order is unknown; each follows every listed version).
     pub unordered: Vec<ObjId>,
     /// List reads that contain some element twice (Elle's `duplicate-elements`): each append
     /// happens once, so such a read saw no real version.
     pub duplicates: Vec<OpRef>,
 }
 
-/// Derives the version order of every list object from its longest read.
+/// Derives the version order of every list object from its longest read: the appenders of
+/// its elements, in order; committed appends no read shows are not listed.
 ///
 /// Appenders are the transactions whose `append` put an element there; a transaction that
 /// appended several elements to one object installs one version, placed at its first element.
@@ -114,14 +119,7 @@ pub fn list_append_certificate(h: &History) -> Traceability {
                 }
             }
         }
-        let mut unordered = false;
-        for &w in appenders.get(&obj).map(Vec::as_slice).unwrap_or(&[]) {
-            if !writers.contains(&w) {
-                writers.push(w);
-                unordered = true;
-            }
-        }
-        if unordered {
+        if appenders.get(&obj).is_some_and(|ws| ws.iter().any(|w| !writers.contains(w))) {
             out.unordered.push(obj);
         }
         order.insert(obj, writers);

@@ -315,9 +315,11 @@ impl KvHistory {
     /// Records an explicit initial version of `obj`.
     pub fn set_initial(&mut self, obj: ObjId, value: KvValue) {
         let id = self.value_id(value);
-        self.dict.initial.retain(|(o, _)| *o != obj);
+        // Only a replaced entry is searched for: setting n new objects stays linear.
+        if self.initial.insert(obj, value).is_some() {
+            self.dict.initial.retain(|(o, _)| *o != obj);
+        }
         self.dict.initial.push((obj, id));
-        self.initial.insert(obj, value);
     }
 
     /// Interns object `key` of table `kv`, with a direct table for small integer keys.

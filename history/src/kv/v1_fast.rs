@@ -217,6 +217,8 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
     let mut format = None;
     let mut version = None;
     let mut initial: Vec<(ObjId, KvValue)> = Vec::new();
+    // The objects listed so far: a set keeps the duplicate check linear (issue 28).
+    let mut listed: rustc_hash::FxHashSet<ObjId> = rustc_hash::FxHashSet::default();
     if s.open_object()? {
         loop {
             let key = s.key()?;
@@ -245,7 +247,7 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                         loop {
                             let entry =
                                 parse_initial(s, h).map_err(|f| f.at(format!("[{i}]")).at("initial"))?;
-                            if initial.iter().any(|(o, _)| *o == entry.0) {
+                            if !listed.insert(entry.0) {
                                 return Err(Fail::bad("object listed twice in initial")
                                     .at("key")
                                     .at(format!("[{i}]"))

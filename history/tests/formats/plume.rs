@@ -63,3 +63,24 @@ fn what_plume_cannot_carry_is_refused_by_name() {
         "{err}"
     );
 }
+
+/// Issue 28: IsoVista's histories start with transaction 0 of session 0 writing 0 to every
+/// key; it is the initial state, not a transaction that rewrites the initial value.
+#[test]
+fn isovista_explicit_initial_transaction_is_the_initial_state() {
+    let imported = read_fixture(Format::Plume, "isovista-initial.txt");
+    let h = &imported.history;
+    assert_eq!(h.txns.len(), 3, "transactions 1, 2, 3; transaction 0 is the initial state");
+    assert!(h.txns.iter().all(|t| t.name != Scalar::Int(0)));
+    assert_eq!(h.initial.len(), 3, "keys 0, 1, 2 start at 0");
+    assert!(
+        imported.notes.iter().any(|n| n.contains("IsoVista's explicit initial transaction")),
+        "{:?}",
+        imported.notes
+    );
+    // Its near twin: a transaction 0 that also reads is a transaction like any other.
+    let twin = "w(0,0,0,0)\nr(1,0,0,0)\nr(0,0,1,1)\n";
+    let imported = isocert_history::formats::read_plume(twin.as_bytes()).expect("reads");
+    assert_eq!(imported.history.txns.len(), 2);
+    assert!(imported.notes.is_empty(), "{:?}", imported.notes);
+}
