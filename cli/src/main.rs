@@ -14,6 +14,7 @@ mod cleanup;
 mod convert;
 mod exit;
 mod gen;
+mod memory;
 mod output;
 mod recover;
 mod run;
