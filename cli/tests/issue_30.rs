@@ -367,3 +367,73 @@ fn issue_30_a_check_over_its_memory_limit_stops_with_exit_2() {
     let out = isocert(&["check", s(&h), "-i", "ser", "--checker", "cobra"]);
     assert_eq!(out.status.code(), Some(0), "within the default limit: {}", stderr(&out));
 }
+
+/// Item 10: `recover --database dgraph` on a MariaDB run ignored its non-empty raw log,
+/// said "recovered 0 commits" and wrote a certificate that turned the VALID run into 142
+/// anomalies. A database whose dialect is not the history's, a log the database never reads,
+/// and a log that holds none of the history's commits are refused (MariaDB's own run files
+/// in tests/tests/mariadb.rs).
+#[test]
+fn issue_30_recover_refuses_another_databases_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.jsonl");
+    let write = "{\"id\":1,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":1}]}\n";
+    std::fs::write(
+        &history,
+        format!("{{\"format\":\"isocert-history\",\"version\":1,\"dialect\":\"mysql\"}}\n{write}"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("raw-log.jsonl"), "{\"commit_lsn\":1}\n").unwrap();
+    let cert = dir.path().join("cert.json");
+    for database in ["dgraph", "postgres"] {
+        let out = isocert(&["recover", "--database", database, "--history", s(&history), "--out", s(&cert)]);
+        assert_eq!(out.status.code(), Some(2), "{database}: {}", stderr(&out));
+        assert!(stderr(&out).contains("mysql dialect"), "{database}: {}", stderr(&out));
+        assert!(!cert.exists());
+    }
+    std::fs::write(&history, write).unwrap();
+    let out = isocert(&["recover", "--database", "dgraph", "--history", s(&history), "--out", s(&cert)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("holds a captured change stream") || stderr(&out).contains("dialect"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!cert.exists());
+}
+
+/// Item 14: messages. A header after the first line said "unknown field `format`"; a wrong
+/// header version said "found Int(2)"; 49 nested `NOT` said "unexpected c after the
+/// expression" instead of naming the parser's limit.
+#[test]
+fn issue_30_messages_name_the_construct_not_internals() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = "{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[{\"f\":\"w\",\"key\":\"x\",\"value\":1}]}";
+    let late = dir.path().join("late.jsonl");
+    std::fs::write(&late, format!("{write}\n{{\"format\":\"isocert-history\",\"version\":1}}\n")).unwrap();
+    let version = dir.path().join("version.jsonl");
+    std::fs::write(&version, format!("{{\"format\":\"isocert-history\",\"version\":2}}\n{write}\n")).unwrap();
+    for (checker, level) in [("emme", "rc"), ("chronos", "si")] {
+        let out = isocert(&["check", s(&late), "-i", level, "--checker", checker]);
+        assert_eq!(out.status.code(), Some(2), "{checker}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("line 2") && stderr(&out).contains("only be the first line"),
+            "{}",
+            stderr(&out)
+        );
+        let out = isocert(&["check", s(&version), "-i", level, "--checker", checker]);
+        assert_eq!(out.status.code(), Some(2), "{checker}: {}", stderr(&out));
+        assert!(stderr(&out).contains("found 2") && !stderr(&out).contains("Int("), "{}", stderr(&out));
+    }
+    for (nots, parses) in [(30, true), (49, false), (200, false)] {
+        let path = dir.path().join(format!("not{nots}.jsonl"));
+        let sql = format!("{}value > 0", "NOT ".repeat(nots));
+        let line = serde_json::json!({"id": 1, "session": 1, "start_ts": 1, "commit_ts": 2,
+            "ops": [{"f": "select", "table": "kv", "where": sql, "rows": []}]});
+        std::fs::write(&path, format!("{line}\n")).unwrap();
+        let out = isocert(&["check", s(&path), "-i", "ser", "--checker", "emme"]);
+        assert_eq!(out.status.code(), Some(2), "{nots}: {}", stderr(&out));
+        assert_eq!(!stderr(&out).contains("recursion limit"), parses, "{nots}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("after the expression"), "{nots}: {}", stderr(&out));
+    }
+}

@@ -46,7 +46,10 @@ pub enum RecoveryError {
         xid: u64,
     },
     /// A committed transaction's writes are absent from the log.
-    #[error("{txn} committed (xid {xid:?}) but its write of {object} is not in the replication stream")]
+    #[error(
+        "{txn} committed ({}) but its write of {object} is not in the replication stream",
+        xid.map_or_else(|| "no xid recorded".to_string(), |x| format!("xid {x}"))
+    )]
     MissingWrite {
         /// The transaction label.
         txn: String,

@@ -83,6 +83,22 @@ fn serializable_certifies_for_item_and_predicate_workloads_and_recover_reproduce
         let read = |p: &Path| std::fs::read(p).unwrap();
         assert!(read(&cert) == read(&out.join("certificate.json")), "{workload}: another certificate");
         assert!(read(&history) == read(&out.join("history.jsonl")), "{workload}: another history");
+
+        // Issue 30, item 10: another database's recovery rule on this run's files used to
+        // say "recovered 0 commits" (Dgraph) and write a certificate that turned the VALID
+        // run into 142 anomalies. It is refused, and no certificate is written.
+        for database in ["dgraph", "postgres", "cockroachdb"] {
+            let wrong = dir.path().join(format!("{workload}.{database}.cert.json"));
+            let recover = Command::new(isocert_tests::isocert_bin())
+                .args(["recover", "--database", database, "--history"])
+                .arg(out.join("history.jsonl"))
+                .arg("--out")
+                .arg(&wrong)
+                .output()
+                .expect("isocert recover");
+            assert_eq!(recover.status.code(), Some(2), "{database}: {}", text(&recover));
+            assert!(!wrong.exists(), "{database}: a certificate was written");
+        }
     }
 }
 
