@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod answer;
 mod certificate;
 mod check;
 mod cleanup;

@@ -129,6 +129,11 @@ pub(crate) struct RunArgs {
     /// refuses, naming the table. (A table the run creates itself is dropped at the end.)
     #[arg(long)]
     reset_tables: bool,
+    /// With --db: how long the database may take to answer each step outside the workload
+    /// (connecting, cleaning up earlier runs' objects, looking for the table, dropping it at
+    /// the end) before the run stops with exit 2.
+    #[arg(long, value_name = "SECS", default_value_t = crate::answer::DEFAULT_SECS)]
+    answer_timeout_secs: u64,
     /// With --db: keep the workload's table at the end instead of dropping it.
     #[arg(long)]
     keep_tables: bool,
@@ -238,13 +243,28 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
     let table = cfg.kind.table_spec();
+    let answer = Duration::from_secs(args.answer_timeout_secs);
     let outcome = rt.block_on(async {
         if args.db.is_some() {
-            let stale = db.drop_stale(false).await.context("looking for objects of earlier runs")?;
+            let url = args.db.as_deref().unwrap_or_default();
+            let stale = crate::answer::within(
+                answer,
+                "looking for objects of earlier runs",
+                url,
+                db.drop_stale(false),
+            )
+            .await?;
             for object in &stale.dropped {
                 note!("isocert: dropped {object}, left by an isocert run that is gone");
             }
-            if db.table_exists(&table).await? && !args.reset_tables {
+            let exists = crate::answer::within(
+                answer,
+                "looking for the workload's table",
+                url,
+                db.table_exists(&table),
+            )
+            .await?;
+            if exists && !args.reset_tables {
                 bail!(
                     "table {} already exists in this database; isocert never drops a table it did not \
                      create: use another database, drop it yourself, or pass --reset-tables to let this \
@@ -262,9 +282,11 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             _ => None,
         };
-        if args.db.is_some() && !args.keep_tables {
-            if let Err(e) = db.drop_table(&table).await {
-                note!("isocert: warning: could not drop the workload's table {}: {e}", table.name);
+        if let (Some(url), false) = (&args.db, args.keep_tables) {
+            let dropped =
+                crate::answer::within(answer, "dropping the workload's table", url, db.drop_table(&table));
+            if let Err(e) = dropped.await {
+                note!("isocert: warning: could not drop the workload's table {}: {e:#}", table.name);
             }
         }
         outcome.map(|o| (o, fetched))

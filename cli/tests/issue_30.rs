@@ -437,3 +437,46 @@ fn issue_30_messages_name_the_construct_not_internals() {
         assert!(!stderr(&out).contains("after the expression"), "{nots}: {}", stderr(&out));
     }
 }
+
+/// Item 5: a server that accepts connections and never answers (as a PostgreSQL port does
+/// for a `mysql://` URL: MySQL clients wait for the server's greeting) hung `run` until it
+/// was killed. Each step with the database has a time limit, a clear message and exit 2.
+#[test]
+fn issue_30_a_server_that_never_answers_is_reported_not_waited_for() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    for scheme in ["postgres", "mysql"] {
+        let url = format!("{scheme}://u:Secret@127.0.0.1:{port}/db");
+        let started = std::time::Instant::now();
+        let out = isocert(&[
+            "run",
+            "--db",
+            &url,
+            "--answer-timeout-secs",
+            "2",
+            "--workload",
+            "kv",
+            "--isolation",
+            "serializable",
+            "--txns",
+            "10",
+            "--out",
+            s(&dir.path().join(scheme)),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{scheme}: {}", stderr(&out));
+        assert!(started.elapsed().as_secs() < 30, "{scheme}: took {:?}", started.elapsed());
+        assert!(stderr(&out).contains("gave no answer within 2s"), "{scheme}: {}", stderr(&out));
+        assert!(stderr(&out).contains("u:***@") && !stderr(&out).contains("Secret"), "{}", stderr(&out));
+    }
+    let out = isocert(&[
+        "cleanup",
+        "--db",
+        &format!("postgres://u@127.0.0.1:{port}/db"),
+        "--answer-timeout-secs",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("gave no answer"), "{}", stderr(&out));
+    drop(silent);
+}

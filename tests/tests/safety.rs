@@ -178,31 +178,42 @@ fn a_non_empty_out_is_refused_without_force() {
     assert_eq!(std::fs::read_to_string(out.path().join("history.jsonl")).unwrap(), "an earlier run\n");
 }
 
+/// SIGINT, SIGTERM and SIGHUP alike (issue 30, item 4: SIGHUP, as when the terminal
+/// closes, used to end the run at once with exit 129, leaving `kv`, the slot and the
+/// publication and saving nothing).
 #[test]
-fn sigint_with_db_saves_a_partial_result_and_leaves_nothing() {
+fn signals_with_db_save_a_partial_result_and_leave_nothing() {
     let Some(server) = test_pg() else { return };
-    let url = fresh_database(&server, "sigint");
-    psql(&url, "CREATE TABLE users_table (id int PRIMARY KEY)");
-    psql(&url, "INSERT INTO users_table VALUES (7)");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let child = start_run(Some(&url), &out);
-    let pid = child.id();
-    wait_until("the run's replication slot exists", Duration::from_secs(60), || run_objects_exist(&url, pid));
-    std::thread::sleep(Duration::from_secs(2));
-    signal(&child, "INT");
-    let output = finish(child);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("interrupted"), "{stderr}");
-    assert_partial_result(&out);
-    assert_eq!(isocert_objects(&url), "", "no slot or publication is left");
-    assert_eq!(psql(&url, "SELECT to_regclass('kv') IS NULL"), "t", "the run's own table is dropped");
-    assert_eq!(
-        psql(&url, "SELECT string_agg(id::text, ',') FROM users_table"),
-        "7",
-        "other tables untouched"
-    );
+    for name in ["INT", "TERM", "HUP"] {
+        let url = fresh_database(&server, &format!("sig{}", name.to_lowercase()));
+        psql(&url, "CREATE TABLE users_table (id int PRIMARY KEY)");
+        psql(&url, "INSERT INTO users_table VALUES (7)");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let child = start_run(Some(&url), &out);
+        let pid = child.id();
+        wait_until("the run's replication slot exists", Duration::from_secs(60), || {
+            run_objects_exist(&url, pid)
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        signal(&child, name);
+        let output = finish(child);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(130), "SIG{name}: {stderr}");
+        assert!(stderr.contains("interrupted"), "SIG{name}: {stderr}");
+        assert_partial_result(&out);
+        assert_eq!(isocert_objects(&url), "", "SIG{name}: no slot or publication is left");
+        assert_eq!(
+            psql(&url, "SELECT to_regclass('kv') IS NULL"),
+            "t",
+            "SIG{name}: the run's own table is dropped"
+        );
+        assert_eq!(
+            psql(&url, "SELECT string_agg(id::text, ',') FROM users_table"),
+            "7",
+            "SIG{name}: other tables untouched"
+        );
+    }
 }
 
 #[test]
