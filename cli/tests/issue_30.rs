@@ -480,3 +480,51 @@ fn issue_30_a_server_that_never_answers_is_reported_not_waited_for() {
     assert!(stderr(&out).contains("gave no answer"), "{}", stderr(&out));
     drop(silent);
 }
+
+/// Item 9: `run --force` left the previous run's certificate, raw log and reports beside
+/// the new history; `--html` could name one of the run's own results. `--force` removes the
+/// earlier run's result files (and only those), and `--html` may not name one.
+#[test]
+fn issue_30_run_force_replaces_the_whole_result_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    std::fs::create_dir(&out).unwrap();
+    for name in [
+        "history.jsonl",
+        "certificate.json",
+        "raw-log.jsonl",
+        "report.json",
+        "report.txt",
+        "report.html",
+        "run.json",
+        "notes.txt",
+    ] {
+        std::fs::write(out.join(name), "an earlier run\n").unwrap();
+    }
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--db",
+            "postgres://u@127.0.0.1:1/db",
+            "--answer-timeout-secs",
+            "2",
+            "--workload",
+            "kv",
+        ];
+        args.extend(["--isolation", "serializable", "--out", s(&out)]);
+        args.extend(extra);
+        isocert(&args)
+    };
+    let refused = run(&["--force", "--html", s(&out.join("history.jsonl"))]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("never overwrites"), "{}", stderr(&refused));
+    assert!(out.join("certificate.json").exists(), "a refused run removes nothing");
+    let failed = run(&["--force"]);
+    assert_eq!(failed.status.code(), Some(2), "no server there: {}", stderr(&failed));
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["notes.txt"], "only the user's own file is kept");
+}
