@@ -273,7 +273,8 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        let mut outcome = run_workload(&db, &cfg, capture, &interrupt).await;
+        let limit = args.db.as_deref().map(|url| (answer, url));
+        let mut outcome = run_workload(&db, &cfg, capture, &interrupt, limit).await;
         // From the API before the table is dropped: its change feed must still find the
         // table's primary key when it reaches the table's first change.
         let fetched = match (&mut outcome, &api) {
@@ -508,14 +509,26 @@ async fn run_workload<D: Database>(
     cfg: &WorkloadConfig,
     capture: Option<CaptureOptions>,
     interrupt: &Arc<AtomicBool>,
+    limit: Option<(Duration, &str)>,
 ) -> anyhow::Result<Outcome> {
-    isocert_workload::setup_on(db, cfg).await.context("setting up the workload table")?;
+    // A user's server (`--db`) must answer the setup within the answer time limit; a
+    // throwaway server is isocert's own and has just answered its start-up.
+    async fn step<T, E: std::error::Error + Send + Sync + 'static>(
+        limit: Option<(Duration, &str)>,
+        what: &str,
+        future: impl std::future::Future<Output = Result<T, E>>,
+    ) -> anyhow::Result<T> {
+        match limit {
+            Some((limit, url)) => crate::answer::within(limit, what, url, future).await,
+            None => Ok(future.await.map_err(|e| anyhow::Error::new(e).context(what.to_string()))?),
+        }
+    }
+    step(limit, "setting up the workload table", isocert_workload::setup_on(db, cfg)).await?;
     let consumer = match &capture {
         Some(options) => {
-            let mut consumer = db
-                .start_capture(&cfg.kind.table_spec(), options)
-                .await
-                .context("starting the change capture")?;
+            let mut consumer =
+                step(limit, "starting the change capture", db.start_capture(&cfg.kind.table_spec(), options))
+                    .await?;
             consumer.wait_started(Duration::from_secs(60)).await?;
             Some(consumer)
         }
