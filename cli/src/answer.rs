@@ -2,9 +2,9 @@
 //! `mysql://` URL pointed at a PostgreSQL port waits forever for the greeting MySQL servers
 //! send first, and a server that accepts connections and never answers (a stopped process
 //! behind a listening socket, a proxy with no backend) hung `isocert run` until it was
-//! killed. Connecting, the clean-up of earlier runs, the table checks and the final drop
-//! each get `--answer-timeout-secs` and fail with a message naming the step and the
-//! (redacted) URL, exit 2.
+//! killed. Connecting, the clean-up of earlier runs, the table check, the table's creation,
+//! the start of the change capture and the final drop each get `--answer-timeout-secs` and
+//! fail with a message naming the step and the (redacted) URL, exit 2.
 
 use std::future::Future;
 use std::time::Duration;

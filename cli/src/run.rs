@@ -130,8 +130,9 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     reset_tables: bool,
     /// With --db: how long the database may take to answer each step outside the workload
-    /// (connecting, cleaning up earlier runs' objects, looking for the table, dropping it at
-    /// the end) before the run stops with exit 2.
+    /// (connecting, cleaning up earlier runs' objects, looking for the table, creating it,
+    /// starting the change capture, dropping the table at the end) before the run stops
+    /// with exit 2.
     #[arg(long, value_name = "SECS", default_value_t = crate::answer::DEFAULT_SECS)]
     answer_timeout_secs: u64,
     /// With --db: keep the workload's table at the end instead of dropping it.
