@@ -1,5 +1,5 @@
-//! Carries a certificate across a conversion (`isocert convert --certificate-out`): which transaction of the written (and read
-//! back) history is which transaction of the input.
+//! Carries a certificate across a conversion (`isocert convert --certificate-out`): which
+//! transaction of the written (and read back) history is which transaction of the input.
 //!
 //! Formats name sessions and transactions differently: Cobra's logs keep the ids but are read
 //! back in file-name order (`T0.log`, `T1.log`, ...), dbcop's number sessions and
