@@ -22,6 +22,26 @@ pub(crate) fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
     write_file(path, |out| Ok(out.write_all(text.as_bytes())?))
 }
 
+/// Reads a text file, naming the line and byte of the first byte that is not UTF-8 (the
+/// standard library's error, "stream did not contain valid UTF-8", named neither).
+///
+/// # Errors
+/// The I/O error, or the position of the invalid byte, with the path.
+pub(crate) fn read_text(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+        let column = at - bytes[..at].iter().rposition(|b| *b == b'\n').map_or(0, |nl| nl + 1) + 1;
+        anyhow::anyhow!(
+            "reading {}: line {line}, byte {column}: not UTF-8 text (byte 0x{:02x})",
+            path.display(),
+            bytes[at]
+        )
+    })
+}
+
 /// Refuses an output that would overwrite or remove an input: `--html out/history.jsonl`
 /// used to replace the finished history it reported on. `outputs` are (flag, path) pairs;
 /// an output is refused when it is an input (the same file, through any path or link; an

@@ -78,7 +78,7 @@ pub(crate) struct ScenarioArgs {
 pub(crate) fn run(args: ScenarioArgs) -> anyhow::Result<ExitCode> {
     let mut specs = Vec::new();
     for path in &args.specs {
-        let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::output::read_text(path)?;
         let spec = isocert_scenario::parse(&text).with_context(|| format!("{}", path.display()))?;
         specs.push((path.clone(), spec));
     }
