@@ -105,6 +105,12 @@ pub(crate) struct CheckArgs {
     /// (`never`), or stream files of 64 MB or more (`auto`); docs/CHRONOS.md.
     #[arg(long, value_enum, default_value_t = ChronosStreaming::Auto, value_name = "WHEN")]
     pub(crate) chronos_stream: ChronosStreaming,
+    /// Stop with exit 2 when the command's resident memory passes this many MiB (0: no
+    /// limit) [default: 90% of the memory available when it starts]: the black-box solvers
+    /// (cobra, polysi) grow with the square of the writes per key, and a shared machine
+    /// should meet a clear error, not its OOM killer.
+    #[arg(long, value_name = "MIB")]
+    pub(crate) memory_limit_mib: Option<u64>,
     /// Streaming Chronos: bytes per chunk each reader thread parses (tests use small ones).
     #[arg(long, default_value_t = 8 << 20, value_name = "BYTES", hide = true)]
     pub(crate) chronos_chunk: u64,
@@ -209,6 +215,16 @@ pub(crate) fn read_v1_certificate(path: &Path, h: &mut History) -> anyhow::Resul
 
 /// Runs `isocert check`.
 pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let outputs: Vec<(&str, &Path)> =
+        [("--certificate-out", &args.certificate_out), ("--dot", &args.dot), ("--html", &args.html)]
+            .into_iter()
+            .filter_map(|(flag, path)| path.as_deref().map(|p| (flag, p)))
+            .collect();
+    let inputs: Vec<&Path> =
+        std::iter::once(args.history.as_path()).chain(args.certificate.as_deref()).collect();
+    crate::output::ensure_outputs_spare_inputs(&outputs, &inputs)?;
+    let _memory =
+        crate::memory::guard(format!("isocert check (checker {})", args.checker), args.memory_limit_mib);
     if crate::timestamp::applies(&args) {
         return crate::timestamp::run(&args);
     }

@@ -28,6 +28,9 @@ pub(crate) struct CleanupArgs {
     /// Print what was dropped and left as JSON.
     #[arg(long)]
     json: bool,
+    /// How long the database may take to answer before the command stops with exit 2.
+    #[arg(long, value_name = "SECS", default_value_t = crate::answer::DEFAULT_SECS)]
+    answer_timeout_secs: u64,
 }
 
 /// Runs `isocert cleanup`: exit 0 when done (whether or not anything was dropped), 2 on error.
@@ -45,9 +48,10 @@ impl DatabaseVisitor for CleanupOn {
         let db = D::from_url(&args.db)?;
         let rt =
             tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting tokio")?;
-        let found = rt
-            .block_on(db.drop_stale(args.other_hosts))
-            .with_context(|| format!("cleaning {}", redact_url(&args.db)))?;
+        let what = format!("cleaning {}", redact_url(&args.db));
+        let limit = std::time::Duration::from_secs(args.answer_timeout_secs);
+        let found =
+            rt.block_on(crate::answer::within(limit, &what, &args.db, db.drop_stale(args.other_hosts)))?;
         if args.json {
             println!(
                 "{}",

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use isocert_history::chronos::read_chronos;
 use isocert_history::formats::{write_king_cobra_version_order, Format};
-use isocert_history::{v1, Certificate, History};
+use isocert_history::{v1, Certificate, ExistingDirectory, FormatError, History};
 
 use crate::exit;
 
@@ -37,6 +37,11 @@ pub(crate) struct ConvertArgs {
     /// ending in `.vo` gets King Cobra's version order layout, anything else a v1 certificate.
     #[arg(long, value_name = "FILE")]
     pub(crate) certificate_out: Option<PathBuf>,
+    /// Replace OUT when it is a directory that already holds files (Cobra's and Viper's
+    /// logs are written into a fresh directory renamed into place; without --force a
+    /// non-empty OUT is refused, so old logs never mix with new ones).
+    #[arg(long)]
+    pub(crate) force: bool,
     /// The input history.
     pub(crate) input: PathBuf,
     /// Where to write the converted history.
@@ -46,6 +51,11 @@ pub(crate) struct ConvertArgs {
 /// Runs `isocert convert`.
 pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     let input = &args.input;
+    let outputs: Vec<(&str, &Path)> = std::iter::once(("OUTPUT", args.output.as_path()))
+        .chain(args.certificate_out.as_deref().map(|p| ("--certificate-out", p)))
+        .collect();
+    let inputs: Vec<&Path> = std::iter::once(input.as_path()).chain(args.certificate.as_deref()).collect();
+    crate::output::ensure_outputs_spare_inputs(&outputs, &inputs)?;
     let (h, carried) = match (args.from, &args.initial_value) {
         (Format::Chronos, Some(text)) => {
             let initial =
@@ -72,123 +82,51 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             args.from
         );
     }
-    let notes = args
-        .to
-        .write_path(&h, &args.output)
-        .with_context(|| format!("writing a {} history to {}", args.to, args.output.display()))?;
+    let existing = if args.force { ExistingDirectory::Replace } else { ExistingDirectory::Refuse };
+    let notes = args.to.write_path_with(&h, &args.output, existing).map_err(|e| {
+        let refused = matches!(&e, FormatError::InFile { error, .. }
+            if matches!(&**error, FormatError::Io(io) if io.kind() == std::io::ErrorKind::AlreadyExists));
+        let hint = if refused { " (pass --force to replace it)" } else { "" };
+        anyhow::Error::new(e).context(format!(
+            "writing a {} history to {}{hint}",
+            args.to,
+            args.output.display()
+        ))
+    })?;
     for note in notes {
         tracing::warn!("{}: {note}", args.output.display());
     }
     if let Some(path) = &args.certificate_out {
-        // The certificate must name the transactions as a reader of OUT will: formats
-        // without transaction ids (dbcop's) number them anew. Read OUT back and name them
-        // as it does.
-        let written = args
-            .to
-            .read_path(&args.output)
-            .with_context(|| format!("reading back the {} history {}", args.to, args.output.display()))?
-            .history;
-        let cert = remap_certificate(&h, &written, &carried).with_context(|| {
-            format!("--certificate-out: {} does not keep the transactions of IN", args.to)
-        })?;
-        if let Err(e) = write_certificate(&written, &cert, path) {
-            let _ = std::fs::remove_file(&args.output);
+        if let Err(e) = carry_certificate(&args, &h, &carried, path) {
+            // The output was written just now, whole: without its certificate it goes too,
+            // so a failed convert leaves nothing another tool could take for its result.
+            let _ = if args.output.is_dir() {
+                std::fs::remove_dir_all(&args.output)
+            } else {
+                std::fs::remove_file(&args.output)
+            };
             return Err(e);
         }
     }
     Ok(exit::valid())
 }
 
-/// `cert`, a certificate of `from`, for the same history as written and read back (`to`):
-/// transactions matched by session (in order of first appearance) and position in the
-/// session, objects by table name and key.
-fn remap_certificate(from: &History, to: &History, cert: &Certificate) -> anyhow::Result<Certificate> {
-    use isocert_history::{ObjId, OpRef, SeenVersion, TxnId, Writer};
-    use rustc_hash::FxHashMap;
-
-    // Other formats list version sets row by row: compact ones are expanded first.
-    let expanded;
-    let cert = if cert.snapshot_sets.is_some() {
-        let mut c = cert.clone();
-        c.expand_snapshot_sets(from)?;
-        expanded = c;
-        &expanded
-    } else {
-        cert
-    };
-
-    let by_session = |h: &History| {
-        let mut sessions: Vec<(isocert_history::SessionId, Vec<TxnId>)> = Vec::new();
-        for t in h.txn_ids() {
-            let s = h.txn(t).session;
-            match sessions.iter_mut().find(|(id, _)| *id == s) {
-                Some((_, list)) => list.push(t),
-                None => sessions.push((s, vec![t])),
-            }
-        }
-        sessions
-    };
-    let (a, b) = (by_session(from), by_session(to));
-    anyhow::ensure!(a.len() == b.len(), "{} sessions became {}", a.len(), b.len());
-    let mut txn: FxHashMap<TxnId, TxnId> = FxHashMap::default();
-    for ((_, xs), (_, ys)) in a.iter().zip(&b) {
-        anyhow::ensure!(xs.len() == ys.len(), "a session of {} transactions became {}", xs.len(), ys.len());
-        txn.extend(xs.iter().copied().zip(ys.iter().copied()));
-    }
-    let obj = |o: ObjId| -> anyhow::Result<ObjId> {
-        let key = from.object(o);
-        let table = to
-            .table_by_name(&from.table(key.table).name)
-            .and_then(|t| to.object_by_key(t, &key.key))
-            .ok_or_else(|| {
-                anyhow::anyhow!("object {} is not in the written history", from.object_label(o))
-            })?;
-        Ok(table)
-    };
-    let t = |x: TxnId| {
-        txn.get(&x).copied().ok_or_else(|| anyhow::anyhow!("{} has no counterpart", from.txn_label(x)))
-    };
-    let writer = |w: Writer| -> anyhow::Result<Writer> {
-        Ok(match w {
-            Writer::Initial => Writer::Initial,
-            Writer::Txn(x) => Writer::Txn(t(x)?),
-        })
-    };
-    let version_order = match &cert.version_order {
-        Some(order) => Some(
-            order
-                .iter()
-                .map(|(o, ws)| Ok((obj(*o)?, ws.iter().map(|w| t(*w)).collect::<anyhow::Result<Vec<_>>>()?)))
-                .collect::<anyhow::Result<FxHashMap<_, _>>>()?,
-        ),
-        None => None,
-    };
-    let version_sets = match &cert.version_sets {
-        Some(sets) => Some(
-            sets.iter()
-                .map(|(at, seen)| {
-                    let at = OpRef { txn: t(at.txn)?, op: at.op };
-                    let seen = seen
-                        .iter()
-                        .map(|s| Ok(SeenVersion { obj: obj(s.obj)?, writer: writer(s.writer)? }))
-                        .collect::<anyhow::Result<Vec<_>>>()?;
-                    Ok((at, seen))
-                })
-                .collect::<anyhow::Result<FxHashMap<_, _>>>()?,
-        ),
-        None => None,
-    };
-    let serialization_order = match &cert.serialization_order {
-        Some(order) => Some(order.iter().map(|x| t(*x)).collect::<anyhow::Result<Vec<_>>>()?),
-        None => None,
-    };
-    Ok(Certificate {
-        version_order,
-        version_sets,
-        serialization_order,
-        snapshot_sets: None,
-        writer_identity: false,
-    })
+/// Reads OUT back and writes `carried` to `path` naming OUT's transactions: formats without
+/// transaction ids (dbcop's) number them anew, Cobra reads sessions back in file-name order.
+fn carry_certificate(
+    args: &ConvertArgs,
+    h: &History,
+    carried: &Certificate,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let written = args
+        .to
+        .read_path(&args.output)
+        .with_context(|| format!("reading back the {} history {}", args.to, args.output.display()))?
+        .history;
+    let cert = isocert_history::formats::remap_certificate(h, &written, carried)
+        .with_context(|| format!("--certificate-out: {} does not keep the transactions of IN", args.to))?;
+    write_certificate(&written, &cert, path)
 }
 
 /// Writes `cert` to `path`: King Cobra's layout for a `.vo` file, else a v1 certificate.

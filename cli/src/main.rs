@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod answer;
 mod certificate;
 mod check;
 mod cleanup;
 mod convert;
 mod exit;
 mod gen;
+mod memory;
 mod output;
 mod recover;
 mod run;

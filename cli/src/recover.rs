@@ -78,9 +78,25 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot open history {}", args.history.display()))?;
     let mut history: History = v1::read_history(BufReader::new(file))
         .with_context(|| format!("history {}", args.history.display()))?;
+    anyhow::ensure!(
+        history.dialect == D::DIALECT,
+        "history {} was recorded in the {} dialect, not {}'s ({}): recover it with the database it ran on",
+        args.history.display(),
+        history.dialect.as_str(),
+        D::KIND.display_name(),
+        D::DIALECT.as_str()
+    );
     let source = source_file(args);
     // A database recovered from the history alone (Dgraph) needs no log; one given is read.
-    let log = if !D::NEEDS_LOG && args.source.is_none() && !source.exists() {
+    let log = if !D::NEEDS_LOG && args.source.is_none() {
+        if std::fs::metadata(&source).is_ok_and(|m| m.len() > 0) {
+            anyhow::bail!(
+                "{} holds a captured change stream, which {} recovery never reads: this history was recorded \
+                 by another database's run; recover it with that database (or pass --source to read it anyway)",
+                source.display(),
+                D::KIND.display_name()
+            );
+        }
         isocert_recovery::RawLog::new()
     } else {
         let file =
@@ -92,6 +108,14 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
     let mut recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
         format!("recovering the {} certificate from {}", D::KIND.display_name(), source.display())
     })?;
+    let writers =
+        history.txns.iter().filter(|t| t.is_committed() && t.ops.iter().any(|o| o.is_write())).count();
+    anyhow::ensure!(
+        !(D::NEEDS_LOG && recovered.stats.logged_txns == 0 && writers > 0),
+        "{} holds no commit of this history's {writers} committed writing transactions: it is not the \
+         change stream of this run (or of this database); no certificate was written",
+        source.display()
+    );
     for w in &recovered.warnings {
         eprintln!("isocert: warning: {w}");
     }

@@ -31,6 +31,7 @@ use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
 use serde_json::json;
 
 use crate::exit;
+use crate::output::{note, say};
 use crate::output::{write_file, write_text};
 
 /// Run a workload on a database, recover its version certificate concurrently, and check it.
@@ -64,8 +65,9 @@ pub(crate) struct RunArgs {
     /// Which checker to use: auto, emme or enne.
     #[arg(long, value_name = "CHECKER", default_value = "auto")]
     checker: CheckerKind,
-    /// Transactions to run to completion (aborted attempts are retried and recorded too).
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    /// Transactions to run to completion (aborted attempts are retried and recorded too);
+    /// at least 1: an empty history decides nothing.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     txns: u64,
     /// Concurrent sessions (one connection each).
     #[arg(long, value_name = "S", default_value_t = 8)]
@@ -132,6 +134,12 @@ pub(crate) struct RunArgs {
     /// refuses, naming the table. (A table the run creates itself is dropped at the end.)
     #[arg(long)]
     reset_tables: bool,
+    /// With --db: how long the database may take to answer each step outside the workload
+    /// (connecting, cleaning up earlier runs' objects, looking for the table, creating it,
+    /// starting the change capture, dropping the table at the end) before the run stops
+    /// with exit 2.
+    #[arg(long, value_name = "SECS", default_value_t = crate::answer::DEFAULT_SECS)]
+    answer_timeout_secs: u64,
     /// With --db: keep the workload's table at the end instead of dropping it.
     #[arg(long)]
     keep_tables: bool,
@@ -198,6 +206,7 @@ impl DatabaseVisitor for RunOn {
 }
 
 fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
+    check_html_path(&args)?;
     check_out_dir(&args.out, args.force)?;
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
@@ -216,7 +225,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (db, server) = match &args.db {
         Some(url) => (D::from_url(url)?, None),
         None => {
-            eprintln!("isocert: starting a throwaway {name} (use --db to test your own)");
+            note!("isocert: starting a throwaway {name} (use --db to test your own)");
             let (db, server) = rt
                 .block_on(D::start_server(&args.server_setting))
                 .with_context(|| format!("starting the embedded {name}"))?;
@@ -241,13 +250,28 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
     let table = cfg.kind.table_spec();
+    let answer = Duration::from_secs(args.answer_timeout_secs);
     let outcome = rt.block_on(async {
         if args.db.is_some() {
-            let stale = db.drop_stale(false).await.context("looking for objects of earlier runs")?;
+            let url = args.db.as_deref().unwrap_or_default();
+            let stale = crate::answer::within(
+                answer,
+                "looking for objects of earlier runs",
+                url,
+                db.drop_stale(false),
+            )
+            .await?;
             for object in &stale.dropped {
-                eprintln!("isocert: dropped {object}, left by an isocert run that is gone");
+                note!("isocert: dropped {object}, left by an isocert run that is gone");
             }
-            if db.table_exists(&table).await? && !args.reset_tables {
+            let exists = crate::answer::within(
+                answer,
+                "looking for the workload's table",
+                url,
+                db.table_exists(&table),
+            )
+            .await?;
+            if exists && !args.reset_tables {
                 bail!(
                     "table {} already exists in this database; isocert never drops a table it did not \
                      create: use another database, drop it yourself, or pass --reset-tables to let this \
@@ -256,7 +280,8 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        let mut outcome = run_workload(&db, &cfg, capture, &interrupt).await;
+        let limit = args.db.as_deref().map(|url| (answer, url));
+        let mut outcome = run_workload(&db, &cfg, capture, &interrupt, limit).await;
         // From the API before the table is dropped: its change feed must still find the
         // table's primary key when it reaches the table's first change.
         let fetched = match (&mut outcome, &api) {
@@ -265,9 +290,11 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             _ => None,
         };
-        if args.db.is_some() && !args.keep_tables {
-            if let Err(e) = db.drop_table(&table).await {
-                eprintln!("isocert: warning: could not drop the workload's table {}: {e}", table.name);
+        if let (Some(url), false) = (&args.db, args.keep_tables) {
+            let dropped =
+                crate::answer::within(answer, "dropping the workload's table", url, db.drop_table(&table));
+            if let Err(e) = dropped.await {
+                note!("isocert: warning: could not drop the workload's table {}: {e:#}", table.name);
             }
         }
         outcome.map(|o| (o, fetched))
@@ -280,10 +307,25 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {
-        eprintln!(
+        note!(
             "isocert: interrupted: {} transactions committed before the stop; saving and checking them",
             stats.committed
         );
+    }
+    if history.txns.is_empty() {
+        // `isocert check` refuses an empty history (exit 2): a run that recorded nothing
+        // decides nothing either, so it saves its facts and gives no verdict.
+        write_history(&args.out.join("history.jsonl"), &history)?;
+        if let Some(log) = &log {
+            write_raw_log(&args.out.join(RAW_LOG), log)?;
+        }
+        write_run_json::<D>(&args.out, &args, &stats, None)?;
+        note!(
+            "isocert: no transaction was recorded: an empty history decides nothing, so there is no verdict \
+             (run.json in {} holds the run's facts)",
+            args.out.display()
+        );
+        return Ok(if stats.interrupted { exit::interrupted() } else { exit::error() });
     }
 
     if let Some(recovered) = fetched {
@@ -298,7 +340,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         if stats.interrupted {
             return Ok(exit::interrupted());
         }
-        eprintln!(
+        note!(
             "isocert: {} committed transactions in {:.2}s ({:.0} txns/s), recovery off",
             stats.committed,
             stats.workload_secs,
@@ -321,10 +363,10 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
     stats.recover_secs = Some(recovering.elapsed().as_secs_f64());
     for w in &recovered.warnings {
-        eprintln!("isocert: warning: {w}");
+        note!("isocert: warning: {w}");
     }
     if recovered.stats.serialization_cycle && level == IsolationLevel::Serializable {
-        eprintln!(
+        note!(
             "isocert: note: the recovered dependencies have a cycle; the certificate's serialization order \
              follows commit visibility"
         );
@@ -345,7 +387,7 @@ async fn fetch_certificate(
     write_history(&path, history)?;
     let mut text = Vec::new();
     v1::write_history(history, &mut text)?;
-    eprintln!("isocert: fetching the certificate from the certificate API");
+    note!("isocert: fetching the certificate from the certificate API");
     let body = api
         .fetch(&text, isocert_server::client::Request::Certificate, schema)
         .await
@@ -406,12 +448,12 @@ fn finish<D: Database>(
     if args.json {
         let mut out = render_json(&report, &history);
         out["run"] = run_json::<D>(args, &stats, Some(&recovered));
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        say!("{}\n", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", crate::check::text_report(&report, &history));
+        say!("{}", crate::check::text_report(&report, &history));
         match &args.certificate_api {
-            Some(_) => println!("{}", api_summary(&stats, &recovered, &args.out)),
-            None => println!("{}", summary(&stats, &recovered, &args.out)),
+            Some(_) => say!("{}\n", api_summary(&stats, &recovered, &args.out)),
+            None => say!("{}\n", summary(&stats, &recovered, &args.out)),
         }
     }
     // A valid verdict that rests on reads tied to no version decides nothing about them.
@@ -434,31 +476,39 @@ fn finish<D: Database>(
     })
 }
 
-/// Installs the SIGINT/SIGTERM handlers of a run and returns the flag they set. The first
-/// signal asks the workload to stop after the transactions in flight; the run then drains
-/// the change stream, saves and checks what completed, and exits 130. A second signal
-/// exits at once (130): the throwaway server's watchdog still removes it, and replication
-/// objects left on a `--db` server are dropped by the next run or `isocert cleanup`.
+/// Installs the SIGINT/SIGTERM/SIGHUP handlers of a run and returns the flag they set. The
+/// first signal asks the workload to stop after the transactions in flight; the run then
+/// drains the change stream, saves and checks what completed, drops what it created, and
+/// exits 130. SIGHUP (the terminal closed) is one of them: its default action ended the
+/// process at once, leaving the workload's table, slot and publication and saving nothing.
+/// A second signal exits at once (130): the throwaway server's watchdog still removes it,
+/// and replication objects left on a `--db` server are dropped by the next run or
+/// `isocert cleanup`. The messages ignore a failed write: after a hangup the terminal
+/// answers every write with an error.
 fn watch_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    use std::io::Write;
     use tokio::signal::unix::{signal, SignalKind};
     let interrupt = Arc::new(AtomicBool::new(false));
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let flag = Arc::clone(&interrupt);
     tokio::spawn(async move {
         loop {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
             if flag.swap(true, Ordering::SeqCst) {
-                eprintln!("isocert: interrupted again: exiting now");
+                let _ = writeln!(std::io::stderr(), "isocert: {name} again: exiting now");
                 #[allow(clippy::exit)]
                 std::process::exit(130);
             }
-            eprintln!(
-                "isocert: interrupted: finishing the transactions in flight, then saving what completed \
-                 (interrupt again to quit at once)"
+            let _ = writeln!(
+                std::io::stderr(),
+                "isocert: interrupted ({name}): finishing the transactions in flight, then saving what \
+                 completed and dropping what the run created (interrupt again to quit at once)"
             );
         }
     });
@@ -477,14 +527,26 @@ async fn run_workload<D: Database>(
     cfg: &WorkloadConfig,
     capture: Option<CaptureOptions>,
     interrupt: &Arc<AtomicBool>,
+    limit: Option<(Duration, &str)>,
 ) -> anyhow::Result<Outcome> {
-    isocert_workload::setup_on(db, cfg).await.context("setting up the workload table")?;
+    // A user's server (`--db`) must answer the setup within the answer time limit; a
+    // throwaway server is isocert's own and has just answered its start-up.
+    async fn step<T, E: std::error::Error + Send + Sync + 'static>(
+        limit: Option<(Duration, &str)>,
+        what: &str,
+        future: impl std::future::Future<Output = Result<T, E>>,
+    ) -> anyhow::Result<T> {
+        match limit {
+            Some((limit, url)) => crate::answer::within(limit, what, url, future).await,
+            None => Ok(future.await.map_err(|e| anyhow::Error::new(e).context(what.to_string()))?),
+        }
+    }
+    step(limit, "setting up the workload table", isocert_workload::setup_on(db, cfg)).await?;
     let consumer = match &capture {
         Some(options) => {
-            let mut consumer = db
-                .start_capture(&cfg.kind.table_spec(), options)
-                .await
-                .context("starting the change capture")?;
+            let mut consumer =
+                step(limit, "starting the change capture", db.start_capture(&cfg.kind.table_spec(), options))
+                    .await?;
             consumer.wait_started(Duration::from_secs(60)).await?;
             Some(consumer)
         }
@@ -685,8 +747,14 @@ fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, S
     out
 }
 
+/// Every file a run writes into `--out`: `--force` removes them all before a new run, so
+/// that no earlier run's certificate, raw log or report is left beside the new history.
+const RESULT_FILES: [&str; 7] =
+    ["history.jsonl", "certificate.json", RAW_LOG, "report.json", "report.txt", "report.html", "run.json"];
+
 /// Rejects an output path that exists and is not a directory, or is a non-empty directory
-/// without `--force`.
+/// without `--force`; with `--force`, removes an earlier run's result files (only those: a
+/// user's other files in the directory are kept).
 fn check_out_dir(path: &Path, force: bool) -> anyhow::Result<()> {
     if path.exists() && !path.is_dir() {
         bail!("--out {} exists and is not a directory", path.display());
@@ -699,5 +767,26 @@ fn check_out_dir(path: &Path, force: bool) -> anyhow::Result<()> {
             path.display()
         );
     }
+    if non_empty {
+        for name in RESULT_FILES {
+            let file = path.join(name);
+            match fs::remove_file(&file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("--force: removing {}", file.display()))
+                }
+                _ => {}
+            }
+        }
+    }
     Ok(())
+}
+
+/// `--html` must not name one of the run's own results, nor the token file.
+fn check_html_path(args: &RunArgs) -> anyhow::Result<()> {
+    let Some(html) = &args.html else { return Ok(()) };
+    let results: Vec<PathBuf> =
+        RESULT_FILES.iter().filter(|n| **n != "report.html").map(|n| args.out.join(n)).collect();
+    let mut inputs: Vec<&Path> = results.iter().map(PathBuf::as_path).collect();
+    inputs.extend(args.token_file.as_deref());
+    crate::output::ensure_outputs_spare_inputs(&[("--html", html)], &inputs)
 }

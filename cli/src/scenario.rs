@@ -100,7 +100,7 @@ const DEFAULT_MAX_PERMUTATIONS: u64 = 10_000;
 pub(crate) fn run(args: ScenarioArgs) -> anyhow::Result<ExitCode> {
     let mut specs = Vec::new();
     for path in &args.specs {
-        let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::output::read_text(path)?;
         let spec = isocert_scenario::parse(&text).with_context(|| format!("{}", path.display()))?;
         specs.push((path.clone(), spec));
     }

@@ -31,11 +31,24 @@ pub(crate) fn applies(args: &CheckArgs) -> bool {
 }
 
 /// Parses `--initial-value`: a JSON scalar (`0`, `"x"`, `null`), or else the text itself.
+/// A number the readers refuse is refused here too (issue 30): an integer beyond 64 bits
+/// (it would round to a float) or beyond a float's range (`1e400`, which the JSON parser
+/// refuses and the fallback would have taken as the text `"1e400"`).
 pub(crate) fn parse_initial(text: &str) -> Result<Scalar, String> {
+    let integral_beyond_64_bits = |f: f64| f.fract() == 0.0 && f.abs() >= 2f64.powi(63);
+    let t = text.trim();
+    let numeric = t.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.'))
+        && t.bytes().any(|b| b.is_ascii_digit());
+    if numeric && t.parse::<f64>().is_ok_and(|f| !f.is_finite()) {
+        return Err(format!("number {text} is out of range for a 64-bit float; write it as a JSON string"));
+    }
     match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Number(n)) => match n.as_i64() {
-            Some(i) => Ok(Scalar::Int(i)),
-            None => n.as_f64().map(Scalar::Float).ok_or_else(|| format!("{text} is not a usable number")),
+        Ok(serde_json::Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Ok(Scalar::Int(i)),
+            (None, Some(f)) if !n.is_u64() && !integral_beyond_64_bits(f) => Ok(Scalar::Float(f)),
+            _ => {
+                Err(format!("integer {text} does not fit a signed 64-bit integer; write it as a JSON string"))
+            }
         },
         Ok(serde_json::Value::String(s)) => Ok(Scalar::Text(s.into())),
         Ok(serde_json::Value::Bool(b)) => Ok(Scalar::Bool(b)),
@@ -488,6 +501,19 @@ impl SeenIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 30, item 1: `--initial-value 1e400` became the text "1e400", and an integer
+    /// beyond 64 bits a rounded float; both are refused, as every history reader refuses them.
+    #[test]
+    fn initial_values_the_readers_refuse_are_refused() {
+        assert_eq!(parse_initial("7"), Ok(Scalar::Int(7)));
+        assert_eq!(parse_initial("2.5"), Ok(Scalar::Float(2.5)));
+        assert_eq!(parse_initial("\"x\""), Ok(Scalar::Text("x".into())));
+        assert_eq!(parse_initial("inf"), Ok(Scalar::Text("inf".into())));
+        for bad in ["1e400", "-1.5e309", "18446744073709551616", "9223372036854775808", "1e19"] {
+            assert!(parse_initial(bad).is_err(), "{bad}: {:?}", parse_initial(bad));
+        }
+    }
 
     /// `SeenIds` against a set of every id, on random sequences of small and large,
     /// negative, repeated and text ids in any order.

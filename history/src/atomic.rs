@@ -54,6 +54,67 @@ where
     Ok(value)
 }
 
+/// What to do with a directory that already holds files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExistingDirectory {
+    /// Refuse to write (an [`io::ErrorKind::AlreadyExists`] error): an old `T7.log` beside
+    /// new logs would be read as part of the new history.
+    Refuse,
+    /// Replace it whole: the old files are removed once the new directory is complete.
+    Replace,
+}
+
+/// Writes the directory `path` (a directory format: Cobra's or Viper's logs) through
+/// `write`, whole or not at all: `write` fills a fresh temporary directory beside `path`,
+/// which is renamed to `path` only when `write` succeeded. A failed write leaves `path` as
+/// it was and no temporary directory. An existing empty directory is replaced; one that
+/// holds anything, or a file, is refused or replaced as `existing` says.
+///
+/// # Errors
+/// `write`'s error, or an I/O error (kind `AlreadyExists` for a refused target).
+pub fn write_directory_atomically<T, E, F>(path: &Path, existing: ExistingDirectory, write: F) -> Result<T, E>
+where
+    E: From<io::Error>,
+    F: FnOnce(&Path) -> Result<T, E>,
+{
+    let occupied = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::read_dir(path)?.next().is_some(),
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    if occupied && existing == ExistingDirectory::Refuse {
+        return Err(
+            io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not an empty directory").into()
+        );
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staged =
+        tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".partial").tempdir_in(parent)?;
+    let value = write(staged.path())?;
+    std::fs::set_permissions(staged.path(), Permissions::from_mode(0o755))?;
+    if occupied {
+        // Moved aside first, removed last: until the new directory is in place the old one
+        // is still whole under another name.
+        let old = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".old").tempdir_in(parent)?;
+        let aside = old.path().join("old");
+        std::fs::rename(path, &aside)?;
+        if let Err(e) = std::fs::rename(staged.path(), path) {
+            let _ = std::fs::rename(&aside, path);
+            return Err(e.into());
+        }
+        drop(old);
+    } else {
+        std::fs::rename(staged.path(), path)?;
+    }
+    // The staged directory was renamed away: forget it rather than remove the new `path`.
+    let _ = staged.keep();
+    Ok(value)
+}
+
 /// Writes into an existing file that is not a regular one (a device or a pipe).
 fn write_in_place<T, E, F>(path: &Path, write: F) -> Result<T, E>
 where

@@ -31,7 +31,7 @@ mod timestamp;
 pub mod v1;
 mod value;
 
-pub use atomic::write_atomically;
+pub use atomic::{write_atomically, write_directory_atomically, ExistingDirectory};
 pub use certificate::{
     is_opaque_value, opaque_value, Certificate, ForeignWriter, OpRef, SeenVersion, Writer,
 };

@@ -180,3 +180,10 @@ impl Value {
         matches!(self, Value::Absent)
     }
 }
+
+/// The message every reader gives for a number that overflows a 64-bit float (`1e400`):
+/// serde_json's `Value` and `Number::from_f64` would turn it into `null`, which in a write is
+/// a delete, so a reader refuses it instead, as it refuses an integer beyond 64 bits.
+pub(crate) fn out_of_float_range(number: impl fmt::Display) -> String {
+    format!("number {number} is out of range for a 64-bit float; write it as a string")
+}

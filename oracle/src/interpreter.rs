@@ -297,12 +297,62 @@ pub(crate) fn parse_predicate(sql: &str, dialect: Dialect) -> Result<sqlparser::
         Dialect::Dgraph => &pg,
     };
     let mut parser = Parser::new(d).try_with_sql(sql).map_err(|e| e.to_string())?;
-    let expr = parser.parse_expr().map_err(|e| e.to_string())?;
+    let parsed = parser.parse_expr().map_err(|e| e.to_string());
     let next = parser.peek_token();
-    if next.token != Token::EOF {
-        return Err(format!("unexpected {} after the expression", next.token));
+    let result = match parsed {
+        Ok(_) if next.token != Token::EOF => Err(format!("unexpected {} after the expression", next.token)),
+        other => other,
+    };
+    result.map_err(|message| {
+        // sqlparser gives up at its recursion limit, sometimes with a message about a later
+        // token ("unexpected c after the expression" for 49 nested NOTs): name the limit.
+        let depth = sqlparser::tokenizer::Tokenizer::new(d, sql).tokenize().map_or(0, |t| nesting_depth(&t));
+        if depth + 2 >= SQLPARSER_DEPTH {
+            format!(
+                "the expression nests {depth} levels deep (parentheses and NOT, - or + prefixes); the SQL parser \
+                 reads at most {} (its recursion limit)",
+                SQLPARSER_DEPTH - 2
+            )
+        } else {
+            message
+        }
+    })
+}
+
+/// sqlparser's recursion limit (its default, kept: a deeper parse could overflow the stack
+/// of a server's worker thread): one level per parenthesis and per prefix operator.
+const SQLPARSER_DEPTH: usize = 50;
+
+/// How deep `tokens` nest: open parentheses plus the runs of prefix operators (`NOT`, `-`,
+/// `+`) around the deepest point, the levels sqlparser recurses through.
+fn nesting_depth(tokens: &[Token]) -> usize {
+    use sqlparser::keywords::Keyword;
+    let (mut outer, mut outer_sum, mut run, mut deepest) = (Vec::new(), 0usize, 0usize, 0usize);
+    let mut after_operand = false;
+    for token in tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_))) {
+        let operand = match token {
+            Token::Word(w) => !matches!(w.keyword, Keyword::NOT | Keyword::AND | Keyword::OR),
+            Token::Number(..) | Token::SingleQuotedString(_) | Token::RParen => true,
+            _ => false,
+        };
+        match token {
+            Token::LParen => {
+                outer.push(run + 1);
+                outer_sum += run + 1;
+                run = 0;
+            }
+            Token::RParen => {
+                run = 0;
+                outer_sum -= outer.pop().unwrap_or(0);
+            }
+            Token::Word(w) if w.keyword == Keyword::NOT => run += 1,
+            Token::Minus | Token::Plus if !after_operand => run += 1,
+            _ => run = 0,
+        }
+        after_operand = operand;
+        deepest = deepest.max(outer_sum + run);
     }
-    Ok(expr)
+    deepest
 }
 
 /// Constructs PostgreSQL accepts that sqlparser cannot parse, named so that the error says

@@ -19,12 +19,20 @@ pub enum ClientError {
         /// What is wrong.
         message: String,
     },
+    /// The API's URL is not an `http://` or `https://` URL with a host.
+    #[error("--api {url}: {message}")]
+    BadUrl {
+        /// The URL as given, its password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The server could not be reached.
     #[error("cannot reach the certificate API at {url}: {source}")]
     Unreachable {
-        /// The API's base URL.
+        /// The API's base URL, its password replaced by `***`.
         url: String,
-        /// The cause.
+        /// The cause (without the URL, which may carry a password).
         source: reqwest::Error,
     },
     /// The server refused; `message` is its explanation.
@@ -36,8 +44,15 @@ pub enum ClientError {
         message: String,
     },
     /// Retries ran out.
-    #[error("the certificate API did not have the certificate ready within {0:?} (last answer: {1})")]
-    Timeout(Duration, String),
+    #[error("the certificate API at {url} did not have the certificate ready within {deadline:?} (last answer: {last})")]
+    Timeout {
+        /// The API's base URL, its password replaced by `***`.
+        url: String,
+        /// How long the client kept retrying.
+        deadline: Duration,
+        /// The last answer (or connection error, without the URL).
+        last: String,
+    },
 }
 
 /// What to ask for.
@@ -49,14 +64,27 @@ pub enum Request<'a> {
     Check(&'a str),
 }
 
-/// A client of one API with one token.
-#[derive(Debug, Clone)]
+/// A client of one API with one token. Every message names the API by its redacted URL
+/// (`http://user:***@host/`, as database URLs are printed), and its `Debug` shows neither
+/// the token nor the password.
+#[derive(Clone)]
 pub struct CertificateClient {
     base: String,
+    shown: String,
     token: String,
     http: reqwest::Client,
     /// How long to keep retrying.
     pub deadline: Duration,
+}
+
+impl std::fmt::Debug for CertificateClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificateClient")
+            .field("base", &self.shown)
+            .field("token", &"***")
+            .field("deadline", &self.deadline)
+            .finish()
+    }
 }
 
 impl CertificateClient {
@@ -64,8 +92,10 @@ impl CertificateClient {
     /// (its first line; the file should be readable by its owner only).
     ///
     /// # Errors
+    /// [`ClientError::BadUrl`] when `base` is not an `http://` or `https://` URL with a host;
     /// [`ClientError::Token`] when the file cannot be read or holds no token.
     pub fn new(base: &str, token_file: &std::path::Path) -> Result<Self, ClientError> {
+        check_url(base)?;
         let bad = |message: String| ClientError::Token { path: token_file.display().to_string(), message };
         let text = std::fs::read_to_string(token_file).map_err(|e| bad(e.to_string()))?;
         let token = text.lines().next().unwrap_or("").trim().to_string();
@@ -77,8 +107,10 @@ impl CertificateClient {
 
     /// A client with the token given directly.
     pub fn with_token(base: &str, token: String) -> Self {
+        let base = base.trim_end_matches('/').to_string();
         CertificateClient {
-            base: base.trim_end_matches('/').to_string(),
+            shown: isocert_adapters::redact_url(&base),
+            base,
             token,
             http: reqwest::Client::new(),
             deadline: Duration::from_secs(120),
@@ -121,8 +153,13 @@ impl CertificateClient {
                 .send()
                 .await;
             let (retry, last) = match sent {
-                Err(e) if e.is_connect() || e.is_timeout() => (true, format!("{e}")),
-                Err(source) => return Err(ClientError::Unreachable { url: self.base.clone(), source }),
+                Err(e) if e.is_connect() || e.is_timeout() => (true, format!("{}", e.without_url())),
+                Err(source) => {
+                    return Err(ClientError::Unreachable {
+                        url: self.shown.clone(),
+                        source: source.without_url(),
+                    })
+                }
                 Ok(response) => {
                     let status = response.status();
                     let retry_after = response
@@ -130,10 +167,10 @@ impl CertificateClient {
                         .get(reqwest::header::RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.parse::<u64>().ok());
-                    let text = response
-                        .bytes()
-                        .await
-                        .map_err(|source| ClientError::Unreachable { url: self.base.clone(), source })?;
+                    let text = response.bytes().await.map_err(|source| ClientError::Unreachable {
+                        url: self.shown.clone(),
+                        source: source.without_url(),
+                    })?;
                     if status == StatusCode::OK {
                         return Ok(text.to_vec());
                     }
@@ -155,13 +192,27 @@ impl CertificateClient {
                 }
             };
             if !retry || started.elapsed() + pause > self.deadline {
-                return Err(ClientError::Timeout(self.deadline, last));
+                return Err(ClientError::Timeout { url: self.shown.clone(), deadline: self.deadline, last });
             }
             tracing::debug!(last, ?pause, "certificate not ready; retrying");
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(5));
         }
     }
+}
+
+/// Refuses what is not an `http://` or `https://` URL with a host, naming it redacted: the
+/// HTTP client's own error printed the URL with its password.
+fn check_url(base: &str) -> Result<(), ClientError> {
+    let bad = |message: String| ClientError::BadUrl { url: isocert_adapters::redact_url(base), message };
+    let url = reqwest::Url::parse(base).map_err(|e| bad(format!("not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad(format!("scheme {:?} is not http or https", url.scheme())));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("names no host".into()));
+    }
+    Ok(())
 }
 
 fn server_message(body: &[u8]) -> String {

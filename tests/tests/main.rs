@@ -2,6 +2,7 @@
 
 mod cockroach;
 mod cockroach_feed;
+mod convert_roundtrip;
 mod corpus;
 mod dgraph;
 mod dgraph_fake;

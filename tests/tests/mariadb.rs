@@ -83,6 +83,22 @@ fn serializable_certifies_for_item_and_predicate_workloads_and_recover_reproduce
         let read = |p: &Path| std::fs::read(p).unwrap();
         assert!(read(&cert) == read(&out.join("certificate.json")), "{workload}: another certificate");
         assert!(read(&history) == read(&out.join("history.jsonl")), "{workload}: another history");
+
+        // Issue 30, item 10: another database's recovery rule on this run's files used to
+        // say "recovered 0 commits" (Dgraph) and write a certificate that turned the VALID
+        // run into 142 anomalies. It is refused, and no certificate is written.
+        for database in ["dgraph", "postgres", "cockroachdb"] {
+            let wrong = dir.path().join(format!("{workload}.{database}.cert.json"));
+            let recover = Command::new(isocert_tests::isocert_bin())
+                .args(["recover", "--database", database, "--history"])
+                .arg(out.join("history.jsonl"))
+                .arg("--out")
+                .arg(&wrong)
+                .output()
+                .expect("isocert recover");
+            assert_eq!(recover.status.code(), Some(2), "{database}: {}", text(&recover));
+            assert!(!wrong.exists(), "{database}: a certificate was written");
+        }
     }
 }
 
@@ -135,4 +151,60 @@ fn read_committed_predicate_runs_are_read_committed() {
     assert_eq!(recheck(&out, "read-committed"), Some(0));
     // Not serializable: the same history fails the stronger level.
     assert_eq!(recheck(&out, "serializable"), Some(1));
+}
+
+/// Issue 30, item 4: `run --db` on MariaDB ended at once on SIGHUP (a closed terminal),
+/// leaving its `items` table and saving nothing. Every signal now stops the workload, saves
+/// what completed and drops what the run created.
+#[test]
+fn sighup_with_db_saves_a_partial_result_and_drops_the_table() {
+    if !available() {
+        return;
+    }
+    let server = EmbeddedMariaDb::start(&[]).expect("a MariaDB server starts");
+    let port = server.port().to_string();
+    let sql = |query: &str| {
+        let out = Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", &port, "-u", "root", "-N", "-e", query])
+            .output()
+            .expect("mariadb client");
+        assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let table_exists =
+        || sql("SELECT count(*) FROM information_schema.tables WHERE table_name = 'items'") != "0";
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = Command::new(isocert_tests::isocert_bin())
+        .args(["run", "--db", &server.url(), "--workload", "predicate", "--isolation", "serializable"])
+        .args(["--txns", "1000000", "--sessions", "4", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("isocert run starts");
+    let started = std::time::Instant::now();
+    while !table_exists() {
+        assert!(started.elapsed().as_secs() < 60, "the run never created its table");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let kill = Command::new("kill").args(["-s", "HUP", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed().as_secs() < 120, "the run did not end after SIGHUP");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(130), "{}", text(&output));
+    assert!(!table_exists(), "the run's own table is dropped: {}", text(&output));
+    let j = run_json(&out);
+    assert_eq!(j["interrupted"], true, "{j}");
+    assert!(j["committed"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(recheck(&out, "serializable"), Some(0), "the partial result re-checks");
+    server.shutdown().unwrap();
 }

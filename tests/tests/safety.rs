@@ -178,31 +178,42 @@ fn a_non_empty_out_is_refused_without_force() {
     assert_eq!(std::fs::read_to_string(out.path().join("history.jsonl")).unwrap(), "an earlier run\n");
 }
 
+/// SIGINT, SIGTERM and SIGHUP alike (issue 30, item 4: SIGHUP, as when the terminal
+/// closes, used to end the run at once with exit 129, leaving `kv`, the slot and the
+/// publication and saving nothing).
 #[test]
-fn sigint_with_db_saves_a_partial_result_and_leaves_nothing() {
+fn signals_with_db_save_a_partial_result_and_leave_nothing() {
     let Some(server) = test_pg() else { return };
-    let url = fresh_database(&server, "sigint");
-    psql(&url, "CREATE TABLE users_table (id int PRIMARY KEY)");
-    psql(&url, "INSERT INTO users_table VALUES (7)");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let child = start_run(Some(&url), &out);
-    let pid = child.id();
-    wait_until("the run's replication slot exists", Duration::from_secs(60), || run_objects_exist(&url, pid));
-    std::thread::sleep(Duration::from_secs(2));
-    signal(&child, "INT");
-    let output = finish(child);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("interrupted"), "{stderr}");
-    assert_partial_result(&out);
-    assert_eq!(isocert_objects(&url), "", "no slot or publication is left");
-    assert_eq!(psql(&url, "SELECT to_regclass('kv') IS NULL"), "t", "the run's own table is dropped");
-    assert_eq!(
-        psql(&url, "SELECT string_agg(id::text, ',') FROM users_table"),
-        "7",
-        "other tables untouched"
-    );
+    for name in ["INT", "TERM", "HUP"] {
+        let url = fresh_database(&server, &format!("sig{}", name.to_lowercase()));
+        psql(&url, "CREATE TABLE users_table (id int PRIMARY KEY)");
+        psql(&url, "INSERT INTO users_table VALUES (7)");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let child = start_run(Some(&url), &out);
+        let pid = child.id();
+        wait_until("the run's replication slot exists", Duration::from_secs(60), || {
+            run_objects_exist(&url, pid)
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        signal(&child, name);
+        let output = finish(child);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(130), "SIG{name}: {stderr}");
+        assert!(stderr.contains("interrupted"), "SIG{name}: {stderr}");
+        assert_partial_result(&out);
+        assert_eq!(isocert_objects(&url), "", "SIG{name}: no slot or publication is left");
+        assert_eq!(
+            psql(&url, "SELECT to_regclass('kv') IS NULL"),
+            "t",
+            "SIG{name}: the run's own table is dropped"
+        );
+        assert_eq!(
+            psql(&url, "SELECT string_agg(id::text, ',') FROM users_table"),
+            "7",
+            "SIG{name}: other tables untouched"
+        );
+    }
 }
 
 #[test]
@@ -307,6 +318,51 @@ fn sigint_without_db_saves_a_partial_result_and_stops_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let Some((child, server_dir, postmaster)) = embedded_run_then("INT", &out) else { return };
+    let output = finish(child);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_partial_result(&out);
+    assert!(!process_running(postmaster), "the postmaster is stopped");
+    wait_until("the server directory is removed", Duration::from_secs(30), || !server_dir.exists());
+}
+
+/// Issue 30, item 11: a run interrupted before its first commit printed "VALID: 0
+/// transactions" (`"valid": true`) while `isocert check` refuses the same empty history.
+/// It saves its facts and gives no verdict. The signal arrives while the throwaway server
+/// starts, so the workload never begins.
+#[test]
+fn an_interrupt_before_the_first_commit_gives_no_verdict() {
+    if !isocert_testsupport::POSTGRES.embedded(EmbeddedPostgres::is_installed()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let child = start_run(None, &out);
+    let pid = child.id();
+    wait_until("the embedded server's directory exists", Duration::from_secs(60), || {
+        embedded_dir_of(pid).is_some()
+    });
+    signal(&child, "INT");
+    let output = finish(child);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("an empty history decides nothing"), "{stderr}");
+    assert!(!stdout.contains("VALID"), "no verdict is printed: {stdout}");
+    assert!(!out.join("report.json").exists(), "no report of a verdict");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).expect("run.json"))
+            .expect("json");
+    assert_eq!((run["interrupted"].as_bool(), run["committed"].as_u64()), (Some(true), Some(0)), "{run}");
+}
+
+/// SIGHUP (the terminal closed) stops a run on its throwaway server as SIGINT does
+/// (issue 30, item 4).
+#[test]
+fn sighup_without_db_saves_a_partial_result_and_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let Some((child, server_dir, postmaster)) = embedded_run_then("HUP", &out) else { return };
     let output = finish(child);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");

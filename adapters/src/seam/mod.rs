@@ -228,15 +228,20 @@ impl DbError {
 /// (`postgres://u:***@h/db`), and so does the value of every `password=` parameter (in a
 /// query string, `?password=...`, or a keyword connection string, `host=h password=...`).
 /// Adapters use it in every message that names a URL.
+/// A text without `://` is redacted as an authority too (`user:pass@host` becomes
+/// `user:***@host`): a mistyped URL is printed in the error that refuses it.
 pub fn redact_url(url: &str) -> String {
     let url = redact_password_parameters(url);
-    let Some((scheme, rest)) = url.split_once("://") else { return url };
+    let (prefix, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url.as_str()),
+    };
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, path) = rest.split_at(authority_end);
     match authority.rsplit_once('@') {
         Some((user, host)) if user.contains(':') => {
             let name = user.split_once(':').map_or(user, |(n, _)| n);
-            format!("{scheme}://{name}:***@{host}{path}")
+            format!("{prefix}{name}:***@{host}{path}")
         }
         _ => url.clone(),
     }
@@ -589,6 +594,8 @@ mod tests {
     fn passwords_in_urls_are_never_printed() {
         assert_eq!(redact_url("postgres://u:s3cret@h:5432/db?x=1"), "postgres://u:***@h:5432/db?x=1");
         assert_eq!(redact_url("mysql://root:p@ss@127.0.0.1/isocert"), "mysql://root:***@127.0.0.1/isocert");
+        assert_eq!(redact_url("user:Pass@host/x"), "user:***@host/x");
+        assert_eq!(redact_url("htp://user:Pass@127.0.0.1:99999/"), "htp://user:***@127.0.0.1:99999/");
         assert_eq!(
             redact_url("postgres://u@h/db?password=s3cret&sslmode=disable"),
             "postgres://u@h/db?password=***&sslmode=disable"

@@ -357,7 +357,11 @@ impl<'a> EdnReader<'a> {
             return Err(self.error(format!("integer {token} does not fit 64 bits")));
         }
         let float = token.strip_suffix('M').unwrap_or(token);
-        float.parse::<f64>().map(Edn::Float).map_err(|_| self.error(format!("malformed number {token:?}")))
+        match float.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Edn::Float(f)),
+            Ok(_) => Err(self.error(crate::value::out_of_float_range(token))),
+            Err(_) => Err(self.error(format!("malformed number {token:?}"))),
+        }
     }
 
     fn string(&mut self) -> Result<Edn, FormatError> {

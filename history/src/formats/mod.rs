@@ -33,6 +33,7 @@ mod elle_ops;
 mod king_cobra;
 mod kvutil;
 mod plume;
+mod remap;
 mod traceability;
 mod viper;
 
@@ -53,6 +54,7 @@ pub use king_cobra::{
     write_king_cobra_version_order, KeyVersions,
 };
 pub use plume::{read_plume, write_plume};
+pub use remap::remap_certificate;
 pub use traceability::{list_append_certificate, PrefixConflict, Traceability};
 pub use viper::{read_viper_dir, write_viper_dir};
 
@@ -202,11 +204,31 @@ impl Format {
     /// [`FormatError::Unsupported`] when the history holds something the format cannot carry
     /// (it names the transaction and operation); I/O errors naming the file.
     pub fn write_path(self, h: &History, path: &Path) -> Result<Vec<String>, FormatError> {
+        self.write_path_with(h, path, crate::ExistingDirectory::Refuse)
+    }
+
+    /// [`Format::write_path`], saying what to do with a directory format's target that
+    /// already holds files: the directory is written whole into a fresh directory and
+    /// renamed into place ([`crate::write_directory_atomically`]), so a failed write leaves
+    /// no logs behind and old logs never mix with new ones.
+    ///
+    /// # Errors
+    /// As [`Format::write_path`]; an I/O error of kind `AlreadyExists` for a refused target.
+    pub fn write_path_with(
+        self,
+        h: &History,
+        path: &Path,
+        existing: crate::ExistingDirectory,
+    ) -> Result<Vec<String>, FormatError> {
         if self.is_directory() {
-            match self {
-                Format::Cobra => write_cobra_dir(h, path)?,
-                _ => write_viper_dir(h, path)?,
-            };
+            crate::write_directory_atomically(path, existing, |dir: &Path| match self {
+                Format::Cobra => write_cobra_dir(h, dir),
+                _ => write_viper_dir(h, dir),
+            })
+            .map_err(|e| match e {
+                FormatError::Io(io) => FormatError::Io(io).in_file(path),
+                other => other,
+            })?;
             return Ok(Vec::new());
         }
         let file = if self == Format::DbcopBincode && path.extension().is_none_or(|e| e != "bincode") {

@@ -364,6 +364,9 @@ impl<'a> Scan<'a> {
             return Err(Fail::bad(format!("invalid number {text:?}")));
         }
         let value: f64 = text.parse().map_err(|_| Fail::bad(format!("invalid number {text:?}")))?;
+        if !value.is_finite() {
+            return Err(Fail::bad(crate::value::out_of_float_range(text)));
+        }
         self.pos = i;
         Ok(Number::Float(value))
     }
@@ -433,14 +436,29 @@ impl<'a> Scan<'a> {
         Some((kind, key, value))
     }
 
-    /// Skips one value of any kind (validating it).
+    /// Skips one value of any kind (validating it) inside the line's object, refusing the
+    /// nesting serde_json refuses (the general reader's limit, [`MAX_NESTING`] opening
+    /// brackets a line, counting the line's own), so a line of 20,000 `[` is an error naming
+    /// its line, not a stack overflow.
     pub(crate) fn skip_value(&mut self) -> Scanned<()> {
-        match self.peek()? {
+        self.skip_nested(1)
+    }
+
+    fn skip_nested(&mut self, depth: usize) -> Scanned<()> {
+        let open = self.peek()?;
+        if matches!(open, b'{' | b'[') && depth + 1 >= MAX_NESTING {
+            return Err(Fail::bad(format!(
+                "arrays and objects nested more than {} deep, the line's own object included \
+                 (recursion limit exceeded)",
+                MAX_NESTING - 1
+            )));
+        }
+        match open {
             b'{' => {
                 if self.open_object()? {
                     loop {
                         self.key()?;
-                        self.skip_value()?;
+                        self.skip_nested(depth + 1)?;
                         if !self.next_or_close(b'}')? {
                             break;
                         }
@@ -451,7 +469,7 @@ impl<'a> Scan<'a> {
             b'[' => {
                 if self.open_array()? {
                     loop {
-                        self.skip_value()?;
+                        self.skip_nested(depth + 1)?;
                         if !self.next_or_close(b']')? {
                             break;
                         }
@@ -467,6 +485,10 @@ impl<'a> Scan<'a> {
         }
     }
 }
+
+/// serde_json's recursion limit: a line whose arrays and objects nest this deep (its own
+/// object included) is refused, by the fast and the general reader alike.
+pub(crate) const MAX_NESTING: usize = 128;
 
 /// The position after `word` if the bytes at `at` spell it.
 #[inline]
@@ -559,6 +581,35 @@ mod tests {
         s.skip_value().unwrap();
         assert_eq!(s.peek().unwrap(), b'x');
         assert_eq!(s.newlines, 2);
+    }
+
+    /// Issue 30, item 1: `1e400` parsed to infinity, which became `null` (a delete).
+    #[test]
+    fn floats_beyond_the_64_bit_range_are_refused() {
+        for text in [&b"1e400 "[..], b"-1.5e309 ", b"123456789e999 "] {
+            let err = Scan::new(text, true).number().unwrap_err();
+            assert!(
+                matches!(&err, Fail::Bad { message, .. } if message.contains("out of range for a 64-bit float")),
+                "{err:?}"
+            );
+        }
+        assert_eq!(Scan::new(b"1e308 ", true).number().unwrap(), Number::Float(1e308));
+    }
+
+    /// Issue 30, item 6: skipping 20,000 nested arrays overflowed the stack; the limit is
+    /// serde_json's (127 levels below the line's object).
+    #[test]
+    fn skipping_stops_at_the_general_readers_nesting_limit() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n)).into_bytes();
+        Scan::new(&nested(MAX_NESTING - 2), true).skip_value().unwrap();
+        for n in [MAX_NESTING - 1, 20_000] {
+            let err = Scan::new(&nested(n), true).skip_value().unwrap_err();
+            assert!(matches!(&err, Fail::Bad { message, .. } if message.contains("recursion limit")), "{n}");
+        }
+        let line = format!("{{\"meta\":{}}}", String::from_utf8(nested(MAX_NESTING - 2)).unwrap());
+        assert!(serde_json::from_str::<serde_json::Value>(&line).is_ok());
+        let line = format!("{{\"meta\":{}}}", String::from_utf8(nested(MAX_NESTING - 1)).unwrap());
+        assert!(serde_json::from_str::<serde_json::Value>(&line).is_err());
     }
 
     #[test]

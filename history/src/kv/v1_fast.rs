@@ -277,7 +277,7 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
     }
     match version {
         Some(Number::Int(1)) => {}
-        Some(v) => return Err(Fail::bad(format!("this isocert reads version 1, found {v:?}")).at("version")),
+        Some(v) => return Err(Fail::bad(format!("this isocert reads version 1, found {v}")).at("version")),
         None => return Err(Fail::bad("missing field `version`")),
     }
     for (obj, value) in initial {
@@ -575,6 +575,7 @@ fn parse_txn(s: &mut Scan<'_>, h: &mut KvHistory, ops: &mut Vec<KvOp>) -> Scanne
                     saw_ops = true;
                     parse_ops(s, h, ops, [b"\"f\":\"", b"\",\"key\":", b",\"value\":"], parse_op)?;
                 }
+                b"format" => return Err(Fail::bad(crate::v1::HEADER_NOT_FIRST)),
                 other => {
                     return Err(Fail::bad(format!("unknown field `{}`", String::from_utf8_lossy(other))))
                 }

@@ -24,6 +24,9 @@ pub(crate) fn number(n: &serde_json::Number) -> Result<Scalar, String> {
         Err(format!("integer {n} does not fit a signed 64-bit integer"))
     } else {
         let f = n.as_f64().unwrap_or(f64::NAN);
+        if !f.is_finite() {
+            return Err(crate::value::out_of_float_range(n));
+        }
         // serde_json reads an integer literal beyond the 64-bit range as the nearest
         // float: two different such integers could then compare equal. Refuse it.
         if f.fract() == 0.0 && f.abs() >= 2f64.powi(63) {

@@ -94,9 +94,10 @@ impl<'de> Visitor<'de> for RawVisitor {
         Ok(RawJson::Number(v.into()))
     }
 
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        // serde_json's own Value turns a non-finite float into null; JSON text has none.
-        Ok(Number::from_f64(v).map_or(RawJson::Null, RawJson::Number))
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        // serde_json's own Value turns a non-finite float into null (a delete, in a write):
+        // JSON text has no such number, so one that overflows is refused, not nulled.
+        Number::from_f64(v).map(RawJson::Number).ok_or_else(|| E::custom(crate::value::out_of_float_range(v)))
     }
 
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {

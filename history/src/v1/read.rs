@@ -167,7 +167,13 @@ impl<R: BufRead> HistoryReader<R> {
                 apply_header(&mut self.history, raw, line)?;
                 continue;
             }
-            let raw: RawTxn = serde_json::from_str(text).map_err(|e| syntax(self.line, &e))?;
+            let raw: RawTxn = serde_json::from_str(text).map_err(|e| {
+                if looks_like_header(text) {
+                    FormatError::invalid(self.line, "format", HEADER_NOT_FIRST)
+                } else {
+                    syntax(self.line, &e)
+                }
+            })?;
             let line = self.line;
             return convert_txn(&mut self.history, raw, line).map(Some);
         }
@@ -211,6 +217,11 @@ pub fn read_history_bytes(bytes: &[u8], facts: AdapterFacts) -> Result<History, 
         _ => read_history(bytes),
     }
 }
+
+/// The error for a header (a line with `format`) after the first line: read as a
+/// transaction, it said "unknown field `format`".
+pub(crate) const HEADER_NOT_FIRST: &str =
+    "a header line (one with `format`) may only be the first line of the file; this line comes after it";
 
 fn looks_like_header(text: &str) -> bool {
     serde_json::from_str::<serde_json::Map<String, Json>>(text).is_ok_and(|m| m.contains_key("format"))

@@ -67,7 +67,7 @@ pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, 
         let id = h.push_txn(txn).map_err(|t| RecoveryError::Unsupported {
             txn: name.clone(),
             op: 0,
-            message: format!("the history already has a transaction named {:?}", t.name),
+            message: format!("the history already has a transaction named {}", t.name),
         })?;
         added.push(id);
     }
