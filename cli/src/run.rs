@@ -50,8 +50,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_setting, conflicts_with = "db")]
     server_setting: Vec<(String, String)>,
     /// The workload: `kv` (item operations), `predicate` (range reads, predicate updates and
-    /// deletes, aggregates), `skew` (write skew, allowed by repeatable read) or `mini`
-    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes).
+    /// deletes, aggregates), `skew` (write skew, allowed by repeatable read), `mini`
+    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes) or
+    /// `append` (Elle's list append: upserts that concatenate onto a text list, reads as lists).
     #[arg(long, value_name = "KIND")]
     workload: WorkloadKind,
     /// The level the transactions run at: serializable, repeatable-read or read-committed.

@@ -243,6 +243,7 @@ impl DgraphSession {
                 }
                 vec![IntOp::Delete { predicate, keys: nodes.into_iter().map(|n| n.row[0]).collect() }]
             }
+            IntStep::Append { .. } => return Err(crate::seam::append_unsupported("Dgraph")),
             IntStep::Aggregate { predicate, function, column } => {
                 let (predicate, nodes) = self.matching(table, predicate, facts).await?;
                 let i = table.columns.iter().position(|c| c == column).ok_or_else(|| {

@@ -11,7 +11,8 @@ use super::client::{classify, opts, quote, MariaSession};
 use super::embedded::EmbeddedMariaDb;
 use crate::mysql_sql::MySqlAdmin;
 use crate::seam::{
-    CaptureOptions, CheckedLevel, Database, DatabaseKind, DbError, Isolation, TableSpec, ThrowawayServer,
+    CaptureOptions, CheckedLevel, ColumnType, Database, DatabaseKind, DbError, Isolation, TableSpec,
+    ThrowawayServer,
 };
 use crate::AdapterError;
 
@@ -60,10 +61,14 @@ fn definition(table: &TableSpec) -> String {
         .columns
         .iter()
         .enumerate()
-        .map(|(i, c)| match i {
-            0 => format!("{} INT NOT NULL PRIMARY KEY", quote(c)),
-            i if i == last => format!("{} BIGINT NOT NULL", quote(c)),
-            _ => format!("{} INT NOT NULL", quote(c)),
+        .map(|(i, c)| match (i, table.column_type(i)) {
+            (0, _) => format!("{} INT NOT NULL PRIMARY KEY", quote(c)),
+            (_, ColumnType::Integer) if i == last => format!("{} BIGINT NOT NULL", quote(c)),
+            (_, ColumnType::Integer) => format!("{} INT NOT NULL", quote(c)),
+            (_, ColumnType::Text) => format!("{} TEXT NOT NULL", quote(c)),
+            (_, ColumnType::Float) => format!("{} DOUBLE NOT NULL", quote(c)),
+            (_, ColumnType::Numeric) => format!("{} DECIMAL(30, 10) NOT NULL", quote(c)),
+            (_, ColumnType::Boolean) => format!("{} BOOLEAN NOT NULL", quote(c)),
         })
         .collect();
     columns.join(", ")

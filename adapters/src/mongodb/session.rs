@@ -260,6 +260,7 @@ impl MongoSession {
                 }
                 vec![IntOp::Delete { predicate: text, keys }]
             }
+            IntStep::Append { .. } => return Err(crate::seam::append_unsupported("MongoDB")),
             IntStep::Aggregate { predicate, function, column } => {
                 let (text, filter) = filter_of(predicate)?;
                 let rows = self.find(table, filter).await?;

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::seam::{
-    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, ErrorClass, FeedProgress, FeedSink,
-    StaleObjects, TableSpec, ThrowawayServer,
+    CaptureOptions, ChangeCapture, ColumnType, Database, DatabaseKind, DbError, ErrorClass, FeedProgress,
+    FeedSink, StaleObjects, TableSpec, ThrowawayServer,
 };
 use crate::AdapterError;
 
@@ -59,10 +59,11 @@ fn definition(table: &TableSpec) -> String {
         .columns
         .iter()
         .enumerate()
-        .map(|(i, c)| match i {
-            0 => format!("{c} integer PRIMARY KEY"),
-            i if i == last => format!("{c} bigint NOT NULL"),
-            _ => format!("{c} integer NOT NULL"),
+        .map(|(i, c)| match (i, table.column_type(i)) {
+            (0, _) => format!("{c} integer PRIMARY KEY"),
+            (_, ColumnType::Integer) if i == last => format!("{c} bigint NOT NULL"),
+            (_, ColumnType::Integer) => format!("{c} integer NOT NULL"),
+            (_, other) => format!("{c} {} NOT NULL", other.as_str()),
         })
         .collect::<Vec<_>>()
         .join(", ")

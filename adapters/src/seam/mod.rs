@@ -223,6 +223,15 @@ impl DbError {
     }
 }
 
+/// The error of an adapter that has no list append yet ([`Step::Append`], the `append`
+/// workload): fatal, naming the database.
+pub fn append_unsupported(database: &str) -> DbError {
+    DbError::unexpected(
+        "a list append",
+        format!("the append workload is not supported on {database} yet (PostgreSQL and MariaDB run it)"),
+    )
+}
+
 /// `url` safe to print: a password in its user part becomes `***`
 /// (`postgres://u:***@h/db`), and so does the value of every `password=` parameter (in a
 /// query string, `?password=...`, or a keyword connection string, `host=h password=...`).

@@ -255,6 +255,17 @@ pub enum Step<V = Scalar> {
         /// The aggregated column.
         column: &'static str,
     },
+    /// Elle's list append on SQL: insert the row `(key, key, 'element')`, or when the key
+    /// exists append `,element` to its last column (PostgreSQL `INSERT ... ON CONFLICT (pk)
+    /// DO UPDATE SET val = CONCAT(t.val, ',', element)`, MySQL `ON DUPLICATE KEY UPDATE`).
+    /// The table's columns are the key, a secondary key and the text list; reads of it
+    /// return the row, which the test client records as a list.
+    Append {
+        /// The key.
+        key: i64,
+        /// The element appended (unique per key).
+        element: i64,
+    },
 }
 
 /// One operation as the client saw it, before interning into the history. A step reports
@@ -312,6 +323,13 @@ pub enum RecordedOp<V = Scalar> {
         /// The result.
         result: Option<i64>,
     },
+    /// List append ([`Step::Append`]): one element appended to the list at the key.
+    Append {
+        /// The key.
+        key: i64,
+        /// The element.
+        element: i64,
+    },
 }
 
 /// A [`Step`] whose values are all integers, for the adapters that record integer columns
@@ -351,6 +369,7 @@ impl Step {
             Step::Aggregate { predicate, function, column } => {
                 IntStep::Aggregate { predicate: predicate.clone(), function: *function, column }
             }
+            Step::Append { key, element } => IntStep::Append { key: *key, element: *element },
         })
     }
 }
@@ -372,6 +391,7 @@ impl From<IntStep> for Step {
             IntStep::Aggregate { predicate, function, column } => {
                 Step::Aggregate { predicate, function, column }
             }
+            IntStep::Append { key, element } => Step::Append { key, element },
         }
     }
 }
@@ -393,6 +413,7 @@ impl From<IntOp> for RecordedOp {
             IntOp::Aggregate { predicate, function, column, result } => {
                 RecordedOp::Aggregate { predicate, function, column, result }
             }
+            IntOp::Append { key, element } => RecordedOp::Append { key, element },
         }
     }
 }
