@@ -49,6 +49,11 @@ pub(crate) struct RunArgs {
     /// in run.json), e.g. `--server-setting innodb_snapshot_isolation=ON` for MariaDB.
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_setting, conflicts_with = "db")]
     server_setting: Vec<(String, String)>,
+    /// Without --db: the PostgreSQL major version of the throwaway server (13 to 18;
+    /// installed by `scripts/install-deps --postgres-versions "13 18"`, docs/POSTGRES.md);
+    /// default: the one installed. run.json and the reports name the server's version.
+    #[arg(long, value_name = "V", conflicts_with = "db")]
+    server_version: Option<String>,
     /// The workload: `kv` (item operations), `predicate` (range reads, predicate updates and
     /// deletes, aggregates), `skew` (write skew, allowed by repeatable read), `mini`
     /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes) or
@@ -152,6 +157,8 @@ pub(crate) struct RunArgs {
 /// Timings and counts of one run, written to run.json.
 #[derive(Debug, Default)]
 struct RunStats {
+    /// The server's version as it reports it.
+    server_version: Option<String>,
     workload_secs: f64,
     committed: usize,
     attempts: usize,
@@ -164,7 +171,7 @@ struct RunStats {
 }
 
 /// Parses `NAME=VALUE`.
-fn parse_setting(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_setting(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, value)) if !name.trim().is_empty() => {
             Ok((name.trim().to_string(), value.trim().to_string()))
@@ -221,7 +228,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => {
             eprintln!("isocert: starting a throwaway {name} (use --db to test your own)");
             let (db, server) = rt
-                .block_on(D::start_server(&args.server_setting))
+                .block_on(D::start_server_version(args.server_version.clone(), &args.server_setting))
                 .with_context(|| format!("starting the embedded {name}"))?;
             (db, Some(server))
         }
@@ -236,6 +243,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
     let table = cfg.kind.table_spec();
+    let server_version = rt.block_on(db.server_version());
     let outcome = rt.block_on(async {
         if args.db.is_some() {
             let stale = db.drop_stale(false).await.context("looking for objects of earlier runs")?;
@@ -273,6 +281,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
+    stats.server_version = server_version;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {
         eprintln!(
@@ -423,7 +432,7 @@ fn finish<D: Database>(
 /// the change stream, saves and checks what completed, and exits 130. A second signal
 /// exits at once (130): the throwaway server's watchdog still removes it, and replication
 /// objects left on a `--db` server are dropped by the next run or `isocert cleanup`.
-fn watch_signals() -> anyhow::Result<Arc<AtomicBool>> {
+pub(crate) fn watch_signals() -> anyhow::Result<Arc<AtomicBool>> {
     use tokio::signal::unix::{signal, SignalKind};
     let interrupt = Arc::new(AtomicBool::new(false));
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -536,7 +545,7 @@ pub(crate) fn write_certificate(path: &Path, h: &History, r: &Recovered) -> anyh
     write_file(path, |out| Ok(v1::write_certificate(h, &r.certificate, out)?))
 }
 
-fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()> {
+pub(crate) fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()> {
     write_text(&dir.join("report.json"), &(serde_json::to_string_pretty(&render_json(report, h))? + "\n"))?;
     write_text(&dir.join("report.txt"), &render_text(report, h))
 }
@@ -544,6 +553,7 @@ fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()>
 fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>) -> serde_json::Value {
     let mut out = json!({
         "database": D::KIND.as_str(),
+        "server_version": stats.server_version,
         "embedded": args.db.is_none(),
         "server_settings": args.server_setting.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
         "workload": args.workload.as_str(),
@@ -612,8 +622,9 @@ fn api_summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
 }
 
 fn summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
+    let on = stats.server_version.as_deref().map(|v| format!(" on {v}")).unwrap_or_default();
     format!(
-        "run: {} committed of {} attempts in {:.2}s ({:.0} committed/s); recovered {} commits, {} row versions, \
+        "run{on}: {} committed of {} attempts in {:.2}s ({:.0} committed/s); recovered {} commits, {} row versions, \
          {} version sets, {} item reads' versions ({} rows re-checked at read committed); certificate complete {:.3}s after the last commit; \
          files in {}",
         stats.committed,
@@ -637,6 +648,7 @@ fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, S
         if args.db.is_some() { format!("{name} (--db)") } else { format!("{name} (throwaway, embedded)") };
     let mut out = vec![
         ("database".to_string(), database),
+        ("server version".to_string(), stats.server_version.clone().unwrap_or_else(|| "not reported".into())),
         (
             "workload".to_string(),
             format!(
@@ -671,7 +683,7 @@ fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, S
 
 /// Rejects an output path that exists and is not a directory, or is a non-empty directory
 /// without `--force`.
-fn check_out_dir(path: &Path, force: bool) -> anyhow::Result<()> {
+pub(crate) fn check_out_dir(path: &Path, force: bool) -> anyhow::Result<()> {
     if path.exists() && !path.is_dir() {
         bail!("--out {} exists and is not a directory", path.display());
     }

@@ -271,6 +271,17 @@ impl Planner {
     }
 }
 
+/// How many of the first `plans` plans of `cfg` end with a rollback the client chose
+/// ([`WorkloadConfig::client_abort_rate`]): the aborted attempts a run records that the
+/// database did not cause.
+pub fn client_aborted_plans(cfg: &WorkloadConfig, plans: u64) -> u64 {
+    if cfg.client_abort_rate <= 0.0 {
+        return 0;
+    }
+    let planner = Planner::new(cfg);
+    (0..plans).filter(|&i| planner.plan(i).last() == Some(&Step::ClientAbort)).count() as u64
+}
+
 /// How many distinct `c1` values the items table uses for `keys` rows: about four rows each.
 pub(crate) fn items_c1_values(keys: u32) -> i64 {
     i64::from((keys / 4).max(4))

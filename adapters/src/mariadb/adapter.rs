@@ -96,6 +96,14 @@ impl Database for MariaDb {
         Ok((MariaDb::new(server.url())?, server))
     }
 
+    async fn server_version(&self) -> Option<String> {
+        use mysql_async::prelude::Queryable;
+        let mut conn = self.admin.connect().await.ok()?;
+        let version = conn.query_first::<String, _>("SELECT VERSION()").await.ok().flatten();
+        let _ = conn.disconnect().await;
+        version.map(|v| format!("MariaDB {v}"))
+    }
+
     async fn connect(&self) -> Result<MariaSession, DbError> {
         MariaSession::connect(&self.url).await
     }

@@ -94,6 +94,30 @@ impl Database for Postgres {
         Ok((Postgres::new(server.url()), server))
     }
 
+    async fn start_server_version(
+        version: Option<String>,
+        settings: &[(String, String)],
+    ) -> Result<(Self, EmbeddedPostgres), AdapterError> {
+        let mut builder = EmbeddedPostgresBuilder::new();
+        if let Some(v) = &version {
+            builder = builder.version(v)?;
+        }
+        for (name, value) in settings {
+            builder = builder.setting(name.clone(), value.clone());
+        }
+        let server = builder.start_async().await?;
+        Ok((Postgres::new(server.url()), server))
+    }
+
+    async fn server_version(&self) -> Option<String> {
+        let client = self.admin_client().await.ok()?;
+        let rows = client.simple_query("SELECT version()").await.ok()?;
+        rows.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+    }
+
     async fn connect(&self) -> Result<PgSession, DbError> {
         PgSession::connect(&self.url).await
     }

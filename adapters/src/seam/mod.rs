@@ -439,6 +439,32 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         settings: &[(String, String)],
     ) -> impl Future<Output = Result<(Self, Self::Server), AdapterError>> + Send;
 
+    /// [`Database::start_server`] of major version `version` (`--server-version`; `None`:
+    /// whichever the machine has). Default: a version is refused (an adapter whose
+    /// throwaway server comes in one version only).
+    fn start_server_version(
+        version: Option<String>,
+        settings: &[(String, String)],
+    ) -> impl Future<Output = Result<(Self, Self::Server), AdapterError>> + Send {
+        async move {
+            match version {
+                None => Self::start_server(settings).await,
+                Some(v) => Err(AdapterError::NotSupportedHere {
+                    message: format!(
+                        "the throwaway {} comes in one version; --server-version {v} is for PostgreSQL",
+                        Self::KIND.display_name()
+                    ),
+                }),
+            }
+        }
+    }
+
+    /// The server's version as it reports it (PostgreSQL `SELECT version()`), for
+    /// `run.json` and the reports. Default: not known.
+    fn server_version(&self) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
+
     /// Opens one test-client connection.
     fn connect(&self) -> impl Future<Output = Result<Self::Session, DbError>> + Send;
 
