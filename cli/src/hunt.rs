@@ -21,14 +21,17 @@ use isocert_adapters::guard::run_name;
 use isocert_adapters::{dispatch, CaptureOptions, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer};
 use isocert_checker::{render_json, AnomalyKind, IsolationLevel};
 use isocert_history::Dialect;
-use isocert_hunt::repro::{reproduce, write_spec, Reproduction};
+use isocert_hunt::repro::{reproduce, write_spec, ReproTarget, Reproduction};
 use isocert_hunt::{run_trial, shrink, Search, Space, Trial, TrialScore};
 use isocert_workload::{Isolation, WorkloadKind};
 use serde_json::{json, Value as Json};
 
 use crate::exit;
 use crate::output::write_text;
-use crate::run::{check_out_dir, parse_setting, watch_signals, write_certificate, write_history, write_raw_log, write_reports};
+use crate::run::{
+    check_out_dir, parse_setting, watch_signals, write_certificate, write_history, write_raw_log,
+    write_reports,
+};
 
 /// Hunt for an isolation anomaly: sweep workloads, key counts, sessions, distributions,
 /// transaction lengths, delete and abort mixes and seeds within a budget, spending more
@@ -99,7 +102,8 @@ pub(crate) struct HuntArgs {
 }
 
 fn parse_budget(s: &str) -> Result<Duration, String> {
-    let (number, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
+    let (number, unit) =
+        s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
     let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration such as 90s, 10m or 1h"))?;
     let secs = match unit {
         "" | "s" => n,
@@ -194,7 +198,7 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
         "seed": args.seed,
         "deletes": !args.no_deletes,
         "ignored_kinds": args.ignore.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-        "budget_secs": args.runs.is_none().then(|| args.budget.as_secs()),
+        "budget_secs": args.runs.is_none().then_some(args.budget.as_secs()),
         "runs_asked": args.runs,
         "elapsed_secs": elapsed,
         "interrupted": interrupted,
@@ -256,9 +260,11 @@ async fn hunt_loop<D: Database>(
             }
         }
     }
-    let space = Space { workloads: args.workloads.clone(), deletes: !args.no_deletes, max_txns: args.max_txns };
+    let space =
+        Space { workloads: args.workloads.clone(), deletes: !args.no_deletes, max_txns: args.max_txns };
     let mut search = Search::new(space, args.seed);
-    let capture = CaptureOptions { run_name: run_name(), mode: None, poll_interval: Duration::from_millis(200) };
+    let capture =
+        CaptureOptions { run_name: run_name(), mode: None, poll_interval: Duration::from_millis(200) };
     let started = Instant::now();
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(ProgressStyle::with_template("{elapsed_precise} {spinner} {msg}").expect("valid template"));
@@ -275,7 +281,7 @@ async fn hunt_loop<D: Database>(
         if over || interrupt.load(Ordering::SeqCst) || (!tally.findings.is_empty() && !args.keep_going) {
             break;
         }
-        let params = search.next();
+        let params = search.next_trial();
         if !used.contains(&params.workload) {
             used.push(params.workload);
         }
@@ -403,13 +409,15 @@ async fn save_finding<D: Database>(
         Ok(s) => s,
         Err(e) => {
             out["shrink_error"] = json!(e.to_string());
-            out["summary"] = json!(format!("{}: {} in {} (not shrunk: {e})", dir.display(), anomaly.kind.as_str(), p));
+            out["summary"] =
+                json!(format!("{}: {} in {} (not shrunk: {e})", dir.display(), anomaly.kind.as_str(), p));
             return Ok(out);
         }
     };
     let shrunk_dir = dir.join("shrunk");
     fs::create_dir_all(&shrunk_dir).with_context(|| format!("creating {}", shrunk_dir.display()))?;
-    let recovered = isocert_recovery::Recovered { certificate: shrunk.certificate.clone(), ..Default::default() };
+    let recovered =
+        isocert_recovery::Recovered { certificate: shrunk.certificate.clone(), ..Default::default() };
     write_history(&shrunk_dir.join("history.jsonl"), &shrunk.history)?;
     write_certificate(&shrunk_dir.join("certificate.json"), &shrunk.history, &recovered)?;
     write_reports(&shrunk_dir, &shrunk.report, &shrunk.history)?;
@@ -437,7 +445,9 @@ async fn save_finding<D: Database>(
         write_text(&dir.join("repro.spec"), &spec)?;
         // The trial's table would clash with the reproducer's setup: it is isocert's own.
         db.drop_table(&table).await?;
-        repro = reproduce(db, &spec, level, args.isolation, shrunk.kind, args.repro_runs, capture, interrupt).await?;
+        let target =
+            ReproTarget { level, isolation: args.isolation, kind: shrunk.kind, runs: args.repro_runs };
+        repro = reproduce(db, &spec, &target, capture, interrupt).await?;
         out["reproducer"] = json!({ "spec": dir.join("repro.spec").display().to_string(), "result": repro });
     }
     out["summary"] = json!(format!(

@@ -21,5 +21,5 @@ mod trial;
 pub use error::HuntError;
 pub use params::{Space, TrialParams};
 pub use search::{Search, TrialScore};
-pub use shrink::{shrink, sub_history, touched_objects, Shrunk};
+pub use shrink::{shrink, sub_history, touched_objects, Selection, Shrunk};
 pub use trial::{recover_and_check, run_trial, Trial};

@@ -141,7 +141,8 @@ impl Space {
             1 => q.sessions = step(rng, &SESSION_COUNTS, p.sessions, 0.3),
             2 => q.max_txn_len = step(rng, &TXN_LENGTHS, p.max_txn_len, 0.4),
             3 => {
-                q.distribution = pick(rng, &[Distribution::Uniform, Distribution::Zipfian, Distribution::Hotspot])
+                q.distribution =
+                    pick(rng, &[Distribution::Uniform, Distribution::Zipfian, Distribution::Hotspot])
             }
             4 => q.client_abort_rate = pick(rng, &CLIENT_ABORT_RATES),
             // Longer runs of a good point: rare interleavings need many transactions.

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use isocert_adapters::{CaptureOptions, Database, Isolation, TableSpec};
 use isocert_checker::{AnomalyKind, IsolationLevel};
-use isocert_history::{Certificate, History, ObjId, Op, Scalar, Status, Timestamp, TxnId, Value, ValueId, Writer};
+use isocert_history::{
+    Certificate, History, ObjId, Op, Scalar, Status, Timestamp, TxnId, Value, ValueId, Writer,
+};
 use isocert_scenario::{run_permutation, survey_tables, RunOptions};
 use serde::Serialize;
 
@@ -104,8 +106,11 @@ fn statement(h: &History, cert: &Certificate, table: &TableSpec, t: TxnId, op: &
                 row.iter().map(literal).collect::<Vec<_>>().join(", ")
             ),
             Some(row) => {
-                let set: Vec<String> =
-                    table.columns[1..].iter().zip(&row[1..]).map(|(c, v)| format!("{c} = {}", literal(v))).collect();
+                let set: Vec<String> = table.columns[1..]
+                    .iter()
+                    .zip(&row[1..])
+                    .map(|(c, v)| format!("{c} = {}", literal(v)))
+                    .collect();
                 format!("UPDATE {name} SET {} WHERE {pk} = {};", set.join(", "), key(*obj))
             }
         },
@@ -118,10 +123,13 @@ fn statement(h: &History, cert: &Certificate, table: &TableSpec, t: TxnId, op: &
                 k = key(*obj)
             )
         }
-        Op::Select { predicate, .. } => format!("SELECT * FROM {name} WHERE {};", h.predicate(*predicate).sql),
+        Op::Select { predicate, .. } => {
+            format!("SELECT * FROM {name} WHERE {};", h.predicate(*predicate).sql)
+        }
         Op::Update { predicate, set, .. } => {
             let cols = &h.table(h.predicate(*predicate).table).columns;
-            let set: Vec<String> = set.iter().map(|(c, v)| format!("{} = {}", cols[c.index()], literal(v))).collect();
+            let set: Vec<String> =
+                set.iter().map(|(c, v)| format!("{} = {}", cols[c.index()], literal(v))).collect();
             format!("UPDATE {name} SET {} WHERE {};", set.join(", "), h.predicate(*predicate).sql)
         }
         Op::Delete { predicate, .. } => format!("DELETE FROM {name} WHERE {};", h.predicate(*predicate).sql),
@@ -148,7 +156,13 @@ fn times(h: &History, use_ts: bool, t: TxnId) -> (Timestamp, Timestamp) {
 
 /// The isolationtester spec of `h` (a shrunk history of the workload table `table`, whose
 /// transactions ran at `isolation`), under the certificate `cert`. `title` heads it.
-pub fn write_spec(h: &History, cert: &Certificate, table: &TableSpec, isolation: Isolation, title: &str) -> String {
+pub fn write_spec(
+    h: &History,
+    cert: &Certificate,
+    table: &TableSpec,
+    isolation: Isolation,
+    title: &str,
+) -> String {
     let mut out = String::new();
     for line in title.lines() {
         out.push_str(&format!("# {line}\n"));
@@ -173,8 +187,14 @@ pub fn write_spec(h: &History, cert: &Certificate, table: &TableSpec, isolation:
     for t in h.txn_ids() {
         let txn = h.txn(t);
         let session = format!("t{}", txn.name).replace(['"', ' '], "");
-        out.push_str(&format!("\nsession {session}\nsetup {{ BEGIN ISOLATION LEVEL {}; }}\n", isolation.sql()));
-        let first_write = txn.ops.iter().position(|op| !matches!(op, Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. }));
+        out.push_str(&format!(
+            "\nsession {session}\nsetup {{ BEGIN ISOLATION LEVEL {}; }}\n",
+            isolation.sql()
+        ));
+        let first_write = txn
+            .ops
+            .iter()
+            .position(|op| !matches!(op, Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. }));
         let (start, commit) = times(h, use_ts, t);
         let mut at_start = Vec::new();
         let mut at_commit = Vec::new();
@@ -194,7 +214,7 @@ pub fn write_spec(h: &History, cert: &Certificate, table: &TableSpec, isolation:
         events.push((commit, 1, t, at_commit));
         events.push((commit, 2, t, vec![last]));
     }
-    events.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    events.sort_by_key(|e| (e.0, e.1, e.2));
     let steps: Vec<String> = events.into_iter().flat_map(|e| e.3).collect();
     out.push_str(&format!("\npermutation {}\n", steps.join(" ")));
     out
@@ -216,21 +236,32 @@ pub struct Reproduction {
     pub kinds_seen: Vec<String>,
 }
 
-/// Runs `spec` `runs` times on `db` with the scenario runner, checks each run at `level`
-/// and counts how often it shows `kind`.
+/// What a reproducer is run for.
+#[derive(Clone, Debug)]
+pub struct ReproTarget {
+    /// The level the runs are checked at.
+    pub level: IsolationLevel,
+    /// The level of a transaction whose `BEGIN` names none.
+    pub isolation: Isolation,
+    /// The anomaly class that counts as reproduced.
+    pub kind: AnomalyKind,
+    /// How many runs.
+    pub runs: u32,
+}
+
+/// Runs `spec` `target.runs` times on `db` with the scenario runner, checks each run at
+/// `target.level` and counts how often it shows `target.kind`.
 ///
 /// # Errors
 /// [`HuntError::Reproducer`] when the spec does not parse or a permutation cannot run.
 pub async fn reproduce<D: Database>(
     db: &D,
     spec: &str,
-    level: IsolationLevel,
-    isolation: Isolation,
-    kind: AnomalyKind,
-    runs: u32,
+    target: &ReproTarget,
     capture: &CaptureOptions,
     interrupt: &Arc<AtomicBool>,
 ) -> Result<Reproduction, HuntError> {
+    let ReproTarget { level, isolation, kind, runs } = target.clone();
     let parsed = isocert_scenario::parse(spec).map_err(|e| HuntError::Reproducer(e.to_string()))?;
     let setup: Vec<String> = parsed.setup.iter().map(|b| b.sql.clone()).collect();
     let (tables, _) = survey_tables(&setup, D::DIALECT);

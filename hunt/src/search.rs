@@ -44,7 +44,7 @@ impl Search {
     }
 
     /// The parameters of the next trial.
-    pub fn next(&mut self) -> TrialParams {
+    pub fn next_trial(&mut self) -> TrialParams {
         let n = self.trials;
         self.trials += 1;
         // The first trials go once through every workload, then explore or exploit.
@@ -95,7 +95,7 @@ mod tests {
     fn the_search_moves_towards_aborts_and_keeps_exploring() {
         let space = Space { workloads: WorkloadKind::ALL.to_vec(), deletes: true, max_txns: 15000 };
         let mut search = Search::new(space, 7);
-        let first: Vec<TrialParams> = (0..5).map(|_| search.next()).collect();
+        let first: Vec<TrialParams> = (0..5).map(|_| search.next_trial()).collect();
         let kinds: Vec<WorkloadKind> = first.iter().map(|p| p.workload).collect();
         assert_eq!(kinds, WorkloadKind::ALL.to_vec(), "every workload first");
         // Only the append trial aborted: most later trials are its neighbours.
@@ -103,7 +103,7 @@ mod tests {
             let abort_rate = if p.workload == WorkloadKind::Append { 0.6 } else { 0.0 };
             search.record(TrialScore { params: p, abort_rate });
         }
-        let later: Vec<TrialParams> = (0..300).map(|_| search.next()).collect();
+        let later: Vec<TrialParams> = (0..300).map(|_| search.next_trial()).collect();
         let append = later.iter().filter(|p| p.workload == WorkloadKind::Append).count();
         assert!(append > 150, "{append} of 300 trials near the aborting one");
         for w in WorkloadKind::ALL {

@@ -10,13 +10,17 @@
 //! (a read whose writer was removed would show as a new class, a garbage read: it is
 //! refused). The search starts from the anomaly's own transactions plus the writers of the
 //! versions they read; if that set does not show the class, from the whole history. Then it
-//! removes chunks of halving size, down to single transactions (delta debugging), so the
-//! result is 1-minimal: removing any one more transaction loses the class.
+//! removes chunks of halving size, down to single transactions (delta debugging), then
+//! leaves out single reads (whose writers may then go too), until neither step removes
+//! anything: the result is 1-minimal, removing any one more transaction or read loses the
+//! class.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use isocert_checker::{check, Anomaly, AnomalyKind, CheckerKind, IsolationLevel, Report};
-use isocert_history::{Certificate, History, ObjId, Op, OpRef, Scalar, SeenVersion, Status, TxnId, Value, Writer};
+use isocert_history::{
+    Certificate, History, ObjId, Op, OpRef, Scalar, SeenVersion, Status, TxnId, Value, Writer,
+};
 use isocert_oracle::Interpreter;
 use rustc_hash::FxHashMap;
 
@@ -36,21 +40,84 @@ pub struct Shrunk {
     pub report: Report,
     /// The kept transactions, as ids of the original history.
     pub kept: Vec<TxnId>,
+    /// The operations kept in them.
+    pub ops: usize,
     /// The class it shows.
     pub kind: AnomalyKind,
     /// How many checks the search ran.
     pub checks: usize,
 }
 
-/// The sub-history of `h` with the transactions `keep` (ids of `h`), and `cert`
-/// restricted to them. `None` when a kept version set names a version a removed
+/// Which transactions, and which of their reads, a sub-history keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// The kept transactions (ids of the original history).
+    pub txns: BTreeSet<TxnId>,
+    /// Per kept transaction, the indices of the reads it leaves out.
+    pub dropped_reads: BTreeMap<TxnId, BTreeSet<u32>>,
+}
+
+impl Selection {
+    /// Every operation of the transactions `txns`.
+    pub fn of(txns: BTreeSet<TxnId>) -> Self {
+        Selection { txns, dropped_reads: BTreeMap::new() }
+    }
+
+    fn without_txns(&self, gone: &[TxnId]) -> Self {
+        let mut s = self.clone();
+        for t in gone {
+            s.txns.remove(t);
+            s.dropped_reads.remove(t);
+        }
+        s
+    }
+
+    fn without_read(&self, t: TxnId, op: u32) -> Self {
+        let mut s = self.clone();
+        s.dropped_reads.entry(t).or_default().insert(op);
+        s
+    }
+
+    /// Operations kept, over all kept transactions.
+    pub fn ops(&self, h: &History) -> usize {
+        self.txns
+            .iter()
+            .map(|t| h.txn(*t).ops.len() - self.dropped_reads.get(t).map_or(0, BTreeSet::len))
+            .sum()
+    }
+}
+
+/// The sub-history of `h` with the transactions and operations `keep` selects, and
+/// `cert` restricted to them. `None` when a kept version set names a version a removed
 /// transaction wrote.
-pub fn sub_history(h: &History, cert: &Certificate, keep: &BTreeSet<TxnId>) -> Option<(History, Certificate)> {
+pub fn sub_history(h: &History, cert: &Certificate, keep: &Selection) -> Option<(History, Certificate)> {
     let mut sub = h.without_txns();
     let mut map: FxHashMap<TxnId, TxnId> = FxHashMap::default();
-    for &t in keep {
-        let id = sub.push_txn(h.txn(t).clone()).ok()?;
+    // Per kept transaction, the new index of each old op index (None: dropped).
+    let mut op_map: FxHashMap<TxnId, Vec<Option<u32>>> = FxHashMap::default();
+    for &t in &keep.txns {
+        let mut txn = h.txn(t).clone();
+        let dropped = keep.dropped_reads.get(&t);
+        let mut index = Vec::with_capacity(txn.ops.len());
+        let mut next = 0u32;
+        for i in 0..txn.ops.len() as u32 {
+            if dropped.is_some_and(|d| d.contains(&i)) {
+                index.push(None);
+            } else {
+                index.push(Some(next));
+                next += 1;
+            }
+        }
+        if dropped.is_some() {
+            let ops = std::mem::take(&mut txn.ops);
+            txn.ops =
+                ops.into_iter().enumerate().filter(|(i, _)| index[*i].is_some()).map(|(_, op)| op).collect();
+            txn.op_meta =
+                txn.op_meta.into_iter().filter_map(|(i, m)| Some((index[i as usize]?, m))).collect();
+        }
+        let id = sub.push_txn(txn).ok()?;
         map.insert(t, id);
+        op_map.insert(t, index);
     }
     let mut out = Certificate::default();
     if let Some(order) = &cert.version_order {
@@ -67,6 +134,7 @@ pub fn sub_history(h: &History, cert: &Certificate, keep: &BTreeSet<TxnId>) -> O
         let mut kept = FxHashMap::default();
         for (r, versions) in sets {
             let Some(&txn) = map.get(&r.txn) else { continue };
+            let Some(op) = op_map[&r.txn].get(r.op as usize).copied().flatten() else { continue };
             let mut seen = Vec::with_capacity(versions.len());
             for v in versions {
                 let writer = match v.writer {
@@ -75,7 +143,7 @@ pub fn sub_history(h: &History, cert: &Certificate, keep: &BTreeSet<TxnId>) -> O
                 };
                 seen.push(SeenVersion { obj: v.obj, writer });
             }
-            kept.insert(OpRef { txn, op: r.op }, seen);
+            kept.insert(OpRef { txn, op }, seen);
         }
         out.version_sets = Some(kept);
     }
@@ -133,7 +201,7 @@ struct Judge<'a> {
 
 impl Judge<'_> {
     /// The sub-history of `keep`, its certificate and report, when it shows the class.
-    fn shows(&mut self, keep: &BTreeSet<TxnId>) -> Option<(History, Certificate, Report)> {
+    fn shows(&mut self, keep: &Selection) -> Option<(History, Certificate, Report)> {
         if self.checks >= MAX_CHECKS {
             return None;
         }
@@ -173,10 +241,11 @@ pub fn shrink(
     }
     let around: Vec<TxnId> = start.iter().flat_map(|&t| writers_read_by(h, t)).collect();
     start.extend(around);
+    let start = Selection::of(start);
     let mut keep = if judge.shows(&start).is_some() {
         start
     } else {
-        let all: BTreeSet<TxnId> = h.txn_ids().collect();
+        let all = Selection::of(h.txn_ids().collect());
         if judge.shows(&all).is_none() {
             return Err(HuntError::Check(format!(
                 "the history does not show {} again when checked on its own",
@@ -185,32 +254,70 @@ pub fn shrink(
         }
         all
     };
-    // Delta debugging: remove chunks of halving size while the class stays.
-    let mut chunk = keep.len().div_ceil(2).max(1);
+    loop {
+        keep = remove_txns(&mut judge, keep);
+        let before = keep.clone();
+        keep = remove_reads(&mut judge, h, keep);
+        if keep == before {
+            break;
+        }
+    }
+    let (history, certificate, report) = judge
+        .shows(&keep)
+        .ok_or_else(|| HuntError::Check("the shrunk history no longer shows the class".into()))?;
+    let ops = keep.ops(h);
+    Ok(Shrunk {
+        history,
+        certificate,
+        report,
+        kept: keep.txns.into_iter().collect(),
+        ops,
+        kind: anomaly.kind,
+        checks: judge.checks,
+    })
+}
+
+/// Delta debugging over transactions: removes chunks of halving size while the class stays.
+fn remove_txns(judge: &mut Judge<'_>, mut keep: Selection) -> Selection {
+    let mut chunk = keep.txns.len().div_ceil(2).max(1);
     loop {
         let mut removed_any = false;
-        let order: Vec<TxnId> = keep.iter().rev().copied().collect();
+        let order: Vec<TxnId> = keep.txns.iter().rev().copied().collect();
         for piece in order.chunks(chunk) {
-            if keep.len() <= piece.len() {
+            if keep.txns.len() <= piece.len() {
                 continue;
             }
-            let candidate: BTreeSet<TxnId> = keep.iter().copied().filter(|t| !piece.contains(t)).collect();
+            let candidate = keep.without_txns(piece);
             if judge.shows(&candidate).is_some() {
                 keep = candidate;
                 removed_any = true;
             }
         }
         if chunk == 1 && !removed_any {
-            break;
+            return keep;
         }
         if !removed_any || chunk > 1 {
             chunk = (chunk / 2).max(1);
         }
     }
-    let (history, certificate, report) = judge
-        .shows(&keep)
-        .ok_or_else(|| HuntError::Check("the shrunk history no longer shows the class".into()))?;
-    Ok(Shrunk { history, certificate, report, kept: keep.into_iter().collect(), kind: anomaly.kind, checks: judge.checks })
+}
+
+/// Leaves out, one at a time, each read (item, predicate or aggregate) whose absence keeps
+/// the class: the writers of what it read may then go too.
+fn remove_reads(judge: &mut Judge<'_>, h: &History, mut keep: Selection) -> Selection {
+    let txns: Vec<TxnId> = keep.txns.iter().copied().collect();
+    for t in txns {
+        for (i, op) in h.txn(t).ops.iter().enumerate().rev() {
+            if !matches!(op, Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. }) {
+                continue;
+            }
+            let candidate = keep.without_read(t, i as u32);
+            if judge.shows(&candidate).is_some() {
+                keep = candidate;
+            }
+        }
+    }
+    keep
 }
 
 /// The objects a history's transactions touch by key (item operations and appends), with

@@ -111,7 +111,8 @@ impl Database for Postgres {
 
     async fn server_version(&self) -> Option<String> {
         let client = self.admin_client().await.ok()?;
-        let rows = client.simple_query("SELECT version()").await.ok()?;
+        let rows =
+            client.simple_query("SELECT 'PostgreSQL ' || current_setting('server_version')").await.ok()?;
         rows.iter().find_map(|m| match m {
             tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
             _ => None,

@@ -459,7 +459,7 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         }
     }
 
-    /// The server's version as it reports it (PostgreSQL `SELECT version()`), for
+    /// The server's version as it reports it (`PostgreSQL 18.4`, `MariaDB 10.11.6-MariaDB`), for
     /// `run.json` and the reports. Default: not known.
     fn server_version(&self) -> impl Future<Output = Option<String>> + Send {
         async { None }
