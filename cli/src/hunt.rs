@@ -392,11 +392,13 @@ async fn save_finding<D: Database>(
         "workload_secs": trial.workload_secs,
     });
     write_text(&dir.join("run.json"), &(serde_json::to_string_pretty(&run)? + "\n"))?;
-    let anomaly = trial
-        .report
-        .anomalies
-        .iter()
-        .find(|a| !args.ignore.contains(&a.kind))
+    // A cycle is shrunk and reproduced first: its dependencies name every transaction the
+    // interleaving needs, where a non-cyclic anomaly (an internal inconsistency) may shrink
+    // to a transaction whose cause the sub-history no longer shows.
+    let shown = || trial.report.anomalies.iter().filter(|a| !args.ignore.contains(&a.kind));
+    let anomaly = shown()
+        .find(|a| !a.cycle.is_empty())
+        .or_else(|| shown().next())
         .expect("a finding has an anomaly that is not ignored");
     let mut out = json!({
         "dir": dir.display().to_string(),

@@ -4,6 +4,7 @@ mod bad_input;
 mod chronos;
 mod fast_reader;
 mod formats;
+mod hunt;
 mod mtc;
 mod peer_histories;
 mod predicate_reader;

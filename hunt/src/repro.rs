@@ -3,7 +3,9 @@
 //!
 //! The spec's setup creates the workload's table with the run's initial rows; each kept
 //! transaction is one session (`BEGIN ISOLATION LEVEL ...` in its setup), one step per
-//! operation and a last step `COMMIT` (`ROLLBACK` for an aborted one). The permutation
+//! operation and a last step `COMMIT` (`ROLLBACK` for an aborted one); a transaction whose
+//! first operation is a write gets a first step `SELECT 1`, which takes its snapshot at its
+//! start (PostgreSQL takes it at the first statement). The permutation
 //! follows the order the database gave the transactions: each transaction's operations up
 //! to its first write run at its start (the snapshot it read from: its recovered
 //! `start_ts`, or when the certificate gives none its invocation time), its writes and
@@ -198,6 +200,13 @@ pub fn write_spec(
         let (start, commit) = times(h, use_ts, t);
         let mut at_start = Vec::new();
         let mut at_commit = Vec::new();
+        if first_write == Some(0) {
+            // The snapshot is taken by the first statement: a transaction that starts with a
+            // write takes it at its start with a statement that reads no table.
+            let step = format!("{session}_snapshot");
+            out.push_str(&format!("step {step} {{ SELECT 1; }}\n"));
+            at_start.push(step);
+        }
         for (i, op) in txn.ops.iter().enumerate() {
             let step = format!("{session}_{}", i + 1);
             out.push_str(&format!("step {step} {{ {} }}\n", statement(h, cert, table, t, op)));
