@@ -4,8 +4,8 @@
 //! reproducing; this module holds the flags, the progress bar and the files).
 //!
 //! `DIR/hunt.json` lists every trial (parameters, counts, verdict); each finding goes to
-//! `DIR/finding-N/` (`history.jsonl`, `certificate.json`, `raw-log.jsonl`, `report.*`,
-//! `run.json`), its shrunk history to `DIR/finding-N/shrunk/` and its reproducer to
+//! `DIR/finding-N/` (`history.jsonl`, `certificate.json`, `raw-log.jsonl`, `report.json`,
+//! `report.txt`, `report.html`, `run.json`), its shrunk history to `DIR/finding-N/shrunk/` and its reproducer to
 //! `DIR/finding-N/repro.spec`.
 
 use std::fs;
@@ -227,6 +227,7 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
             if tally.ignored > 0 { format!(", {} anomalies of ignored classes set aside", tally.ignored) } else { String::new() },
             args.out.display()
         );
+        println!("  tried: {}", tried(&tally.trials));
         for f in &tally.findings {
             println!("  {}", f["summary"].as_str().unwrap_or_default());
         }
@@ -370,6 +371,14 @@ async fn save_finding<D: Database>(
     write_raw_log(&dir.join(crate::run::RAW_LOG), &trial.log)?;
     write_certificate(&dir.join("certificate.json"), h, &trial.recovered)?;
     write_reports(dir, &trial.report, h)?;
+    let html = isocert_checker::HtmlOptions::default();
+    crate::check::write_html(
+        &dir.join("report.html"),
+        &trial.report,
+        h,
+        &trial.recovered.certificate,
+        &html,
+    )?;
     let p = &trial.params;
     let run = json!({
         "database": D::KIND.as_str(),
@@ -475,4 +484,33 @@ async fn save_finding<D: Database>(
         }
     ));
     Ok(out)
+}
+
+/// What the trials covered, in one line: trials per workload and the range of each setting.
+fn tried(trials: &[Json]) -> String {
+    let mut per_workload: Vec<(String, usize)> = Vec::new();
+    for t in trials {
+        let w = t["params"]["workload"].as_str().unwrap_or("?").to_string();
+        match per_workload.iter_mut().find(|(name, _)| *name == w) {
+            Some((_, n)) => *n += 1,
+            None => per_workload.push((w, 1)),
+        }
+    }
+    let range = |field: &str| {
+        let values: Vec<u64> = trials.iter().filter_map(|t| t["params"][field].as_u64()).collect();
+        match (values.iter().min(), values.iter().max()) {
+            (Some(lo), Some(hi)) if lo == hi => format!("{lo}"),
+            (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
+            _ => "none".to_string(),
+        }
+    };
+    let workloads: Vec<String> = per_workload.iter().map(|(w, n)| format!("{w} x{n}")).collect();
+    format!(
+        "{}; keys {}, sessions {}, ops per transaction {}, transactions per trial {}",
+        if workloads.is_empty() { "no trial".to_string() } else { workloads.join(", ") },
+        range("keys"),
+        range("sessions"),
+        range("max_txn_len"),
+        range("txns")
+    )
 }

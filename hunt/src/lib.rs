@@ -10,6 +10,19 @@
 //! - [`repro`] writes an isolationtester spec of the shrunk history and runs it again.
 //!
 //! The CLI (`cli/src/hunt.rs`) drives them with a budget, a progress bar and the files.
+//!
+//! ```
+//! use isocert_hunt::{Search, Space, TrialScore};
+//! use isocert_workload::WorkloadKind;
+//!
+//! let space = Space { workloads: vec![WorkloadKind::Kv, WorkloadKind::Append], deletes: true, max_txns: 3000 };
+//! let mut search = Search::new(space, 0);
+//! let first = search.next_trial();
+//! assert_eq!(first.workload, WorkloadKind::Kv);
+//! assert!(first.keys >= 2 && first.txns <= 3000);
+//! search.record(TrialScore { params: first, abort_rate: 0.4 });
+//! assert_eq!(search.next_trial().workload, WorkloadKind::Append, "each workload once first");
+//! ```
 
 mod error;
 mod params;
