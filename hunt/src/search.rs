@@ -5,7 +5,8 @@
 //! search keeps the aborts per attempt of every finished trial; a third of the trials are
 //! drawn at random over the whole space (so no workload or setting is starved), the rest
 //! are neighbours of the trials that aborted most (each favourite chosen with a weight
-//! that grows with its abort rate). Nothing here knows any particular bug.
+//! that grows with its abort rate and shrinks with how often its cell was tried already).
+//! Nothing here knows any particular bug.
 
 use isocert_random::SeededRng;
 use rand::Rng;
@@ -59,9 +60,21 @@ impl Search {
         let mut best: Vec<&TrialScore> = self.scores.iter().collect();
         best.sort_by(|a, b| b.abort_rate.total_cmp(&a.abort_rate));
         best.truncate(FAVOURITES);
-        // Weight 1 + 10 x abort rate: a trial that aborted half its attempts is picked six
-        // times as often as one that aborted none.
-        let weights: Vec<f64> = best.iter().map(|s| 1.0 + 10.0 * s.abort_rate).collect();
+        // Weight 1 + 10 x abort rate (a trial that aborted half its attempts is picked six
+        // times as often as one that aborted none), divided by how often its cell (workload,
+        // keys, sessions, transaction length) was tried already, so one contended cell does
+        // not take the whole budget.
+        let tried = |p: &TrialParams| {
+            self.scores
+                .iter()
+                .filter(|s| {
+                    let q = &s.params;
+                    (q.workload, q.keys, q.sessions, q.max_txn_len)
+                        == (p.workload, p.keys, p.sessions, p.max_txn_len)
+                })
+                .count() as f64
+        };
+        let weights: Vec<f64> = best.iter().map(|s| (1.0 + 10.0 * s.abort_rate) / tried(&s.params)).collect();
         let mut x = self.rng.random_range(0.0..weights.iter().sum::<f64>());
         let mut chosen = best[0];
         for (s, w) in best.iter().zip(&weights) {
