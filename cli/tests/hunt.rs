@@ -13,10 +13,32 @@ fn isocert(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_isocert")).args(args).output().expect("isocert runs")
 }
 
-/// `isocert hunt ARGS --out DIR` on the test PostgreSQL (`ISOCERT_TEST_PG` or a throwaway one).
+/// A fresh database `name` on the PostgreSQL of `ISOCERT_TEST_PG` (tests run at the same
+/// time, each with its own tables), as a URL.
+fn fresh_pg_database(server_url: &str, name: &str) -> String {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let admin = isocert_adapters::postgres::connect(server_url).await.unwrap();
+        admin.simple_query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
+        admin.simple_query(&format!("CREATE DATABASE {name}")).await.unwrap();
+    });
+    let (base, _) = server_url.rsplit_once('/').expect("a URL naming a database");
+    format!("{base}/{name}")
+}
+
+/// `isocert hunt ARGS --out DIR` on the test server (`ISOCERT_TEST_PG`, on a fresh database
+/// named after the output directory, or a throwaway one).
 fn hunt(server: &str, args: &[&str], out: &Path) -> (Output, serde_json::Value) {
     let mut all: Vec<String> = vec!["hunt".into()];
-    let env = if server == "mariadb" { MARIADB.env_url() } else { POSTGRES.env_url() };
+    let name = format!(
+        "hunt_{}",
+        out.file_name().unwrap().to_string_lossy().to_lowercase().replace(['.', '-'], "_")
+    );
+    let env = if server == "mariadb" {
+        MARIADB.env_url()
+    } else {
+        POSTGRES.env_url().map(|url| fresh_pg_database(&url, &name))
+    };
     match env {
         Some(url) => all.extend(["--db".into(), url, "--reset-tables".into()]),
         None => all.extend(["--database".into(), server.into()]),
