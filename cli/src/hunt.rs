@@ -214,7 +214,12 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        let verdict = if tally.findings.is_empty() { "VALID" } else { "INVALID" };
+        let verdict = match (tally.findings.is_empty(), interrupted) {
+            (true, false) => "VALID",
+            (true, true) => "VALID so far (interrupted)",
+            (false, false) => "INVALID",
+            (false, true) => "INVALID (interrupted)",
+        };
         println!(
             "{verdict}: {} trial(s) in {elapsed:.0}s on {}, {} committed transactions of {} attempts ({} aborted by \
              the server), checked as {level}; {} finding(s){}; files in {}",
