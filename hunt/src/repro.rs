@@ -55,22 +55,6 @@ fn row_values(h: &History, table: &TableSpec, obj: ObjId, value: ValueId) -> Opt
     }
 }
 
-/// `CREATE TABLE` of a workload table in PostgreSQL's DDL (as the adapter creates it).
-fn create_table(table: &TableSpec) -> String {
-    let last = table.columns.len() - 1;
-    let columns: Vec<String> = table
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| match (i, table.column_type(i)) {
-            (0, _) => format!("{c} integer PRIMARY KEY"),
-            (_, isocert_adapters::ColumnType::Integer) if i == last => format!("{c} bigint NOT NULL"),
-            (_, ty) => format!("{c} {} NOT NULL", ty.as_str()),
-        })
-        .collect();
-    format!("CREATE TABLE {} ({});", table.name, columns.join(", "))
-}
-
 /// Whether the version `t`'s write of `obj` follows is absent (so its statement inserts).
 fn follows_absent(h: &History, cert: &Certificate, t: TxnId, obj: ObjId) -> bool {
     let order = cert.version_order.as_ref().and_then(|o| o.get(&obj));
@@ -170,7 +154,7 @@ pub fn write_spec(
         out.push_str(&format!("# {line}\n"));
     }
     out.push_str("\nsetup\n{\n  ");
-    out.push_str(&create_table(table));
+    out.push_str(&isocert_adapters::postgres::create_table_statement(table));
     out.push('\n');
     for (obj, value) in &h.initial {
         if let Some(row) = row_values(h, table, *obj, *value) {

@@ -52,6 +52,12 @@ impl Postgres {
     }
 }
 
+/// The `CREATE TABLE` statement of a workload table, as the adapter creates it (a
+/// reproducer's setup, `isocert hunt`'s `repro.spec`, creates the same table).
+pub fn create_table_statement(table: &TableSpec) -> String {
+    format!("CREATE TABLE {} ({});", table.name, definition(table))
+}
+
 /// `CREATE TABLE` column definitions of a workload table.
 fn definition(table: &TableSpec) -> String {
     let last = table.columns.len() - 1;
