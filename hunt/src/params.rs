@@ -106,7 +106,7 @@ impl fmt::Display for TrialParams {
 pub struct Space {
     /// The workloads to sweep.
     pub workloads: Vec<WorkloadKind>,
-    /// Whether plans may delete rows.
+    /// Whether plans may delete rows (trials then run with deletes or without them).
     pub deletes: bool,
     /// The largest trial, in transactions.
     pub max_txns: u64,
@@ -124,7 +124,7 @@ impl Space {
             sessions: pick(rng, &SESSION_COUNTS),
             distribution: pick(rng, &[Distribution::Uniform, Distribution::Zipfian, Distribution::Hotspot]),
             max_txn_len: pick(rng, &TXN_LENGTHS),
-            deletes: self.deletes,
+            deletes: self.deletes && rng.random_bool(0.75),
             client_abort_rate: pick(rng, &CLIENT_ABORT_RATES),
             txns: sizes[rng.random_range(0..size_cap)],
             seed: rng.random(),
@@ -136,7 +136,7 @@ impl Space {
     pub fn neighbour(&self, p: &TrialParams, rng: &mut SeededRng) -> TrialParams {
         let mut q = p.clone();
         q.seed = rng.random();
-        match rng.random_range(0..7) {
+        match rng.random_range(0..8) {
             0 => q.keys = step(rng, &KEY_COUNTS, p.keys, 0.7),
             1 => q.sessions = step(rng, &SESSION_COUNTS, p.sessions, 0.3),
             2 => q.max_txn_len = step(rng, &TXN_LENGTHS, p.max_txn_len, 0.4),
@@ -145,6 +145,7 @@ impl Space {
                     pick(rng, &[Distribution::Uniform, Distribution::Zipfian, Distribution::Hotspot])
             }
             4 => q.client_abort_rate = pick(rng, &CLIENT_ABORT_RATES),
+            5 => q.deletes = self.deletes && !p.deletes,
             // Longer runs of a good point: rare interleavings need many transactions.
             _ => q.txns = step(rng, &self.sizes(), p.txns, 0.2),
         }
@@ -195,6 +196,7 @@ mod tests {
         }
         assert!(many.iter().any(|p| p.keys == 2) && many.iter().any(|p| p.keys == 32));
         assert!(many.iter().any(|p| p.txns == 15000));
+        assert!(many.iter().any(|p| p.deletes) && many.iter().any(|p| !p.deletes), "delete mixes vary");
         assert!(many.iter().all(|p| p.config(Isolation::Serializable, false).validate().is_ok()));
     }
 
@@ -215,6 +217,7 @@ mod tests {
                 q.distribution != p.distribution,
                 q.client_abort_rate != p.client_abort_rate,
                 q.txns != p.txns,
+                q.deletes != p.deletes,
             ];
             assert!(changed.iter().filter(|c| **c).count() <= 1, "{p} -> {q}");
             assert!(!q.deletes && q.txns <= 3000 && q.workload == p.workload);
