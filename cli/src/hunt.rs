@@ -5,8 +5,9 @@
 //!
 //! `DIR/hunt.json` lists every trial (parameters, counts, verdict); each finding goes to
 //! `DIR/finding-N/` (`history.jsonl`, `certificate.json`, `raw-log.jsonl`, `report.json`,
-//! `report.txt`, `report.html`, `run.json`), its shrunk history to `DIR/finding-N/shrunk/` and its reproducer to
-//! `DIR/finding-N/repro.spec`.
+//! `report.txt`, `report.html`, `run.json`), its shrunk history to `DIR/finding-N/shrunk/`
+//! and its reproducer to `DIR/finding-N/repro.spec` (and, when it appends to lists,
+//! `repro-recordable.spec`, whose appends are statements the scenario runner records today).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,8 +21,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_adapters::guard::run_name;
 use isocert_adapters::{dispatch, CaptureOptions, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer};
 use isocert_checker::{render_json, AnomalyKind, IsolationLevel};
-use isocert_history::Dialect;
-use isocert_hunt::repro::{reproduce, write_spec, ReproTarget, Reproduction};
+use isocert_history::{Dialect, Op};
+use isocert_hunt::repro::{reproduce, write_spec, AppendStatements, ReproTarget, Reproduction};
 use isocert_hunt::{run_trial, shrink, Search, Space, Trial, TrialScore};
 use isocert_workload::{Isolation, WorkloadKind};
 use serde_json::{json, Value as Json};
@@ -443,7 +444,7 @@ async fn save_finding<D: Database>(
         "checks": shrunk.checks,
         "report": render_json(&shrunk.report, &shrunk.history),
     });
-    let mut repro = Reproduction::default();
+    let mut runs: Vec<(&str, Reproduction)> = Vec::new();
     if D::DIALECT == Dialect::Postgres {
         let title = format!(
             "isocert hunt reproducer: {} at {} checked as {level}, shrunk from {} to {} transactions.\n\
@@ -457,36 +458,40 @@ async fn save_finding<D: Database>(
             p.run_flags()
         );
         let table = p.workload.table_spec();
-        let spec = write_spec(&shrunk.history, &shrunk.certificate, &table, args.isolation, &title);
-        write_text(&dir.join("repro.spec"), &spec)?;
         // The trial's table would clash with the reproducer's setup: it is isocert's own.
         db.drop_table(&table).await?;
         let target =
             ReproTarget { level, isolation: args.isolation, kind: shrunk.kind, runs: args.repro_runs };
-        repro = reproduce(db, &spec, &target, capture, interrupt).await?;
-        out["reproducer"] = json!({ "spec": dir.join("repro.spec").display().to_string(), "result": repro });
+        let has_appends =
+            shrunk.history.txns.iter().flat_map(|t| &t.ops).any(|op| matches!(op, Op::Append { .. }));
+        let mut results = Vec::new();
+        for (file, appends) in [
+            ("repro.spec", AppendStatements::Upsert),
+            ("repro-recordable.spec", AppendStatements::Recordable),
+        ] {
+            if appends == AppendStatements::Recordable && !has_appends {
+                continue;
+            }
+            let spec =
+                write_spec(&shrunk.history, &shrunk.certificate, &table, args.isolation, appends, &title);
+            write_text(&dir.join(file), &spec)?;
+            let result = reproduce(db, &spec, &target, capture, interrupt).await?;
+            results.push(json!({ "spec": dir.join(file).display().to_string(), "result": result }));
+            runs.push((file, result));
+        }
+        out["reproducer"] = json!(results);
     }
+    let reproducers = if D::DIALECT != Dialect::Postgres {
+        "reproducer not written (repro.spec is PostgreSQL's isolationtester format)".to_string()
+    } else {
+        runs.iter().map(|(file, r)| format!("{file} {}", rate(r))).collect::<Vec<_>>().join("; ")
+    };
     out["summary"] = json!(format!(
-        "{}: {} in trial {p}; shrunk to {} of {} transactions; reproducer {}",
+        "{}: {} in trial {p}; shrunk to {} of {} transactions; {reproducers}",
         dir.display(),
         anomaly.kind.as_str(),
         shrunk.kept.len(),
         h.txns.len(),
-        if D::DIALECT != Dialect::Postgres {
-            "not written (repro.spec is PostgreSQL's isolationtester format)".to_string()
-        } else if repro.runs == 0 {
-            "not run".to_string()
-        } else if repro.uncertified > 0 {
-            format!(
-                "reproduced {}/{} runs, {} uncertified ({})",
-                repro.reproduced,
-                repro.runs,
-                repro.uncertified,
-                repro.why_uncertified.clone().unwrap_or_default()
-            )
-        } else {
-            format!("reproduced {}/{} runs", repro.reproduced, repro.runs)
-        }
     ));
     Ok(out)
 }
@@ -518,4 +523,18 @@ fn tried(trials: &[Json]) -> String {
         range("max_txn_len"),
         range("txns")
     )
+}
+
+/// How often a reproducer reproduced, in words.
+fn rate(r: &Reproduction) -> String {
+    match (r.runs, r.uncertified) {
+        (0, _) => "not run".to_string(),
+        (_, 0) => format!("reproduced {}/{} runs", r.reproduced, r.runs),
+        (_, n) => format!(
+            "reproduced {}/{} runs, {n} uncertified ({})",
+            r.reproduced,
+            r.runs,
+            r.why_uncertified.clone().unwrap_or_default()
+        ),
+    }
 }

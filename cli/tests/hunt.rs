@@ -94,7 +94,7 @@ fn postgres_repeatable_read_upsert_after_delete_is_found_and_reproduced() {
     let finding = &s["findings"][0];
     assert_eq!(finding["kind"], "g-si", "{s}");
     assert!(finding["shrunk"]["txns"].as_u64().unwrap() <= 3, "{finding}");
-    let result = &finding["reproducer"]["result"];
+    let result = &finding["reproducer"][0]["result"];
     assert_eq!((result["runs"].as_u64(), result["reproduced"].as_u64()), (Some(5), Some(5)), "{finding}");
     assert_eq!(result["uncertified"], 0, "{finding}");
     let spec = std::fs::read_to_string(dir.path().join("finding-1/repro.spec")).unwrap();

@@ -13,7 +13,9 @@
 //! came back), then its commit. A write is the statement that installs exactly that
 //! version: `INSERT` when the version it follows (by the certificate's version order) is
 //! absent, `UPDATE` otherwise, `DELETE` for a deletion; an append is the workload's own
-//! upsert (`INSERT ... ON CONFLICT (id) DO UPDATE SET val = CONCAT(...)`).
+//! upsert (`INSERT ... ON CONFLICT (id) DO UPDATE SET val = CONCAT(...)`), or, for the
+//! scenario runner that does not record such upserts yet, a blind write of the list it
+//! produced ([`AppendStatements::Recordable`]).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -77,8 +79,52 @@ fn follows_absent(h: &History, cert: &Certificate, t: TxnId, obj: ObjId) -> bool
     }
 }
 
-/// The SQL statement of operation `op` of `t`.
-fn statement(h: &History, cert: &Certificate, table: &TableSpec, t: TxnId, op: &Op) -> String {
+/// How a reproducer writes a list append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendStatements {
+    /// As the workload ran it: `INSERT ... ON CONFLICT (id) DO UPDATE SET val =
+    /// CONCAT(...)`, a read-modify-write inside the database.
+    Upsert,
+    /// As statements the scenario runner records today: `INSERT` of the one-element list
+    /// when the version it follows is absent, else `UPDATE ... SET val = '<the whole list>'`
+    /// (a blind write of the list the upsert produced, by the certificate's version order).
+    Recordable,
+}
+
+/// The list `t`'s append at op `upto` leaves on `obj`: the elements its predecessors in
+/// the version order appended, then its own up to that op, comma-separated.
+fn list_after(h: &History, cert: &Certificate, t: TxnId, obj: ObjId, upto: usize) -> String {
+    let order = cert.version_order.as_ref().and_then(|o| o.get(&obj)).cloned().unwrap_or_default();
+    let mut items: Vec<String> = Vec::new();
+    for w in order.iter().copied().take_while(|&w| w != t) {
+        for op in &h.txn(w).ops {
+            if let Op::Append { obj: o, element } = op {
+                if *o == obj {
+                    items.push(element.to_string());
+                }
+            }
+        }
+    }
+    for op in &h.txn(t).ops[..=upto] {
+        if let Op::Append { obj: o, element } = op {
+            if *o == obj {
+                items.push(element.to_string());
+            }
+        }
+    }
+    items.join(",")
+}
+
+/// The SQL statement of operation `i` of `t`.
+fn statement(
+    h: &History,
+    cert: &Certificate,
+    table: &TableSpec,
+    t: TxnId,
+    i: usize,
+    appends: AppendStatements,
+) -> String {
+    let op = &h.txn(t).ops[i];
     let name = table.name;
     let pk = table.pk();
     let key = |obj: ObjId| literal(&h.object(obj).key);
@@ -100,6 +146,18 @@ fn statement(h: &History, cert: &Certificate, table: &TableSpec, t: TxnId, op: &
                 format!("UPDATE {name} SET {} WHERE {pk} = {};", set.join(", "), key(*obj))
             }
         },
+        Op::Append { obj, .. } if appends == AppendStatements::Recordable => {
+            let [id, sk, val] = table.columns else { return format!("-- append to {}", key(*obj)) };
+            let list = literal(&Scalar::Text(list_after(h, cert, t, *obj, i).into()));
+            let k = key(*obj);
+            let earlier_own =
+                h.txn(t).ops[..i].iter().any(|o| matches!(o, Op::Append { obj: o2, .. } if o2 == obj));
+            if follows_absent(h, cert, t, *obj) && !earlier_own {
+                format!("INSERT INTO {name} ({id}, {sk}, {val}) VALUES ({k}, {k}, {list});")
+            } else {
+                format!("UPDATE {name} SET {val} = {list} WHERE {id} = {k};")
+            }
+        }
         Op::Append { obj, element } => {
             let [id, sk, val] = table.columns else { return format!("-- append to {}", key(*obj)) };
             let e = literal(&Scalar::Text(element.to_string().into()));
@@ -141,12 +199,14 @@ fn times(h: &History, use_ts: bool, t: TxnId) -> (Timestamp, Timestamp) {
 }
 
 /// The isolationtester spec of `h` (a shrunk history of the workload table `table`, whose
-/// transactions ran at `isolation`), under the certificate `cert`. `title` heads it.
+/// transactions ran at `isolation`), under the certificate `cert`, its list appends written
+/// as `appends` says. `title` heads it.
 pub fn write_spec(
     h: &History,
     cert: &Certificate,
     table: &TableSpec,
     isolation: Isolation,
+    appends: AppendStatements,
     title: &str,
 ) -> String {
     let mut out = String::new();
@@ -191,9 +251,9 @@ pub fn write_spec(
             out.push_str(&format!("step {step} {{ SELECT 1; }}\n"));
             at_start.push(step);
         }
-        for (i, op) in txn.ops.iter().enumerate() {
+        for i in 0..txn.ops.len() {
             let step = format!("{session}_{}", i + 1);
-            out.push_str(&format!("step {step} {{ {} }}\n", statement(h, cert, table, t, op)));
+            out.push_str(&format!("step {step} {{ {} }}\n", statement(h, cert, table, t, i, appends)));
             if first_write.is_some_and(|w| i >= w) {
                 at_commit.push(step);
             } else {
@@ -308,4 +368,73 @@ pub async fn reproduce<D: Database>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isocert_history::v1;
+
+    fn read(lines: &[&str], cert: &str) -> (History, Certificate) {
+        let mut h = v1::read_history(lines.join("\n").as_bytes()).unwrap();
+        let c = v1::read_certificate(cert.as_bytes(), &mut h).unwrap();
+        (h, c)
+    }
+
+    #[test]
+    fn writes_are_the_statements_that_install_each_version_in_timestamp_order() {
+        // T2 deletes k0 and commits after T3's snapshot; T3 then writes k0 (an insert) and
+        // k1 (an update of the initial row).
+        let (h, c) = read(
+            &[
+                r#"{"format":"isocert-history","version":1,"initial":[{"key":0,"value":0},{"key":1,"value":0}]}"#,
+                r#"{"id":2,"session":0,"start_ts":1,"commit_ts":4,"ops":[{"f":"w","key":0,"value":null}]}"#,
+                r#"{"id":3,"session":1,"start_ts":3,"commit_ts":6,"ops":[{"f":"r","key":0,"value":0},{"f":"w","key":0,"value":9},{"f":"w","key":1,"value":8}]}"#,
+            ],
+            r#"{"format":"isocert-certificate","version":1,"version_order":[{"key":0,"writers":[2,3]},{"key":1,"writers":[3]}]}"#,
+        );
+        let table = TableSpec::integers("kv", &["key", "value"]);
+        let spec = write_spec(&h, &c, &table, Isolation::RepeatableRead, AppendStatements::Upsert, "t");
+        assert!(spec.contains("step t2_1 { DELETE FROM kv WHERE key = 0; }"), "{spec}");
+        assert!(spec.contains("step t3_2 { INSERT INTO kv (key, value) VALUES (0, 9); }"), "{spec}");
+        assert!(spec.contains("step t3_3 { UPDATE kv SET value = 8 WHERE key = 1; }"), "{spec}");
+        assert!(spec.contains("INSERT INTO kv (key, value) VALUES (0, 0);"), "initial rows: {spec}");
+        // T2 takes its snapshot first (ts 1), T3 reads (ts 3), T2 deletes and commits (4),
+        // then T3 writes and commits (6).
+        assert!(spec.contains("permutation t2_snapshot t3_1 t2_1 t2_commit t3_2 t3_3 t3_commit"), "{spec}");
+        assert!(isocert_scenario::parse(&spec).is_ok(), "{spec}");
+    }
+
+    #[test]
+    fn appends_are_upserts_or_blind_writes_of_the_list_they_made() {
+        let (h, c) = read(
+            &[
+                r#"{"id":1,"session":0,"start_ts":1,"commit_ts":2,"ops":[{"f":"append","table":"append","key":7,"value":1}]}"#,
+                r#"{"id":2,"session":1,"start_ts":3,"commit_ts":4,"ops":[{"f":"r","table":"append","key":7,"value":[1]},{"f":"append","table":"append","key":7,"value":2},{"f":"append","table":"append","key":7,"value":3}]}"#,
+            ],
+            r#"{"format":"isocert-certificate","version":1,"version_order":[{"table":"append","key":7,"writers":[1,2]}]}"#,
+        );
+        let table = TableSpec {
+            name: "append",
+            columns: &["id", "sk", "val"],
+            types: &[
+                isocert_adapters::ColumnType::Integer,
+                isocert_adapters::ColumnType::Integer,
+                isocert_adapters::ColumnType::Text,
+            ],
+            partitioned: false,
+        };
+        let upsert = write_spec(&h, &c, &table, Isolation::Serializable, AppendStatements::Upsert, "t");
+        assert!(upsert.contains("ON CONFLICT (id) DO UPDATE SET val = CONCAT(t.val, ',', '2');"), "{upsert}");
+        let blind = write_spec(&h, &c, &table, Isolation::Serializable, AppendStatements::Recordable, "t");
+        assert!(
+            blind.contains("step t1_1 { INSERT INTO append (id, sk, val) VALUES (7, 7, '1'); }"),
+            "{blind}"
+        );
+        assert!(blind.contains("step t2_2 { UPDATE append SET val = '1,2' WHERE id = 7; }"), "{blind}");
+        assert!(blind.contains("step t2_3 { UPDATE append SET val = '1,2,3' WHERE id = 7; }"), "{blind}");
+        assert!(blind.contains(
+            "CREATE TABLE append (id integer PRIMARY KEY, sk integer NOT NULL, val text NOT NULL);"
+        ));
+    }
 }
