@@ -85,6 +85,13 @@ pub(crate) struct RunArgs {
     /// Seed of the transaction plans.
     #[arg(long, value_name = "X", default_value_t = 0)]
     seed: u64,
+    /// The most operations a kv or append transaction plans (default 5 for kv, 4 for append).
+    #[arg(long, value_name = "N")]
+    max_txn_len: Option<u32>,
+    /// The probability that a transaction ends with a rollback the client chose after its
+    /// writes (recorded as aborted; default 0.05 for append, 0 otherwise).
+    #[arg(long, value_name = "P")]
+    client_abort_rate: Option<f64>,
     /// Turn the workload's deletes into updates of the same rows, so every key keeps
     /// existing and upserts never insert. At repeatable read PostgreSQL lets a transaction
     /// re-insert a key that a concurrent, already committed transaction deleted, which
@@ -218,6 +225,12 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     cfg.seed = args.seed;
     cfg.deletes = !args.no_deletes;
     cfg.predicate_writes_alone = D::ONE_CHANGE_PER_ROW;
+    if let Some(n) = args.max_txn_len {
+        cfg.max_txn_len = n;
+    }
+    if let Some(p) = args.client_abort_rate {
+        cfg.client_abort_rate = p;
+    }
     cfg.validate()?;
 
     let name = D::KIND.display_name();
@@ -563,6 +576,8 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "keys": args.keys,
         "seed": args.seed,
         "deletes": !args.no_deletes,
+        "max_txn_len": args.max_txn_len,
+        "client_abort_rate": args.client_abort_rate,
         "recovery": r.is_some(),
         "certificate_api": args.certificate_api.is_some(),
         "replication": if r.is_some() { args.replication.as_deref() } else { None },

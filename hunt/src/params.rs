@@ -65,12 +65,11 @@ impl TrialParams {
         cfg
     }
 
-    /// The `isocert run` flags that run this trial's workload again (the client abort and
-    /// transaction length settings have no flag there and are named after them).
+    /// The `isocert run` flags that run this trial's workload again.
     pub fn run_flags(&self) -> String {
         format!(
             "--workload {} --txns {} --sessions {} --keys {} --distribution {} --seed {}{} \
-             (max {} ops per transaction, client aborts {})",
+             --max-txn-len {} --client-abort-rate {}",
             self.workload,
             self.txns,
             self.sessions,
