@@ -15,6 +15,17 @@ pub enum AdapterError {
         /// Where the search looked.
         searched: String,
     },
+    /// The PostgreSQL major version asked for (`--server-version`) is not installed.
+    #[error(
+        "PostgreSQL {version} is not installed (looked in {searched}); install it with \
+         scripts/install-deps --postgres-versions \"{version}\""
+    )]
+    PostgresVersionNotInstalled {
+        /// The major version asked for.
+        version: String,
+        /// Where the search looked.
+        searched: String,
+    },
     /// The MariaDB server programs (`mariadbd`, `mariadb-install-db`) are not installed.
     #[error(
         "MariaDB server programs not found (mariadbd and mariadb-install-db on PATH or in /usr/sbin); \

@@ -197,6 +197,18 @@ pub(crate) async fn execute_step(
                 rows.iter().filter_map(|r| typed(&read, r, table).transpose()).collect::<Result<_, _>>()?;
             vec![RecordedOp::Update { predicate: predicate.clone(), set: set.clone(), rows }]
         }
+        Step::Append { key, element } => {
+            let [_, sk, val] = table.columns else {
+                return Err(DbError::unexpected("a list append", format!("table {t} is not (id, sk, val)")));
+            };
+            let (sk, val) = (quote(sk), quote(val));
+            let sql = format!(
+                "INSERT INTO {t} ({pk}, {sk}, {val}) VALUES ({key}, {key}, '{element}') \
+                 ON DUPLICATE KEY UPDATE {val} = CONCAT({val}, ',', '{element}')"
+            );
+            conn.query_drop(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;
+            vec![RecordedOp::Append { key: *key, element: *element }]
+        }
         Step::PredicateDelete { predicate } => {
             let sql = format!("DELETE FROM {t} WHERE {predicate} RETURNING {pk}");
             let mut keys: Vec<i64> = conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;

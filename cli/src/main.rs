@@ -16,6 +16,7 @@ mod convert;
 mod exit;
 mod gen;
 mod memory;
+mod hunt;
 mod output;
 mod recover;
 mod run;
@@ -46,6 +47,7 @@ struct Cli {
 enum Command {
     Check(check::CheckArgs),
     Run(run::RunArgs),
+    Hunt(hunt::HuntArgs),
     Recover(recover::RecoverArgs),
     Cleanup(cleanup::CleanupArgs),
     Gen(gen::GenArgs),
@@ -83,6 +85,7 @@ fn run_command() -> ExitCode {
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Run(args) => run::run(args),
+        Command::Hunt(args) => hunt::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Cleanup(args) => cleanup::run(args),
         Command::Gen(args) => gen::run(args),

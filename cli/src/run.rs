@@ -50,9 +50,15 @@ pub(crate) struct RunArgs {
     /// in run.json), e.g. `--server-setting innodb_snapshot_isolation=ON` for MariaDB.
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_setting, conflicts_with = "db")]
     server_setting: Vec<(String, String)>,
+    /// Without --db: the PostgreSQL major version of the throwaway server (13 to 18;
+    /// installed by `scripts/install-deps --postgres-versions "13 18"`, docs/POSTGRES.md);
+    /// default: the one installed. run.json and the reports name the server's version.
+    #[arg(long, value_name = "V", conflicts_with = "db")]
+    server_version: Option<String>,
     /// The workload: `kv` (item operations), `predicate` (range reads, predicate updates and
-    /// deletes, aggregates), `skew` (write skew, allowed by repeatable read) or `mini`
-    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes).
+    /// deletes, aggregates), `skew` (write skew, allowed by repeatable read), `mini`
+    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes) or
+    /// `append` (Elle's list append: upserts that concatenate onto a text list, reads as lists).
     #[arg(long, value_name = "KIND")]
     workload: WorkloadKind,
     /// The level the transactions run at: serializable, repeatable-read or read-committed.
@@ -81,6 +87,13 @@ pub(crate) struct RunArgs {
     /// Seed of the transaction plans.
     #[arg(long, value_name = "X", default_value_t = 0)]
     seed: u64,
+    /// The most operations a kv or append transaction plans (default 5 for kv, 4 for append).
+    #[arg(long, value_name = "N")]
+    max_txn_len: Option<u32>,
+    /// The probability that a transaction ends with a rollback the client chose after its
+    /// writes (recorded as aborted; default 0.05 for append, 0 otherwise).
+    #[arg(long, value_name = "P")]
+    client_abort_rate: Option<f64>,
     /// Turn the workload's deletes into updates of the same rows, so every key keeps
     /// existing and upserts never insert. At repeatable read PostgreSQL lets a transaction
     /// re-insert a key that a concurrent, already committed transaction deleted, which
@@ -164,6 +177,8 @@ pub(crate) struct RunArgs {
 /// Timings and counts of one run, written to run.json.
 #[derive(Debug, Default)]
 struct RunStats {
+    /// The server's version as it reports it.
+    server_version: Option<String>,
     workload_secs: f64,
     committed: usize,
     attempts: usize,
@@ -176,7 +191,7 @@ struct RunStats {
 }
 
 /// Parses `NAME=VALUE`.
-fn parse_setting(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_setting(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, value)) if !name.trim().is_empty() => {
             Ok((name.trim().to_string(), value.trim().to_string()))
@@ -217,6 +232,12 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     cfg.seed = args.seed;
     cfg.deletes = !args.no_deletes;
     cfg.predicate_writes_alone = D::ONE_CHANGE_PER_ROW;
+    if let Some(n) = args.max_txn_len {
+        cfg.max_txn_len = n;
+    }
+    if let Some(p) = args.client_abort_rate {
+        cfg.client_abort_rate = p;
+    }
     cfg.validate()?;
 
     let name = D::KIND.display_name();
@@ -227,7 +248,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => {
             note!("isocert: starting a throwaway {name} (use --db to test your own)");
             let (db, server) = rt
-                .block_on(D::start_server(&args.server_setting))
+                .block_on(D::start_server_version(args.server_version.clone(), &args.server_setting))
                 .with_context(|| format!("starting the embedded {name}"))?;
             (db, Some(server))
         }
@@ -251,6 +272,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let table = cfg.kind.table_spec();
     let answer = Duration::from_secs(args.answer_timeout_secs);
+    let server_version = rt.block_on(db.server_version());
     let outcome = rt.block_on(async {
         if args.db.is_some() {
             let url = args.db.as_deref().unwrap_or_default();
@@ -305,6 +327,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
+    stats.server_version = server_version;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {
         note!(
@@ -485,7 +508,7 @@ fn finish<D: Database>(
 /// and replication objects left on a `--db` server are dropped by the next run or
 /// `isocert cleanup`. The messages ignore a failed write: after a hangup the terminal
 /// answers every write with an error.
-fn watch_signals() -> anyhow::Result<Arc<AtomicBool>> {
+pub(crate) fn watch_signals() -> anyhow::Result<Arc<AtomicBool>> {
     use std::io::Write;
     use tokio::signal::unix::{signal, SignalKind};
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -614,7 +637,7 @@ pub(crate) fn write_certificate(path: &Path, h: &History, r: &Recovered) -> anyh
     write_file(path, |out| Ok(v1::write_certificate(h, &r.certificate, out)?))
 }
 
-fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()> {
+pub(crate) fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()> {
     write_text(&dir.join("report.json"), &(serde_json::to_string_pretty(&render_json(report, h))? + "\n"))?;
     write_text(&dir.join("report.txt"), &render_text(report, h))
 }
@@ -622,6 +645,7 @@ fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow::Result<()>
 fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>) -> serde_json::Value {
     let mut out = json!({
         "database": D::KIND.as_str(),
+        "server_version": stats.server_version,
         "embedded": args.db.is_none(),
         "server_settings": args.server_setting.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
         "workload": args.workload.as_str(),
@@ -631,6 +655,8 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "keys": args.keys,
         "seed": args.seed,
         "deletes": !args.no_deletes,
+        "max_txn_len": args.max_txn_len,
+        "client_abort_rate": args.client_abort_rate,
         "recovery": r.is_some(),
         "certificate_api": args.certificate_api.is_some(),
         "replication": if r.is_some() { args.replication.as_deref() } else { None },
@@ -690,8 +716,9 @@ fn api_summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
 }
 
 fn summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
+    let on = stats.server_version.as_deref().map(|v| format!(" on {v}")).unwrap_or_default();
     format!(
-        "run: {} committed of {} attempts in {:.2}s ({:.0} committed/s); recovered {} commits, {} row versions, \
+        "run{on}: {} committed of {} attempts in {:.2}s ({:.0} committed/s); recovered {} commits, {} row versions, \
          {} version sets, {} item reads' versions ({} rows re-checked at read committed); certificate complete {:.3}s after the last commit; \
          files in {}",
         stats.committed,
@@ -715,6 +742,7 @@ fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, S
         if args.db.is_some() { format!("{name} (--db)") } else { format!("{name} (throwaway, embedded)") };
     let mut out = vec![
         ("database".to_string(), database),
+        ("server version".to_string(), stats.server_version.clone().unwrap_or_else(|| "not reported".into())),
         (
             "workload".to_string(),
             format!(
@@ -755,7 +783,7 @@ const RESULT_FILES: [&str; 7] =
 /// Rejects an output path that exists and is not a directory, or is a non-empty directory
 /// without `--force`; with `--force`, removes an earlier run's result files (only those: a
 /// user's other files in the directory are kept).
-fn check_out_dir(path: &Path, force: bool) -> anyhow::Result<()> {
+pub(crate) fn check_out_dir(path: &Path, force: bool) -> anyhow::Result<()> {
     if path.exists() && !path.is_dir() {
         bail!("--out {} exists and is not a directory", path.display());
     }

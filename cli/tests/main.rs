@@ -5,6 +5,7 @@ mod chronos;
 mod fast_reader;
 mod formats;
 mod issue_30;
+mod hunt;
 mod mtc;
 mod peer_histories;
 mod predicate_reader;

@@ -30,6 +30,20 @@ pub(crate) struct Matched {
 
 /// The last value each transaction's operations leave on each object, in first-write order.
 pub(crate) fn final_writes(h: &History, t: TxnId) -> Result<Vec<(ObjId, ValueId)>, RecoveryError> {
+    writes_and_appends(h, t, None)
+}
+
+/// The elements a transaction appended, per list object in first-append order.
+type Appended = Vec<(ObjId, Vec<Scalar>)>;
+
+/// [`final_writes`], with list appends collected into `appends` (per object, the elements in
+/// program order) instead of refused; without `appends` an append is an error, for the
+/// rules that have no list appends.
+fn writes_and_appends(
+    h: &History,
+    t: TxnId,
+    mut appends: Option<&mut Appended>,
+) -> Result<Vec<(ObjId, ValueId)>, RecoveryError> {
     let mut out: Vec<(ObjId, ValueId)> = Vec::new();
     let mut set = |obj: ObjId, value: ValueId| match out.iter_mut().find(|(o, _)| *o == obj) {
         Some(slot) => slot.1 = value,
@@ -40,17 +54,37 @@ pub(crate) fn final_writes(h: &History, t: TxnId) -> Result<Vec<(ObjId, ValueId)
             Op::Write { obj, value } => set(*obj, *value),
             Op::Update { rows, .. } => rows.iter().for_each(|r| set(r.obj, r.value)),
             Op::Delete { rows, .. } => rows.iter().for_each(|r| set(r.obj, ValueId::ABSENT)),
-            Op::Append { .. } => {
-                return Err(RecoveryError::Unsupported {
-                    txn: h.txn_label(t),
-                    op: i,
-                    message: "list appends have no PostgreSQL recovery rule".into(),
-                })
-            }
+            Op::Append { obj, element } => match appends.as_deref_mut() {
+                Some(appends) => match appends.iter_mut().find(|(o, _)| o == obj) {
+                    Some((_, elements)) => elements.push(element.clone()),
+                    None => appends.push((*obj, vec![element.clone()])),
+                },
+                None => {
+                    return Err(RecoveryError::Unsupported {
+                        txn: h.txn_label(t),
+                        op: i,
+                        message: "list appends have no recovery rule for this database".into(),
+                    })
+                }
+            },
             Op::Read { .. } | Op::Select { .. } | Op::Aggregate { .. } => {}
         }
     }
     Ok(out)
+}
+
+/// The list a logged row holds in its list column (`val`, else its last column): the text
+/// `1,5,9` that `CONCAT(val, ',', element)` built, as the elements the history appended
+/// (integers where they parse). `None` when the row was deleted or holds no text.
+fn logged_list(change: &RowChange) -> Option<Vec<Scalar>> {
+    let row = change.row.as_ref()?;
+    let (_, cell) = row.iter().find(|(c, _)| &**c == "val").or(row.last())?;
+    let Scalar::Text(text) = cell else { return None };
+    Some(
+        text.split(',')
+            .map(|e| e.parse::<i64>().map_or_else(|_| Scalar::Text(e.into()), Scalar::Int))
+            .collect(),
+    )
 }
 
 /// The history's value for a logged row change, or `None` when the row has a non-NULL
@@ -121,7 +155,7 @@ pub(crate) fn match_log(
     let mut by_write: FxHashMap<(ObjId, ValueId), TxnId> = FxHashMap::default();
     for t in h.txn_ids() {
         if h.txn(t).status == Status::Unknown && m.xid[t.index()].is_none() {
-            for (obj, value) in final_writes(h, t)? {
+            for (obj, value) in writes_and_appends(h, t, Some(&mut Vec::new()))? {
                 if value != ValueId::ABSENT {
                     by_write.insert((obj, value), t);
                 }
@@ -191,8 +225,33 @@ pub(crate) fn match_log(
         m.stream_pos[t.index()] = Some(pos as u32);
         m.reinserted.extend(reinserted.iter().map(|obj| (t, *obj)));
         m.xid[t.index()].get_or_insert(ct.xid);
-        let recorded = final_writes(h, t)?;
+        let mut appended = Appended::new();
+        let recorded = writes_and_appends(h, t, Some(&mut appended))?;
         for (obj, change) in &writes {
+            if let Some((_, elements)) = appended.iter().find(|(o, _)| o == obj) {
+                // An append installs the list it found plus its elements: the logged list
+                // must end with them, in order.
+                let list = logged_list(change)
+                    .filter(|l| l.ends_with(elements) && !recorded.iter().any(|(o, _)| o == obj));
+                let Some(list) = list else {
+                    return Err(RecoveryError::ValueMismatch {
+                        txn: h.txn_label(t),
+                        object: h.object_label(*obj),
+                        logged: describe(change),
+                        recorded: format!(
+                            "a list ending with [{}]",
+                            elements.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(",")
+                        ),
+                    });
+                };
+                let value = h.intern_value(Value::List(list.into()));
+                let order = m.version_order.entry(*obj).or_default();
+                if order.last() != Some(&t) {
+                    order.push(t);
+                }
+                m.final_value.insert((t, *obj), value);
+                continue;
+            }
             let logged = logged_value(h, h.object(*obj).table, change);
             let Some(&(_, value)) = recorded.iter().find(|(o, _)| o == obj) else {
                 return Err(RecoveryError::UnrecordedWrite {
@@ -215,13 +274,15 @@ pub(crate) fn match_log(
             }
             m.final_value.insert((t, *obj), value);
         }
-        if let Some((obj, _)) = recorded.iter().find(|(o, _)| !writes.iter().any(|(w, _)| w == o)) {
+        let written = recorded.iter().map(|(o, _)| o).chain(appended.iter().map(|(o, _)| o));
+        if let Some(obj) = written.clone().find(|o| !writes.iter().any(|(w, _)| w == *o)) {
             return Err(RecoveryError::MissingWrite {
                 txn: h.txn_label(t),
                 xid: m.xid[t.index()],
                 object: h.object_label(*obj),
             });
         }
+        drop(written);
     }
 
     for i in 0..n {
@@ -234,7 +295,9 @@ pub(crate) fn match_log(
             h.txns[t.index()].status = Status::Aborted;
             m.resolved_aborted += 1;
         } else if status == Status::Committed {
-            if let Some((obj, _)) = final_writes(h, t)?.first() {
+            let mut appended = Appended::new();
+            let writes = writes_and_appends(h, t, Some(&mut appended))?;
+            if let Some(obj) = writes.first().map(|(o, _)| o).or(appended.first().map(|(o, _)| o)) {
                 return Err(RecoveryError::MissingWrite {
                     txn: h.txn_label(t),
                     xid: m.xid[t.index()],
@@ -259,6 +322,11 @@ pub(crate) fn record_own_writes(op: &Op, own: &mut FxHashMap<ObjId, ValueId>) {
         Op::Delete { rows, .. } => rows.iter().for_each(|r| {
             own.insert(r.obj, ValueId::ABSENT);
         }),
+        // The list an append leaves is known only to the log: the object is the
+        // transaction's own from now on, whatever it holds.
+        Op::Append { obj, .. } => {
+            own.entry(*obj).or_insert(ValueId::ABSENT);
+        }
         _ => {}
     }
 }

@@ -21,6 +21,11 @@ pub enum WorkloadKind {
     /// Mini-transactions (MTC's design): one or two item reads and at most two writes, each
     /// write a read-modify-write of a key the transaction read, on table `kv`; no deletes.
     Mini,
+    /// Elle's list append on SQL (Jepsen's pattern): table `append (id, sk, val)`, each
+    /// append an upsert that concatenates a unique element onto the key's list, reads by
+    /// primary key recorded as lists; keys are mostly fresh and retire after a bounded
+    /// number of appends; some transactions abort by the client's choice after writing.
+    Append,
 }
 
 impl WorkloadKind {
@@ -29,8 +34,18 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Kv | WorkloadKind::Skew | WorkloadKind::Mini => "kv",
             WorkloadKind::Predicate => "items",
+            WorkloadKind::Append => "append",
         }
     }
+
+    /// Every workload, in the order `isocert hunt` tries them.
+    pub const ALL: [WorkloadKind; 5] = [
+        WorkloadKind::Kv,
+        WorkloadKind::Append,
+        WorkloadKind::Predicate,
+        WorkloadKind::Skew,
+        WorkloadKind::Mini,
+    ];
 
     /// The table the workload runs on, as adapters see it.
     pub fn table_spec(self) -> isocert_adapters::TableSpec {
@@ -44,6 +59,7 @@ impl WorkloadKind {
             WorkloadKind::Predicate => "predicate",
             WorkloadKind::Skew => "skew",
             WorkloadKind::Mini => "mini",
+            WorkloadKind::Append => "append",
         }
     }
 }
@@ -63,10 +79,11 @@ impl FromStr for WorkloadKind {
             "predicate" | "pred" => WorkloadKind::Predicate,
             "skew" | "write-skew" => WorkloadKind::Skew,
             "mini" | "mt" | "mini-transactions" => WorkloadKind::Mini,
+            "append" | "list-append" => WorkloadKind::Append,
             _ => {
                 return Err(WorkloadError::config(
                     "workload",
-                    format!("unknown workload {s:?}: use kv, predicate, skew or mini"),
+                    format!("unknown workload {s:?}: use kv, predicate, skew, mini or append"),
                 ))
             }
         })
@@ -105,6 +122,12 @@ pub struct WorkloadConfig {
     /// (for databases whose version source reports one change per row and transaction:
     /// `Database::ONE_CHANGE_PER_ROW`). Reads still share the transaction.
     pub predicate_writes_alone: bool,
+    /// The most operations a kv or append transaction plans (at least 1; default 5 for kv,
+    /// 4 for append, as Elle's list-append test); longer transactions overlap more.
+    pub max_txn_len: u32,
+    /// The probability that a plan ends with a rollback the client chose after its writes
+    /// (recorded as aborted, not retried): the versions it wrote must never be read.
+    pub client_abort_rate: f64,
 }
 
 impl WorkloadConfig {
@@ -123,6 +146,8 @@ impl WorkloadConfig {
             disconnect_rate: 0.0,
             deletes: true,
             predicate_writes_alone: false,
+            max_txn_len: if kind == WorkloadKind::Append { 4 } else { 5 },
+            client_abort_rate: if kind == WorkloadKind::Append { 0.05 } else { 0.0 },
         }
     }
 
@@ -150,6 +175,12 @@ impl WorkloadConfig {
         if !(0.0..=1.0).contains(&self.disconnect_rate) {
             return Err(WorkloadError::config("disconnect_rate", "must lie in 0..=1"));
         }
+        if !(0.0..=1.0).contains(&self.client_abort_rate) {
+            return Err(WorkloadError::config("client_abort_rate", "must lie in 0..=1"));
+        }
+        if self.max_txn_len == 0 {
+            return Err(WorkloadError::config("max_txn_len", "need at least one operation per transaction"));
+        }
         Ok(())
     }
 }
@@ -160,7 +191,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_bad_names_are_errors() {
-        for k in [WorkloadKind::Kv, WorkloadKind::Predicate, WorkloadKind::Skew, WorkloadKind::Mini] {
+        for k in WorkloadKind::ALL {
             assert_eq!(k.as_str().parse::<WorkloadKind>().unwrap(), k);
         }
         for i in [Isolation::Serializable, Isolation::RepeatableRead, Isolation::ReadCommitted] {

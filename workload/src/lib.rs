@@ -52,6 +52,7 @@ mod session;
 
 pub use config::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
 pub use error::WorkloadError;
+pub use plan::client_aborted_plans;
 pub use recorder::{RawTxn, Recorder};
 pub use run::{run, run_on, run_until, setup, setup_on};
 pub use session::raw_txn;

@@ -30,7 +30,16 @@ pub(crate) enum Step {
     PredicateDelete { predicate: String },
     /// `SELECT function(column) FROM table WHERE predicate`.
     Aggregate { predicate: String, function: AggregateFn, column: &'static str },
+    /// Append a fresh element to the list at the key (the append workload).
+    Append { key: i64 },
+    /// Roll the transaction back instead of committing it (always the plan's last step).
+    ClientAbort,
 }
+
+/// How many plans of the append workload pass before its window of live keys moves on by
+/// one key: a key is live for `keys * APPEND_KEY_SLIDE` plans, which bounds its appends
+/// (about `APPEND_KEY_SLIDE * max_txn_len / 4` on average) and keeps most keys fresh.
+const APPEND_KEY_SLIDE: u64 = 8;
 
 /// Generates plan number `i` of a run, deterministically.
 #[derive(Clone, Debug)]
@@ -42,6 +51,8 @@ pub(crate) struct Planner {
     c1_values: i64,
     deletes: bool,
     predicate_writes_alone: bool,
+    max_txn_len: u32,
+    client_abort_rate: f64,
 }
 
 impl Planner {
@@ -55,23 +66,28 @@ impl Planner {
             c1_values: items_c1_values(cfg.keys),
             deletes: cfg.deletes,
             predicate_writes_alone: cfg.predicate_writes_alone,
+            max_txn_len: cfg.max_txn_len.max(1),
+            client_abort_rate: cfg.client_abort_rate,
         }
     }
 
     /// The steps of plan `i`.
     pub(crate) fn plan(&self, i: u64) -> Vec<Step> {
         let mut rng = isocert_random::seeded(self.seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let plan = match self.kind {
+        let mut plan = match self.kind {
             WorkloadKind::Kv => self.kv_plan(&mut rng),
             WorkloadKind::Skew => self.skew_plan(&mut rng),
             WorkloadKind::Predicate => self.predicate_plan(&mut rng),
             WorkloadKind::Mini => self.mini_plan(&mut rng),
+            WorkloadKind::Append => self.append_plan(i, &mut rng),
         };
-        if self.deletes {
-            plan
-        } else {
-            plan.into_iter().map(|step| self.without_delete(step, &mut rng)).collect()
+        if !self.deletes {
+            plan = plan.into_iter().map(|step| self.without_delete(step, &mut rng)).collect();
         }
+        if self.client_abort_rate > 0.0 && rng.random_bool(self.client_abort_rate) {
+            plan.push(Step::ClientAbort);
+        }
+        plan
     }
 
     /// A delete turned into the update of the same rows.
@@ -95,8 +111,26 @@ impl Planner {
         self.chooser.pick(rng) as i64
     }
 
+    /// Elle's list-append transaction: one to `max_txn_len` operations, each a read or an
+    /// append (even odds) of a key in the window of live keys, which moves on with the plan
+    /// number (see [`APPEND_KEY_SLIDE`]).
+    fn append_plan(&self, i: u64, rng: &mut SeededRng) -> Vec<Step> {
+        let window = (i / APPEND_KEY_SLIDE) as i64;
+        let len = rng.random_range(1..=self.max_txn_len);
+        (0..len)
+            .map(|_| {
+                let key = window + self.key(rng);
+                if rng.random_bool(0.5) {
+                    Step::Read { key }
+                } else {
+                    Step::Append { key }
+                }
+            })
+            .collect()
+    }
+
     fn kv_plan(&self, rng: &mut SeededRng) -> Vec<Step> {
-        let len = rng.random_range(1..=5);
+        let len = rng.random_range(1..=self.max_txn_len);
         (0..len)
             .map(|_| {
                 let key = self.key(rng);
@@ -237,6 +271,17 @@ impl Planner {
     }
 }
 
+/// How many of the first `plans` plans of `cfg` end with a rollback the client chose
+/// ([`WorkloadConfig::client_abort_rate`]): the aborted attempts a run records that the
+/// database did not cause.
+pub fn client_aborted_plans(cfg: &WorkloadConfig, plans: u64) -> u64 {
+    if cfg.client_abort_rate <= 0.0 {
+        return 0;
+    }
+    let planner = Planner::new(cfg);
+    (0..plans).filter(|&i| planner.plan(i).last() == Some(&Step::ClientAbort)).count() as u64
+}
+
 /// How many distinct `c1` values the items table uses for `keys` rows: about four rows each.
 pub(crate) fn items_c1_values(keys: u32) -> i64 {
     i64::from((keys / 4).max(4))
@@ -342,6 +387,43 @@ mod tests {
         assert!(steps.iter().any(|s| matches!(s, Step::Aggregate { function: AggregateFn::Min, .. })));
         assert!(steps.iter().any(|s| matches!(s, Step::Aggregate { function: AggregateFn::Max, .. })));
         assert!(steps.iter().any(|s| matches!(s, Step::Upsert { .. })));
+    }
+
+    #[test]
+    fn append_plans_read_and_append_live_keys_that_retire() {
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Append, Isolation::Serializable);
+        cfg.keys = 4;
+        let p = Planner::new(&cfg);
+        let mut appends_per_key = std::collections::BTreeMap::<i64, u32>::new();
+        let (mut reads, mut aborts) = (0, 0);
+        for i in 0..4000 {
+            let plan = p.plan(i);
+            let window = (i / APPEND_KEY_SLIDE) as i64;
+            let body = match plan.last() {
+                Some(Step::ClientAbort) => {
+                    aborts += 1;
+                    &plan[..plan.len() - 1]
+                }
+                _ => &plan[..],
+            };
+            assert!((1..=4).contains(&body.len()), "plan {i}: {plan:?}");
+            for step in body {
+                match step {
+                    Step::Read { key } => {
+                        reads += 1;
+                        assert!((window..window + 4).contains(key));
+                    }
+                    Step::Append { key } => {
+                        assert!((window..window + 4).contains(key));
+                        *appends_per_key.entry(*key).or_default() += 1;
+                    }
+                    other => panic!("an append plan has {other:?}"),
+                }
+            }
+        }
+        assert!(appends_per_key.len() > 400, "keys retire: {} keys used", appends_per_key.len());
+        assert!(appends_per_key.values().all(|&n| n <= 60), "appends per key stay bounded");
+        assert!(reads > 2000 && (100..300).contains(&aborts), "{reads} reads, {aborts} client aborts");
     }
 
     #[test]

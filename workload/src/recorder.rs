@@ -29,6 +29,8 @@ struct Recorded {
     spec: TableSpec,
     table: TableId,
     columns: Vec<ColId>,
+    /// Rows of this table are lists: a read records the list its last column holds.
+    lists: bool,
 }
 
 /// The history under construction: interned tables, columns and sessions, transactions in
@@ -60,11 +62,18 @@ impl Recorder {
             .map(|&spec| {
                 let table = history.intern_table(spec.name);
                 let columns = spec.columns.iter().map(|c| history.intern_column(table, c)).collect();
-                Recorded { spec, table, columns }
+                Recorded { spec, table, columns, lists: false }
             })
             .collect();
         let sessions = (0..sessions).map(|s| history.intern_session(Scalar::Int(i64::from(s)))).collect();
         Recorder { history, tables, sessions }
+    }
+
+    /// Records reads of table `t` as lists (Elle's list-append reads): the row's last
+    /// column holds the list as comma-separated text (`1,5,9`, as `CONCAT(val, ',', e)`
+    /// builds it), recorded as the list of its elements (integers where they parse).
+    pub fn set_lists(&mut self, t: usize) {
+        self.tables[t].lists = true;
     }
 
     fn is_kv(&self, t: usize) -> bool {
@@ -80,6 +89,16 @@ impl Recorder {
     fn value(&mut self, t: usize, row: Option<&[Scalar]>) -> ValueId {
         match row {
             None => ValueId::ABSENT,
+            Some(r) if self.tables[t].lists => {
+                let items: Vec<Scalar> = match r.last() {
+                    Some(Scalar::Text(text)) if !text.is_empty() => text
+                        .split(',')
+                        .map(|e| e.parse::<i64>().map_or_else(|_| Scalar::Text(e.into()), Scalar::Int))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                self.history.intern_value(Value::List(items.into()))
+            }
             Some(r) if self.is_kv(t) => self.history.intern_value(Value::Scalar(r[1].clone())),
             Some(r) => {
                 let cols: Vec<(ColId, Scalar)> =
@@ -167,6 +186,9 @@ impl Recorder {
                     .map(|&k| ResultRow { obj: self.object(t, k), value: ValueId::ABSENT })
                     .collect();
                 Op::Delete { predicate, rows }
+            }
+            RecordedOp::Append { key, element } => {
+                Op::Append { obj: self.object(t, key), element: Scalar::Int(element) }
             }
             RecordedOp::Aggregate { predicate, function, column, result } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);

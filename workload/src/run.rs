@@ -73,6 +73,9 @@ pub async fn run_until<D: Database>(
         .unwrap_or(0);
     let mut recorder = Recorder::new(schema.spec(), cfg.sessions, D::DIALECT);
     recorder.set_initial(&initial);
+    if schema.is_list() {
+        recorder.set_lists(0);
+    }
     let shared = Arc::new(Shared {
         db: db.clone(),
         cfg: cfg.clone(),

@@ -1,6 +1,6 @@
 //! The tables the workloads run on, their DDL and their initial rows.
 
-use isocert_adapters::TableSpec;
+use isocert_adapters::{ColumnType, TableSpec};
 use rand::Rng;
 
 use crate::plan::items_c1_values;
@@ -17,13 +17,24 @@ pub(crate) struct Schema {
     pub(crate) table: &'static str,
     /// All columns, primary key first, unique value column last.
     pub(crate) columns: &'static [&'static str],
+    /// The column types; empty: every column is an integer.
+    pub(crate) types: &'static [ColumnType],
 }
 
 /// The key-value table of the kv and skew workloads (v1's table `kv`).
-pub(crate) const KV: Schema = Schema { table: "kv", columns: &["key", "value"] };
+pub(crate) const KV: Schema = Schema { table: "kv", columns: &["key", "value"], types: &[] };
 
 /// The table of the predicate workload.
-pub(crate) const ITEMS: Schema = Schema { table: "items", columns: &["id", "c1", "c2", "v"] };
+pub(crate) const ITEMS: Schema = Schema { table: "items", columns: &["id", "c1", "c2", "v"], types: &[] };
+
+/// The table of the append workload, as Jepsen's PostgreSQL list-append test has it: the
+/// key, a secondary key (equal to it) and the list as comma-separated text. It starts
+/// empty: every key is born by its first append.
+pub(crate) const APPEND: Schema = Schema {
+    table: "append",
+    columns: &["id", "sk", "val"],
+    types: &[ColumnType::Integer, ColumnType::Integer, ColumnType::Text],
+};
 
 impl Schema {
     /// The schema of a workload.
@@ -31,6 +42,7 @@ impl Schema {
         match kind {
             WorkloadKind::Kv | WorkloadKind::Skew | WorkloadKind::Mini => &KV,
             WorkloadKind::Predicate => &ITEMS,
+            WorkloadKind::Append => &APPEND,
         }
     }
 
@@ -41,7 +53,12 @@ impl Schema {
 
     /// The table as the adapters see it (each renders its own DDL).
     pub(crate) fn spec(&self) -> TableSpec {
-        TableSpec::integers(self.table, self.columns)
+        TableSpec { types: self.types, ..TableSpec::integers(self.table, self.columns) }
+    }
+
+    /// Whether reads of this table are lists (the append workload's).
+    pub(crate) fn is_list(&self) -> bool {
+        self.table == APPEND.table
     }
 
     /// A full row from its key, the planned middle columns (missing ones are 0) and the
@@ -58,6 +75,9 @@ impl Schema {
 
     /// The rows `setup` inserts: every key, unique value column 0.
     pub(crate) fn initial_rows(&self, cfg: &WorkloadConfig) -> Vec<Vec<i64>> {
+        if self.is_list() {
+            return Vec::new();
+        }
         let mut rng = isocert_random::seeded(cfg.seed ^ 0x5eed);
         let c1_values = items_c1_values(cfg.keys);
         (0..i64::from(cfg.keys))

@@ -225,6 +225,8 @@ async fn run_step<D: Database>(
             DbStep::PredicateUpdate { predicate: predicate.clone(), set }
         }
         Step::PredicateDelete { predicate } => DbStep::PredicateDelete { predicate: predicate.clone() },
+        Step::Append { key } => DbStep::Append { key: *key, element: shared.fresh() },
+        Step::ClientAbort => return Ok(()),
     };
     ops.extend(conn.execute(&table, &db_step, facts).await?);
     Ok(())
@@ -275,6 +277,11 @@ async fn attempt_body<D: Database>(
     }
     if let Err(e) = body {
         return abort(conn, facts, ops, session, e).await;
+    }
+    if plan.last() == Some(&Step::ClientAbort) {
+        // The client's own choice: recorded as aborted, and the plan is done.
+        let lost = conn.rollback().await.is_err();
+        return Ok((Some(raw_txn(session, Status::Aborted, facts, ops)?), Next::Done, lost));
     }
     if shared.cfg.disconnect_rate > 0.0 && rng.random_bool(shared.cfg.disconnect_rate) {
         shared.db.kill_session(conn.server_id()).await?;

@@ -85,3 +85,43 @@ fn predicate_operations_record_their_effects() {
         }
     }
 }
+
+#[test]
+fn append_histories_record_appends_and_lists_that_trace_back() {
+    if !crate::support::pg_available() {
+        return;
+    }
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Append, Isolation::Serializable);
+    cfg.txns = 300;
+    cfg.sessions = 4;
+    cfg.keys = 3;
+    cfg.client_abort_rate = 0.2;
+    let h = run_workload("wl_shape_append", &cfg);
+    assert!(h.initial.is_empty(), "the append table starts empty");
+    let ops = || h.txns.iter().flat_map(|t| &t.ops);
+    let appends = ops().filter(|op| matches!(op, Op::Append { .. })).count();
+    let long_lists = ops()
+        .filter(|op| matches!(op, Op::Read { value, .. } if matches!(h.value(*value), Value::List(l) if l.len() > 1)))
+        .count();
+    assert!(
+        appends > 200 && long_lists > 20,
+        "{appends} appends, {long_lists} reads of lists longer than one"
+    );
+    // Client aborts are recorded as aborted attempts without a database error.
+    let client_aborts = h
+        .txns
+        .iter()
+        .filter(|t| {
+            t.status == Status::Aborted && t.meta.as_ref().is_some_and(|m| m.get("sqlstate").is_none())
+        })
+        .count();
+    assert_eq!(client_aborts as u64, isocert_workload::client_aborted_plans(&cfg, cfg.txns));
+    // Black-box (Elle's traceability): every read is a prefix of its key's longest read,
+    // and no element shows twice.
+    let trace = isocert_history::formats::list_append_certificate(&h);
+    assert!(trace.conflicts.is_empty() && trace.duplicates.is_empty(), "{:?}", trace.conflicts);
+    let mut text = Vec::new();
+    v1::write_history(&h, &mut text).unwrap();
+    let back = v1::read_history(text.as_slice()).expect("the append history reads back");
+    assert_eq!(back.txns.len(), h.txns.len());
+}

@@ -208,6 +208,7 @@ impl Session for CrdbSession {
                 rows.sort_by_key(|r| r[0]);
                 vec![(IntOp::Update { predicate: predicate.clone(), set: set.clone(), rows }, none)]
             }
+            IntStep::Append { .. } => return Err(crate::seam::append_unsupported("CockroachDB")),
             IntStep::PredicateDelete { predicate } => {
                 let sql = format!("DELETE FROM {t} WHERE {predicate} RETURNING {pk}");
                 let result = self.query(&sql).await?;

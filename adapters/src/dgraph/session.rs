@@ -247,6 +247,7 @@ impl DgraphSession {
                 "a step",
                 "a scenario's own SQL statement: this database's adapter records the workload's steps only",
             )),
+            IntStep::Append { .. } => return Err(crate::seam::append_unsupported("Dgraph")),
             IntStep::Aggregate { predicate, function, column } => {
                 let (predicate, nodes) = self.matching(table, predicate, facts).await?;
                 let i = table.columns.iter().position(|c| c == column).ok_or_else(|| {

@@ -11,7 +11,8 @@ use super::client::{classify, opts, quote, MariaSession};
 use super::embedded::EmbeddedMariaDb;
 use crate::mysql_sql::MySqlAdmin;
 use crate::seam::{
-    CaptureOptions, CheckedLevel, Database, DatabaseKind, DbError, Isolation, TableSpec, ThrowawayServer,
+    CaptureOptions, CheckedLevel, ColumnType, Database, DatabaseKind, DbError, Isolation, TableSpec,
+    ThrowawayServer,
 };
 use crate::AdapterError;
 
@@ -60,10 +61,14 @@ fn definition(table: &TableSpec) -> String {
         .columns
         .iter()
         .enumerate()
-        .map(|(i, c)| match i {
-            0 => format!("{} INT NOT NULL PRIMARY KEY", quote(c)),
-            i if i == last => format!("{} BIGINT NOT NULL", quote(c)),
-            _ => format!("{} INT NOT NULL", quote(c)),
+        .map(|(i, c)| match (i, table.column_type(i)) {
+            (0, _) => format!("{} INT NOT NULL PRIMARY KEY", quote(c)),
+            (_, ColumnType::Integer) if i == last => format!("{} BIGINT NOT NULL", quote(c)),
+            (_, ColumnType::Integer) => format!("{} INT NOT NULL", quote(c)),
+            (_, ColumnType::Text) => format!("{} TEXT NOT NULL", quote(c)),
+            (_, ColumnType::Float) => format!("{} DOUBLE NOT NULL", quote(c)),
+            (_, ColumnType::Numeric) => format!("{} DECIMAL(30, 10) NOT NULL", quote(c)),
+            (_, ColumnType::Boolean) => format!("{} BOOLEAN NOT NULL", quote(c)),
         })
         .collect();
     columns.join(", ")
@@ -89,6 +94,14 @@ impl Database for MariaDb {
     async fn start_server(settings: &[(String, String)]) -> Result<(Self, EmbeddedMariaDb), AdapterError> {
         let server = EmbeddedMariaDb::start_async(settings.to_vec()).await?;
         Ok((MariaDb::new(server.url())?, server))
+    }
+
+    async fn server_version(&self) -> Option<String> {
+        use mysql_async::prelude::Queryable;
+        let mut conn = self.admin.connect().await.ok()?;
+        let version = conn.query_first::<String, _>("SELECT VERSION()").await.ok().flatten();
+        let _ = conn.disconnect().await;
+        version.map(|v| format!("MariaDB {v}"))
     }
 
     async fn connect(&self) -> Result<MariaSession, DbError> {

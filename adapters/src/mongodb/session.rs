@@ -274,6 +274,7 @@ impl MongoSession {
                 "a step",
                 "a scenario's own SQL statement: this database's adapter records the workload's steps only",
             )),
+            IntStep::Append { .. } => return Err(crate::seam::append_unsupported("MongoDB")),
             IntStep::Aggregate { predicate, function, column } => {
                 let (text, filter) = filter_of(predicate)?;
                 let rows = self.find(table, filter).await?;

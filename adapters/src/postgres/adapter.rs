@@ -18,8 +18,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::seam::{
-    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, ErrorClass, FeedProgress, FeedSink,
-    StaleObjects, TableSpec, ThrowawayServer,
+    CaptureOptions, ChangeCapture, ColumnType, Database, DatabaseKind, DbError, ErrorClass, FeedProgress,
+    FeedSink, StaleObjects, TableSpec, ThrowawayServer,
 };
 use crate::AdapterError;
 
@@ -52,6 +52,12 @@ impl Postgres {
     }
 }
 
+/// The `CREATE TABLE` statement of a workload table, as the adapter creates it (a
+/// reproducer's setup, `isocert hunt`'s `repro.spec`, creates the same table).
+pub fn create_table_statement(table: &TableSpec) -> String {
+    format!("CREATE TABLE {} ({});", table.name, definition(table))
+}
+
 /// `CREATE TABLE` column definitions of a workload table.
 fn definition(table: &TableSpec) -> String {
     let last = table.columns.len() - 1;
@@ -59,10 +65,11 @@ fn definition(table: &TableSpec) -> String {
         .columns
         .iter()
         .enumerate()
-        .map(|(i, c)| match i {
-            0 => format!("{c} integer PRIMARY KEY"),
-            i if i == last => format!("{c} bigint NOT NULL"),
-            _ => format!("{c} integer NOT NULL"),
+        .map(|(i, c)| match (i, table.column_type(i)) {
+            (0, _) => format!("{c} integer PRIMARY KEY"),
+            (_, ColumnType::Integer) if i == last => format!("{c} bigint NOT NULL"),
+            (_, ColumnType::Integer) => format!("{c} integer NOT NULL"),
+            (_, other) => format!("{c} {} NOT NULL", other.as_str()),
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -91,6 +98,31 @@ impl Database for Postgres {
         }
         let server = builder.start_async().await?;
         Ok((Postgres::new(server.url()), server))
+    }
+
+    async fn start_server_version(
+        version: Option<String>,
+        settings: &[(String, String)],
+    ) -> Result<(Self, EmbeddedPostgres), AdapterError> {
+        let mut builder = EmbeddedPostgresBuilder::new();
+        if let Some(v) = &version {
+            builder = builder.version(v)?;
+        }
+        for (name, value) in settings {
+            builder = builder.setting(name.clone(), value.clone());
+        }
+        let server = builder.start_async().await?;
+        Ok((Postgres::new(server.url()), server))
+    }
+
+    async fn server_version(&self) -> Option<String> {
+        let client = self.admin_client().await.ok()?;
+        let rows =
+            client.simple_query("SELECT 'PostgreSQL ' || current_setting('server_version')").await.ok()?;
+        rows.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
     }
 
     async fn connect(&self) -> Result<PgSession, DbError> {

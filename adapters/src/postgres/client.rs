@@ -189,13 +189,14 @@ impl Session for PgSession {
             Step::Statement { sql, write: StatementWrite::Insert } => {
                 statement_insert(self, table, sql).await?
             }
+            Step::Append { key, element } => vec![append(self, table, *key, *element).await?],
         };
         let mut out = Vec::with_capacity(recorded.len());
         for Recorded { op, mut meta, snapshot } in recorded {
             self.record_snapshot(facts, &mut meta, &snapshot);
             if facts.own_xid.is_none() {
                 facts.own_xid = match &op {
-                    RecordedOp::Write { row: Some(_), .. } => meta.xmin,
+                    RecordedOp::Write { row: Some(_), .. } | RecordedOp::Append { .. } => meta.xmin,
                     RecordedOp::Update { rows, .. } if !rows.is_empty() => {
                         meta.xmins.as_ref().and_then(|x| x.first().copied())
                     }
@@ -476,6 +477,25 @@ async fn upsert(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<R
     let x = x.ok_or_else(|| DbError::unexpected(&sql, "an upsert installed no row"))?;
     let meta = PgOpFacts { xmin: Some(x), ..PgOpFacts::default() };
     Ok(Recorded { op: RecordedOp::Write { key: key_of(&row)?, row: Some(row) }, meta, snapshot: snap })
+}
+
+/// Elle's list append as Jepsen's PostgreSQL test writes it: insert the key with a
+/// one-element list, or concatenate the element onto the list the row holds.
+async fn append(ps: &mut PgSession, s: &TableSpec, key: i64, element: i64) -> Result<Recorded, DbError> {
+    let [pk, sk, val] = s.columns else {
+        return Err(DbError::unexpected("a list append", format!("table {} is not (id, sk, val)", s.name)));
+    };
+    let sql = format!(
+        "WITH w AS (INSERT INTO {t} AS t ({pk}, {sk}, {val}) VALUES ({key}, {key}, '{element}') \
+         ON CONFLICT ({pk}) DO UPDATE SET {val} = CONCAT(t.{val}, ',', '{element}') RETURNING {own}) \
+         SELECT pg_current_snapshot()::text, (SELECT xmin::text FROM w)",
+        t = s.name,
+        own = own_xmin(s),
+    );
+    let (snap, x) = write_statement(ps, &sql).await?;
+    let x = x.ok_or_else(|| DbError::unexpected(&sql, "an append installed no row"))?;
+    let meta = PgOpFacts { xmin: Some(x), ..PgOpFacts::default() };
+    Ok(Recorded { op: RecordedOp::Append { key, element }, meta, snapshot: snap })
 }
 
 async fn insert(ps: &mut PgSession, s: &TableSpec, row: Vec<Scalar>) -> Result<Recorded, DbError> {

@@ -16,6 +16,11 @@ use crate::AdapterError;
 /// Where Debian and Ubuntu install the server programs, one folder per major version.
 const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
 
+/// Where `scripts/install-deps --postgres-versions` puts the major versions it fetches
+/// (`MAJOR/bin`), as root and otherwise (under `$HOME`); `$ISOCERT_PG_VERSIONS` overrides both.
+const VERSIONS_ROOT: &str = "/usr/local/lib/isocert/postgres";
+const USER_VERSIONS_ROOT: &str = ".local/share/isocert/postgres";
+
 /// The prefix of every embedded server's temporary directory.
 const DIR_PREFIX: &str = "isocert-pg-";
 
@@ -68,6 +73,19 @@ impl EmbeddedPostgresBuilder {
     /// The defaults: programs found automatically (`$ISOCERT_PG_BIN` first), 200 connections.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Runs PostgreSQL major version `major` (`13`, `18`): the programs `scripts/install-deps
+    /// --postgres-versions` installed (`$ISOCERT_PG_VERSIONS/MAJOR/bin`, else
+    /// `/usr/local/lib/isocert/postgres/MAJOR/bin` or `~/.local/share/isocert/postgres/MAJOR/bin`),
+    /// else Debian's `/usr/lib/postgresql/MAJOR/bin`.
+    ///
+    /// # Errors
+    /// [`AdapterError::PostgresVersionNotInstalled`] naming where it looked and the command
+    /// that installs it.
+    pub fn version(mut self, major: &str) -> Result<Self, AdapterError> {
+        self.bin_dir = Some(version_bin_dir(major)?);
+        Ok(self)
     }
 
     /// Uses the server programs in `dir` instead of searching for them.
@@ -385,6 +403,37 @@ fn find_bin_dir() -> Result<PathBuf, AdapterError> {
     Err(AdapterError::PostgresNotInstalled { searched: format!("{DEBIAN_ROOT}/*/bin and PATH") })
 }
 
+/// The folders that may hold major version `major`'s programs, in the order they are tried.
+fn version_candidates(major: &str) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Some(root) = std::env::var_os("ISOCERT_PG_VERSIONS") {
+        roots.push(root.into());
+    }
+    roots.push(VERSIONS_ROOT.into());
+    if let Some(home) = std::env::var_os("HOME") {
+        roots.push(Path::new(&home).join(USER_VERSIONS_ROOT));
+    }
+    roots.push(DEBIAN_ROOT.into());
+    roots.into_iter().map(|r| r.join(major).join("bin")).collect()
+}
+
+fn version_bin_dir(major: &str) -> Result<PathBuf, AdapterError> {
+    if major.is_empty() || !major.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(AdapterError::PostgresVersionNotInstalled {
+            version: major.to_string(),
+            searched: "nothing: a server version is a major version number such as 13 or 18".into(),
+        });
+    }
+    let candidates = version_candidates(major);
+    match candidates.iter().find(|d| has_server_programs(d)) {
+        Some(dir) => Ok(dir.clone()),
+        None => Err(AdapterError::PostgresVersionNotInstalled {
+            version: major.to_string(),
+            searched: candidates.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}
+
 fn checked_bin_dir(dir: &Path) -> Result<PathBuf, AdapterError> {
     if has_server_programs(dir) {
         Ok(dir.to_path_buf())
@@ -407,6 +456,15 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("apt-get install -y postgresql"), "{text}");
         assert!(text.contains("/nonexistent/bin"), "{text}");
+    }
+
+    #[test]
+    fn a_missing_server_version_says_how_to_install_it() {
+        let err = EmbeddedPostgres::builder().version("7").unwrap_err().to_string();
+        assert!(err.contains("scripts/install-deps --postgres-versions \"7\""), "{err}");
+        assert!(err.contains("/usr/local/lib/isocert/postgres/7/bin"), "{err}");
+        let err = EmbeddedPostgres::builder().version("18; rm").unwrap_err().to_string();
+        assert!(err.contains("major version number"), "{err}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod session;
 mod walsender;
 mod walsender_wire;
 
-pub use adapter::{PgCapture, Postgres};
+pub use adapter::{create_table_statement, PgCapture, Postgres};
 pub use client::{classify, PgOpFacts, PgSession, PgTxnFacts};
 /// Simple-query helpers the CockroachDB session shares (same wire protocol and text rows).
 pub(crate) use client::{int, literal_row, one_row, query_with, table_row, text};

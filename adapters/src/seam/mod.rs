@@ -224,6 +224,15 @@ impl DbError {
     }
 }
 
+/// The error of an adapter that has no list append yet ([`Step::Append`], the `append`
+/// workload): fatal, naming the database.
+pub fn append_unsupported(database: &str) -> DbError {
+    DbError::unexpected(
+        "a list append",
+        format!("the append workload is not supported on {database} yet (PostgreSQL and MariaDB run it)"),
+    )
+}
+
 /// `url` safe to print: a password in its user part becomes `***`
 /// (`postgres://u:***@h/db`), and so does the value of every `password=` parameter (in a
 /// query string, `?password=...`, or a keyword connection string, `host=h password=...`).
@@ -435,6 +444,32 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     fn start_server(
         settings: &[(String, String)],
     ) -> impl Future<Output = Result<(Self, Self::Server), AdapterError>> + Send;
+
+    /// [`Database::start_server`] of major version `version` (`--server-version`; `None`:
+    /// whichever the machine has). Default: a version is refused (an adapter whose
+    /// throwaway server comes in one version only).
+    fn start_server_version(
+        version: Option<String>,
+        settings: &[(String, String)],
+    ) -> impl Future<Output = Result<(Self, Self::Server), AdapterError>> + Send {
+        async move {
+            match version {
+                None => Self::start_server(settings).await,
+                Some(v) => Err(AdapterError::NotSupportedHere {
+                    message: format!(
+                        "the throwaway {} comes in one version; --server-version {v} is for PostgreSQL",
+                        Self::KIND.display_name()
+                    ),
+                }),
+            }
+        }
+    }
+
+    /// The server's version as it reports it (`PostgreSQL 18.4`, `MariaDB 10.11.6-MariaDB`), for
+    /// `run.json` and the reports. Default: not known.
+    fn server_version(&self) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
 
     /// Opens one test-client connection.
     fn connect(&self) -> impl Future<Output = Result<Self::Session, DbError>> + Send;

@@ -267,6 +267,17 @@ pub enum Step<V = Scalar> {
         /// What it writes and how it is recorded.
         write: StatementWrite<V>,
     },
+    /// Elle's list append on SQL: insert the row `(key, key, 'element')`, or when the key
+    /// exists append `,element` to its last column (PostgreSQL `INSERT ... ON CONFLICT (pk)
+    /// DO UPDATE SET val = CONCAT(t.val, ',', element)`, MySQL `ON DUPLICATE KEY UPDATE`).
+    /// The table's columns are the key, a secondary key and the text list; reads of it
+    /// return the row, which the test client records as a list.
+    Append {
+        /// The key.
+        key: i64,
+        /// The element appended (unique per key).
+        element: i64,
+    },
 }
 
 /// What a [`Step::Statement`] writes, which decides how it is recorded.
@@ -339,6 +350,13 @@ pub enum RecordedOp<V = Scalar> {
         /// The result.
         result: Option<i64>,
     },
+    /// List append ([`Step::Append`]): one element appended to the list at the key.
+    Append {
+        /// The key.
+        key: i64,
+        /// The element.
+        element: i64,
+    },
 }
 
 /// A [`Step`] whose values are all integers, for the adapters that record integer columns
@@ -382,6 +400,7 @@ impl Step {
                 "a step",
                 "a scenario's own SQL statement: this database's adapter records the workload's steps only",
             )),
+            Step::Append { key, element } => IntStep::Append { key: *key, element: *element },
         })
     }
 }
@@ -413,6 +432,7 @@ impl From<IntStep> for Step {
                     StatementWrite::Insert => StatementWrite::Insert,
                 },
             },
+            IntStep::Append { key, element } => Step::Append { key, element },
         }
     }
 }
@@ -434,6 +454,7 @@ impl From<IntOp> for RecordedOp {
             IntOp::Aggregate { predicate, function, column, result } => {
                 RecordedOp::Aggregate { predicate, function, column, result }
             }
+            IntOp::Append { key, element } => RecordedOp::Append { key, element },
         }
     }
 }

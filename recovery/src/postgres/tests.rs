@@ -500,3 +500,34 @@ fn foreign_writers_become_transactions_of_their_own_and_recovery_places_them() {
     assert!(shown[&(foreign[0], obj(&h, 1))]);
     assert!(!shown[&(foreign[0], obj(&h, 2))]);
 }
+
+/// A logged row of the append workload's table: `val` holds the list as text.
+fn logged_list(xid: u64, lsn: u64, key: i64, list: &str) -> CommittedTxn {
+    let row = vec![
+        ("id".into(), Scalar::Int(key)),
+        ("sk".into(), Scalar::Int(key)),
+        ("val".into(), Scalar::Text(list.into())),
+    ];
+    let changes = vec![RowChange { table: "append".into(), key: Scalar::Int(key), row: Some(row) }];
+    CommittedTxn { xid, commit_lsn: lsn, end_lsn: lsn + 1, commit_time: 0, commit_ts: None, changes }
+}
+
+#[test]
+fn list_appends_are_matched_by_the_elements_the_logged_list_ends_with() {
+    let lines = [
+        r#"{"id":1,"session":0,"ops":[{"f":"append","table":"append","key":7,"value":1}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","table":"append","key":7,"value":[1]},{"f":"append","table":"append","key":7,"value":2},{"f":"append","table":"append","key":7,"value":3}],"meta":{"xid":101,"snapshot":"101:101:"}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"r","table":"append","key":7,"value":[1,2,3]}],"meta":{"snapshot":"102:102:"}}"#,
+    ];
+    let mut h = history(&lines);
+    let good = log(vec![logged_list(100, 1, 7, "1"), logged_list(101, 2, 7, "1,2,3")]);
+    let r = recover(&mut h, &good).unwrap();
+    let o = h.object_by_key(h.table_by_name("append").unwrap(), &Scalar::Int(7)).unwrap();
+    assert_eq!(r.certificate.version_order.as_ref().unwrap()[&o], vec![t(&h, 1), t(&h, 2)]);
+
+    // The near-twin: the log says T2 left a list that does not end with what it appended.
+    let mut h = history(&lines);
+    let bad = log(vec![logged_list(100, 1, 7, "1"), logged_list(101, 2, 7, "1,3,2")]);
+    let e = recover(&mut h, &bad).unwrap_err().to_string();
+    assert!(e.contains("a list ending with [2,3]") && e.contains("1,3,2"), "{e}");
+}
