@@ -158,13 +158,6 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
     if args.workloads.is_empty() {
         bail!("--workloads names no workload");
     }
-    let level = match args.check {
-        Some(level) => level,
-        None => D::checked_as(args.isolation)
-            .as_str()
-            .parse::<IsolationLevel>()
-            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
-    };
     let name = D::KIND.display_name();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
     let interrupt = rt.block_on(async { watch_signals() })?;
@@ -177,6 +170,13 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("starting the embedded {name}"))?;
             (db, Some(server))
         }
+    };
+    let level = match args.check {
+        Some(level) => level,
+        None => db.checked_as(args.isolation)
+            .as_str()
+            .parse::<IsolationLevel>()
+            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
     };
     let server_version = rt.block_on(db.server_version());
     if let Some(v) = &server_version {

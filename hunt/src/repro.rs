@@ -319,8 +319,7 @@ pub async fn reproduce<D: Database>(
     let setup: Vec<String> = parsed.setup.iter().map(|b| b.sql.clone()).collect();
     let (tables, _) = survey_tables(&setup, D::DIALECT);
     let perm = parsed
-        .permutations_to_run()
-        .into_iter()
+        .permutations()
         .next()
         .ok_or_else(|| HuntError::Reproducer("the spec has no permutation".into()))?;
     let options = RunOptions {
@@ -328,6 +327,8 @@ pub async fn reproduce<D: Database>(
         capture: capture.clone(),
         step_timeout: Duration::from_secs(30),
         block_check: Duration::from_millis(150),
+        setup_timeout: Duration::from_secs(30),
+        stop: None,
     };
     let mut out = Reproduction::default();
     for _ in 0..runs {
