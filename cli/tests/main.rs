@@ -5,6 +5,8 @@ mod chronos;
 mod fast_reader;
 mod formats;
 mod mtc;
+#[cfg(feature = "kafka")]
+mod online;
 mod peer_histories;
 mod predicate_reader;
 mod seam;

@@ -1,0 +1,329 @@
+//! One partition's checker: the transactions that reach the partition, parsed in batches
+//! into a compact history and handed to Aion scoped to the partition, with the
+//! producers' watermark.
+
+use std::collections::BTreeMap;
+
+use isocert_checker::{Aion, AionDelay, AionOptions, AionScope, IsolationLevel, Partitioning, Watermark};
+use isocert_history::{read_kv_v1_bytes, FormatError, KvHistory, Scalar, TxnId};
+use rustc_hash::FxHashSet;
+
+use crate::protocol::{parse_mark, MessageKind};
+use crate::results::scalar_json;
+use crate::OnlineError;
+
+/// Transaction lines parsed together (a batch is also parsed at each mark and when the
+/// topic has nothing more for now).
+pub(crate) const BATCH: usize = 2048;
+
+/// What a producer has said on this partition.
+#[derive(Clone, Copy, Debug, Default)]
+struct ProducerState {
+    mark: Option<Watermark>,
+    ended: bool,
+}
+
+/// Something a partition's checker found.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Finding {
+    /// A final anomaly: kind, the ids of the transactions it names, explanation.
+    Anomaly { kind: String, txns: Vec<serde_json::Value>, explanation: String },
+    /// A transaction that committed before the watermark's commit bound it arrived after.
+    Late { txn: serde_json::Value, commit_ts: String, watermark: String },
+}
+
+/// The counts of a finished partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Finished {
+    pub(crate) txns: u64,
+    pub(crate) anomalies: u64,
+    pub(crate) beyond_watermark: u64,
+}
+
+/// The checker of one partition of the topic of transactions.
+#[derive(Debug)]
+pub(crate) struct PartitionCheck {
+    topic: String,
+    partition: u32,
+    aion: Option<Aion>,
+    kv: Option<KvHistory>,
+    initial: Option<Scalar>,
+    header: Option<Vec<u8>>,
+    batch: Vec<u8>,
+    batch_offsets: Vec<i64>,
+    producers: BTreeMap<String, ProducerState>,
+    expected_producers: usize,
+    applied: Option<Watermark>,
+    names: FxHashSet<Scalar>,
+    received: u64,
+    beyond: u64,
+    finished: Option<Finished>,
+}
+
+impl PartitionCheck {
+    /// The checker of partition `partition` of `topic` (of `partitioning`'s count) at
+    /// `level`; watermarks wait until `expected_producers` producers said hello.
+    ///
+    /// # Errors
+    /// A level the timestamp checkers do not decide.
+    pub(crate) fn new(
+        topic: &str,
+        partition: u32,
+        partitioning: Partitioning,
+        level: IsolationLevel,
+        initial: Option<Scalar>,
+        expected_producers: usize,
+    ) -> Result<PartitionCheck, OnlineError> {
+        let options = AionOptions {
+            delay: AionDelay::Watermark,
+            scope: Some(AionScope { partitioning, owned: partition }),
+            ..AionOptions::new(level)
+        };
+        Ok(PartitionCheck {
+            topic: topic.to_string(),
+            partition,
+            aion: Some(Aion::new(options)?),
+            kv: None,
+            initial,
+            header: None,
+            batch: Vec::new(),
+            batch_offsets: Vec::new(),
+            producers: BTreeMap::new(),
+            expected_producers,
+            applied: None,
+            names: FxHashSet::default(),
+            received: 0,
+            beyond: 0,
+            finished: None,
+        })
+    }
+
+    /// Whether every producer ended and every verdict is final.
+    pub(crate) fn finished(&self) -> Option<Finished> {
+        self.finished
+    }
+
+    /// Takes one message; returns what became final.
+    ///
+    /// # Errors
+    /// A message isocert's producers do not write, malformed transactions (naming the
+    /// offset and the field), a transaction the checker refuses.
+    pub(crate) fn accept(
+        &mut self,
+        kind: MessageKind,
+        producer: &str,
+        value: &[u8],
+        offset: i64,
+        found: &mut Vec<Finding>,
+    ) -> Result<(), OnlineError> {
+        if self.finished.is_some() {
+            if kind == MessageKind::Txn {
+                tracing::warn!(
+                    partition = self.partition,
+                    offset,
+                    "a transaction after every producer ended: not checked"
+                );
+            }
+            return Ok(());
+        }
+        match kind {
+            MessageKind::Txn => {
+                if value.contains(&b'\n') {
+                    return Err(self.bad(offset, "a transaction message holds more than one line"));
+                }
+                self.producers.entry(producer.to_string()).or_default();
+                self.batch.extend_from_slice(value);
+                self.batch.push(b'\n');
+                self.batch_offsets.push(offset);
+                if self.batch_offsets.len() >= BATCH {
+                    self.flush(found)?;
+                }
+            }
+            MessageKind::Hello => {
+                self.producers.entry(producer.to_string()).or_default();
+            }
+            MessageKind::Header => {
+                if self.kv.is_some() || !self.batch_offsets.is_empty() {
+                    if self.header.as_deref() != Some(value) {
+                        return Err(
+                            self.bad(offset, "a header after transactions (initial values must come first)")
+                        );
+                    }
+                } else if self.header.as_ref().is_some_and(|h| h.as_slice() != value) {
+                    return Err(self.bad(offset, "two producers' headers differ"));
+                } else {
+                    self.header = Some(value.to_vec());
+                }
+            }
+            MessageKind::Mark => {
+                let mark = parse_mark(value).map_err(|m| self.bad(offset, &m))?;
+                self.flush(found)?;
+                self.producers.entry(producer.to_string()).or_default().mark = Some(mark);
+                self.advance(found);
+            }
+            MessageKind::End => {
+                self.flush(found)?;
+                self.producers.entry(producer.to_string()).or_default().ended = true;
+                self.advance(found);
+            }
+        }
+        Ok(())
+    }
+
+    fn bad(&self, offset: i64, message: &str) -> OnlineError {
+        OnlineError::BadMessage {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset,
+            message: message.to_string(),
+        }
+    }
+
+    /// Parses and checks the buffered transactions.
+    ///
+    /// # Errors
+    /// As [`PartitionCheck::accept`].
+    pub(crate) fn flush(&mut self, found: &mut Vec<Finding>) -> Result<(), OnlineError> {
+        if self.batch_offsets.is_empty() {
+            return Ok(());
+        }
+        let first = self.kv.is_none();
+        let mut text = Vec::new();
+        let header_lines = match (&self.header, first) {
+            (Some(h), true) => {
+                text.extend_from_slice(h);
+                text.push(b'\n');
+                1
+            }
+            _ => 0,
+        };
+        text.extend_from_slice(&self.batch);
+        let part = read_kv_v1_bytes(&text).map_err(|e| self.message_error(e, header_lines))?;
+        self.batch.clear();
+        let offsets = std::mem::take(&mut self.batch_offsets);
+        let from = match &mut self.kv {
+            None => {
+                let mut part = part;
+                part.drop_name_index();
+                part.set_default_initial(self.initial.as_ref());
+                self.kv = Some(part);
+                0
+            }
+            Some(kv) => {
+                let from = kv.len();
+                kv.append(part).expect("names are not indexed");
+                from
+            }
+        };
+        let kv = self.kv.as_mut().expect("set above");
+        let aion = self.aion.as_mut().expect("not finished");
+        for (j, i) in (from..kv.len()).enumerate() {
+            let t = TxnId::from_index(i);
+            if !self.names.insert(kv.name(t).clone()) {
+                tracing::warn!(
+                    partition = self.partition,
+                    offset = offsets[j],
+                    "transaction {} arrived again (a producer's retry): checked once",
+                    kv.txn_label(t)
+                );
+                continue;
+            }
+            self.received += 1;
+            aion.receive(kv, t)?;
+            if let (Some(w), Some(commit)) = (self.applied, kv.commit_ts(t)) {
+                if commit < w.commit {
+                    self.beyond += 1;
+                    found.push(Finding::Late {
+                        txn: scalar_json(kv.name(t)),
+                        commit_ts: commit.to_string(),
+                        watermark: w.commit.to_string(),
+                    });
+                }
+            }
+            if (i + 1).is_multiple_of(KvHistory::BLOCK) {
+                kv.free_block(i / KvHistory::BLOCK);
+            }
+        }
+        take_final(aion, kv, found);
+        Ok(())
+    }
+
+    /// A parse error named by the message it came from (the batch's line numbers mean
+    /// nothing to a reader).
+    fn message_error(&self, e: FormatError, header_lines: usize) -> OnlineError {
+        let first = self.batch_offsets.first().copied().unwrap_or(-1);
+        match &e {
+            FormatError::Invalid { line, field, message } => {
+                let what = if field.is_empty() { message.clone() } else { format!("{field}: {message}") };
+                match line.checked_sub(1 + header_lines) {
+                    Some(i) if i < self.batch_offsets.len() => self.bad(self.batch_offsets[i], &what),
+                    _ if header_lines == 1 && *line == 1 => self.bad(-1, &format!("the header: {what}")),
+                    _ => self.bad(first, &e.to_string()),
+                }
+            }
+            _ => self.bad(first, &e.to_string()),
+        }
+    }
+
+    /// Applies the lowest watermark of the producers, once every expected producer has
+    /// said hello and each has given one (an ended producer promises everything);
+    /// finishes the partition when all ended.
+    fn advance(&mut self, found: &mut Vec<Finding>) {
+        if self.producers.len() < self.expected_producers {
+            return;
+        }
+        if self.producers.values().all(|p| p.ended) {
+            self.finish(found);
+            return;
+        }
+        let mut low = Watermark::END;
+        for p in self.producers.values() {
+            match (p.ended, p.mark) {
+                (true, _) => {}
+                (false, Some(m)) => low = low.min(m),
+                (false, None) => return,
+            }
+        }
+        if self.applied.is_some_and(|a| a >= low) {
+            return;
+        }
+        self.applied =
+            Some(self.applied.map_or(low, |a| Watermark {
+                start: a.start.max(low.start),
+                commit: a.commit.max(low.commit),
+            }));
+        if let (Some(aion), Some(kv)) = (self.aion.as_mut(), self.kv.as_ref()) {
+            aion.complete_below(kv, low);
+            take_final(aion, kv, found);
+        }
+    }
+
+    /// Every verdict final: the rest of the anomalies.
+    fn finish(&mut self, found: &mut Vec<Finding>) {
+        let aion = self.aion.take().expect("finished once");
+        let kv = self.kv.take().unwrap_or_default();
+        let report = aion.finish(&kv);
+        for a in &report.anomalies {
+            found.push(finding(&kv, a));
+        }
+        self.finished = Some(Finished {
+            txns: self.received,
+            anomalies: report.anomalies.len() as u64,
+            beyond_watermark: self.beyond,
+        });
+    }
+}
+
+fn take_final(aion: &mut Aion, kv: &KvHistory, found: &mut Vec<Finding>) {
+    for a in aion.take_final() {
+        found.push(finding(kv, a));
+    }
+}
+
+fn finding(kv: &KvHistory, a: &isocert_checker::Anomaly) -> Finding {
+    Finding::Anomaly {
+        kind: a.kind.to_string(),
+        txns: a.txns.iter().map(|&t| scalar_json(kv.name(t))).collect(),
+        explanation: a.explanation.clone(),
+    }
+}
