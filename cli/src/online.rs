@@ -32,6 +32,10 @@ pub(crate) struct EmitArgs {
     /// process id).
     #[arg(long, value_name = "ID")]
     pub(crate) producer_id: Option<String>,
+    /// Publish at most this many transactions per second (a live stream's pace; default:
+    /// as fast as the broker takes them).
+    #[arg(long, value_name = "TXNS_PER_SEC")]
+    pub(crate) rate: Option<f64>,
 }
 
 /// The flags of `isocert check --online`.
@@ -58,9 +62,22 @@ pub(crate) struct OnlineCheckArgs {
     /// partitions to the others.
     #[arg(long, default_value_t = 6, value_name = "SECS")]
     pub(crate) session_timeout: u64,
-    /// --online: seconds to wait for the topic of transactions to appear.
-    #[arg(long, default_value_t = 60, value_name = "SECS")]
-    pub(crate) topic_wait: u64,
+    /// --online: a librdkafka setting for the group consumer, KEY=VALUE (repeatable; e.g.
+    /// security.protocol, sasl.*, max.partition.fetch.bytes), applied after isocert's own.
+    #[arg(long = "kafka-config", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    pub(crate) kafka_config: Vec<(String, String)>,
+    /// --online: partitions of the topic of transactions if this member creates it (the
+    /// first producer or member creates it; at least the number of members).
+    #[arg(long = "online-partitions", default_value_t = 4, value_name = "N")]
+    pub(crate) partitions: u32,
+}
+
+/// Parses `KEY=VALUE`.
+fn parse_setting(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("{text:?}: expected KEY=VALUE")),
+    }
 }
 
 #[cfg(not(feature = "kafka"))]
@@ -108,7 +125,7 @@ mod with_kafka {
         let started = Instant::now();
         let id = args.producer_id.clone().unwrap_or_else(default_producer_id);
         let emitter = Emitter::connect(&target, &id, args.partitions)?;
-        let sent = emit_file(emitter, &bytes, args.mark_every)
+        let sent = emit_file(emitter, &bytes, args.mark_every, args.rate)
             .with_context(|| format!("history {}", args.history.display()))?;
         let secs = started.elapsed().as_secs_f64();
         tracing::info!(txns = sent, secs, txns_per_sec = (sent as f64 / secs.max(1e-9)) as u64, "emitted");
@@ -142,7 +159,8 @@ mod with_kafka {
             producers: online.producers.max(1),
             member: online.member.clone().unwrap_or_else(default_producer_id),
             session_timeout: Duration::from_secs(online.session_timeout.max(1)),
-            wait_for_topic: Duration::from_secs(online.topic_wait),
+            partitions: online.partitions.max(1),
+            client_config: online.kafka_config.clone(),
         };
         let json = args.json;
         let started = Instant::now();
@@ -186,6 +204,8 @@ mod with_kafka {
                     partition = d.partition,
                     txns = d.txns,
                     anomalies = d.anomalies,
+                    latency_ms_p50 = d.latency_ms_p50,
+                    latency_ms_p99 = d.latency_ms_p99,
                     secs = started.elapsed().as_secs_f64(),
                     "partition finished"
                 );
@@ -210,6 +230,8 @@ mod with_kafka {
                 "beyond_watermark": summary.late.len(),
                 "partitions": summary.partitions.len(),
                 "partition_txns": summary.partition_txns,
+                "latency_ms_p50_max": summary.partitions.iter().map(|p| p.latency_ms_p50).max(),
+                "latency_ms_p99_max": summary.partitions.iter().map(|p| p.latency_ms_p99).max(),
             });
             writeln!(out, "{value}")?;
             return Ok(());

@@ -19,19 +19,23 @@ fn unique(name: &str) -> String {
     format!("isocert-cli-{name}-{}-{nanos}", std::process::id())
 }
 
-/// A member writing its JSON lines to `out`.
-fn member(url: &str, group: &str, name: &str, out: &Path) -> Child {
+/// A member writing its JSON lines to `out` (and its log to `log`).
+fn member(url: &str, group: &str, name: &str, out: &Path, log: Option<&Path>) -> Child {
+    let stderr = match log {
+        Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+        None => Stdio::null(),
+    };
     isocert()
-        .args(["check", "-i", "si", "--json", "--online", url, "--group", group, "--member", name])
+        .args(["check", "-v", "-i", "si", "--json", "--online", url, "--group", group, "--member", name])
         .args(["--session-timeout", "2"])
         .stdout(std::fs::File::create(out).unwrap())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("isocert runs")
 }
 
 /// Waits for `child` (at most 120 s) and returns its exit code.
-fn wait(child: &mut Child) -> i32 {
+fn wait(child: &mut Child, what: &str) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -39,7 +43,7 @@ fn wait(child: &mut Child) -> i32 {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("a member did not finish in time");
+            panic!("{what} did not finish in time");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -84,42 +88,70 @@ fn a_member_killed_mid_stream_loses_and_doubles_nothing() {
         .collect();
     expected.sort();
     assert!(!expected.is_empty());
-    for restart in [false, true] {
-        let url = format!("kafka://{}/{}", broker.bootstrap(), unique("kill"));
-        let outs: Vec<_> = (0..3).map(|i| dir.path().join(format!("m{i}-{restart}.jsonl"))).collect();
-        let mut a = member(&url, "g", "a", &outs[0]);
-        let mut b = member(&url, "g", "b", &outs[1]);
-        let mut emit = isocert()
-            .args(["emit", &url])
-            .arg(&history)
-            .args(["--partitions", "4", "--mark-every", "32"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Mid-stream: the members are checking while the producer still publishes.
-        std::thread::sleep(Duration::from_millis(1500));
-        a.kill().unwrap();
-        a.wait().unwrap();
-        let mut again = restart.then(|| member(&url, "g", "a-again", &outs[2]));
-        assert_eq!(wait(&mut emit), 0);
-        assert_eq!(wait(&mut b), 1, "anomalies found");
-        if let Some(again) = &mut again {
-            assert_eq!(wait(again), 1);
-        }
-        let mut reported = Vec::new();
-        for out in &outs {
-            if out.exists() {
-                let (found, summary) = anomalies(out);
-                reported.extend(found);
-                if let Some(summary) = summary {
-                    assert_eq!(summary["anomalies"], serde_json::json!(expected.len()), "{summary}");
-                    assert_eq!(summary["partitions"], serde_json::json!(4));
-                }
+    let dir = std::sync::Arc::new(dir);
+    let expected = std::sync::Arc::new(expected);
+    let runs: Vec<_> = [false, true]
+        .into_iter()
+        .map(|restart| {
+            let (dir, expected, history) = (dir.clone(), expected.clone(), history.clone());
+            let bootstrap = broker.bootstrap().to_string();
+            std::thread::spawn(move || killed(&bootstrap, dir.path(), &history, &expected, restart))
+        })
+        .collect();
+    for run in runs {
+        run.join().unwrap();
+    }
+}
+
+/// One member of two killed while the history is published, after Kafka gave it
+/// partitions, then restarted or not.
+fn killed(bootstrap: &str, dir: &Path, history: &Path, expected: &[String], restart: bool) {
+    let url = format!("kafka://{bootstrap}/{}", unique(&format!("kill{restart}")));
+    let outs: Vec<_> = (0..3).map(|i| dir.join(format!("m{i}-{restart}.jsonl"))).collect();
+    let group = format!("g-{restart}");
+    let log = dir.join(format!("a-{restart}.log"));
+    let mut a = member(&url, &group, "a", &outs[0], Some(&log));
+    let mut b = member(&url, &group, "b", &outs[1], Some(&dir.join(format!("b-{restart}.log"))));
+    // Wait until Kafka has given the member to be killed some partitions.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains("partitions assigned") && !l.contains("parts=[]"))
+    {
+        assert!(Instant::now() < deadline, "the member was never given partitions");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut emit = isocert()
+        .args(["emit", &url])
+        .arg(history)
+        .args(["--partitions", "4", "--mark-every", "32"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Mid-stream: the producer is still publishing.
+    std::thread::sleep(Duration::from_millis(400));
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let mut again = restart.then(|| member(&url, &group, "a-again", &outs[2], Some(&dir.join("again.log"))));
+    assert_eq!(wait(&mut emit, "emit"), 0);
+    assert_eq!(wait(&mut b, "member b"), 1, "anomalies found");
+    if let Some(again) = &mut again {
+        assert_eq!(wait(again, "the restarted member"), 1);
+    }
+    let mut reported = Vec::new();
+    for out in &outs {
+        if out.exists() {
+            let (found, summary) = anomalies(out);
+            reported.extend(found);
+            if let Some(summary) = summary {
+                assert_eq!(summary["anomalies"], serde_json::json!(expected.len()), "{summary}");
+                assert_eq!(summary["partitions"], serde_json::json!(4));
             }
         }
-        reported.sort();
-        assert_eq!(reported, expected, "every anomaly printed once over the members (restart: {restart})");
     }
+    reported.sort();
+    assert_eq!(reported, expected, "every anomaly printed once over the members (restart: {restart})");
 }
 
 #[test]

@@ -38,6 +38,16 @@ pub(crate) struct Finished {
     pub(crate) txns: u64,
     pub(crate) anomalies: u64,
     pub(crate) beyond_watermark: u64,
+    /// Milliseconds from a transaction's publication (the message's create time) to its
+    /// verdicts being final on this partition: median and 99th percentile.
+    pub(crate) latency_ms: (u64, u64),
+}
+
+/// Milliseconds since the Unix epoch (the clock Kafka's create times use).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The checker of one partition of the topic of transactions.
@@ -58,6 +68,13 @@ pub(crate) struct PartitionCheck {
     received: u64,
     beyond: u64,
     finished: Option<Finished>,
+    /// Publication times of the buffered lines.
+    batch_times: Vec<i64>,
+    /// Transactions whose verdicts are not yet final: start timestamp, publication time
+    /// (arrival order, the order Aion finalizes in).
+    waiting: std::collections::VecDeque<(isocert_history::Timestamp, i64)>,
+    /// Publication-to-final latencies, in milliseconds.
+    latencies: Vec<u32>,
 }
 
 impl PartitionCheck {
@@ -95,6 +112,9 @@ impl PartitionCheck {
             received: 0,
             beyond: 0,
             finished: None,
+            batch_times: Vec::new(),
+            waiting: std::collections::VecDeque::new(),
+            latencies: Vec::new(),
         })
     }
 
@@ -103,7 +123,8 @@ impl PartitionCheck {
         self.finished
     }
 
-    /// Takes one message; returns what became final.
+    /// Takes one message published at `published_ms` (its create time, or `None`);
+    /// returns what became final.
     ///
     /// # Errors
     /// A message isocert's producers do not write, malformed transactions (naming the
@@ -113,7 +134,7 @@ impl PartitionCheck {
         kind: MessageKind,
         producer: &str,
         value: &[u8],
-        offset: i64,
+        (offset, published_ms): (i64, Option<i64>),
         found: &mut Vec<Finding>,
     ) -> Result<(), OnlineError> {
         if self.finished.is_some() {
@@ -135,6 +156,7 @@ impl PartitionCheck {
                 self.batch.extend_from_slice(value);
                 self.batch.push(b'\n');
                 self.batch_offsets.push(offset);
+                self.batch_times.push(published_ms.unwrap_or_else(now_ms));
                 if self.batch_offsets.len() >= BATCH {
                     self.flush(found)?;
                 }
@@ -201,6 +223,7 @@ impl PartitionCheck {
         let part = read_kv_v1_bytes(&text).map_err(|e| self.message_error(e, header_lines))?;
         self.batch.clear();
         let offsets = std::mem::take(&mut self.batch_offsets);
+        let times = std::mem::take(&mut self.batch_times);
         let from = match &mut self.kv {
             None => {
                 let mut part = part;
@@ -230,6 +253,9 @@ impl PartitionCheck {
             }
             self.received += 1;
             aion.receive(kv, t)?;
+            if let (Some(start), Some(_)) = (kv.start_ts(t), kv.commit_ts(t)) {
+                self.waiting.push_back((start, times[j]));
+            }
             if let (Some(w), Some(commit)) = (self.applied, kv.commit_ts(t)) {
                 if commit < w.commit {
                     self.beyond += 1;
@@ -245,7 +271,21 @@ impl PartitionCheck {
             }
         }
         take_final(aion, kv, found);
+        self.note_final();
         Ok(())
+    }
+
+    /// Records the latency of the transactions whose verdicts the watermark made final.
+    fn note_final(&mut self) {
+        let Some(w) = self.applied else { return };
+        let now = now_ms();
+        while let Some(&(start, published)) = self.waiting.front() {
+            if start >= w.commit {
+                break;
+            }
+            self.waiting.pop_front();
+            self.latencies.push(u32::try_from((now - published).max(0)).unwrap_or(u32::MAX));
+        }
     }
 
     /// A parse error named by the message it came from (the batch's line numbers mean
@@ -296,6 +336,7 @@ impl PartitionCheck {
             aion.complete_below(kv, low);
             take_final(aion, kv, found);
         }
+        self.note_final();
     }
 
     /// Every verdict final: the rest of the anomalies.
@@ -306,10 +347,22 @@ impl PartitionCheck {
         for a in &report.anomalies {
             found.push(finding(&kv, a));
         }
+        self.applied = Some(Watermark::END);
+        self.note_final();
+        self.latencies.sort_unstable();
+        let at = |q: f64| {
+            let n = self.latencies.len();
+            if n == 0 {
+                0
+            } else {
+                u64::from(self.latencies[((n - 1) as f64 * q).round() as usize])
+            }
+        };
         self.finished = Some(Finished {
             txns: self.received,
             anomalies: report.anomalies.len() as u64,
             beyond_watermark: self.beyond,
+            latency_ms: (at(0.5), at(0.99)),
         });
     }
 }

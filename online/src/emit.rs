@@ -143,11 +143,17 @@ pub fn default_producer_id() -> String {
 /// Publishes a recorded v1 history (the whole file, `bytes`) through `emitter`: the
 /// header, then each transaction line unchanged in file order, with a watermark every
 /// `mark_every` transactions (the lowest start and commit timestamps of the transactions
-/// after it), then the end. Returns how many transactions were published.
+/// after it), then the end; at most `rate` transactions per second when given (a live
+/// stream's pace, for latency measurements). Returns how many transactions were published.
 ///
 /// # Errors
 /// The history does not read (the error names its line), or the producer fails.
-pub fn emit_file(mut emitter: Emitter, bytes: &[u8], mark_every: usize) -> Result<u64, OnlineError> {
+pub fn emit_file(
+    mut emitter: Emitter,
+    bytes: &[u8],
+    mark_every: usize,
+    rate: Option<f64>,
+) -> Result<u64, OnlineError> {
     let kv = read_kv_v1_bytes(bytes)?;
     let bounds = suffix_watermarks(&kv);
     let partitioning = emitter.partitioning();
@@ -160,7 +166,14 @@ pub fn emit_file(mut emitter: Emitter, bytes: &[u8], mark_every: usize) -> Resul
         }
     }
     let mut t = 0;
+    let started = std::time::Instant::now();
     while let Some(line) = pending {
+        if let Some(rate) = rate.filter(|r| *r > 0.0) {
+            let due = started + Duration::from_secs_f64(t as f64 / rate);
+            if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
         let txn = TxnId::from_index(t);
         emitter.transaction(line, &partitioning.of_txn(&kv, txn))?;
         t += 1;
@@ -199,20 +212,38 @@ pub struct LiveEmitter {
     last_commit: FxHashMap<Scalar, Timestamp>,
     mark_every: usize,
     since_mark: usize,
+    header_sent: bool,
 }
 
 impl LiveEmitter {
     /// Publishes through `emitter` for a client of `sessions` sessions, a watermark at
     /// most every `mark_every` transactions.
     pub fn new(emitter: Emitter, sessions: usize, mark_every: usize) -> LiveEmitter {
-        LiveEmitter { emitter, sessions, last_commit: FxHashMap::default(), mark_every, since_mark: 0 }
+        LiveEmitter {
+            emitter,
+            sessions,
+            last_commit: FxHashMap::default(),
+            mark_every,
+            since_mark: 0,
+            header_sent: false,
+        }
     }
 
-    /// Publishes transaction `t` of `h` (its v1 line; `h` is the client's history so far).
+    /// Publishes transaction `t` of `h` (its v1 line; `h` is the client's history so far),
+    /// after `h`'s header (initial values) on the first call.
     ///
     /// # Errors
     /// The transaction does not write as v1, or the producer fails.
     pub fn publish(&mut self, h: &History, t: TxnId) -> Result<(), OnlineError> {
+        if !self.header_sent {
+            // Initial values (or a dialect) come first, on every partition.
+            self.header_sent = true;
+            let mut header = Vec::new();
+            v1::write_header(h, &mut header)?;
+            if !header.is_empty() {
+                self.emitter.header(header.trim_ascii_end())?;
+            }
+        }
         let mut line = Vec::with_capacity(256);
         v1::write_txn(h, t, &mut line)?;
         let txn = h.txn(t);

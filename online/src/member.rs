@@ -43,8 +43,12 @@ pub struct MemberOptions {
     pub member: String,
     /// How long the group waits for a silent member before giving its partitions away.
     pub session_timeout: Duration,
-    /// How long to wait for the topic of transactions to appear.
-    pub wait_for_topic: Duration,
+    /// Extra librdkafka settings for the group consumer (security, fetch sizes), applied
+    /// after isocert's own.
+    pub client_config: Vec<(String, String)>,
+    /// Partitions of the topic of transactions if the member creates it (the first
+    /// producer or member to come creates it; its own count is used otherwise).
+    pub partitions: u32,
 }
 
 /// The verdict of the whole check, from the results topic once every partition finished.
@@ -105,13 +109,14 @@ pub fn run_member(
     mut on_event: impl FnMut(&MemberEvent),
 ) -> Result<Summary, OnlineError> {
     let target = &options.target;
-    let partitions = wait_for_topic(target, options.wait_for_topic)?;
+    let partitions = admin::ensure_topic(&target.brokers, &target.topic, options.partitions, &[])?;
     let partitioning = Partitioning::new(partitions);
     let mut results = Results::open(&target.brokers, &options.results_topic, &target.topic, &options.group)?;
     results.catch_up()?;
     let context = GroupContext::default();
     let changes = Arc::clone(&context.changes);
-    let consumer: BaseConsumer<GroupContext> = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", &target.brokers)
         .set("group.id", &options.group)
         .set("client.id", &options.member)
@@ -121,7 +126,15 @@ pub fn run_member(
         .set("partition.assignment.strategy", "range")
         .set("session.timeout.ms", options.session_timeout.as_millis().to_string())
         .set("heartbeat.interval.ms", (options.session_timeout.as_millis() / 4).max(100).to_string())
-        .set("fetch.wait.max.ms", "50")
+        // A rebalance waits this long for members that do not rejoin: bounded, so a member
+        // the coordinator has not yet noticed is dead stalls the group for seconds, not the
+        // default five minutes (the loop polls between messages, never minutes apart).
+        .set("max.poll.interval.ms", (options.session_timeout.as_millis() * 2).max(10_000).to_string())
+        .set("fetch.wait.max.ms", "50");
+    for (key, value) in &options.client_config {
+        config.set(key, value);
+    }
+    let consumer: BaseConsumer<GroupContext> = config
         .create_with_context(context)
         .map_err(|e| OnlineError::kafka("creating the group consumer", e))?;
     consumer
@@ -168,7 +181,14 @@ pub fn run_member(
                     });
                 };
                 let before = check.finished();
-                check.accept(kind, producer, m.payload().unwrap_or_default(), m.offset(), &mut found)?;
+                let published = m.timestamp().to_millis();
+                check.accept(
+                    kind,
+                    producer,
+                    m.payload().unwrap_or_default(),
+                    (m.offset(), published),
+                    &mut found,
+                )?;
                 let finished = if before.is_none() { check.finished() } else { None };
                 report(options, &mut results, p, partitions, &mut found, finished, &mut on_event)?;
             }
@@ -256,6 +276,8 @@ fn report(
             txns: f.txns,
             anomalies: f.anomalies,
             beyond_watermark: f.beyond_watermark,
+            latency_ms_p50: f.latency_ms.0,
+            latency_ms_p99: f.latency_ms.1,
             member: member.clone(),
         }));
     }
@@ -263,21 +285,4 @@ fn report(
         on_event(&MemberEvent::Reported(record));
     }
     Ok(())
-}
-
-/// The topic's partition count, once it exists.
-fn wait_for_topic(target: &OnlineTarget, wait: Duration) -> Result<u32, OnlineError> {
-    let deadline = Instant::now() + wait;
-    loop {
-        if let Some(n) = admin::partition_count(&target.brokers, &target.topic)? {
-            return Ok(n);
-        }
-        if Instant::now() >= deadline {
-            return Err(OnlineError::kafka(
-                format!("topic {} at {}", target.topic, target.brokers),
-                format!("it did not appear within {wait:?} (start a producer: isocert emit, or a client with LiveEmitter)"),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }

@@ -78,6 +78,14 @@ pub struct DoneRecord {
     pub anomalies: u64,
     /// Transactions that arrived beyond the watermark.
     pub beyond_watermark: u64,
+    /// Milliseconds from a transaction's publication to its verdicts being final on this
+    /// partition, median (with the member's clock; comparable with the producer's on one
+    /// machine or with synchronised clocks).
+    #[serde(default)]
+    pub latency_ms_p50: u64,
+    /// The same, 99th percentile.
+    #[serde(default)]
+    pub latency_ms_p99: u64,
     /// The member that finished it.
     pub member: String,
 }

@@ -14,8 +14,10 @@ pub(crate) use isocert_testsupport::KafkaBroker;
 
 /// A topic name no other test (or earlier run on a shared broker) uses.
 pub(crate) fn unique(name: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("isocert-test-{name}-{}-{nanos}", std::process::id())
+    format!("isocert-test-{name}-{}-{nanos}-{n}", std::process::id())
 }
 
 /// A generated key-value history (v1 text).
@@ -71,7 +73,8 @@ pub(crate) fn options(
         results_topic: target.default_results_topic(),
         member: member.to_string(),
         session_timeout: Duration::from_secs(6),
-        wait_for_topic: Duration::from_secs(30),
+        partitions: 4,
+        client_config: Vec::new(),
     }
 }
 
