@@ -380,3 +380,56 @@ fn finding(kv: &KvHistory, a: &isocert_checker::Anomaly) -> Finding {
         explanation: a.explanation.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check() -> PartitionCheck {
+        let p = Partitioning::new(1);
+        PartitionCheck::new("t", 0, p, IsolationLevel::SnapshotIsolation, None, 1).unwrap()
+    }
+
+    /// A malformed transaction message is an error naming its offset and field, not a panic.
+    #[test]
+    fn a_malformed_message_names_its_offset_and_field() {
+        let mut c = check();
+        let mut found = Vec::new();
+        let good = b"{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[]}";
+        let bad =
+            b"{\"id\":2,\"session\":1,\"start_ts\":3,\"commit_ts\":4,\"ops\":[{\"f\":\"q\",\"key\":1}]}";
+        c.accept(MessageKind::Txn, "p", good, (10, None), &mut found).unwrap();
+        c.accept(MessageKind::Txn, "p", bad, (11, None), &mut found).unwrap();
+        let e = c.flush(&mut found).unwrap_err().to_string();
+        assert!(e.starts_with("topic t partition 0 offset 11: ops[0]"), "{e}");
+        let e =
+            check().accept(MessageKind::Txn, "p", b"{}\n{}", (5, None), &mut found).unwrap_err().to_string();
+        assert!(e.contains("offset 5") && e.contains("more than one line"), "{e}");
+        let e = check().accept(MessageKind::Mark, "p", b"x", (7, None), &mut found).unwrap_err().to_string();
+        assert!(e.contains("offset 7") && e.contains("START COMMIT"), "{e}");
+    }
+
+    /// Verdicts wait for every expected producer's watermark; an ended producer promises
+    /// everything; the partition finishes when all ended.
+    #[test]
+    fn watermarks_wait_for_every_producer() {
+        let mut c =
+            PartitionCheck::new("t", 0, Partitioning::new(1), IsolationLevel::SnapshotIsolation, None, 2)
+                .unwrap();
+        let mut found = Vec::new();
+        let read = b"{\"id\":1,\"session\":1,\"start_ts\":5,\"commit_ts\":6,\"ops\":[{\"f\":\"r\",\"key\":1,\"value\":7}]}";
+        c.accept(MessageKind::Txn, "a", read, (0, None), &mut found).unwrap();
+        c.accept(MessageKind::Mark, "a", b"100 100", (1, None), &mut found).unwrap();
+        assert!(found.is_empty(), "producer b has not said hello: nothing is final");
+        c.accept(MessageKind::Hello, "b", b"", (2, None), &mut found).unwrap();
+        c.accept(MessageKind::Mark, "b", b"3 4", (3, None), &mut found).unwrap();
+        assert!(found.is_empty(), "b may still publish a writer committing at 4");
+        c.accept(MessageKind::Mark, "b", b"50 50", (4, None), &mut found).unwrap();
+        assert!(matches!(&found[..], [Finding::Anomaly { kind, .. }] if kind == "ext"), "{found:?}");
+        c.accept(MessageKind::End, "a", b"", (5, None), &mut found).unwrap();
+        assert!(c.finished().is_none());
+        c.accept(MessageKind::End, "b", b"", (6, None), &mut found).unwrap();
+        let done = c.finished().unwrap();
+        assert_eq!((done.txns, done.anomalies, done.beyond_watermark), (1, 1, 0));
+    }
+}
