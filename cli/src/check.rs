@@ -26,8 +26,13 @@ use crate::exit;
 /// used (bad file, bad flag, or the certificate lacks what the level needs).
 #[derive(Debug, clap::Args)]
 pub(crate) struct CheckArgs {
-    /// The history (JSON Lines, v1 format).
+    /// The history (JSON Lines, v1 format); not with --online.
+    #[arg(required_unless_present = "online", default_value = "-", hide_default_value = true)]
     pub(crate) history: PathBuf,
+    /// Online checking: join a consumer group on this topic of transactions and check the
+    /// partitions Kafka assigns (docs/ONLINE.md); needs a binary built with `--features kafka`.
+    #[command(flatten)]
+    pub(crate) online: crate::online::OnlineCheckArgs,
     /// The version certificate (version order, version sets, serialization order): a v1
     /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`).
     #[arg(short, long, value_name = "CERT")]
@@ -215,6 +220,9 @@ pub(crate) fn read_v1_certificate(path: &Path, h: &mut History) -> anyhow::Resul
 
 /// Runs `isocert check`.
 pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if args.online.online.is_some() {
+        return crate::online::check(&args);
+    }
     let outputs: Vec<(&str, &Path)> =
         [("--certificate-out", &args.certificate_out), ("--dot", &args.dot), ("--html", &args.html)]
             .into_iter()

@@ -17,6 +17,7 @@ mod exit;
 mod gen;
 mod memory;
 mod hunt;
+mod online;
 mod output;
 mod recover;
 mod run;
@@ -55,6 +56,7 @@ enum Command {
     Scenario(scenario::ScenarioArgs),
     Serve(serve::ServeArgs),
     Certificate(certificate::CertificateArgs),
+    Emit(online::EmitArgs),
 }
 
 /// The stack of the thread that runs the command: the predicate compiler and evaluator
@@ -93,6 +95,7 @@ fn run_command() -> ExitCode {
         Command::Scenario(args) => scenario::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Certificate(args) => certificate::run(args),
+        Command::Emit(args) => online::emit(args),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,8 @@ mod formats;
 mod issue_30;
 mod hunt;
 mod mtc;
+#[cfg(feature = "kafka")]
+mod online;
 mod peer_histories;
 mod predicate_reader;
 mod seam;

@@ -15,17 +15,23 @@
 //! their verdict is final. A transaction that arrives after the watermark passed its start
 //! is checked against the folded state and counted in the report's notes. Once every
 //! transaction has arrived, the verdicts are Chronos's.
+//!
+//! Online over partitions (docs/ONLINE.md): with an [`AionScope`] a checker owns one
+//! partition's objects and sessions ([`Partitioning`]) and ignores the rest of each
+//! transaction it receives; with [`AionDelay::Watermark`] an Ext verdict becomes final when
+//! the producers' [`Watermark`] says nothing still to arrive commits at or before the read's
+//! start, and versions are collected only below the watermark's start bound.
 
 mod versions;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use isocert_history::{History, KvHistory, KvOpKind, KvValue, ObjId, TxnId};
+use isocert_history::{History, KvHistory, KvOpKind, KvValue, ObjId, Timestamp, TxnId};
 
 use crate::chronos::timeline::{self, EventKey, Span};
 use crate::chronos::{sort_anomalies, ObjState, Source};
-use crate::{Anomaly, CheckError, CheckStats, CheckerKind, IsolationLevel, Report};
+use crate::{Anomaly, CheckError, CheckStats, CheckerKind, IsolationLevel, Partitioning, Report};
 use versions::{Effect, ObjVersions};
 
 const NONE: u32 = u32::MAX;
@@ -37,6 +43,46 @@ pub enum AionDelay {
     Arrivals(usize),
     /// After this much wall-clock time since the transaction arrived (for live streams).
     Time(Duration),
+    /// When the producers' watermark passes the transaction's start: once
+    /// [`Aion::complete_below`] says no transaction still to arrive commits before a bound
+    /// above the start, every version the read could see is there (online checking).
+    /// Versions are then collected only below the watermark's start bound too.
+    Watermark,
+}
+
+/// What the producers promise about the transactions still to arrive (online checking):
+/// each starts at or after `start` and commits at or after `commit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Watermark {
+    /// No transaction still to arrive starts before this.
+    pub start: Timestamp,
+    /// No transaction still to arrive commits before this.
+    pub commit: Timestamp,
+}
+
+impl Watermark {
+    /// The watermark past every timestamp: nothing more will arrive.
+    pub const END: Watermark = Watermark {
+        start: Timestamp { wall: u64::MAX, logical: u64::MAX },
+        commit: Timestamp { wall: u64::MAX, logical: u64::MAX },
+    };
+
+    /// The lower of two producers' promises, bound by bound.
+    pub fn min(self, other: Watermark) -> Watermark {
+        Watermark { start: self.start.min(other.start), commit: self.commit.min(other.commit) }
+    }
+}
+
+/// The part of the history one checker owns, when the checks are split across partitions
+/// ([`Partitioning`]): Int, Ext and NoConflict of the objects of partition `owned`, and
+/// Session of its sessions; operations on other objects and other sessions' order are
+/// left to the checkers of their partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AionScope {
+    /// How objects and sessions are dealt out.
+    pub partitioning: Partitioning,
+    /// The partition this checker owns.
+    pub owned: u32,
 }
 
 /// Aion's settings.
@@ -48,12 +94,14 @@ pub struct AionOptions {
     pub delay: AionDelay,
     /// Garbage-collect versions every this many arrivals.
     pub gc_every: usize,
+    /// Check only one partition's objects and sessions (`None`: everything).
+    pub scope: Option<AionScope>,
 }
 
 impl AionOptions {
     /// Defaults: verdicts final after 10,000 further arrivals, GC every 4,096 arrivals.
     pub fn new(level: IsolationLevel) -> Self {
-        AionOptions { level, delay: AionDelay::Arrivals(10_000), gc_every: 4096 }
+        AionOptions { level, delay: AionDelay::Arrivals(10_000), gc_every: 4096, scope: None }
     }
 }
 
@@ -104,6 +152,14 @@ pub struct Aion {
     collected: usize,
     final_anomalies: Vec<Anomaly>,
     taken: usize,
+    /// Whether each object (by id) and each session is owned, under a scope: 0 not yet
+    /// known, 1 owned, 2 another partition's.
+    owned_objects: Vec<u8>,
+    owned_sessions: Vec<u8>,
+    /// What is promised about the transactions still to arrive ([`Aion::complete_below`]).
+    bound: Option<Watermark>,
+    /// Transactions that arrived committing before the bound already given.
+    beyond_bound: usize,
 }
 
 impl Aion {
@@ -134,6 +190,10 @@ impl Aion {
             collected: 0,
             final_anomalies: Vec::new(),
             taken: 0,
+            owned_objects: Vec::new(),
+            owned_sessions: Vec::new(),
+            bound: None,
+            beyond_bound: 0,
         })
     }
 
@@ -160,7 +220,12 @@ impl Aion {
             if self.watermark.is_some_and(|w| span.start < w) {
                 self.late += 1;
             }
-            self.check_session(kv, t, span);
+            if self.bound.is_some_and(|b| span.commit.ts < b.commit) {
+                self.beyond_bound += 1;
+            }
+            if self.owns_session(kv, t) {
+                self.check_session(kv, t, span);
+            }
             let mut writes = self.check_reads(kv, t, span);
             for (obj, effect) in writes.drain(..) {
                 self.install(kv, t, span, obj, effect);
@@ -203,6 +268,9 @@ impl Aion {
         let mut reads = 0u32;
         for (i, op) in kv.ops(t).iter().enumerate() {
             let obj = op.obj();
+            if !self.owns_object(kv, obj) {
+                continue;
+            }
             let v = op.value();
             let slot = local.iter().position(|(o, _)| *o == obj);
             match op.kind() {
@@ -268,11 +336,11 @@ impl Aion {
         if reads > 0 {
             let due_time = match self.options.delay {
                 AionDelay::Time(d) => Some(Instant::now() + d),
-                AionDelay::Arrivals(_) => None,
+                AionDelay::Arrivals(_) | AionDelay::Watermark => None,
             };
             let due_arrival = match self.options.delay {
                 AionDelay::Arrivals(n) => self.arrivals + n as u64,
-                AionDelay::Time(_) => u64::MAX,
+                AionDelay::Time(_) | AionDelay::Watermark => u64::MAX,
             };
             self.pending.push_back(Pending { txn: t.0, reads, due_arrival, due_time });
         }
@@ -324,11 +392,15 @@ impl Aion {
     fn finalize_due(&mut self, kv: &KvHistory) {
         let now = match self.options.delay {
             AionDelay::Time(_) => Some(Instant::now()),
-            AionDelay::Arrivals(_) => None,
+            AionDelay::Arrivals(_) | AionDelay::Watermark => None,
         };
         while let Some(p) = self.pending.front() {
-            let due =
-                p.due_arrival <= self.arrivals || matches!((p.due_time, now), (Some(d), Some(n)) if d <= n);
+            let due = p.due_arrival <= self.arrivals
+                || matches!((p.due_time, now), (Some(d), Some(n)) if d <= n)
+                || (self.options.delay == AionDelay::Watermark
+                    && self
+                        .bound
+                        .is_some_and(|b| self.spans[p.txn as usize].is_some_and(|s| s.start.ts < b.commit)));
             if !due {
                 break;
             }
@@ -366,7 +438,14 @@ impl Aion {
 
     /// Folds versions below the watermark (the earliest start still pending).
     fn collect(&mut self, kv: &KvHistory) {
-        let watermark = self.pending.iter().filter_map(|p| self.spans[p.txn as usize]).map(|s| s.start).min();
+        let mut watermark =
+            self.pending.iter().filter_map(|p| self.spans[p.txn as usize]).map(|s| s.start).min();
+        if self.options.delay == AionDelay::Watermark {
+            // Transactions still to arrive may start long before the pending ones.
+            let Some(bound) = self.bound else { return };
+            let floor = EventKey::floor(bound.start);
+            watermark = Some(watermark.map_or(floor, |w| w.min(floor)));
+        }
         let Some(watermark) = watermark else { return };
         self.watermark = Some(self.watermark.map_or(watermark, |w| w.max(watermark)));
         for obj in std::mem::take(&mut self.dirty) {
@@ -378,6 +457,62 @@ impl Aion {
                 self.dirty.push(obj);
             }
         }
+    }
+
+    /// Takes the producers' watermark: with [`AionDelay::Watermark`], the Ext verdicts of
+    /// the transactions that start before its commit bound become final (in arrival order:
+    /// one waits for those that arrived before it), and versions below its start bound may
+    /// be collected. Bounds lower than ones given before are ignored.
+    pub fn complete_below(&mut self, kv: &KvHistory, bound: Watermark) {
+        let bound = match self.bound {
+            Some(old) => {
+                Watermark { start: old.start.max(bound.start), commit: old.commit.max(bound.commit) }
+            }
+            None => bound,
+        };
+        if self.bound == Some(bound) {
+            return;
+        }
+        self.bound = Some(bound);
+        self.finalize_due(kv);
+    }
+
+    /// How many transactions arrived committing before a bound given to
+    /// [`Aion::complete_below`] earlier: a producer broke its watermark, and verdicts made
+    /// final before may be wrong.
+    pub fn beyond_watermark(&self) -> usize {
+        self.beyond_bound
+    }
+
+    /// Whether this checker owns object `obj` (always, without a scope).
+    fn owns_object(&mut self, kv: &KvHistory, obj: ObjId) -> bool {
+        let Some(scope) = self.options.scope else { return true };
+        let i = obj.index();
+        if self.owned_objects.len() <= i {
+            self.owned_objects.resize(kv.dict().object_count().max(i + 1), 0);
+        }
+        if self.owned_objects[i] == 0 {
+            let dict = kv.dict();
+            let object = dict.object(obj);
+            let part = scope.partitioning.of_object(&dict.table(object.table).name, &object.key);
+            self.owned_objects[i] = if part == scope.owned { 1 } else { 2 };
+        }
+        self.owned_objects[i] == 1
+    }
+
+    /// Whether this checker owns the session of `t` (always, without a scope).
+    fn owns_session(&mut self, kv: &KvHistory, t: TxnId) -> bool {
+        let Some(scope) = self.options.scope else { return true };
+        let s = kv.session(t);
+        let i = s.index();
+        if self.owned_sessions.len() <= i {
+            self.owned_sessions.resize(kv.dict().session_count().max(i + 1), 0);
+        }
+        if self.owned_sessions[i] == 0 {
+            let part = scope.partitioning.of_session(kv.dict().session_name(s));
+            self.owned_sessions[i] = if part == scope.owned { 1 } else { 2 };
+        }
+        self.owned_sessions[i] == 1
     }
 
     /// Anomalies that became final since the last call (for live output).
@@ -404,6 +539,13 @@ impl Aion {
             ops: self.ops,
             ..CheckStats::default()
         };
+        if self.beyond_bound > 0 {
+            report.notes.push(format!(
+                "{} transactions arrived committing before the producers' watermark had passed their \
+                 commit; verdicts made final before they arrived may be wrong",
+                self.beyond_bound
+            ));
+        }
         if self.late > 0 {
             report.notes.push(format!(
                 "{} transactions arrived after the garbage-collection watermark passed their start; \
@@ -446,3 +588,6 @@ pub fn check_aion(h: &History, level: IsolationLevel) -> Result<Report, CheckErr
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod partition_tests;

@@ -10,7 +10,14 @@ use crate::{check_chronos_kv, AnomalyKind, IsolationLevel, Report};
 /// A history of `n` transactions in `sessions` sessions over `keys` keys whose reads are
 /// what snapshot isolation returns (values unique, initial value 0); `corrupt` of them
 /// read a wrong value, and overlapping writers are allowed when `conflicts` is set.
-fn generate(seed: u64, n: usize, sessions: usize, keys: u64, corrupt: usize, conflicts: bool) -> KvHistory {
+pub(super) fn generate(
+    seed: u64,
+    n: usize,
+    sessions: usize,
+    keys: u64,
+    corrupt: usize,
+    conflicts: bool,
+) -> KvHistory {
     let mut rng = isocert_random::seeded(seed);
     let mut clock = vec![0u64; sessions];
     // Spans first.
@@ -94,7 +101,7 @@ fn generate(seed: u64, n: usize, sessions: usize, keys: u64, corrupt: usize, con
 }
 
 /// File order displaced by up to `window` positions, each session's order kept.
-fn shuffled(kv: &KvHistory, seed: u64, window: usize) -> Vec<TxnId> {
+pub(super) fn shuffled(kv: &KvHistory, seed: u64, window: usize) -> Vec<TxnId> {
     let mut rng = isocert_random::seeded(seed);
     let mut keyed: Vec<(usize, TxnId)> =
         kv.txn_ids().map(|t| (t.index() + rng.random_range(0..window as u64 + 1) as usize, t)).collect();

@@ -11,7 +11,7 @@ use super::scan::{Fail, Scan, Scanned};
 use crate::FormatError;
 
 /// Initial window size.
-const WINDOW: usize = 1 << 22;
+pub(crate) const WINDOW: usize = 1 << 22;
 
 /// Reads records from `input` through a refillable window.
 #[derive(Debug)]
@@ -67,6 +67,12 @@ impl<R: Read> RecordReader<R> {
             buf.resize(WINDOW, 0);
         }
         RecordReader { input, buf, start: 0, end: 0, eof: false, line: 1 }
+    }
+
+    /// A reader over `input` with a window of `size` bytes (at least one): for inputs
+    /// known to be small, which would otherwise pay for zeroing a whole [`WINDOW`].
+    pub(crate) fn with_window(input: R, size: usize) -> Self {
+        RecordReader { input, buf: vec![0; size.max(1)], start: 0, end: 0, eof: false, line: 1 }
     }
 
     /// The window, for [`RecordReader::with_buffer`] on the next input.

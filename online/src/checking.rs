@@ -1,0 +1,435 @@
+//! One partition's checker: the transactions that reach the partition, parsed in batches
+//! into a compact history and handed to Aion scoped to the partition, with the
+//! producers' watermark.
+
+use std::collections::BTreeMap;
+
+use isocert_checker::{Aion, AionDelay, AionOptions, AionScope, IsolationLevel, Partitioning, Watermark};
+use isocert_history::{read_kv_v1_bytes, FormatError, KvHistory, Scalar, TxnId};
+use rustc_hash::FxHashSet;
+
+use crate::protocol::{parse_mark, MessageKind};
+use crate::results::scalar_json;
+use crate::OnlineError;
+
+/// Transaction lines parsed together (a batch is also parsed at each mark and when the
+/// topic has nothing more for now).
+pub(crate) const BATCH: usize = 2048;
+
+/// What a producer has said on this partition.
+#[derive(Clone, Copy, Debug, Default)]
+struct ProducerState {
+    mark: Option<Watermark>,
+    ended: bool,
+}
+
+/// Something a partition's checker found.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Finding {
+    /// A final anomaly: kind, the ids of the transactions it names, explanation.
+    Anomaly { kind: String, txns: Vec<serde_json::Value>, explanation: String },
+    /// A transaction that committed before the watermark's commit bound it arrived after.
+    Late { txn: serde_json::Value, commit_ts: String, watermark: String },
+}
+
+/// The counts of a finished partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Finished {
+    pub(crate) txns: u64,
+    pub(crate) anomalies: u64,
+    pub(crate) beyond_watermark: u64,
+    /// Milliseconds from a transaction's publication (the message's create time) to its
+    /// verdicts being final on this partition: median and 99th percentile.
+    pub(crate) latency_ms: (u64, u64),
+}
+
+/// Milliseconds since the Unix epoch (the clock Kafka's create times use).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The checker of one partition of the topic of transactions.
+#[derive(Debug)]
+pub(crate) struct PartitionCheck {
+    topic: String,
+    partition: u32,
+    aion: Option<Aion>,
+    kv: Option<KvHistory>,
+    initial: Option<Scalar>,
+    header: Option<Vec<u8>>,
+    batch: Vec<u8>,
+    batch_offsets: Vec<i64>,
+    producers: BTreeMap<String, ProducerState>,
+    expected_producers: usize,
+    applied: Option<Watermark>,
+    names: FxHashSet<Scalar>,
+    received: u64,
+    beyond: u64,
+    finished: Option<Finished>,
+    /// Publication times of the buffered lines.
+    batch_times: Vec<i64>,
+    /// Transactions whose verdicts are not yet final: start timestamp, publication time
+    /// (arrival order, the order Aion finalizes in).
+    waiting: std::collections::VecDeque<(isocert_history::Timestamp, i64)>,
+    /// Publication-to-final latencies, in milliseconds.
+    latencies: Vec<u32>,
+}
+
+impl PartitionCheck {
+    /// The checker of partition `partition` of `topic` (of `partitioning`'s count) at
+    /// `level`; watermarks wait until `expected_producers` producers said hello.
+    ///
+    /// # Errors
+    /// A level the timestamp checkers do not decide.
+    pub(crate) fn new(
+        topic: &str,
+        partition: u32,
+        partitioning: Partitioning,
+        level: IsolationLevel,
+        initial: Option<Scalar>,
+        expected_producers: usize,
+    ) -> Result<PartitionCheck, OnlineError> {
+        let options = AionOptions {
+            delay: AionDelay::Watermark,
+            scope: Some(AionScope { partitioning, owned: partition }),
+            ..AionOptions::new(level)
+        };
+        Ok(PartitionCheck {
+            topic: topic.to_string(),
+            partition,
+            aion: Some(Aion::new(options)?),
+            kv: None,
+            initial,
+            header: None,
+            batch: Vec::new(),
+            batch_offsets: Vec::new(),
+            producers: BTreeMap::new(),
+            expected_producers,
+            applied: None,
+            names: FxHashSet::default(),
+            received: 0,
+            beyond: 0,
+            finished: None,
+            batch_times: Vec::new(),
+            waiting: std::collections::VecDeque::new(),
+            latencies: Vec::new(),
+        })
+    }
+
+    /// Whether every producer ended and every verdict is final.
+    pub(crate) fn finished(&self) -> Option<Finished> {
+        self.finished
+    }
+
+    /// Takes one message published at `published_ms` (its create time, or `None`);
+    /// returns what became final.
+    ///
+    /// # Errors
+    /// A message isocert's producers do not write, malformed transactions (naming the
+    /// offset and the field), a transaction the checker refuses.
+    pub(crate) fn accept(
+        &mut self,
+        kind: MessageKind,
+        producer: &str,
+        value: &[u8],
+        (offset, published_ms): (i64, Option<i64>),
+        found: &mut Vec<Finding>,
+    ) -> Result<(), OnlineError> {
+        if self.finished.is_some() {
+            if kind == MessageKind::Txn {
+                tracing::warn!(
+                    partition = self.partition,
+                    offset,
+                    "a transaction after every producer ended: not checked"
+                );
+            }
+            return Ok(());
+        }
+        match kind {
+            MessageKind::Txn => {
+                if value.contains(&b'\n') {
+                    return Err(self.bad(offset, "a transaction message holds more than one line"));
+                }
+                self.producers.entry(producer.to_string()).or_default();
+                self.batch.extend_from_slice(value);
+                self.batch.push(b'\n');
+                self.batch_offsets.push(offset);
+                self.batch_times.push(published_ms.unwrap_or_else(now_ms));
+                if self.batch_offsets.len() >= BATCH {
+                    self.flush(found)?;
+                }
+            }
+            MessageKind::Hello => {
+                self.producers.entry(producer.to_string()).or_default();
+            }
+            MessageKind::Header => {
+                if self.kv.is_some() || !self.batch_offsets.is_empty() {
+                    if self.header.as_deref() != Some(value) {
+                        return Err(
+                            self.bad(offset, "a header after transactions (initial values must come first)")
+                        );
+                    }
+                } else if self.header.as_ref().is_some_and(|h| h.as_slice() != value) {
+                    return Err(self.bad(offset, "two producers' headers differ"));
+                } else {
+                    self.header = Some(value.to_vec());
+                }
+            }
+            MessageKind::Mark => {
+                let mark = parse_mark(value).map_err(|m| self.bad(offset, &m))?;
+                self.flush(found)?;
+                self.producers.entry(producer.to_string()).or_default().mark = Some(mark);
+                self.advance(found);
+            }
+            MessageKind::End => {
+                self.flush(found)?;
+                self.producers.entry(producer.to_string()).or_default().ended = true;
+                self.advance(found);
+            }
+        }
+        Ok(())
+    }
+
+    fn bad(&self, offset: i64, message: &str) -> OnlineError {
+        OnlineError::BadMessage {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset,
+            message: message.to_string(),
+        }
+    }
+
+    /// Parses and checks the buffered transactions.
+    ///
+    /// # Errors
+    /// As [`PartitionCheck::accept`].
+    pub(crate) fn flush(&mut self, found: &mut Vec<Finding>) -> Result<(), OnlineError> {
+        if self.batch_offsets.is_empty() {
+            return Ok(());
+        }
+        let first = self.kv.is_none();
+        let mut text = Vec::new();
+        let header_lines = match (&self.header, first) {
+            (Some(h), true) => {
+                text.extend_from_slice(h);
+                text.push(b'\n');
+                1
+            }
+            _ => 0,
+        };
+        text.extend_from_slice(&self.batch);
+        let part = read_kv_v1_bytes(&text).map_err(|e| self.message_error(e, header_lines))?;
+        self.batch.clear();
+        let offsets = std::mem::take(&mut self.batch_offsets);
+        let times = std::mem::take(&mut self.batch_times);
+        let from = match &mut self.kv {
+            None => {
+                let mut part = part;
+                part.drop_name_index();
+                part.set_default_initial(self.initial.as_ref());
+                self.kv = Some(part);
+                0
+            }
+            Some(kv) => {
+                let from = kv.len();
+                kv.append(part).expect("names are not indexed");
+                from
+            }
+        };
+        let kv = self.kv.as_mut().expect("set above");
+        let aion = self.aion.as_mut().expect("not finished");
+        for (j, i) in (from..kv.len()).enumerate() {
+            let t = TxnId::from_index(i);
+            if !self.names.insert(kv.name(t).clone()) {
+                tracing::warn!(
+                    partition = self.partition,
+                    offset = offsets[j],
+                    "transaction {} arrived again (a producer's retry): checked once",
+                    kv.txn_label(t)
+                );
+                continue;
+            }
+            self.received += 1;
+            aion.receive(kv, t)?;
+            if let (Some(start), Some(_)) = (kv.start_ts(t), kv.commit_ts(t)) {
+                self.waiting.push_back((start, times[j]));
+            }
+            if let (Some(w), Some(commit)) = (self.applied, kv.commit_ts(t)) {
+                if commit < w.commit {
+                    self.beyond += 1;
+                    found.push(Finding::Late {
+                        txn: scalar_json(kv.name(t)),
+                        commit_ts: commit.to_string(),
+                        watermark: w.commit.to_string(),
+                    });
+                }
+            }
+            if (i + 1).is_multiple_of(KvHistory::BLOCK) {
+                kv.free_block(i / KvHistory::BLOCK);
+            }
+        }
+        take_final(aion, kv, found);
+        self.note_final();
+        Ok(())
+    }
+
+    /// Records the latency of the transactions whose verdicts the watermark made final.
+    fn note_final(&mut self) {
+        let Some(w) = self.applied else { return };
+        let now = now_ms();
+        while let Some(&(start, published)) = self.waiting.front() {
+            if start >= w.commit {
+                break;
+            }
+            self.waiting.pop_front();
+            self.latencies.push(u32::try_from((now - published).max(0)).unwrap_or(u32::MAX));
+        }
+    }
+
+    /// A parse error named by the message it came from (the batch's line numbers mean
+    /// nothing to a reader).
+    fn message_error(&self, e: FormatError, header_lines: usize) -> OnlineError {
+        let first = self.batch_offsets.first().copied().unwrap_or(-1);
+        match &e {
+            FormatError::Invalid { line, field, message } => {
+                let what = if field.is_empty() { message.clone() } else { format!("{field}: {message}") };
+                match line.checked_sub(1 + header_lines) {
+                    Some(i) if i < self.batch_offsets.len() => self.bad(self.batch_offsets[i], &what),
+                    _ if header_lines == 1 && *line == 1 => self.bad(-1, &format!("the header: {what}")),
+                    _ => self.bad(first, &e.to_string()),
+                }
+            }
+            _ => self.bad(first, &e.to_string()),
+        }
+    }
+
+    /// Applies the lowest watermark of the producers, once every expected producer has
+    /// said hello and each has given one (an ended producer promises everything);
+    /// finishes the partition when all ended.
+    fn advance(&mut self, found: &mut Vec<Finding>) {
+        if self.producers.len() < self.expected_producers {
+            return;
+        }
+        if self.producers.values().all(|p| p.ended) {
+            self.finish(found);
+            return;
+        }
+        let mut low = Watermark::END;
+        for p in self.producers.values() {
+            match (p.ended, p.mark) {
+                (true, _) => {}
+                (false, Some(m)) => low = low.min(m),
+                (false, None) => return,
+            }
+        }
+        if self.applied.is_some_and(|a| a >= low) {
+            return;
+        }
+        self.applied =
+            Some(self.applied.map_or(low, |a| Watermark {
+                start: a.start.max(low.start),
+                commit: a.commit.max(low.commit),
+            }));
+        if let (Some(aion), Some(kv)) = (self.aion.as_mut(), self.kv.as_ref()) {
+            aion.complete_below(kv, low);
+            take_final(aion, kv, found);
+        }
+        self.note_final();
+    }
+
+    /// Every verdict final: the rest of the anomalies.
+    fn finish(&mut self, found: &mut Vec<Finding>) {
+        let aion = self.aion.take().expect("finished once");
+        let kv = self.kv.take().unwrap_or_default();
+        let report = aion.finish(&kv);
+        for a in &report.anomalies {
+            found.push(finding(&kv, a));
+        }
+        self.applied = Some(Watermark::END);
+        self.note_final();
+        self.latencies.sort_unstable();
+        let at = |q: f64| {
+            let n = self.latencies.len();
+            if n == 0 {
+                0
+            } else {
+                u64::from(self.latencies[((n - 1) as f64 * q).round() as usize])
+            }
+        };
+        self.finished = Some(Finished {
+            txns: self.received,
+            anomalies: report.anomalies.len() as u64,
+            beyond_watermark: self.beyond,
+            latency_ms: (at(0.5), at(0.99)),
+        });
+    }
+}
+
+fn take_final(aion: &mut Aion, kv: &KvHistory, found: &mut Vec<Finding>) {
+    for a in aion.take_final() {
+        found.push(finding(kv, a));
+    }
+}
+
+fn finding(kv: &KvHistory, a: &isocert_checker::Anomaly) -> Finding {
+    Finding::Anomaly {
+        kind: a.kind.to_string(),
+        txns: a.txns.iter().map(|&t| scalar_json(kv.name(t))).collect(),
+        explanation: a.explanation.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check() -> PartitionCheck {
+        let p = Partitioning::new(1);
+        PartitionCheck::new("t", 0, p, IsolationLevel::SnapshotIsolation, None, 1).unwrap()
+    }
+
+    /// A malformed transaction message is an error naming its offset and field, not a panic.
+    #[test]
+    fn a_malformed_message_names_its_offset_and_field() {
+        let mut c = check();
+        let mut found = Vec::new();
+        let good = b"{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[]}";
+        let bad =
+            b"{\"id\":2,\"session\":1,\"start_ts\":3,\"commit_ts\":4,\"ops\":[{\"f\":\"q\",\"key\":1}]}";
+        c.accept(MessageKind::Txn, "p", good, (10, None), &mut found).unwrap();
+        c.accept(MessageKind::Txn, "p", bad, (11, None), &mut found).unwrap();
+        let e = c.flush(&mut found).unwrap_err().to_string();
+        assert!(e.starts_with("topic t partition 0 offset 11: ops[0]"), "{e}");
+        let e =
+            check().accept(MessageKind::Txn, "p", b"{}\n{}", (5, None), &mut found).unwrap_err().to_string();
+        assert!(e.contains("offset 5") && e.contains("more than one line"), "{e}");
+        let e = check().accept(MessageKind::Mark, "p", b"x", (7, None), &mut found).unwrap_err().to_string();
+        assert!(e.contains("offset 7") && e.contains("START COMMIT"), "{e}");
+    }
+
+    /// Verdicts wait for every expected producer's watermark; an ended producer promises
+    /// everything; the partition finishes when all ended.
+    #[test]
+    fn watermarks_wait_for_every_producer() {
+        let mut c =
+            PartitionCheck::new("t", 0, Partitioning::new(1), IsolationLevel::SnapshotIsolation, None, 2)
+                .unwrap();
+        let mut found = Vec::new();
+        let read = b"{\"id\":1,\"session\":1,\"start_ts\":5,\"commit_ts\":6,\"ops\":[{\"f\":\"r\",\"key\":1,\"value\":7}]}";
+        c.accept(MessageKind::Txn, "a", read, (0, None), &mut found).unwrap();
+        c.accept(MessageKind::Mark, "a", b"100 100", (1, None), &mut found).unwrap();
+        assert!(found.is_empty(), "producer b has not said hello: nothing is final");
+        c.accept(MessageKind::Hello, "b", b"", (2, None), &mut found).unwrap();
+        c.accept(MessageKind::Mark, "b", b"3 4", (3, None), &mut found).unwrap();
+        assert!(found.is_empty(), "b may still publish a writer committing at 4");
+        c.accept(MessageKind::Mark, "b", b"50 50", (4, None), &mut found).unwrap();
+        assert!(matches!(&found[..], [Finding::Anomaly { kind, .. }] if kind == "ext"), "{found:?}");
+        c.accept(MessageKind::End, "a", b"", (5, None), &mut found).unwrap();
+        assert!(c.finished().is_none());
+        c.accept(MessageKind::End, "b", b"", (6, None), &mut found).unwrap();
+        let done = c.finished().unwrap();
+        assert_eq!((done.txns, done.anomalies, done.beyond_watermark), (1, 1, 0));
+    }
+}

@@ -1,0 +1,308 @@
+//! Publishing transactions: [`Emitter`] sends each to the partitions that check it, with
+//! the producer's watermark; [`emit_file`] publishes a recorded v1 history;
+//! [`LiveEmitter`] is the call a test client makes as each transaction completes.
+
+use std::time::Duration;
+
+use isocert_checker::{Partitioning, Watermark};
+use isocert_history::{read_kv_v1_bytes, v1, History, KvHistory, Op, Scalar, Timestamp, TxnId};
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rustc_hash::FxHashMap;
+
+use crate::protocol::{key, mark_value, MessageKind};
+use crate::{admin, OnlineError, OnlineTarget};
+
+/// How long [`Emitter::finish`] waits for the broker to take what is queued.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A producer of one topic of transactions.
+#[allow(missing_debug_implementations)] // rdkafka's producer is not Debug
+pub struct Emitter {
+    producer: ThreadedProducer<DefaultProducerContext>,
+    topic: String,
+    partitioning: Partitioning,
+    id: String,
+    sent: u64,
+}
+
+impl Emitter {
+    /// Connects to the target's brokers as producer `id` (unique among the topic's
+    /// producers: [`default_producer_id`]), creating the topic with `partitions`
+    /// partitions if it does not exist (its own count is used otherwise), and says hello.
+    ///
+    /// # Errors
+    /// The broker cannot be reached or refuses to create the topic.
+    pub fn connect(target: &OnlineTarget, id: &str, partitions: u32) -> Result<Emitter, OnlineError> {
+        let count = admin::ensure_topic(&target.brokers, &target.topic, partitions, &[])?;
+        let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", &target.brokers)
+            .set("linger.ms", "5")
+            .set("batch.num.messages", "10000")
+            .set("queue.buffering.max.messages", "1000000")
+            .set("message.max.bytes", "10000000")
+            .create()
+            .map_err(|e| OnlineError::kafka("creating the producer", e))?;
+        let mut emitter = Emitter {
+            producer,
+            topic: target.topic.clone(),
+            partitioning: Partitioning::new(count),
+            id: id.to_string(),
+            sent: 0,
+        };
+        emitter.send_to_all(MessageKind::Hello, b"")?;
+        Ok(emitter)
+    }
+
+    /// How the topic's partitions deal out objects and sessions.
+    pub fn partitioning(&self) -> Partitioning {
+        self.partitioning
+    }
+
+    /// Transactions published so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Publishes the v1 header line (initial values), before any transaction.
+    ///
+    /// # Errors
+    /// The producer fails.
+    pub fn header(&mut self, line: &[u8]) -> Result<(), OnlineError> {
+        self.send_to_all(MessageKind::Header, line)
+    }
+
+    /// Publishes one v1 transaction line to `partitions` (those owning its session and
+    /// objects: [`Partitioning::of_txn`]).
+    ///
+    /// # Errors
+    /// The producer fails.
+    pub fn transaction(&mut self, line: &[u8], partitions: &[u32]) -> Result<(), OnlineError> {
+        let k = key(MessageKind::Txn, &self.id);
+        for &p in partitions {
+            self.send(&k, p, line)?;
+        }
+        self.sent += 1;
+        Ok(())
+    }
+
+    /// Publishes the producer's watermark: every transaction it publishes from now on starts
+    /// at or after `w.start` and commits at or after `w.commit`.
+    ///
+    /// # Errors
+    /// The producer fails.
+    pub fn mark(&mut self, w: Watermark) -> Result<(), OnlineError> {
+        self.send_to_all(MessageKind::Mark, mark_value(w).as_bytes())
+    }
+
+    /// Says the producer is done and waits until the broker has every message.
+    ///
+    /// # Errors
+    /// The producer fails or the broker does not take the messages in time.
+    pub fn finish(mut self) -> Result<u64, OnlineError> {
+        self.send_to_all(MessageKind::End, b"")?;
+        self.producer.flush(FLUSH_TIMEOUT).map_err(|e| OnlineError::kafka("flushing the producer", e))?;
+        Ok(self.sent)
+    }
+
+    fn send_to_all(&mut self, kind: MessageKind, value: &[u8]) -> Result<(), OnlineError> {
+        let k = key(kind, &self.id);
+        for p in 0..self.partitioning.partitions() {
+            self.send(&k, p, value)?;
+        }
+        Ok(())
+    }
+
+    /// Queues one message, waiting while the local queue is full.
+    fn send(&mut self, key: &str, partition: u32, value: &[u8]) -> Result<(), OnlineError> {
+        let mut record = BaseRecord::to(&self.topic).key(key).payload(value).partition(partition as i32);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err((e, _)) => return Err(OnlineError::kafka(format!("publishing to {}", self.topic), e)),
+            }
+        }
+    }
+}
+
+/// A producer id unique among concurrent producers: host name and process id.
+pub fn default_producer_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Publishes a recorded v1 history (the whole file, `bytes`) through `emitter`: the
+/// header, then each transaction line unchanged in file order, with a watermark every
+/// `mark_every` transactions (the lowest start and commit timestamps of the transactions
+/// after it), then the end; at most `rate` transactions per second when given (a live
+/// stream's pace, for latency measurements). Returns how many transactions were published.
+///
+/// # Errors
+/// The history does not read (the error names its line), or the producer fails.
+pub fn emit_file(
+    mut emitter: Emitter,
+    bytes: &[u8],
+    mark_every: usize,
+    rate: Option<f64>,
+) -> Result<u64, OnlineError> {
+    let kv = read_kv_v1_bytes(bytes)?;
+    let bounds = suffix_watermarks(&kv);
+    let partitioning = emitter.partitioning();
+    let mut lines = bytes.split(|&b| b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    let mut pending = lines.next();
+    if let Some(first) = pending {
+        if first.trim_ascii_start().starts_with(b"{\"format\"") {
+            emitter.header(first)?;
+            pending = lines.next();
+        }
+    }
+    let mut t = 0;
+    let started = std::time::Instant::now();
+    while let Some(line) = pending {
+        if let Some(rate) = rate.filter(|r| *r > 0.0) {
+            let due = started + Duration::from_secs_f64(t as f64 / rate);
+            if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        let txn = TxnId::from_index(t);
+        emitter.transaction(line, &partitioning.of_txn(&kv, txn))?;
+        t += 1;
+        if t % mark_every.max(1) == 0 && t < kv.len() {
+            emitter.mark(bounds[t])?;
+        }
+        pending = lines.next();
+    }
+    debug_assert_eq!(t, kv.len());
+    emitter.finish()
+}
+
+/// For each position `i`, the lowest start and commit timestamps of transactions `i..`
+/// (those with both timestamps; the others are not checked).
+fn suffix_watermarks(kv: &KvHistory) -> Vec<Watermark> {
+    let mut bounds = vec![Watermark::END; kv.len() + 1];
+    for i in (0..kv.len()).rev() {
+        let t = TxnId::from_index(i);
+        bounds[i] = match (kv.start_ts(t), kv.commit_ts(t)) {
+            (Some(start), Some(commit)) => bounds[i + 1].min(Watermark { start, commit }),
+            _ => bounds[i + 1],
+        };
+    }
+    bounds
+}
+
+/// The call a test client makes as each transaction completes: publishes it and, once
+/// every session has completed one, a watermark after each (each session's next
+/// transaction starts and commits after its last commit, as snapshot isolation's session
+/// order requires; a database that breaks that shows a Session anomaly and a transaction
+/// reported beyond the watermark).
+#[allow(missing_debug_implementations)] // holds an Emitter
+pub struct LiveEmitter {
+    emitter: Emitter,
+    sessions: usize,
+    last_commit: FxHashMap<Scalar, Timestamp>,
+    mark_every: usize,
+    since_mark: usize,
+    header_sent: bool,
+}
+
+impl LiveEmitter {
+    /// Publishes through `emitter` for a client of `sessions` sessions, a watermark at
+    /// most every `mark_every` transactions.
+    pub fn new(emitter: Emitter, sessions: usize, mark_every: usize) -> LiveEmitter {
+        LiveEmitter {
+            emitter,
+            sessions,
+            last_commit: FxHashMap::default(),
+            mark_every,
+            since_mark: 0,
+            header_sent: false,
+        }
+    }
+
+    /// Publishes transaction `t` of `h` (its v1 line; `h` is the client's history so far),
+    /// after `h`'s header (initial values) on the first call.
+    ///
+    /// # Errors
+    /// The transaction does not write as v1, or the producer fails.
+    pub fn publish(&mut self, h: &History, t: TxnId) -> Result<(), OnlineError> {
+        if !self.header_sent {
+            // Initial values (or a dialect) come first, on every partition.
+            self.header_sent = true;
+            let mut header = Vec::new();
+            v1::write_header(h, &mut header)?;
+            if !header.is_empty() {
+                self.emitter.header(header.trim_ascii_end())?;
+            }
+        }
+        let mut line = Vec::with_capacity(256);
+        v1::write_txn(h, t, &mut line)?;
+        let txn = h.txn(t);
+        let session = h.session_name(txn.session);
+        let partitioning = self.emitter.partitioning();
+        let mut parts = vec![partitioning.of_session(session)];
+        for op in &txn.ops {
+            let obj = match op {
+                Op::Read { obj, .. } | Op::Write { obj, .. } | Op::Append { obj, .. } => *obj,
+                _ => {
+                    return Err(OnlineError::Unsupported {
+                        what: format!(
+                            "transaction {}: online checking takes item reads, writes and appends only",
+                            txn.name
+                        ),
+                    })
+                }
+            };
+            let object = h.object(obj);
+            parts.push(partitioning.of_object(&h.table(object.table).name, &object.key));
+        }
+        parts.sort_unstable();
+        parts.dedup();
+        let end = line.iter().rposition(|&b| b != b'\n').map_or(0, |i| i + 1);
+        self.emitter.transaction(&line[..end], &parts)?;
+        if let Some(commit) = txn.commit_ts {
+            self.last_commit.insert(session.clone(), commit);
+        }
+        self.since_mark += 1;
+        if self.last_commit.len() >= self.sessions && self.since_mark >= self.mark_every {
+            self.since_mark = 0;
+            let low = self.last_commit.values().min().copied().unwrap_or_default();
+            self.emitter.mark(Watermark { start: low, commit: low })?;
+        }
+        Ok(())
+    }
+
+    /// Says the client is done and waits for the broker.
+    ///
+    /// # Errors
+    /// As [`Emitter::finish`].
+    pub fn finish(self) -> Result<u64, OnlineError> {
+        self.emitter.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffix_watermarks_are_the_lowest_timestamps_still_to_come() {
+        let text = "{\"id\":1,\"session\":1,\"start_ts\":5,\"commit_ts\":9,\"ops\":[]}\n\
+                    {\"id\":2,\"session\":2,\"start_ts\":2,\"commit_ts\":12,\"ops\":[]}\n\
+                    {\"id\":3,\"session\":2,\"status\":\"aborted\",\"ops\":[]}\n\
+                    {\"id\":4,\"session\":1,\"start_ts\":10,\"commit_ts\":11,\"ops\":[]}\n";
+        let kv = read_kv_v1_bytes(text.as_bytes()).unwrap();
+        let w = suffix_watermarks(&kv);
+        let at = |s, c| Watermark { start: Timestamp::new(s), commit: Timestamp::new(c) };
+        assert_eq!(w, [at(2, 9), at(2, 11), at(10, 11), at(10, 11), Watermark::END]);
+    }
+}

@@ -1,0 +1,6 @@
+//! Online checking on a real Kafka broker (`isocert_testsupport::kafka`: the broker of
+//! `ISOCERT_TEST_KAFKA`, or a private tansu; SKIPPED visibly when neither is there).
+
+mod support;
+mod verdicts;
+mod watermarks;
