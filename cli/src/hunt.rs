@@ -173,7 +173,8 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
     };
     let level = match args.check {
         Some(level) => level,
-        None => db.checked_as(args.isolation)
+        None => db
+            .checked_as(args.isolation)
             .as_str()
             .parse::<IsolationLevel>()
             .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,

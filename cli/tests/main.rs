@@ -4,8 +4,8 @@ mod bad_input;
 mod chronos;
 mod fast_reader;
 mod formats;
-mod issue_30;
 mod hunt;
+mod issue_30;
 mod mtc;
 #[cfg(feature = "kafka")]
 mod online;

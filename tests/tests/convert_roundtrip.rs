@@ -66,7 +66,9 @@ fn histories() -> Vec<(String, GenConfig, IsolationLevel)> {
                 ..GenConfig::default()
             };
             out.push((format!("valid-{seed}-{concurrency}"), base.clone(), IsolationLevel::Serializable));
-            for kind in Injection::ALL.into_iter().filter(|k| !k.needs_session_order() && !k.needs_predicates()) {
+            for kind in
+                Injection::ALL.into_iter().filter(|k| !k.needs_session_order() && !k.needs_predicates())
+            {
                 let level: IsolationLevel = kind.rejected_at()[0].parse().expect("a level name");
                 let isolation = if level == IsolationLevel::SnapshotIsolation {
                     Isolation::SnapshotIsolation
