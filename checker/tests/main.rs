@@ -462,3 +462,46 @@ fn a_select_reads_the_rows_it_returns_so_their_new_values_are_dependencies() {
     let r = run(&apart, &cert(3, 4), IsolationLevel::Serializable, CheckerKind::Emme);
     assert!(r.is_valid(), "{:?}", r.anomalies);
 }
+
+/// A session's transaction without operations (a shrunk finding, a client that began and
+/// committed nothing) has no timestamps: it takes no part in session order. It used to be
+/// read as starting at 0, so the session edge into it was a G-SIa that was not there (a
+/// false positive `isocert hunt` reported on PostgreSQL). Its near twin, a session
+/// successor that reads and really started before its predecessor committed, is G-SIa.
+#[test]
+fn a_transaction_without_operations_takes_no_part_in_session_order() {
+    let head = r#"{"format":"isocert-history","version":1,"initial":[{"key":"x","value":0}]}
+{"id":1,"session":1,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":"x","value":1}]}
+"#;
+    let cert = r#"{"version_order":[{"key":"x","writers":[1]}]}"#;
+    let empty = format!(r#"{head}{{"id":2,"session":1,"ops":[]}}"#);
+    let r = run(&empty, cert, IsolationLevel::SnapshotIsolation, CheckerKind::Emme);
+    assert!(r.is_valid(), "{:?}", r.anomalies);
+    let early = format!(
+        r#"{head}{{"id":2,"session":1,"start_ts":0,"commit_ts":3,"ops":[{{"f":"r","key":"x","value":0}}]}}"#
+    );
+    let r = run(&early, cert, IsolationLevel::SnapshotIsolation, CheckerKind::Emme);
+    assert!(kinds(&r).contains(&AnomalyKind::GSi), "{:?}", r.anomalies);
+}
+
+/// A session predecessor that wrote nothing has no observable commit: a recovery's
+/// commit_ts for it (PostgreSQL's gives read-only transactions a position) is not a fact,
+/// so a successor that started before it is valid, as long as the successor's snapshot
+/// is not older than the predecessor's (the near twin, G-SIa).
+#[test]
+fn a_read_only_session_predecessor_requires_only_a_snapshot_no_older() {
+    let head = r#"{"format":"isocert-history","version":1,"initial":[{"key":"x","value":0}]}
+{"id":1,"session":1,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":"x","value":1}]}
+"#;
+    let cert = r#"{"version_order":[{"key":"x","writers":[1,3]}]}"#;
+    let history = |start_3: u64| {
+        format!(
+            r#"{head}{{"id":2,"session":2,"start_ts":3,"commit_ts":5,"ops":[{{"f":"r","key":"x","value":1}}]}}
+{{"id":3,"session":2,"start_ts":{start_3},"commit_ts":6,"ops":[{{"f":"r","key":"x","value":1}},{{"f":"w","key":"x","value":2}}]}}"#
+        )
+    };
+    let r = run(&history(4), cert, IsolationLevel::SnapshotIsolation, CheckerKind::Emme);
+    assert!(r.is_valid(), "{:?}", r.anomalies);
+    let r = run(&history(2), cert, IsolationLevel::SnapshotIsolation, CheckerKind::Emme);
+    assert!(kinds(&r).contains(&AnomalyKind::GSi), "{:?}", r.anomalies);
+}

@@ -179,7 +179,10 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
             .parse::<IsolationLevel>()
             .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
     };
-    let server_version = rt.block_on(db.server_version());
+    // Time-limited: a silent server leaves the version unknown (the first trial reports it).
+    let server_version = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), db.server_version()).await.ok().flatten()
+    });
     if let Some(v) = &server_version {
         eprintln!("isocert: hunting on {v}");
     }

@@ -272,7 +272,10 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let table = cfg.kind.table_spec();
     let answer = Duration::from_secs(args.answer_timeout_secs);
-    let server_version = rt.block_on(db.server_version());
+    // Within the answer limit: a silent server leaves the version unknown, and the first
+    // step below reports it.
+    let server_version =
+        rt.block_on(async { tokio::time::timeout(answer, db.server_version()).await.ok().flatten() });
     let outcome = rt.block_on(async {
         if args.db.is_some() {
             let url = args.db.as_deref().unwrap_or_default();

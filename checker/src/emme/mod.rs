@@ -71,10 +71,12 @@ fn predicates<'h>(
 /// Session order: an edge from each graph transaction to the next one of its session (file
 /// order within a session is session order). The level's definition includes it by default;
 /// without it ([`crate::SessionOrder::Excluded`]) every transaction is its own session and
-/// there are none.
+/// there are none. A transaction without operations is skipped (its neighbours are joined
+/// directly, which keeps the order): it has no timestamps to check a session edge against,
+/// and nothing it did can be seen.
 fn session_edges(h: &History, vt: &VersionTable, edges: &mut Vec<RawEdge>) {
     let mut last: Vec<u32> = vec![u32::MAX; h.session_count()];
-    for t in h.txn_ids().filter(|t| vt.in_graph[t.index()]) {
+    for t in h.txn_ids().filter(|t| vt.in_graph[t.index()] && !h.txn(*t).ops.is_empty()) {
         let session = h.txn(t).session.index();
         let before = std::mem::replace(&mut last[session], t.0);
         if before != u32::MAX {

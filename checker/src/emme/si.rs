@@ -43,6 +43,11 @@ fn timestamps(h: &History, vt: &VersionTable) -> Result<Vec<(Timestamp, Timestam
     Ok(out)
 }
 
+/// Whether transaction `t` writes anything (an item or predicate write).
+fn writes(h: &History, t: u32) -> bool {
+    h.txn(TxnId(t)).ops.iter().any(|op| op.is_write())
+}
+
 /// G-SIa between appends of one list that no read shows ([`VersionTable::following`]):
 /// their order is unknown, but any order puts a write-dependency between two of them, so
 /// two that overlap in time interfere whichever came first.
@@ -114,6 +119,27 @@ pub(crate) fn check(
         // Labels are formatted only for an anomaly: most edges raise none.
         let labels = || (h.txn_label(TxnId(e.from)), h.txn_label(TxnId(e.to)));
         match e.kind {
+            // A session predecessor that wrote nothing has no commit anyone can observe (a
+            // recovery's commit_ts for it is a position it was given, not a fact): what
+            // session order requires of it is that its successor's snapshot is not older.
+            EdgeKind::Session if !writes(h, e.from) => {
+                if from.0 > to.0 {
+                    let edge = explain(h, values, vt, e);
+                    let (a, b) = labels();
+                    anomalies.push(Anomaly {
+                        kind: AnomalyKind::GSi,
+                        txns: vec![TxnId(e.from), TxnId(e.to)],
+                        ops: Vec::new(),
+                        objects: Vec::new(),
+                        explanation: format!(
+                            "G-SIa (interference): {b} follows {a} in their session, but started at {} before \
+                             {a} started at {} (an older snapshot than its predecessor's)",
+                            to.0, from.0
+                        ),
+                        cycle: vec![edge],
+                    });
+                }
+            }
             EdgeKind::Ww | EdgeKind::Wr | EdgeKind::PredicateWr | EdgeKind::Session if from.1 > to.0 => {
                 let edge = explain(h, values, vt, e);
                 let (a, b) = labels();

@@ -90,6 +90,47 @@ pub(crate) fn order(
 
     let committed: Vec<TxnId> = h.txn_ids().filter(|t| h.txn(*t).is_committed()).collect();
     let priority = |t: TxnId| (tl.commit[t.index()].unwrap_or(u64::MAX), t);
+    // Session order too, where the dependencies allow it: the levels' default definition
+    // includes it, and among the orders the dependencies leave open one that keeps each
+    // session's order is the one a correct execution has (tie-breaking by commit alone
+    // could put a read-only transaction before its session's predecessor). When the
+    // dependencies and session order form a cycle, the dependencies alone decide, and the
+    // checker reports the session's violation.
+    let mut with_sessions = edges.clone();
+    let mut last: Vec<Option<TxnId>> = vec![None; h.session_count()];
+    for &t in &committed {
+        if let Some(before) = last[h.txn(t).session.index()].replace(t) {
+            with_sessions.push((before, t));
+        }
+    }
+    if let Ok(order) = topological(n, &committed, with_sessions, priority) {
+        return Ok((order, false));
+    }
+    match topological(n, &committed, edges, priority) {
+        Ok(order) => Ok((order, false)),
+        // A cycle: what precedes it in topological order, then the rest by the timeline.
+        Err(mut order) => {
+            let mut placed = vec![false; n];
+            for t in &order {
+                placed[t.index()] = true;
+            }
+            let mut rest: Vec<TxnId> = committed.into_iter().filter(|t| !placed[t.index()]).collect();
+            rest.sort_by_key(|t| priority(*t));
+            order.extend(rest);
+            Ok((order, true))
+        }
+    }
+}
+
+/// The committed transactions in an order that keeps every edge, choosing the ready
+/// transaction of least `priority` first; when the edges have a cycle, `Err` with the
+/// transactions placed before it.
+fn topological(
+    n: usize,
+    committed: &[TxnId],
+    mut edges: Vec<(TxnId, TxnId)>,
+    priority: impl Fn(TxnId) -> (u64, TxnId),
+) -> Result<Vec<TxnId>, Vec<TxnId>> {
     let mut indegree = vec![0usize; n];
     let mut out: Vec<Vec<TxnId>> = vec![Vec::new(); n];
     edges.sort_unstable();
@@ -103,9 +144,7 @@ pub(crate) fn order(
     let mut ready: BinaryHeap<Reverse<(u64, TxnId)>> =
         committed.iter().filter(|t| indegree[t.index()] == 0).map(|t| Reverse(priority(*t))).collect();
     let mut result = Vec::with_capacity(committed.len());
-    let mut placed = vec![false; n];
     while let Some(Reverse((_, t))) = ready.pop() {
-        placed[t.index()] = true;
         result.push(t);
         for &s in &out[t.index()] {
             indegree[s.index()] -= 1;
@@ -114,13 +153,11 @@ pub(crate) fn order(
             }
         }
     }
-    let cyclic = result.len() < committed.len();
-    if cyclic {
-        let mut rest: Vec<TxnId> = committed.into_iter().filter(|t| !placed[t.index()]).collect();
-        rest.sort_by_key(|t| priority(*t));
-        result.extend(rest);
+    if result.len() == committed.len() {
+        Ok(result)
+    } else {
+        Err(result)
     }
-    Ok((result, cyclic))
 }
 
 /// Whether each version of an object matches a predicate, evaluated on first use and
