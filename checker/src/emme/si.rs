@@ -122,24 +122,23 @@ pub(crate) fn check(
             // A session predecessor that wrote nothing has no commit anyone can observe (a
             // recovery's commit_ts for it is a position it was given, not a fact): what
             // session order requires of it is that its successor's snapshot is not older.
-            EdgeKind::Session if !writes(h, e.from) => {
-                if from.0 > to.0 {
-                    let edge = explain(h, values, vt, e);
-                    let (a, b) = labels();
-                    anomalies.push(Anomaly {
-                        kind: AnomalyKind::GSi,
-                        txns: vec![TxnId(e.from), TxnId(e.to)],
-                        ops: Vec::new(),
-                        objects: Vec::new(),
-                        explanation: format!(
-                            "G-SIa (interference): {b} follows {a} in their session, but started at {} before \
-                             {a} started at {} (an older snapshot than its predecessor's)",
-                            to.0, from.0
-                        ),
-                        cycle: vec![edge],
-                    });
-                }
+            EdgeKind::Session if !writes(h, e.from) && from.0 > to.0 => {
+                let edge = explain(h, values, vt, e);
+                let (a, b) = labels();
+                anomalies.push(Anomaly {
+                    kind: AnomalyKind::GSi,
+                    txns: vec![TxnId(e.from), TxnId(e.to)],
+                    ops: Vec::new(),
+                    objects: Vec::new(),
+                    explanation: format!(
+                        "G-SIa (interference): {b} follows {a} in their session, but started at {} before \
+                         {a} started at {} (an older snapshot than its predecessor's)",
+                        to.0, from.0
+                    ),
+                    cycle: vec![edge],
+                });
             }
+            EdgeKind::Session if !writes(h, e.from) => {}
             EdgeKind::Ww | EdgeKind::Wr | EdgeKind::PredicateWr | EdgeKind::Session if from.1 > to.0 => {
                 let edge = explain(h, values, vt, e);
                 let (a, b) = labels();
