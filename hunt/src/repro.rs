@@ -66,16 +66,7 @@ fn follows_absent(h: &History, cert: &Certificate, t: TxnId, obj: ObjId) -> bool
     };
     match previous {
         Writer::Initial => !h.initial.iter().any(|(o, v)| *o == obj && *v != ValueId::ABSENT),
-        Writer::Txn(w) => {
-            let last = h.txn(w).ops.iter().rev().find_map(|op| match op {
-                Op::Write { obj: o, value } if *o == obj => Some(*value == ValueId::ABSENT),
-                Op::Delete { rows, .. } if rows.iter().any(|r| r.obj == obj) => Some(true),
-                Op::Update { rows, .. } if rows.iter().any(|r| r.obj == obj) => Some(false),
-                Op::Append { obj: o, .. } if *o == obj => Some(false),
-                _ => None,
-            });
-            last.unwrap_or(false)
-        }
+        Writer::Txn(w) => crate::shrink::leaves_absent(h, w, obj),
     }
 }
 

@@ -8,7 +8,9 @@
 //! removed transaction wrote (that fact would be lost), and (2) the check of the
 //! sub-history still reports the anomaly class and no class the full history did not show
 //! (a read whose writer was removed would show as a new class, a garbage read: it is
-//! refused). The search starts from the anomaly's own transactions plus the writers of the
+//! refused), and (3) no kept write followed, in the database's order, a deletion by a
+//! removed transaction (it inserted its row; without the deletion it would read as an
+//! overwrite the database never did, and its reproducer would not replay). The search starts from the anomaly's own transactions plus the writers of the
 //! versions they read; if that set does not show the class, from the whole history. Then it
 //! removes chunks of halving size, down to single transactions (delta debugging), then
 //! leaves out single reads (whose writers may then go too), until neither step removes
@@ -119,10 +121,19 @@ pub fn sub_history(h: &History, cert: &Certificate, keep: &Selection) -> Option<
         map.insert(t, id);
         op_map.insert(t, index);
     }
-    let mut out = Certificate::default();
+    let mut out = Certificate { writer_identity: cert.writer_identity, ..Certificate::default() };
     if let Some(order) = &cert.version_order {
         let mut kept = FxHashMap::default();
         for (obj, writers) in order {
+            // A kept write that followed a removed deletion inserted its row: without the
+            // deletion the sub-history would have it overwrite the version before, a fact
+            // the database never showed (and a reproducer could not replay it).
+            let follows_removed_deletion = writers.windows(2).any(|pair| {
+                map.contains_key(&pair[1]) && !map.contains_key(&pair[0]) && leaves_absent(h, pair[0], *obj)
+            });
+            if follows_removed_deletion {
+                return None;
+            }
             let w: Vec<TxnId> = writers.iter().filter_map(|t| map.get(t).copied()).collect();
             if !w.is_empty() {
                 kept.insert(*obj, w);
@@ -154,6 +165,18 @@ pub fn sub_history(h: &History, cert: &Certificate, keep: &Selection) -> Option<
     out.serialization_order =
         cert.serialization_order.as_ref().map(|o| o.iter().filter_map(|t| map.get(t).copied()).collect());
     Some((sub, out))
+}
+
+/// Whether transaction `w`'s last write of `obj` leaves it absent (a deletion).
+pub(crate) fn leaves_absent(h: &History, w: TxnId, obj: ObjId) -> bool {
+    let last = h.txn(w).ops.iter().rev().find_map(|op| match op {
+        Op::Write { obj: o, value } if *o == obj => Some(*value == isocert_history::ValueId::ABSENT),
+        Op::Delete { rows, .. } if rows.iter().any(|r| r.obj == obj) => Some(true),
+        Op::Update { rows, .. } if rows.iter().any(|r| r.obj == obj) => Some(false),
+        Op::Append { obj: o, .. } if *o == obj => Some(false),
+        _ => None,
+    });
+    last.unwrap_or(false)
 }
 
 /// The writers of the versions transaction `t` read by value: for an item read, the
