@@ -31,12 +31,24 @@ type Arc = (u32, u32, Dep);
 /// [`CheckError::UnsupportedHistory`] naming the first transaction of the graph without
 /// `invoked_at` / `completed_at`.
 pub(crate) fn real_times(h: &History, in_graph: &[bool]) -> Result<Vec<Option<RealTime>>, CheckError> {
+    real_times_for(h, in_graph, CheckerKind::Mtc)
+}
+
+/// [`real_times`] for `checker` (the refusal names it).
+///
+/// # Errors
+/// As [`real_times`].
+pub(crate) fn real_times_for(
+    h: &History,
+    in_graph: &[bool],
+    checker: CheckerKind,
+) -> Result<Vec<Option<RealTime>>, CheckError> {
     let mut out = Vec::with_capacity(h.txns.len());
     for t in h.txn_ids() {
         let rt = h.txn(t).real_time;
         if in_graph[t.index()] && rt.is_none() {
             return Err(CheckError::UnsupportedHistory {
-                checker: CheckerKind::Mtc,
+                checker,
                 what: format!(
                     "{} has no invoked_at / completed_at: strict serializability needs the clients' real times \
                      of every committed transaction (isocert run records them; Jepsen's :time gives them)",
