@@ -165,6 +165,23 @@ pub(crate) fn real_time_edge(h: &History, times: &[Option<RealTime>], a: TxnId, 
     }
 }
 
+/// Whether real time orders every session's consecutive transactions of the graph as the
+/// session does (a client's transactions run one after another). Algorithm 2 checks real time
+/// only, so it decides a history only when session order adds nothing to it; otherwise the
+/// graph, which has both, decides.
+pub(crate) fn sessions_keep_real_time(h: &History, in_graph: &[bool], times: &[Option<RealTime>]) -> bool {
+    let mut last: FxHashMap<u32, RealTime> = FxHashMap::default();
+    for t in h.txn_ids().filter(|t| in_graph[t.index()]) {
+        let Some(rt) = times[t.index()] else { continue };
+        if let Some(prev) = last.insert(h.txn(t).session.index() as u32, rt) {
+            if prev.completed_at >= rt.invoked_at {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// One lightweight transaction: a compare-and-set (read, then write of the same key), a
 /// failed compare-and-set (a read), or an insert-if-absent (a read of absent, then a write).
 #[derive(Clone, Copy, Debug)]
