@@ -42,7 +42,8 @@ pub fn without_session_order(h: &History) -> History {
 /// mini-transactions (serializable, snapshot isolation), else, when it is made of item
 /// reads and writes of unique values, Cobra (serializable), PolySI (snapshot isolation) or
 /// the weak checker (read committed). Read atomic and causal always go to the weak checker,
-/// which needs no certificate. `oracle` decides which rows a predicate matches.
+/// which needs no certificate; strict serializability to MTC for mini-transactions, else
+/// (item reads and writes of unique values, list appends) to Cobra with real-time order. `oracle` decides which rows a predicate matches.
 ///
 /// # Errors
 /// [`CheckError::MissingCertificateData`] when the certificate or the timestamps lack what
@@ -89,6 +90,16 @@ fn check_definition(
     {
         return crate::sat::check(h, level, CheckerKind::Polysi, None);
     }
+    // At strict serializability `auto` runs MTC on mini-transactions; other histories of item
+    // reads and writes of unique values, and list-append histories (Jepsen's, with `:time`),
+    // go to Cobra with real-time order as certain edges (issue 28).
+    if checker == CheckerKind::Auto
+        && level == IsolationLevel::StrictSerializable
+        && crate::mtc::check_shape(h).is_err()
+        && crate::sat::applies(h)
+    {
+        return crate::sat::check(h, level, CheckerKind::Cobra, None);
+    }
     // Without a certificate, `auto` falls back to a black-box checker; if that one cannot
     // read the history either, the missing certificate is the error to report.
     let (resolved, missing) = match resolve(cert, level, checker) {
@@ -98,13 +109,14 @@ fn check_definition(
         },
         other => (other?, None),
     };
-    if level == IsolationLevel::StrictSerializable && resolved != CheckerKind::Mtc {
+    if level == IsolationLevel::StrictSerializable
+        && !matches!(resolved, CheckerKind::Mtc | CheckerKind::Cobra)
+    {
         return Err(CheckError::UnsupportedLevel {
             checker: resolved,
             level,
-            hint:
-                "strict serializability is decided by --checker mtc, from mini-transactions and the clients' \
-                   invoked_at / completed_at",
+            hint: "strict serializability is decided by --checker mtc (mini-transactions) or --checker cobra (item \
+                   reads and writes of unique values, list appends), from the clients' invoked_at / completed_at",
         });
     }
     match resolved {

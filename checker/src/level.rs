@@ -140,9 +140,11 @@ pub enum CheckerKind {
     /// Online timestamp-based checking.
     Aion,
     /// Black-box checking of mini-transaction histories (MTC): the version order follows
-    /// from the read-modify-writes, no certificate needed (serializable, snapshot isolation).
+    /// from the read-modify-writes, no certificate needed (strict serializable,
+    /// serializable, snapshot isolation).
     Mtc,
-    /// Black-box serializability without a certificate (Cobra-style polygraph, SAT).
+    /// Black-box serializability, and strict serializability with the clients' real times,
+    /// without a certificate (Cobra-style polygraph, SAT).
     Cobra,
     /// Black-box snapshot isolation without a certificate (PolySI-style polygraph, SAT).
     Polysi,

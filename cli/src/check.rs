@@ -38,7 +38,7 @@ pub(crate) struct CheckArgs {
     #[arg(short, long, value_name = "CERT")]
     pub(crate) certificate: Option<PathBuf>,
     /// The isolation level: strict-serializable (sser: serializable in an order that keeps
-    /// the clients' real times, decided by mtc), serializable (ser), snapshot-isolation
+    /// the clients' real times, decided by mtc or cobra), serializable (ser), snapshot-isolation
     /// (si), repeatable-read (rr), causal (cc), read-atomic (ra), read-committed (rc) or
     /// read-uncommitted (ru).
     #[arg(short, long, value_name = "LEVEL")]
@@ -55,10 +55,10 @@ pub(crate) struct CheckArgs {
     /// (online: HISTORY may be `-` for standard input, one transaction per line), mtc (no
     /// certificate: mini-transaction histories, whose reads imply the version order;
     /// strict-serializable, serializable or snapshot-isolation), cobra / polysi (no certificate: item reads and
-    /// writes of unique values, serializable / snapshot-isolation, the version order searched
-    /// by a SAT solver), weak (no certificate: item reads and writes of unique values,
+    /// writes of unique values or list appends, serializable or strict-serializable / snapshot-isolation, the
+    /// version order searched by a SAT solver), weak (no certificate: item reads and writes of unique values,
     /// read-committed, read-atomic or causal, in near-linear time), or auto (weak at
-    /// read-atomic and causal, mtc at strict-serializable; emme when the certificate has a
+    /// read-atomic and causal, at strict-serializable mtc for mini-transactions, else cobra; emme when the certificate has a
     /// version order, else enne;
     /// without a certificate mtc for mini-transactions, else cobra, polysi or, at
     /// read-committed, weak).

@@ -60,6 +60,38 @@ fn issue_28_unobserved_appends_are_not_ordered_by_a_guess() {
     assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
 }
 
+/// Issue 28: Jepsen's `:time` gives real time, so list-append histories check at strict
+/// serializability (by cobra): a stale read after a completed append is a `real-time` cycle,
+/// its overlapping twin passes, and a history without `:time` is refused by name.
+#[test]
+fn elle_list_append_histories_check_at_strict_serializability() {
+    let check = |name: &str, level: &str| {
+        isocert(&["check", "--format", "elle", &fixture(name), "--isolation", level, "--json"])
+    };
+    let out = check("elle-realtime-stale-read.edn", "strict-serializable");
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["checker"], "cobra", "{report}");
+    let anomaly = &report["anomalies"][0];
+    assert_eq!(anomaly["kind"], "real-time", "{report}");
+    let cycle = anomaly["cycle"].as_array().expect("a cycle");
+    let kinds: Vec<&str> = cycle.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["real-time", "rw"], "{report}");
+    assert_eq!(cycle[0]["basis"], "observed", "{report}");
+    assert_eq!(cycle[0]["explanation"], "T1 completed (at 10) before T3 was invoked (at 20) (certain)");
+    let out = check("elle-realtime-stale-read.edn", "serializable");
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    let out = check("elle-realtime-stale-read-twin.edn", "strict-serializable");
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    let out = check("elle-unobserved-appends.edn", "strict-serializable");
+    assert_eq!(out.status.code(), Some(2), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cobra cannot check this history: T1 has no invoked_at"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// A read of [1] after one transaction appended 1 then 2 is an intermediate read, as Elle says.
 #[test]
 fn an_intermediate_list_read_is_g1b() {

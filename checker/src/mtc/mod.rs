@@ -410,7 +410,9 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
             report.notes.push(
                 "real-time order from the clients' invoked_at / completed_at is part of the graph".into(),
             );
-            if realtime::lwt_linearizable(h, &inf, &times) == Some(true) {
+            if realtime::sessions_keep_real_time(h, &inf.in_graph, &times)
+                && realtime::lwt_linearizable(h, &inf, &times) == Some(true)
+            {
                 report.notes.push(
                     "lightweight transactions (one compare-and-set or insert-if-absent each): linearizable, \
                      decided per key by MTC's Algorithm 2"

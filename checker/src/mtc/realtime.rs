@@ -31,12 +31,24 @@ type Arc = (u32, u32, Dep);
 /// [`CheckError::UnsupportedHistory`] naming the first transaction of the graph without
 /// `invoked_at` / `completed_at`.
 pub(crate) fn real_times(h: &History, in_graph: &[bool]) -> Result<Vec<Option<RealTime>>, CheckError> {
+    real_times_for(h, in_graph, CheckerKind::Mtc)
+}
+
+/// [`real_times`] for `checker` (the refusal names it).
+///
+/// # Errors
+/// As [`real_times`].
+pub(crate) fn real_times_for(
+    h: &History,
+    in_graph: &[bool],
+    checker: CheckerKind,
+) -> Result<Vec<Option<RealTime>>, CheckError> {
     let mut out = Vec::with_capacity(h.txns.len());
     for t in h.txn_ids() {
         let rt = h.txn(t).real_time;
         if in_graph[t.index()] && rt.is_none() {
             return Err(CheckError::UnsupportedHistory {
-                checker: CheckerKind::Mtc,
+                checker,
                 what: format!(
                     "{} has no invoked_at / completed_at: strict serializability needs the clients' real times \
                      of every committed transaction (isocert run records them; Jepsen's :time gives them)",
@@ -151,6 +163,23 @@ pub(crate) fn real_time_edge(h: &History, times: &[Option<RealTime>], a: TxnId, 
             tb.invoked_at
         ),
     }
+}
+
+/// Whether real time orders every session's consecutive transactions of the graph as the
+/// session does (a client's transactions run one after another). Algorithm 2 checks real time
+/// only, so it decides a history only when session order adds nothing to it; otherwise the
+/// graph, which has both, decides.
+pub(crate) fn sessions_keep_real_time(h: &History, in_graph: &[bool], times: &[Option<RealTime>]) -> bool {
+    let mut last: FxHashMap<u32, RealTime> = FxHashMap::default();
+    for t in h.txn_ids().filter(|t| in_graph[t.index()]) {
+        let Some(rt) = times[t.index()] else { continue };
+        if let Some(prev) = last.insert(h.txn(t).session.index() as u32, rt) {
+            if prev.completed_at >= rt.invoked_at {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// One lightweight transaction: a compare-and-set (read, then write of the same key), a

@@ -545,6 +545,22 @@ mod strict {
         assert!(run(&backwards, SER).is_valid());
     }
 
+    /// Two reads of one session that real time orders the other way round: session order and
+    /// real time together leave no order, though each alone does. Algorithm 2, which sees
+    /// real time only, must not decide it; the twin, in session order in time, is valid.
+    #[test]
+    fn a_session_running_backwards_in_real_time_is_not_strictly_serializable() {
+        let read =
+            |id: u32, span, key: &str| timed(id, 1, span, &format!(r#"{{"f":"r","key":"{key}","value":0}}"#));
+        let backwards = [read(1, (7, 8), "x"), read(2, (4, 6), "y")].join("\n");
+        assert_eq!(kinds(&run(&backwards, SSER)), [AnomalyKind::RealTime]);
+        assert!(run(&backwards, SER).is_valid());
+        let forwards = [read(1, (4, 6), "x"), read(2, (7, 8), "y")].join("\n");
+        let r = run(&forwards, SSER);
+        assert!(r.is_valid(), "{:#?}", r.anomalies);
+        assert!(r.notes.iter().any(|n| n.contains("Algorithm 2")), "{:?}", r.notes);
+    }
+
     /// Random intervals for a generated history (a session's transactions in its order).
     fn spans(rng: &mut oracle::Rng, txns: &[Txn]) -> Vec<(i64, i64)> {
         let mut session_end: std::collections::HashMap<u32, i64> = Default::default();

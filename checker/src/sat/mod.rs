@@ -22,6 +22,12 @@
 //!    version order) or the solver reports no orientation is left (invalid). A cycle of
 //!    certain and forced edges alone is reported without the solver.
 //!
+//! At strict serializability (Cobra only) real-time order joins the certain edges through
+//! MTC's chain of auxiliary nodes ([`mtc::realtime::chain_arcs`]: O(n log n) edges, not
+//! n²); a cycle's stretch through the chain is reported as one real-time edge, and a cycle
+//! with one is kind `real-time`. This is how list-append histories with Jepsen's `:time`
+//! are decided at that level.
+//!
 //! Counterexamples mark each edge "certain", "forced" or "chosen by the solver" in its
 //! explanation; for an unsatisfiable polygraph the report names a minimal unsatisfiable core
 //! (the pairs of writes whose every order closes one of its cycles) and shows one of its
@@ -40,10 +46,10 @@ mod solve;
 #[cfg(test)]
 mod tests;
 
-use isocert_history::{History, ObjId, Op, OpRef, TxnId};
+use isocert_history::{History, ObjId, Op, OpRef, RealTime, TxnId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::mtc::{self, cycle_anomaly, cycle_kind, explain};
+use crate::mtc::{self, cycle_anomaly, cycle_kind, explain, realtime};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
 use polygraph::{Arc, Origin, Polygraph};
 use solve::Outcome;
@@ -60,16 +66,18 @@ pub(crate) fn check(
     checker: CheckerKind,
     given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
 ) -> Result<Report, CheckError> {
-    let wanted = if checker == CheckerKind::Cobra {
-        IsolationLevel::Serializable
+    let decided = if checker == CheckerKind::Cobra {
+        matches!(level, IsolationLevel::Serializable | IsolationLevel::StrictSerializable)
     } else {
-        IsolationLevel::SnapshotIsolation
+        level == IsolationLevel::SnapshotIsolation
     };
-    if level != wanted {
+    if !decided {
         return Err(CheckError::UnsupportedLevel {
             checker,
             level,
-            hint: "cobra checks serializable, polysi snapshot-isolation, both without a certificate",
+            hint:
+                "cobra checks serializable and strict-serializable, polysi snapshot-isolation, all without a \
+                   certificate",
         });
     }
     if lists::is_list_history(h) {
@@ -116,6 +124,20 @@ fn check_items(
         anomalies.extend(mtc::divergences(h, &inf));
     }
     let mut pg = Polygraph::build(h, &inf);
+    let times = if level == IsolationLevel::StrictSerializable {
+        let times = realtime::real_times_for(h, &inf.in_graph, checker)?;
+        let (arcs, chain) = realtime::chain_arcs(h.txns.len(), &inf.in_graph, &times);
+        pg.add_real_time(arcs, chain);
+        report.notes.push(
+            "real-time order from the clients' invoked_at / completed_at is part of the graph (certain edges): \
+             a transaction that completed before another was invoked comes first"
+                .into(),
+        );
+        Some(times)
+    } else {
+        None
+    };
+    let cycle_of = |cycle: Vec<Arc>, unsat: bool| anomaly(h, cycle, si, unsat, times.as_deref());
     if let Some(order) = given {
         let fixed = pg.give(order) + pg.give_pairs(after);
         report.notes.push(format!(
@@ -134,7 +156,7 @@ fn check_items(
         pg.open_count()
     ));
     if let Some(cycle) = pruned.cycle {
-        anomalies.push(anomaly(h, cycle, si, false));
+        anomalies.push(cycle_of(cycle, false));
         report.anomalies = anomalies;
         return Ok(report);
     }
@@ -149,9 +171,9 @@ fn check_items(
             if unsat {
                 report.notes.push(format!("the solver ran {rounds} round(s) and found no acyclic order"));
             }
-            let mut a = anomaly(h, cycle, si, unsat);
+            let mut a = cycle_of(cycle, unsat);
             if !core.is_empty() {
-                a.explanation.push_str(&core_explanation(h, &pg, &core));
+                a.explanation.push_str(&core_explanation(h, &pg, &core, times.as_deref()));
             }
             anomalies.push(a);
         }
@@ -224,7 +246,12 @@ pub(crate) fn shape_checking(h: &History, checker: CheckerKind, repeats: bool) -
 
 /// What a minimal unsatisfiable core says, in words: the pairs of writes whose every order
 /// closes one of the core's cycles (the first of which the anomaly shows).
-fn core_explanation(h: &History, pg: &Polygraph, core: &[Vec<Arc>]) -> String {
+fn core_explanation(
+    h: &History,
+    pg: &Polygraph,
+    core: &[Vec<Arc>],
+    times: Option<&[Option<RealTime>]>,
+) -> String {
     let mut pairs: Vec<usize> = core
         .iter()
         .flatten()
@@ -243,9 +270,10 @@ fn core_explanation(h: &History, pg: &Polygraph, core: &[Vec<Arc>]) -> String {
     let cycles: Vec<String> = core
         .iter()
         .map(|c| {
+            let edges = edges_of(h, c.clone(), times);
             let mut path: Vec<String> =
-                c.iter().map(|e| format!("{} -{}->", h.txn_label(TxnId(e.0)), e.2.dep.kind)).collect();
-            path.push(h.txn_label(TxnId(c[0].0)));
+                edges.iter().map(|e| format!("{} -{}->", h.txn_label(e.from), e.kind)).collect();
+            path.extend(edges.first().map(|e| h.txn_label(e.from)));
             path.join(" ")
         })
         .collect();
@@ -260,75 +288,115 @@ fn core_explanation(h: &History, pg: &Polygraph, core: &[Vec<Arc>]) -> String {
 }
 
 /// An explained anomaly from a cycle's edges; `unsat`: the solver proved no order avoids
-/// some cycle and this is the last one it met.
-fn anomaly(h: &History, cycle: Vec<Arc>, si: bool, unsat: bool) -> Anomaly {
-    let edges: Vec<Edge> = cycle
-        .iter()
-        .map(|&(a, b, t)| {
-            let (from, to) = (TxnId(a), TxnId(b));
-            let mut e = match (t.origin, t.dep.kind) {
-                (Origin::Certain, _) => explain(h, a, b, t.dep),
-                (_, EdgeKind::Ww) => Edge {
-                    from,
-                    to,
-                    kind: EdgeKind::Ww,
-                    obj: Some(t.dep.obj),
-                    op: None,
-                    basis: crate::EdgeBasis::Derived,
-                    explanation: format!(
-                        "{}'s version of {} came before {}'s",
-                        h.txn_label(from),
-                        h.object_label(t.dep.obj),
-                        h.txn_label(to)
-                    ),
-                },
-                (origin, _) => {
-                    let read = match h.txn(from).ops.get(t.dep.op as usize) {
-                        Some(Op::Read { obj, value }) => h.value_label(*obj, *value),
-                        _ => h.object_label(t.dep.obj),
-                    };
-                    let which = if origin == Origin::InitialRead {
-                        "overwrote it"
-                    } else {
-                        "installed a later version"
-                    };
-                    Edge {
-                        from,
-                        to,
-                        kind: EdgeKind::Rw,
-                        obj: Some(t.dep.obj),
-                        op: Some(OpRef { txn: from, op: t.dep.op }),
-                        basis: crate::EdgeBasis::Derived,
-                        explanation: format!(
-                            "{} read {read}, and {} {which}",
-                            h.txn_label(from),
-                            h.txn_label(to)
-                        ),
-                    }
-                }
-            };
-            e.explanation.push_str(match t.origin {
-                Origin::Certain | Origin::InitialRead => " (certain)",
-                Origin::Forced => " (forced: the other order of these writes closes a cycle)",
-                Origin::Given => " (given by the certificate's version order, or shown by the list reads)",
-                Origin::Chosen(_) => " (chosen by the solver)",
-            });
-            if matches!(t.origin, Origin::Chosen(_)) {
-                e.basis = crate::EdgeBasis::Chosen;
-            }
-            e
-        })
-        .collect();
-    let kind = if si && edges.iter().any(|e| e.kind == EdgeKind::Rw) {
+/// some cycle and this is the last one it met; `times`: the real times, when the graph has
+/// the real-time chain (strict serializability).
+fn anomaly(
+    h: &History,
+    cycle: Vec<Arc>,
+    si: bool,
+    unsat: bool,
+    times: Option<&[Option<RealTime>]>,
+) -> Anomaly {
+    let edges = edges_of(h, cycle, times);
+    let kind = if edges.iter().any(|e| e.kind == EdgeKind::RealTime) {
+        AnomalyKind::RealTime
+    } else if si && edges.iter().any(|e| e.kind == EdgeKind::Rw) {
         AnomalyKind::GSi
     } else {
         cycle_kind(edges.iter().map(|e| e.kind))
     };
-    let what = match (unsat, si) {
-        (false, false) => "dependency cycle of certain and forced edges (no serial order explains the reads)",
-        (false, true) => "cycle of certain and forced edges with no two anti-dependencies in a row (no snapshot order explains the reads)",
-        (true, false) => "no order of the writes avoids a dependency cycle (the solver proved it); one cycle of its proof",
-        (true, true) => "no order of the writes avoids a cycle snapshot isolation forbids (the solver proved it); one cycle of its proof",
+    let what = match (unsat, si, times.is_some()) {
+        (false, _, true) => {
+            "dependency cycle of certain and forced edges, real-time order among them (no serial order explains \
+             the reads and keeps the order in which transactions completed and were invoked)"
+        }
+        (true, _, true) => {
+            "no order of the writes avoids a dependency cycle with real-time order (the solver proved it); one \
+             cycle of its proof"
+        }
+        (false, false, _) => "dependency cycle of certain and forced edges (no serial order explains the reads)",
+        (false, true, _) => "cycle of certain and forced edges with no two anti-dependencies in a row (no snapshot order explains the reads)",
+        (true, false, _) => "no order of the writes avoids a dependency cycle (the solver proved it); one cycle of its proof",
+        (true, true, _) => "no order of the writes avoids a cycle snapshot isolation forbids (the solver proved it); one cycle of its proof",
     };
     cycle_anomaly(h, kind, edges, what)
+}
+
+/// A cycle's arcs as explained edges, each stretch through the real-time chain (nodes past
+/// the transactions) made one real-time edge between the two transactions it joins.
+fn edges_of(h: &History, mut cycle: Vec<Arc>, times: Option<&[Option<RealTime>]>) -> Vec<Edge> {
+    let n = h.txns.len();
+    // Start at a transaction node (the chain alone is acyclic, so the cycle has one).
+    if let Some(first) = cycle.iter().position(|a| (a.0 as usize) < n) {
+        cycle.rotate_left(first);
+    }
+    let mut out = Vec::with_capacity(cycle.len());
+    let mut chain_from: Option<u32> = None;
+    for &(a, b, t) in &cycle {
+        if t.dep.kind == EdgeKind::RealTime {
+            let times = times.expect("real-time arcs only with real times");
+            if (a as usize) < n {
+                chain_from = Some(a);
+            }
+            if (b as usize) < n {
+                let from = chain_from.take().expect("a chain stretch starts at a transaction");
+                let mut e = realtime::real_time_edge(h, times, TxnId(from), TxnId(b));
+                e.explanation.push_str(" (certain)");
+                out.push(e);
+            }
+            continue;
+        }
+        out.push(edge_of(h, (a, b, t)));
+    }
+    out
+}
+
+/// One explained edge of the polygraph, marked with its origin.
+fn edge_of(h: &History, arc: Arc) -> Edge {
+    let (a, b, t) = arc;
+    let (from, to) = (TxnId(a), TxnId(b));
+    let mut e = match (t.origin, t.dep.kind) {
+        (Origin::Certain, _) => explain(h, a, b, t.dep),
+        (_, EdgeKind::Ww) => Edge {
+            from,
+            to,
+            kind: EdgeKind::Ww,
+            obj: Some(t.dep.obj),
+            op: None,
+            basis: crate::EdgeBasis::Derived,
+            explanation: format!(
+                "{}'s version of {} came before {}'s",
+                h.txn_label(from),
+                h.object_label(t.dep.obj),
+                h.txn_label(to)
+            ),
+        },
+        (origin, _) => {
+            let read = match h.txn(from).ops.get(t.dep.op as usize) {
+                Some(Op::Read { obj, value }) => h.value_label(*obj, *value),
+                _ => h.object_label(t.dep.obj),
+            };
+            let which =
+                if origin == Origin::InitialRead { "overwrote it" } else { "installed a later version" };
+            Edge {
+                from,
+                to,
+                kind: EdgeKind::Rw,
+                obj: Some(t.dep.obj),
+                op: Some(OpRef { txn: from, op: t.dep.op }),
+                basis: crate::EdgeBasis::Derived,
+                explanation: format!("{} read {read}, and {} {which}", h.txn_label(from), h.txn_label(to)),
+            }
+        }
+    };
+    e.explanation.push_str(match t.origin {
+        Origin::Certain | Origin::InitialRead => " (certain)",
+        Origin::Forced => " (forced: the other order of these writes closes a cycle)",
+        Origin::Given => " (given by the certificate's version order, or shown by the list reads)",
+        Origin::Chosen(_) => " (chosen by the solver)",
+    });
+    if matches!(t.origin, Origin::Chosen(_)) {
+        e.basis = crate::EdgeBasis::Chosen;
+    }
+    e
 }
