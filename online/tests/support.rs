@@ -78,8 +78,14 @@ pub(crate) fn options(
     }
 }
 
+/// How long a group may take to finish a test's check: a group that never finishes (a
+/// partition never assigned, a rebalance that never settles) fails its test instead of
+/// hanging the suite.
+const GROUP_DEADLINE: Duration = Duration::from_secs(180);
+
 /// Runs `members` members of `group` on threads until the check is finished; returns
-/// each member's summary and the anomalies each reported itself.
+/// each member's summary and the anomalies each reported itself. Panics when the group
+/// has not finished within [`GROUP_DEADLINE`].
 pub(crate) fn run_group(
     target: &OnlineTarget,
     group: &str,
@@ -101,5 +107,13 @@ pub(crate) fn run_group(
             })
         })
         .collect();
-    handles.into_iter().map(|h| h.join().expect("a member thread")).collect()
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        let _ = done.send(results);
+    });
+    match finished.recv_timeout(GROUP_DEADLINE) {
+        Ok(results) => results.into_iter().map(|r| r.expect("a member thread")).collect(),
+        Err(_) => panic!("group {group}: {members} member(s) did not finish within {GROUP_DEADLINE:?}"),
+    }
 }
