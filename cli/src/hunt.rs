@@ -30,8 +30,8 @@ use serde_json::{json, Value as Json};
 use crate::exit;
 use crate::output::write_text;
 use crate::run::{
-    check_out_dir, parse_setting, watch_signals, write_certificate, write_history, write_raw_log,
-    write_reports,
+    check_out_dir, level_to_check, open_database, parse_setting, watch_signals, write_certificate,
+    write_history, write_raw_log, write_reports,
 };
 
 /// Hunt for an isolation anomaly: sweep workloads, key counts, sessions, distributions,
@@ -161,24 +161,9 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
     let name = D::KIND.display_name();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
     let interrupt = rt.block_on(async { watch_signals() })?;
-    let (db, server) = match &args.db {
-        Some(url) => (D::from_url(url)?, None),
-        None => {
-            eprintln!("isocert: starting a throwaway {name} (use --db to test your own)");
-            let (db, server) = rt
-                .block_on(D::start_server_version(args.server_version.clone(), &args.server_setting))
-                .with_context(|| format!("starting the embedded {name}"))?;
-            (db, Some(server))
-        }
-    };
-    let level = match args.check {
-        Some(level) => level,
-        None => db
-            .checked_as(args.isolation)
-            .as_str()
-            .parse::<IsolationLevel>()
-            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
-    };
+    let (db, server) =
+        open_database::<D>(&rt, args.db.as_deref(), args.server_version.clone(), &args.server_setting)?;
+    let level = level_to_check(&db, args.isolation, args.check)?;
     // Time-limited: a silent server leaves the version unknown (the first trial reports it).
     let server_version = rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(30), db.server_version()).await.ok().flatten()

@@ -243,24 +243,9 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     let name = D::KIND.display_name();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
     let interrupt = rt.block_on(async { watch_signals() })?;
-    let (db, server) = match &args.db {
-        Some(url) => (D::from_url(url)?, None),
-        None => {
-            note!("isocert: starting a throwaway {name} (use --db to test your own)");
-            let (db, server) = rt
-                .block_on(D::start_server_version(args.server_version.clone(), &args.server_setting))
-                .with_context(|| format!("starting the embedded {name}"))?;
-            (db, Some(server))
-        }
-    };
-    let level = match args.check {
-        Some(level) => level,
-        None => db
-            .checked_as(args.isolation)
-            .as_str()
-            .parse::<IsolationLevel>()
-            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
-    };
+    let (db, server) =
+        open_database::<D>(&rt, args.db.as_deref(), args.server_version.clone(), &args.server_setting)?;
+    let level = level_to_check(&db, args.isolation, args.check)?;
     let api = match (&args.certificate_api, &args.token_file) {
         (Some(url), Some(file)) => Some(isocert_server::client::CertificateClient::new(url, file)?),
         _ => None,
@@ -500,6 +485,44 @@ fn finish<D: Database>(
     } else {
         exit::valid()
     })
+}
+
+/// The database a run or hunt works on: `--db URL` as given, or a throwaway server of
+/// `version` (with `settings`) that the caller shuts down.
+pub(crate) fn open_database<D: Database>(
+    rt: &tokio::runtime::Runtime,
+    url: Option<&str>,
+    version: Option<String>,
+    settings: &[(String, String)],
+) -> anyhow::Result<(D, Option<D::Server>)> {
+    let name = D::KIND.display_name();
+    match url {
+        Some(url) => Ok((D::from_url(url)?, None)),
+        None => {
+            note!("isocert: starting a throwaway {name} (use --db to test your own)");
+            let (db, server) = rt
+                .block_on(D::start_server_version(version, settings))
+                .with_context(|| format!("starting the embedded {name}"))?;
+            Ok((db, Some(server)))
+        }
+    }
+}
+
+/// The level a history run at `isolation` is checked against: `--check`, else the one the
+/// database, as reached, says (`Database::checked_as`).
+pub(crate) fn level_to_check<D: Database>(
+    db: &D,
+    isolation: Isolation,
+    check: Option<IsolationLevel>,
+) -> anyhow::Result<IsolationLevel> {
+    match check {
+        Some(level) => Ok(level),
+        None => db
+            .checked_as(isolation)
+            .as_str()
+            .parse::<IsolationLevel>()
+            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}")),
+    }
 }
 
 /// Installs the SIGINT/SIGTERM/SIGHUP handlers of a run and returns the flag they set. The
