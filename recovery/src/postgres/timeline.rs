@@ -22,8 +22,8 @@ use crate::PgSnapshot;
 pub(crate) struct Timeline {
     /// Per transaction, the tick of its first snapshot.
     pub(crate) start: Vec<Option<u64>>,
-    /// Per transaction, the tick its commit became visible (writers) or just after its last
-    /// snapshot (read-only transactions).
+    /// Per transaction, the tick its commit became visible (writers) or its last snapshot's
+    /// tick (read-only transactions).
     pub(crate) commit: Vec<Option<u64>>,
     /// Human descriptions of snapshots that are not nested (a long fork), at most a few.
     pub(crate) conflicts: Vec<String>,
@@ -107,8 +107,11 @@ pub(crate) fn build(h: &History, facts: &[TxnFacts], m: &Matched) -> Timeline {
         let start = tl.start[t.index()].get_or_insert(tick);
         *start = (*start).min(tick);
         if m.stream_pos[t.index()].is_none() {
-            let commit = tl.commit[t.index()].get_or_insert(tick + 1);
-            *commit = (*commit).max(tick + 1);
+            // A read-only transaction commits nothing anyone can see: its commit is placed
+            // at its last snapshot, so a session successor taking the same snapshot starts
+            // no earlier than it committed (at tick + 1 it seemed to break session order).
+            let commit = tl.commit[t.index()].get_or_insert(tick);
+            *commit = (*commit).max(tick);
         }
     }
     let mut rest: Vec<(u32, TxnId)> =
@@ -120,7 +123,7 @@ pub(crate) fn build(h: &History, facts: &[TxnFacts], m: &Matched) -> Timeline {
     }
     for t in h.txn_ids() {
         if let (Some(s), Some(c)) = (tl.start[t.index()], tl.commit[t.index()]) {
-            if c <= s && tl.conflicts.len() < MAX_CONFLICTS {
+            if c <= s && m.stream_pos[t.index()].is_some() && tl.conflicts.len() < MAX_CONFLICTS {
                 tl.conflicts.push(format!("{}'s own snapshot sees its commit", h.txn_label(t)));
             }
         }
