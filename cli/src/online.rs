@@ -138,22 +138,22 @@ pub(crate) fn prepare_run_emit(
     }
 }
 
-/// Where `isocert run --emit` publishes (a binary without the `kafka` feature never makes
-/// one).
+/// Where `isocert run --emit` publishes: a binary without the `kafka` feature has none
+/// (no value of this type exists).
 #[cfg(not(feature = "kafka"))]
 #[derive(Debug)]
-pub(crate) struct RunEmit;
+pub(crate) enum RunEmit {}
 
 #[cfg(not(feature = "kafka"))]
 impl RunEmit {
-    /// Never called: [`prepare_run_emit`] refuses `--emit` in this binary.
+    /// As the `kafka` build's; there is no value to call it on.
     pub(crate) fn publish(
         &self,
         _h: &isocert_history::History,
         _database: &str,
         _out: &std::path::Path,
     ) -> anyhow::Result<u64> {
-        unreachable!("--emit is refused without the kafka feature")
+        match *self {}
     }
 }
 
@@ -182,7 +182,7 @@ mod with_kafka {
     pub(crate) struct RunEmit {
         target: OnlineTarget,
         producer_id: String,
-        id_prefix: Option<String>,
+        prefix: Option<String>,
         partitions: u32,
         mark_every: usize,
     }
@@ -225,7 +225,7 @@ mod with_kafka {
         Ok(Some(RunEmit {
             target,
             producer_id: args.emit_producer_id.clone().unwrap_or_else(default_producer_id),
-            id_prefix: args.emit_prefix.clone(),
+            prefix: args.emit_prefix.clone(),
             partitions: args.emit_partitions.max(1),
             mark_every: args.emit_mark_every.max(1),
         }))
@@ -278,7 +278,7 @@ mod with_kafka {
                      and no snapshot to give them timestamps) are not published"
                 );
             }
-            if let Some(prefix) = &self.id_prefix {
+            if let Some(prefix) = &self.prefix {
                 text = prefixed(&text, prefix)?;
             }
             let started = Instant::now();
