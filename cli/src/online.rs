@@ -78,8 +78,8 @@ pub(crate) struct RunEmitArgs {
     /// Publish the run's transactions to `kafka://BROKER:PORT/TOPIC` for `isocert check
     /// --online` (needs a binary built with `--features kafka`; docs/ONLINE.md). Each goes
     /// with the start and commit timestamps its certificate gives it, so they are published
-    /// once the certificate is known, right after recovery; the broker is checked before the
-    /// workload starts. Item workloads only (not `predicate`), and not with --no-recovery.
+    /// once the certificate is known, after the run's own verdict; the broker is checked
+    /// before the workload starts. Item workloads only (not `predicate`), and not with --no-recovery.
     #[arg(long, value_name = "KAFKA_URL")]
     pub(crate) emit: Option<String>,
     /// --emit: this run's producer id, unique among the topic's producers (default: host
