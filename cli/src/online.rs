@@ -1,6 +1,6 @@
-//! `isocert emit` and `isocert check --online`: the flags, and the wiring to
-//! isocert-online (cargo feature `kafka`; docs/ONLINE.md). A binary built without the
-//! feature knows the flags and refuses them with a clear error.
+//! `isocert emit`, `isocert check --online` and `isocert run --emit`: the flags, and the
+//! wiring to isocert-online (cargo feature `kafka`; docs/ONLINE.md). A binary built without
+//! the feature knows the flags and refuses them with a clear error.
 
 use std::path::PathBuf;
 #[cfg(not(feature = "kafka"))]
@@ -72,6 +72,34 @@ pub(crate) struct OnlineCheckArgs {
     pub(crate) partitions: u32,
 }
 
+/// The flags of `isocert run --emit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunEmitArgs {
+    /// Publish the run's transactions to `kafka://BROKER:PORT/TOPIC` for `isocert check
+    /// --online` (needs a binary built with `--features kafka`; docs/ONLINE.md). Each goes
+    /// with the start and commit timestamps its certificate gives it, so they are published
+    /// once the certificate is known, after the run's own verdict; the broker is checked
+    /// before the workload starts. Item workloads only (not `predicate`), and not with --no-recovery.
+    #[arg(long, value_name = "KAFKA_URL")]
+    pub(crate) emit: Option<String>,
+    /// --emit: this run's producer id, unique among the topic's producers (default: host
+    /// name and process id).
+    #[arg(long, value_name = "ID", requires = "emit")]
+    pub(crate) emit_producer_id: Option<String>,
+    /// --emit: prefix every transaction id, session name and key with `PREFIX/` (`7`
+    /// becomes `"PREFIX/7"`), so that several runs publishing to one topic (each on its own
+    /// table, with its own clock) keep their transactions, sessions and rows apart.
+    #[arg(long, value_name = "PREFIX", requires = "emit")]
+    pub(crate) emit_prefix: Option<String>,
+    /// --emit: partitions of the topic when this run creates it (at least the number of
+    /// members).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub(crate) emit_partitions: u32,
+    /// --emit: a watermark every this many transactions.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub(crate) emit_mark_every: usize,
+}
+
 /// Parses `KEY=VALUE`.
 fn parse_setting(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -97,8 +125,40 @@ pub(crate) fn check(_args: &CheckArgs) -> anyhow::Result<ExitCode> {
     no_kafka("isocert check --online")
 }
 
+/// `isocert run --emit`: refused before the workload runs.
+#[cfg(not(feature = "kafka"))]
+pub(crate) fn prepare_run_emit(
+    args: &RunEmitArgs,
+    _item_workload: bool,
+    _recovery: bool,
+) -> anyhow::Result<Option<RunEmit>> {
+    match args.emit {
+        Some(_) => no_kafka("isocert run --emit").map(|_| None),
+        None => Ok(None),
+    }
+}
+
+/// Where `isocert run --emit` publishes: a binary without the `kafka` feature has none
+/// (no value of this type exists).
+#[cfg(not(feature = "kafka"))]
+#[derive(Debug)]
+pub(crate) enum RunEmit {}
+
+#[cfg(not(feature = "kafka"))]
+impl RunEmit {
+    /// As the `kafka` build's; there is no value to call it on.
+    pub(crate) fn publish(
+        &self,
+        _h: &isocert_history::History,
+        _database: &str,
+        _out: &std::path::Path,
+    ) -> anyhow::Result<u64> {
+        match *self {}
+    }
+}
+
 #[cfg(feature = "kafka")]
-pub(crate) use with_kafka::{check, emit};
+pub(crate) use with_kafka::{check, emit, prepare_run_emit, RunEmit};
 
 #[cfg(feature = "kafka")]
 mod with_kafka {
@@ -113,9 +173,171 @@ mod with_kafka {
         ResultRecord, Summary,
     };
 
-    use super::EmitArgs;
+    use super::{EmitArgs, RunEmitArgs};
     use crate::check::CheckArgs;
     use crate::exit;
+
+    /// Where `isocert run --emit` publishes, checked before the workload runs.
+    #[derive(Debug)]
+    pub(crate) struct RunEmit {
+        target: OnlineTarget,
+        producer_id: String,
+        prefix: Option<String>,
+        partitions: u32,
+        mark_every: usize,
+    }
+
+    /// `isocert run --emit`: refuses what cannot be published (a predicate workload, a run
+    /// without recovery: neither gives what online checking reads) and checks that the
+    /// broker answers and the topic exists or can be created, all before the workload runs.
+    /// No producer says hello yet: a run that fails later must not leave members waiting
+    /// for a producer that never publishes, nor tell them it ended.
+    pub(crate) fn prepare_run_emit(
+        args: &RunEmitArgs,
+        item_workload: bool,
+        recovery: bool,
+    ) -> anyhow::Result<Option<RunEmit>> {
+        let Some(url) = &args.emit else { return Ok(None) };
+        let target = OnlineTarget::parse(url)?;
+        if !item_workload {
+            anyhow::bail!(
+                "--emit: online checking takes item reads, writes and appends only; the predicate workload \
+                 has range reads and predicate writes (use kv, skew, mini or append)"
+            );
+        }
+        if !recovery {
+            anyhow::bail!(
+                "--emit publishes each transaction with the start and commit timestamps of its certificate; \
+                 --no-recovery recovers none"
+            );
+        }
+        if let Some(prefix) = &args.emit_prefix {
+            if prefix.is_empty() || prefix.contains('/') {
+                anyhow::bail!("--emit-prefix {prefix:?}: give a non-empty prefix without '/'");
+            }
+        }
+        let partitions =
+            isocert_online::ensure_topic(&target.brokers, &target.topic, args.emit_partitions.max(1), &[])
+                .with_context(|| {
+                    format!("--emit: the topic {} (checked before the workload runs)", target.topic)
+                })?;
+        tracing::info!(topic = target.topic, partitions, "--emit: the topic is ready");
+        Ok(Some(RunEmit {
+            target,
+            producer_id: args.emit_producer_id.clone().unwrap_or_else(default_producer_id),
+            prefix: args.emit_prefix.clone(),
+            partitions: args.emit_partitions.max(1),
+            mark_every: args.emit_mark_every.max(1),
+        }))
+    }
+
+    impl RunEmit {
+        /// Publishes every transaction of the run's history `h` (its certificate's
+        /// timestamps applied) but committed ones without operations, in the history's order, with the exact watermark of the
+        /// transactions still to come, as `isocert emit` publishes a file. Refuses, naming
+        /// the database, when a committed transaction with operations has no start or
+        /// commit timestamp (nothing is published then).
+        pub(crate) fn publish(
+            &self,
+            h: &isocert_history::History,
+            database: &str,
+            out: &std::path::Path,
+        ) -> anyhow::Result<u64> {
+            // An empty transaction (every statement of its plan failed to run, or none
+            // read anything) has no snapshot to give it timestamps, and nothing to check.
+            let checked = |t: &&isocert_history::Transaction| t.is_committed() && !t.ops.is_empty();
+            let committed = h.txns.iter().filter(checked).count();
+            let missing = h
+                .txns
+                .iter()
+                .filter(checked)
+                .filter(|t| t.start_ts.is_none() || t.commit_ts.is_none())
+                .count();
+            if missing > 0 {
+                anyhow::bail!(
+                    "--emit: {missing} of the {committed} committed transactions with operations have no start \
+                     or commit timestamp after {database}'s recovery, and online checking orders transactions \
+                     by them: nothing was published (the run's results are in {})",
+                    out.display()
+                );
+            }
+            let mut text = Vec::new();
+            isocert_history::v1::write_header(h, &mut text)?;
+            let mut empty = 0;
+            for t in h.txn_ids() {
+                let txn = h.txn(t);
+                if txn.is_committed() && txn.ops.is_empty() && txn.start_ts.is_none() {
+                    empty += 1;
+                    continue;
+                }
+                isocert_history::v1::write_txn(h, t, &mut text)?;
+            }
+            if empty > 0 {
+                crate::output::note!(
+                    "isocert: --emit: {empty} committed transactions without operations (nothing to check, \
+                     and no snapshot to give them timestamps) are not published"
+                );
+            }
+            if let Some(prefix) = &self.prefix {
+                text = prefixed(&text, prefix)?;
+            }
+            let started = Instant::now();
+            let emitter = Emitter::connect(&self.target, &self.producer_id, self.partitions)?;
+            let sent = emit_file(emitter, &text, self.mark_every, None).with_context(|| {
+                format!(
+                    "--emit: publishing to {} (the run's results are in {})",
+                    self.target.topic,
+                    out.display()
+                )
+            })?;
+            crate::output::note!(
+                "isocert: published {sent} transactions to {} as producer {} in {:.2} s",
+                self.target.topic,
+                self.producer_id,
+                started.elapsed().as_secs_f64()
+            );
+            Ok(sent)
+        }
+    }
+
+    /// The v1 text `text` with every transaction id, session name and object key prefixed
+    /// by `PREFIX/` (`7` becomes `"PREFIX/7"`, `"a"` becomes `"PREFIX/a"`), in the header's
+    /// initial values too. Runs publishing to one topic test different tables (a run
+    /// refuses a table that exists), so their objects must not meet either; a key, unlike
+    /// a table name, can change without changing what a value is (v1: a `kv` value is a
+    /// scalar, another table's a row).
+    fn prefixed(text: &[u8], prefix: &str) -> anyhow::Result<Vec<u8>> {
+        fn rename(v: &mut serde_json::Value, prefix: &str) {
+            let name = match &*v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            *v = serde_json::Value::String(format!("{prefix}/{name}"));
+        }
+        let mut out = Vec::with_capacity(text.len() + text.len() / 4);
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let mut value: serde_json::Value = serde_json::from_slice(line).context("the written history")?;
+            let map = value.as_object_mut().context("a history line that is not an object")?;
+            let objects = if map.contains_key("format") {
+                map.get_mut("initial")
+            } else {
+                for field in ["id", "session"] {
+                    if let Some(v) = map.get_mut(field) {
+                        rename(v, prefix);
+                    }
+                }
+                map.get_mut("ops")
+            };
+            for object in objects.and_then(|o| o.as_array_mut()).into_iter().flatten() {
+                if let Some(key) = object.get_mut("key") {
+                    rename(key, prefix);
+                }
+            }
+            serde_json::to_writer(&mut out, &value)?;
+            out.push(b'\n');
+        }
+        Ok(out)
+    }
 
     /// `isocert emit`.
     pub(crate) fn emit(args: EmitArgs) -> anyhow::Result<ExitCode> {
@@ -253,5 +475,31 @@ mod with_kafka {
             summary.partition_txns
         )?;
         Ok(())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// Ids, sessions and keys (in operations and initial values) get the prefix;
+        /// values, timestamps and statuses do not.
+        #[test]
+        fn a_prefix_renames_ids_sessions_and_keys_only() {
+            let text = b"{\"format\":\"isocert-history\",\"version\":1,\"initial\":[{\"key\":1,\"value\":0}]}\n\
+                         {\"id\":7,\"session\":\"s\",\"start_ts\":3,\"commit_ts\":4,\"ops\":[{\"f\":\"r\",\"key\":1,\"value\":0},{\"f\":\"append\",\"table\":\"append\",\"key\":\"k\",\"value\":5}]}\n";
+            let out = String::from_utf8(super::prefixed(text, "p").unwrap()).unwrap();
+            let lines: Vec<serde_json::Value> =
+                out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert_eq!(lines[0]["initial"], serde_json::json!([{"key": "p/1", "value": 0}]));
+            assert_eq!(
+                (&lines[1]["id"], &lines[1]["session"]),
+                (&serde_json::json!("p/7"), &serde_json::json!("p/s"))
+            );
+            assert_eq!(lines[1]["ops"][0], serde_json::json!({"f": "r", "key": "p/1", "value": 0}));
+            assert_eq!(lines[1]["ops"][1]["key"], serde_json::json!("p/k"));
+            assert_eq!(lines[1]["ops"][1]["value"], serde_json::json!(5));
+            assert_eq!(
+                (&lines[1]["start_ts"], &lines[1]["commit_ts"]),
+                (&serde_json::json!(3), &serde_json::json!(4))
+            );
+        }
     }
 }

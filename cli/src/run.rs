@@ -172,6 +172,8 @@ pub(crate) struct RunArgs {
     /// read that table name in several schemas.
     #[arg(long, value_name = "SCHEMA", requires = "certificate_api")]
     schema: Option<String>,
+    #[command(flatten)]
+    emit: crate::online::RunEmitArgs,
 }
 
 /// Timings and counts of one run, written to run.json.
@@ -223,6 +225,11 @@ impl DatabaseVisitor for RunOn {
 fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     check_html_path(&args)?;
     check_out_dir(&args.out, args.force)?;
+    let emit = crate::online::prepare_run_emit(
+        &args.emit,
+        args.workload != WorkloadKind::Predicate,
+        !args.no_recovery,
+    )?;
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
     cfg.txns = args.txns;
@@ -343,7 +350,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
         let fetched = recovered?;
         let sent = Some((&fetched.document[..], fetched.submitted));
-        return finish::<D>(&args, history, fetched.recovered, stats, level, sent);
+        return finish::<D>(&args, history, fetched.recovered, stats, level, sent, emit.as_ref());
     }
     let Some(log) = log else {
         write_history(&args.out.join("history.jsonl"), &history)?;
@@ -382,7 +389,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
              follows commit visibility"
         );
     }
-    finish::<D>(&args, history, recovered, stats, level, None)
+    finish::<D>(&args, history, recovered, stats, level, None, emit.as_ref())
 }
 
 /// Fetches the certificate of `history` from the API (the history is saved first, so a
@@ -419,8 +426,8 @@ struct Fetched {
 }
 
 /// Writes the history and certificate (from the API: as it sent it, and the history
-/// without the foreign writers its certificate adds), checks, writes the reports and
-/// prints the verdict.
+/// without the foreign writers its certificate adds), checks, writes the reports, prints
+/// the verdict, and with `--emit` publishes the history with its certificate's timestamps.
 fn finish<D: Database>(
     args: &RunArgs,
     history: History,
@@ -428,6 +435,7 @@ fn finish<D: Database>(
     mut stats: RunStats,
     level: IsolationLevel,
     sent: Option<(&[u8], usize)>,
+    emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<ExitCode> {
     if sent.is_none() && !args.explicit_version_sets {
         recovered.certificate.compact_version_sets(&history);
@@ -475,6 +483,9 @@ fn finish<D: Database>(
              through them would go unseen: exit 2 (--allow-uncertified accepts that)",
             report.stats.ambiguous_reads
         );
+    }
+    if let Some(emit) = emit {
+        emit.publish(&history, D::KIND.display_name(), &args.out)?;
     }
     Ok(if stats.interrupted {
         exit::interrupted()

@@ -1,11 +1,13 @@
-//! `isocert emit` and `isocert check --online` on a real broker (feature `kafka`): a member
-//! killed with SIGKILL mid-stream, restarted or not, changes no verdict and duplicates no
-//! report; a binary without a history or a group says what is missing.
+//! `isocert emit`, `isocert run --emit` and `isocert check --online` on a real broker
+//! (feature `kafka`): a member killed with SIGKILL mid-stream, restarted or not, changes no
+//! verdict and duplicates no report; a run on a real PostgreSQL checked online gets the
+//! offline verdict; a binary without a history or a group says what is missing.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use isocert_adapters::EmbeddedPostgres;
 use isocert_checker::{check_chronos_kv, IsolationLevel};
 use isocert_history::read_kv_v1_file;
 use isocert_testsupport::KafkaBroker;
@@ -169,4 +171,214 @@ fn online_flags_say_what_is_missing() {
     let out = isocert().args(["emit", "kafka://127.0.0.1:1/t", "/nonexistent.jsonl"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.jsonl"));
+}
+
+/// `run --emit` refuses, before any database is reached, what online checking cannot
+/// take: the predicate workload, a run without recovery (no timestamps), a bad target, a
+/// prefix with `/`.
+#[test]
+fn run_emit_refuses_what_cannot_be_checked_online_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = |extra: &[&str]| {
+        let o = isocert()
+            .args(["run", "--db", "postgres://u@127.0.0.1:1/db", "--isolation", "serializable", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    for (extra, why) in [
+        (&["--workload", "predicate", "--emit", "kafka://127.0.0.1:1/t"][..], "predicate workload"),
+        (&["--workload", "kv", "--no-recovery", "--emit", "kafka://127.0.0.1:1/t"][..], "--no-recovery"),
+        (&["--workload", "kv", "--emit", "kafka:/t"][..], "kafka://BROKER:PORT/TOPIC"),
+        (&["--workload", "kv", "--emit", "kafka://127.0.0.1:1/t", "--emit-prefix", "a/b"][..], "without '/'"),
+    ] {
+        let (code, stderr) = run(extra);
+        assert_eq!(code, Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(why), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("connect"), "{extra:?}: refused before the database: {stderr}");
+    }
+    assert!(!out.exists(), "nothing was written");
+}
+
+/// `isocert run --emit` against a real PostgreSQL (the one of `$ISOCERT_TEST_PG` in a
+/// database of its own, or a throwaway one), checked online by one member while it runs:
+/// the member's anomalies are exactly those `isocert check --checker chronos` finds in the
+/// saved history, with the same explanations. Repeatable read with deletes, so that
+/// PostgreSQL's upsert after a concurrent delete gives snapshot-isolation anomalies to
+/// compare (when the scheduling produces one).
+#[test]
+fn a_run_emitting_to_kafka_is_checked_online_as_offline() {
+    let Some(broker) = KafkaBroker::start() else { return };
+    let Some(source) = isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = match source {
+        isocert_testsupport::Source::Url(url) => Some(fresh_database(&url, "run_emit")),
+        isocert_testsupport::Source::Embedded => None,
+    };
+    let url = format!("kafka://{}/{}", broker.bootstrap(), unique("run-emit"));
+    let out = dir.path().join("member.jsonl");
+    let mut m = member(&url, "run-emit", "m", &out, Some(&dir.path().join("m.log")));
+    let run_dir = dir.path().join("run");
+    let mut run = isocert();
+    run.args([
+        "run",
+        "--workload",
+        "kv",
+        "--isolation",
+        "repeatable-read",
+        "--txns",
+        "400",
+        "--sessions",
+        "4",
+    ])
+    .args(["--keys", "6", "--seed", "5", "--emit", &url, "--emit-partitions", "4", "--emit-mark-every", "16"])
+    .arg("--out")
+    .arg(&run_dir);
+    if let Some(db) = &db {
+        run.args(["--db", db]);
+    }
+    let ran = run.output().unwrap();
+    let code = ran.status.code();
+    assert!(matches!(code, Some(0 | 1)), "run: {}", String::from_utf8_lossy(&ran.stderr));
+    assert!(
+        String::from_utf8_lossy(&ran.stderr).contains("published"),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let online = wait(&mut m, "the member");
+    // Committed transactions without operations have no timestamps (PostgreSQL took no
+    // snapshot for them) and are not published; Chronos refuses them, so they go here too.
+    let saved = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    let lines: Vec<&str> = saved
+        .lines()
+        .filter(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            !(v["ops"] == serde_json::json!([]) && v.get("start_ts").is_none() && v.get("status").is_none())
+        })
+        .collect();
+    let checked = dir.path().join("checked.jsonl");
+    std::fs::write(&checked, lines.join("\n") + "\n").unwrap();
+    let mut expected = chronos_explanations(&checked);
+    expected.sort();
+    let (mut found, summary) = anomalies(&out);
+    found.sort();
+    assert_eq!(found, expected, "the member's anomalies are offline Chronos's");
+    let summary = summary.expect("the member prints a summary");
+    assert_eq!(summary["anomalies"], serde_json::json!(expected.len()), "{summary}");
+    assert_eq!(summary["beyond_watermark"], serde_json::json!(0), "{summary}");
+    assert_eq!(summary["partitions"], serde_json::json!(4), "{summary}");
+    assert_eq!(online, if expected.is_empty() { 0 } else { 1 }, "online and offline verdicts");
+}
+
+/// Two `isocert run --emit --emit-prefix` processes, each on its own PostgreSQL database
+/// (so with its own clock: PostgreSQL's timestamps are each run's ticks), feed one member
+/// started with `--producers 2`: it reports the union of what offline Chronos finds in each
+/// run's saved history with the same prefix, and nothing from the runs' ids, sessions or
+/// rows meeting.
+#[test]
+fn two_runs_with_prefixes_feed_one_online_check() {
+    let Some(broker) = KafkaBroker::start() else { return };
+    let Some(source) = isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("kafka://{}/{}", broker.bootstrap(), unique("two-runs"));
+    let out = dir.path().join("member.jsonl");
+    let mut m = isocert()
+        .args(["check", "-v", "-i", "si", "--json", "--online", &url, "--group", "two", "--producers", "2"])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("m.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let runs: Vec<_> = ["a", "b"]
+        .into_iter()
+        .enumerate()
+        .map(|(i, prefix)| {
+            let run_dir = dir.path().join(prefix);
+            let mut run = isocert();
+            run.args(["run", "--workload", "kv", "--isolation", "repeatable-read", "--txns", "200"])
+                .args(["--sessions", "3", "--keys", "4", "--seed", &i.to_string(), "--emit", &url])
+                .args(["--emit-prefix", prefix, "--emit-mark-every", "8", "--out"])
+                .arg(&run_dir);
+            if let isocert_testsupport::Source::Url(server) = &source {
+                run.args(["--db", &fresh_database(server, &format!("two_runs_{prefix}"))]);
+            }
+            (prefix, run_dir, run.spawn().unwrap())
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for (prefix, run_dir, mut child) in runs {
+        let code = wait(&mut child, "a run");
+        assert!(matches!(code, 0 | 1), "run {prefix} exited {code}");
+        let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+        let checked = dir.path().join(format!("{prefix}.jsonl"));
+        std::fs::write(&checked, with_prefix(&history, prefix)).unwrap();
+        expected.extend(chronos_explanations(&checked));
+    }
+    expected.sort();
+    let online = wait(&mut m, "the member");
+    let (mut found, summary) = anomalies(&out);
+    found.sort();
+    assert_eq!(found, expected, "the member reports both runs' anomalies, each once");
+    let summary = summary.expect("the member prints a summary");
+    assert_eq!(summary["beyond_watermark"], serde_json::json!(0), "{summary}");
+    assert_eq!(online, if expected.is_empty() { 0 } else { 1 });
+}
+
+/// A saved run history as `--emit-prefix PREFIX` publishes it: ids, sessions and keys
+/// prefixed, committed transactions without operations left out.
+fn with_prefix(history: &str, prefix: &str) -> String {
+    let rename = |v: &mut serde_json::Value| {
+        let name = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        *v = serde_json::json!(format!("{prefix}/{name}"));
+    };
+    let mut out = String::new();
+    for line in history.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let list = if v.get("format").is_some() {
+            "initial"
+        } else {
+            if v["ops"] == serde_json::json!([]) && v.get("start_ts").is_none() && v.get("status").is_none() {
+                continue;
+            }
+            rename(&mut v["id"]);
+            rename(&mut v["session"]);
+            "ops"
+        };
+        for object in v[list].as_array_mut().into_iter().flatten() {
+            rename(&mut object["key"]);
+        }
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// The explanations of `isocert check --checker chronos -i si` on `path`.
+fn chronos_explanations(path: &Path) -> Vec<String> {
+    let offline =
+        isocert().args(["check", "--checker", "chronos", "-i", "si", "--json"]).arg(path).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&offline.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&offline.stderr)));
+    report["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["explanation"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A database of its own on the server at `url` (dropped first if a killed test left it).
+fn fresh_database(url: &str, name: &str) -> String {
+    let db = format!("isocert_online_{name}_{}", std::process::id());
+    let rt = tokio::runtime::Runtime::new().expect("tokio");
+    rt.block_on(async {
+        let client = isocert_adapters::postgres::connect(url).await.expect("connect");
+        for s in [format!("DROP DATABASE IF EXISTS {db}"), format!("CREATE DATABASE {db}")] {
+            client.batch_execute(&s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+        }
+    });
+    let base = url.rsplit_once('/').map_or(url, |(base, _)| base);
+    format!("{base}/{db}")
 }

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use isocert_checker::{Aion, AionDelay, AionOptions, AionScope, IsolationLevel, Partitioning, Watermark};
-use isocert_history::{read_kv_v1_bytes, FormatError, KvHistory, Scalar, TxnId};
-use rustc_hash::FxHashSet;
+use isocert_history::{read_kv_v1_bytes, FormatError, KvHistory, Scalar, SessionId, TxnId};
+use rustc_hash::FxHashMap;
 
 use crate::protocol::{parse_mark, MessageKind};
 use crate::results::scalar_json;
@@ -21,6 +21,9 @@ pub(crate) const BATCH: usize = 2048;
 struct ProducerState {
     mark: Option<Watermark>,
     ended: bool,
+    /// It sent something after its hello: its header, if it has one, has arrived (a
+    /// producer sends its header before anything else on every partition).
+    spoke: bool,
 }
 
 /// Something a partition's checker found.
@@ -58,13 +61,24 @@ pub(crate) struct PartitionCheck {
     aion: Option<Aion>,
     kv: Option<KvHistory>,
     initial: Option<Scalar>,
+    /// Each producer's header line, until the first batch is parsed with their union.
+    headers: BTreeMap<String, Vec<u8>>,
+    /// The header the transactions were parsed with (the producers' headers merged).
     header: Option<Vec<u8>>,
     batch: Vec<u8>,
     batch_offsets: Vec<i64>,
     producers: BTreeMap<String, ProducerState>,
     expected_producers: usize,
     applied: Option<Watermark>,
-    names: FxHashSet<Scalar>,
+    /// The producers of the buffered lines (indexes into `producer_names`).
+    batch_producers: Vec<usize>,
+    /// Every producer that published a transaction here, in order of its first one.
+    producer_names: Vec<String>,
+    /// Each transaction id and the producer that published it: one id from two producers
+    /// is a clash, not a retry.
+    names: FxHashMap<Scalar, usize>,
+    /// Each session and the producer that published its transactions.
+    sessions: FxHashMap<SessionId, usize>,
     received: u64,
     beyond: u64,
     finished: Option<Finished>,
@@ -102,13 +116,17 @@ impl PartitionCheck {
             aion: Some(Aion::new(options)?),
             kv: None,
             initial,
+            headers: BTreeMap::new(),
             header: None,
             batch: Vec::new(),
             batch_offsets: Vec::new(),
             producers: BTreeMap::new(),
             expected_producers,
             applied: None,
-            names: FxHashSet::default(),
+            batch_producers: Vec::new(),
+            producer_names: Vec::new(),
+            names: FxHashMap::default(),
+            sessions: FxHashMap::default(),
             received: 0,
             beyond: 0,
             finished: None,
@@ -147,12 +165,23 @@ impl PartitionCheck {
             }
             return Ok(());
         }
+        if !matches!(kind, MessageKind::Hello | MessageKind::Header) {
+            self.producers.entry(producer.to_string()).or_default().spoke = true;
+        }
         match kind {
             MessageKind::Txn => {
                 if value.contains(&b'\n') {
                     return Err(self.bad(offset, "a transaction message holds more than one line"));
                 }
                 self.producers.entry(producer.to_string()).or_default();
+                let index = match self.producer_names.iter().position(|p| p == producer) {
+                    Some(i) => i,
+                    None => {
+                        self.producer_names.push(producer.to_string());
+                        self.producer_names.len() - 1
+                    }
+                };
+                self.batch_producers.push(index);
                 self.batch.extend_from_slice(value);
                 self.batch.push(b'\n');
                 self.batch_offsets.push(offset);
@@ -165,17 +194,24 @@ impl PartitionCheck {
                 self.producers.entry(producer.to_string()).or_default();
             }
             MessageKind::Header => {
-                if self.kv.is_some() || !self.batch_offsets.is_empty() {
-                    if self.header.as_deref() != Some(value) {
-                        return Err(
-                            self.bad(offset, "a header after transactions (initial values must come first)")
-                        );
+                if self.kv.is_some() {
+                    // Parsed already: only a header whose initial values are known changes nothing.
+                    if !self.headers.values().any(|h| h.as_slice() == value) {
+                        return Err(self.bad(
+                            offset,
+                            &format!(
+                                "producer {producer}'s header (initial values) arrived after transactions were \
+                                 checked: start the members with --producers N, N counting every producer, so \
+                                 that they wait for every producer's header"
+                            ),
+                        ));
                     }
-                } else if self.header.as_ref().is_some_and(|h| h.as_slice() != value) {
-                    return Err(self.bad(offset, "two producers' headers differ"));
+                } else if self.headers.get(producer).is_some_and(|h| h.as_slice() != value) {
+                    return Err(self.bad(offset, &format!("producer {producer} sent two different headers")));
                 } else {
-                    self.header = Some(value.to_vec());
+                    self.headers.insert(producer.to_string(), value.to_vec());
                 }
+                self.producers.entry(producer.to_string()).or_default().spoke = true;
             }
             MessageKind::Mark => {
                 let mark = parse_mark(value).map_err(|m| self.bad(offset, &m))?;
@@ -193,12 +229,11 @@ impl PartitionCheck {
     }
 
     fn bad(&self, offset: i64, message: &str) -> OnlineError {
-        OnlineError::BadMessage {
-            topic: self.topic.clone(),
-            partition: self.partition,
-            offset,
-            message: message.to_string(),
-        }
+        Self::bad_at(&self.topic, self.partition, offset, message)
+    }
+
+    fn bad_at(topic: &str, partition: u32, offset: i64, message: &str) -> OnlineError {
+        OnlineError::BadMessage { topic: topic.to_string(), partition, offset, message: message.to_string() }
     }
 
     /// Parses and checks the buffered transactions.
@@ -210,6 +245,15 @@ impl PartitionCheck {
             return Ok(());
         }
         let first = self.kv.is_none();
+        if first {
+            // The initial values are the union of every producer's header: wait for all.
+            let waiting =
+                self.producers.len() < self.expected_producers || self.producers.values().any(|p| !p.spoke);
+            if waiting {
+                return Ok(());
+            }
+            self.header = merge_headers(&self.headers).map_err(|m| self.bad(-1, &m))?;
+        }
         let mut text = Vec::new();
         let header_lines = match (&self.header, first) {
             (Some(h), true) => {
@@ -224,6 +268,7 @@ impl PartitionCheck {
         self.batch.clear();
         let offsets = std::mem::take(&mut self.batch_offsets);
         let times = std::mem::take(&mut self.batch_times);
+        let producers = std::mem::take(&mut self.batch_producers);
         let from = match &mut self.kv {
             None => {
                 let mut part = part;
@@ -242,14 +287,42 @@ impl PartitionCheck {
         let aion = self.aion.as_mut().expect("not finished");
         for (j, i) in (from..kv.len()).enumerate() {
             let t = TxnId::from_index(i);
-            if !self.names.insert(kv.name(t).clone()) {
-                tracing::warn!(
-                    partition = self.partition,
-                    offset = offsets[j],
-                    "transaction {} arrived again (a producer's retry): checked once",
-                    kv.txn_label(t)
+            let producer = producers[j];
+            match self.names.entry(kv.name(t).clone()) {
+                std::collections::hash_map::Entry::Occupied(first) if *first.get() == producer => {
+                    tracing::warn!(
+                        partition = self.partition,
+                        offset = offsets[j],
+                        "transaction {} arrived again (a producer's retry): checked once",
+                        kv.txn_label(t)
+                    );
+                    continue;
+                }
+                std::collections::hash_map::Entry::Occupied(first) => {
+                    let message = format!(
+                        "transaction {} is published by producers {} and {}: transaction ids must be unique \
+                         over all producers (isocert run --emit-prefix keeps runs apart)",
+                        kv.txn_label(t),
+                        self.producer_names[*first.get()],
+                        self.producer_names[producer]
+                    );
+                    return Err(Self::bad_at(&self.topic, self.partition, offsets[j], &message));
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(producer);
+                }
+            }
+            let first = *self.sessions.entry(kv.session(t)).or_insert(producer);
+            if first != producer {
+                let message = format!(
+                    "transaction {} of session {} is published by producer {}, the session's earlier ones by \
+                     {}: a session belongs to one producer (isocert run --emit-prefix keeps runs apart)",
+                    kv.txn_label(t),
+                    kv.dict().session_name(kv.session(t)),
+                    self.producer_names[producer],
+                    self.producer_names[first]
                 );
-                continue;
+                return Err(Self::bad_at(&self.topic, self.partition, offsets[j], &message));
             }
             self.received += 1;
             aion.receive(kv, t)?;
@@ -367,6 +440,48 @@ impl PartitionCheck {
     }
 }
 
+/// One header line holding every producer's initial values: the single header as it is,
+/// or the first (by producer id) with the others' initial values added (an entry given
+/// twice alike is kept once; the same object given two values is refused when the line is
+/// read). Producers must agree on the dialect.
+fn merge_headers(headers: &BTreeMap<String, Vec<u8>>) -> Result<Option<Vec<u8>>, String> {
+    let mut distinct: Vec<(&String, &Vec<u8>)> = Vec::new();
+    for (producer, h) in headers {
+        if !distinct.iter().any(|(_, d)| *d == h) {
+            distinct.push((producer, h));
+        }
+    }
+    match distinct.as_slice() {
+        [] => return Ok(None),
+        [(_, only)] => return Ok(Some((*only).clone())),
+        _ => {}
+    }
+    let parse = |(producer, h): &(&String, &Vec<u8>)| {
+        serde_json::from_slice::<serde_json::Value>(h)
+            .map_err(|e| format!("producer {producer}'s header: {e}"))
+    };
+    let mut merged = parse(&distinct[0])?;
+    let mut initial: Vec<serde_json::Value> =
+        merged.get("initial").and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let mut seen: rustc_hash::FxHashSet<String> = initial.iter().map(|e| e.to_string()).collect();
+    for other in &distinct[1..] {
+        let header = parse(other)?;
+        if header.get("dialect") != merged.get("dialect") {
+            return Err(format!(
+                "producers {} and {} publish histories of different SQL dialects",
+                distinct[0].0, other.0
+            ));
+        }
+        for entry in header.get("initial").and_then(|v| v.as_array()).into_iter().flatten() {
+            if seen.insert(entry.to_string()) {
+                initial.push(entry.clone());
+            }
+        }
+    }
+    merged["initial"] = serde_json::Value::Array(initial);
+    serde_json::to_vec(&merged).map(Some).map_err(|e| e.to_string())
+}
+
 fn take_final(aion: &mut Aion, kv: &KvHistory, found: &mut Vec<Finding>) {
     for a in aion.take_final() {
         found.push(finding(kv, a));
@@ -407,6 +522,74 @@ mod tests {
         assert!(e.contains("offset 5") && e.contains("more than one line"), "{e}");
         let e = check().accept(MessageKind::Mark, "p", b"x", (7, None), &mut found).unwrap_err().to_string();
         assert!(e.contains("offset 7") && e.contains("START COMMIT"), "{e}");
+    }
+
+    /// One transaction id from two producers, or one session from two producers, is an
+    /// error naming both (two runs publishing their own `1, 2, 3...` to one topic would
+    /// otherwise be merged as retries); the same transaction again from its producer is a
+    /// retry, checked once.
+    #[test]
+    fn ids_and_sessions_clashing_across_producers_are_refused() {
+        let txn = |id: &str, session: u32| {
+            format!("{{\"id\":{id},\"session\":{session},\"start_ts\":1,\"commit_ts\":2,\"ops\":[{{\"f\":\"w\",\"key\":1,\"value\":{session}}}]}}")
+        };
+        let mut found = Vec::new();
+        let mut c = check();
+        // Batches are parsed at marks, every BATCH lines and when the topic pauses: a
+        // retry or a clash usually lands in a later batch than the first copy.
+        for (producer, offset) in [("a", 0), ("a", 1)] {
+            c.accept(MessageKind::Txn, producer, txn("1", 1).as_bytes(), (offset, None), &mut found).unwrap();
+            c.flush(&mut found).unwrap();
+        }
+        assert_eq!(c.received, 1, "a retry is checked once");
+        c.accept(MessageKind::Txn, "b", txn("1", 2).as_bytes(), (2, None), &mut found).unwrap();
+        let e = c.flush(&mut found).unwrap_err().to_string();
+        assert!(e.contains("offset 2") && e.contains("producers a and b") && e.contains("T1"), "{e}");
+        let mut c = check();
+        c.accept(MessageKind::Txn, "a", txn("1", 1).as_bytes(), (0, None), &mut found).unwrap();
+        c.flush(&mut found).unwrap();
+        c.accept(MessageKind::Txn, "b", txn("2", 1).as_bytes(), (1, None), &mut found).unwrap();
+        let e = c.flush(&mut found).unwrap_err().to_string();
+        assert!(e.contains("offset 1") && e.contains("session 1") && e.contains("producer b"), "{e}");
+        let mut c = check();
+        c.accept(MessageKind::Txn, "a", txn("\"a/1\"", 1).as_bytes(), (0, None), &mut found).unwrap();
+        c.accept(MessageKind::Txn, "b", txn("\"b/1\"", 2).as_bytes(), (1, None), &mut found).unwrap();
+        c.flush(&mut found).unwrap();
+    }
+
+    /// Two producers with their own initial values (two runs with `--emit-prefix`): the
+    /// partition waits for both headers and checks with their union, so each run's reads
+    /// of its initial values are explained; a third producer's header after the first
+    /// parse is refused, naming `--producers`.
+    #[test]
+    fn every_producers_initial_values_are_merged() {
+        let mut c =
+            PartitionCheck::new("t", 0, Partitioning::new(1), IsolationLevel::SnapshotIsolation, None, 2)
+                .unwrap();
+        let mut found = Vec::new();
+        let header = |p: &str| {
+            format!("{{\"format\":\"isocert-history\",\"version\":1,\"initial\":[{{\"key\":\"{p}/1\",\"value\":0}}]}}")
+        };
+        let read = |p: &str| {
+            format!("{{\"id\":\"{p}/1\",\"session\":\"{p}/1\",\"start_ts\":5,\"commit_ts\":6,\"ops\":[{{\"f\":\"r\",\"key\":\"{p}/1\",\"value\":0}}]}}")
+        };
+        for (offset, p) in [(0, "a"), (2, "b")] {
+            c.accept(MessageKind::Hello, p, b"", (offset, None), &mut found).unwrap();
+            c.accept(MessageKind::Header, p, header(p).as_bytes(), (offset, None), &mut found).unwrap();
+        }
+        // a's transaction may be flushed before b's header would have arrived: it waits.
+        c.accept(MessageKind::Txn, "a", read("a").as_bytes(), (4, None), &mut found).unwrap();
+        c.accept(MessageKind::Txn, "b", read("b").as_bytes(), (5, None), &mut found).unwrap();
+        c.flush(&mut found).unwrap();
+        let e = c
+            .accept(MessageKind::Header, "c", header("c").as_bytes(), (6, None), &mut found)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("producer c") && e.contains("--producers"), "{e}");
+        c.accept(MessageKind::End, "a", b"", (7, None), &mut found).unwrap();
+        c.accept(MessageKind::End, "b", b"", (8, None), &mut found).unwrap();
+        assert_eq!(found, [], "both initial values are known");
+        assert_eq!(c.finished().map(|f| (f.txns, f.anomalies)), Some((2, 0)));
     }
 
     /// Verdicts wait for every expected producer's watermark; an ended producer promises

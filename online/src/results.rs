@@ -114,6 +114,15 @@ impl ResultRecord {
         }
     }
 
+    /// The partition of the topic of transactions the record is about.
+    pub fn partition(&self) -> u32 {
+        match self {
+            ResultRecord::Anomaly(a) => a.partition,
+            ResultRecord::Late(l) => l.partition,
+            ResultRecord::Done(d) => d.partition,
+        }
+    }
+
     fn belongs_to(&self, topic: &str, group: &str) -> bool {
         let (t, g) = match self {
             ResultRecord::Anomaly(a) => (&a.topic, &a.group),
