@@ -9,8 +9,8 @@
 //! writes of aborted transactions with transaction id `-1`; they become one aborted
 //! transaction named `-1`.
 //!
-//! The reader keeps the file's operations in three flat arrays (20 bytes an operation)
-//! until the last line, then builds each transaction's operations, and the transaction
+//! The reader keeps the file's operations in three flat arrays (12 bytes an operation while
+//! keys and values fit in 32 bits) until the last line, then builds each transaction's operations, and the transaction
 //! vector, at their exact length: a vector per transaction growing line by line took 24
 //! bytes an operation plus the doubling's slack, and the doubled transaction vector 6 MB of
 //! slack on 100,000 transactions (docs/PERFORMANCE.md, "Where the bytes go").
@@ -25,22 +25,63 @@ use crate::{FormatError, History, Scalar, Status, Transaction, TxnId};
 
 const FORMAT: &str = "plume";
 
+/// A line's flag in [`Lines::slot`]: the operation is a write.
+const WRITE: u32 = 1 << 31;
+
 /// The file's operations in file order, before they are grouped into transactions.
 #[derive(Default)]
 struct Lines {
-    /// Per operation, its transaction's index in `txns`.
+    /// Per operation, its transaction's index in `txns`, with [`WRITE`] set for a write.
     slot: Vec<u32>,
     /// Per operation, the key.
-    key: Vec<i64>,
-    /// Per operation, the value read, or `!value` for a write (values are non-negative).
-    value: Vec<i64>,
+    key: Column,
+    /// Per operation, the value.
+    value: Column,
+}
+
+/// One field's non-negative integers: 4 bytes each while every one fits in a `u32` (keys
+/// and values of generated and recorded histories do), 8 bytes from the first that does not.
+#[derive(Debug)]
+enum Column {
+    Narrow(Vec<u32>),
+    Wide(Vec<i64>),
+}
+
+impl Default for Column {
+    fn default() -> Self {
+        Column::Narrow(Vec::new())
+    }
+}
+
+impl Column {
+    fn push(&mut self, v: i64) {
+        match self {
+            Column::Narrow(vs) => match u32::try_from(v) {
+                Ok(n) => vs.push(n),
+                Err(_) => {
+                    let mut wide: Vec<i64> = Vec::with_capacity(vs.len() + 1);
+                    wide.extend(vs.iter().map(|&n| i64::from(n)));
+                    wide.push(v);
+                    *self = Column::Wide(wide);
+                }
+            },
+            Column::Wide(vs) => vs.push(v),
+        }
+    }
+
+    fn get(&self, i: usize) -> i64 {
+        match self {
+            Column::Narrow(vs) => i64::from(vs[i]),
+            Column::Wide(vs) => vs[i],
+        }
+    }
 }
 
 impl Lines {
     fn op(&self, i: usize) -> IntOp {
-        let (key, value) = (self.key[i], self.value[i]);
-        if value < 0 {
-            IntOp::Write { key, value: !value }
+        let (key, value) = (self.key.get(i), self.value.get(i));
+        if self.slot[i] & WRITE != 0 {
+            IntOp::Write { key, value }
         } else {
             IntOp::Read { key, value }
         }
@@ -51,7 +92,7 @@ impl Lines {
     fn grouped(&self, txns: usize) -> (Vec<u32>, Vec<u32>) {
         let mut starts = vec![0u32; txns + 1];
         for &s in &self.slot {
-            starts[s as usize + 1] += 1;
+            starts[(s & !WRITE) as usize + 1] += 1;
         }
         for i in 1..starts.len() {
             starts[i] += starts[i - 1];
@@ -59,8 +100,9 @@ impl Lines {
         let mut next = starts.clone();
         let mut order = vec![0u32; self.slot.len()];
         for (i, &s) in self.slot.iter().enumerate() {
-            order[next[s as usize] as usize] = i as u32;
-            next[s as usize] += 1;
+            let s = (s & !WRITE) as usize;
+            order[next[s] as usize] = i as u32;
+            next[s] += 1;
         }
         (order, starts)
     }
@@ -126,9 +168,12 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
                 format!("transaction {txn} was in session {} before, now {session}", txns[slot as usize].1),
             ));
         }
-        lines.slot.push(slot);
+        if slot & WRITE != 0 {
+            return Err(FormatError::invalid(line_no, "txn", "more than 2^31 transactions"));
+        }
+        lines.slot.push(if op == 'r' { slot } else { slot | WRITE });
         lines.key.push(key);
-        lines.value.push(if op == 'r' { value } else { !value });
+        lines.value.push(value);
     }
     drop(index);
     let (order, starts) = lines.grouped(txns.len());

@@ -127,3 +127,19 @@ fn interleaved_lines_are_grouped_by_transaction_in_file_order() {
         (0..h.object_count()).map(|i| h.object(isocert_history::ObjId(i as u32)).key.clone()).collect();
     assert_eq!(keys, vec![int(1), int(2), int(3), int(4)], "objects interned transaction by transaction");
 }
+
+/// Keys and values past 32 bits, after lines that fit (the reader widens its arrays then).
+#[test]
+fn keys_and_values_past_32_bits_are_read_whole() {
+    let text = "w(1,10,1,1)\nw(5000000000,6000000000,1,2)\nr(5000000000,6000000000,2,3)\nr(1,10,2,3)\n";
+    let h = isocert_history::formats::read_plume(text.as_bytes()).expect("reads").history;
+    let Op::Read { obj, value } = h.txns[2].ops[0] else { panic!("expected a read") };
+    assert_eq!(h.object(obj).key, Scalar::Int(5_000_000_000));
+    assert_eq!(h.value(value), &Value::Scalar(Scalar::Int(6_000_000_000)));
+    let Op::Write { obj, value } = h.txns[0].ops[0] else { panic!("expected a write") };
+    assert_eq!(
+        (h.object(obj).key.clone(), h.value(value)),
+        (Scalar::Int(1), &Value::Scalar(Scalar::Int(10)))
+    );
+    assert_eq!(h.txns[2].ops.len(), 2);
+}
