@@ -30,6 +30,7 @@ mod verdict;
 /// malloc, free and the zeroing of pages it handed back were 15 to 25% of the predicate
 /// history's samples; user time falls by 25 to 40%, peak memory rises (docs/PERFORMANCE.md,
 /// "Allocator").
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

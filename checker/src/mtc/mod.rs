@@ -28,6 +28,7 @@
 pub(crate) mod graph;
 pub(crate) mod realtime;
 mod shape;
+mod sites;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -37,6 +38,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
 use graph::Csr;
 pub(crate) use shape::check_shape;
+pub(crate) use sites::{write_sites, WriteSites};
 
 /// One dependency edge: its kind, object and the reading operation (`u32::MAX`: none).
 #[derive(Clone, Copy, Debug)]
@@ -73,49 +75,9 @@ pub(crate) struct Inference {
     pub(crate) anomalies: Vec<Anomaly>,
 }
 
-/// Where each written value came from.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Site {
-    /// The writing transaction.
-    pub(crate) txn: TxnId,
-    /// The write's op index in it.
-    pub(crate) op: u32,
-    /// Whether it is the transaction's last write of the object (an installed version).
-    pub(crate) is_final: bool,
-}
-
-/// The write behind every (object, value) written in `h` (values are unique per object in
-/// the histories the black-box checkers accept).
-pub(crate) fn write_sites(h: &History) -> FxHashMap<(ObjId, ValueId), Site> {
-    let mut sites: FxHashMap<(ObjId, ValueId), Site> = FxHashMap::default();
-    sites.reserve(h.txns.len() * 2);
-    // Objects written later in the transaction (walking backwards): a list for short
-    // transactions, a set for long ones (a plume file's aborted writes are one transaction).
-    let mut later: Vec<ObjId> = Vec::new();
-    for t in h.txn_ids() {
-        let ops = &h.txn(t).ops;
-        let mut later_set: Option<FxHashSet<ObjId>> = (ops.len() > 32).then(FxHashSet::default);
-        later.clear();
-        for (i, op) in ops.iter().enumerate().rev() {
-            if let Op::Write { obj, value } = op {
-                let is_final = match &mut later_set {
-                    Some(set) => set.insert(*obj),
-                    None if later.contains(obj) => false,
-                    None => {
-                        later.push(*obj);
-                        true
-                    }
-                };
-                sites.insert((*obj, *value), Site { txn: t, op: i as u32, is_final });
-            }
-        }
-    }
-    sites
-}
-
 /// Which transactions are nodes of the graph: the committed ones, and those of unknown
 /// outcome whose write a transaction that may have committed read.
-pub(crate) fn graph_nodes(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>) -> Vec<bool> {
+pub(crate) fn graph_nodes(h: &History, sites: &WriteSites) -> Vec<bool> {
     let mut in_graph: Vec<bool> = h.txns.iter().map(|t| t.status == Status::Committed).collect();
     if !h.txns.iter().any(|t| t.status == Status::Unknown) {
         return in_graph;
@@ -123,7 +85,7 @@ pub(crate) fn graph_nodes(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>
     for t in h.txn_ids().filter(|t| h.txn(*t).status != Status::Aborted) {
         for op in &h.txn(t).ops {
             if let Op::Read { obj, value } = op {
-                if let Some(s) = sites.get(&(*obj, *value)) {
+                if let Some(s) = sites.get(*obj, *value) {
                     if s.txn != t && h.txn(s.txn).status == Status::Unknown {
                         in_graph[s.txn.index()] = true;
                     }
@@ -261,7 +223,7 @@ pub(crate) fn infer(h: &History) -> Inference {
 pub(crate) fn resolve(
     h: &History,
     in_graph: &[bool],
-    sites: &FxHashMap<(ObjId, ValueId), Site>,
+    sites: &WriteSites,
     initial: ValueId,
     t: TxnId,
     op: u32,
@@ -274,7 +236,7 @@ pub(crate) fn resolve(
     }
     let here = OpRef { txn: t, op };
     let read = || format!("{} read {} at op {op}", h.txn_label(t), h.value_label(obj, value));
-    let Some(site) = sites.get(&(obj, value)) else {
+    let Some(site) = sites.get(obj, value) else {
         anomalies.push(
             Anomaly::new(
                 AnomalyKind::GarbageRead,

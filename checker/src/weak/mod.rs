@@ -42,15 +42,17 @@ use saturate::{Forced, Saturation, SessionWriters, Via};
 /// Vector-clock entries (u32 each) causal consistency may allocate: 4 GiB.
 const MAX_CLOCK_ENTRIES: usize = 1 << 30;
 
-/// One edge of the graph: session order, a read dependency, or a forced write order.
+/// One edge of the graph: session order, a read dependency, or a forced write order. Eight
+/// bytes: a forced order is named by its index, so an edge takes 16 bytes, not 32 (the edge
+/// list is the checker's largest array at read committed).
 #[derive(Clone, Copy, Debug)]
 enum Why {
     /// `from` came before `to` in their session.
     Session,
     /// `to` read what `from` wrote, at this op.
     Read(u32),
-    /// `from`'s write of an object must precede `to`'s.
-    Order(Forced),
+    /// `from`'s write of an object must precede `to`'s: the forced order at this index.
+    Order(u32),
     /// `from`'s append to this list came before `to`'s: a list read shows it, or no read
     /// shows `to`'s append (list-append histories, [`crate::sat::lists`]).
     Given(ObjId),
@@ -109,6 +111,8 @@ fn check_items(
     let writes = h.txns.iter().flat_map(|t| &t.ops).filter(|op| matches!(op, Op::Write { .. })).count();
     crate::sat::shape_checking(h, CheckerKind::Weak, sites.len() != writes)?;
     let reads = Reads::resolve(h, &sites);
+    // Every read names its writer now; the index of write sites is not needed again.
+    drop(sites);
     let mut report = Report::new(level, CheckerKind::Weak);
     report.stats.txns = h.txns.len();
     report.stats.committed = reads.in_graph.iter().filter(|&&b| b).count();
@@ -118,22 +122,32 @@ fn check_items(
             .into(),
     );
     let mut anomalies = reads.anomalies.clone();
-    let mut edges = base_edges(&reads);
     let n = h.txns.len();
-    // Causal consistency needs a topological order of session order and reads for its
-    // clocks; the other levels find a cycle there only if the final graph has one.
-    let order = if level == IsolationLevel::Causal {
-        match topological_order(&reads.in_graph, &edges) {
-            Some(order) => order,
-            None => return Ok(information_flow(h, report, anomalies, &edges)),
-        }
-    } else {
-        Vec::new()
+    let given_edges = || {
+        given
+            .iter()
+            .filter(|(_, a, b)| reads.in_graph[a.index()] && reads.in_graph[b.index()])
+            .map(|&(obj, a, b)| (a.0, b.0, Why::Given(obj)))
     };
-    let sat = match level {
-        IsolationLevel::ReadCommitted => saturate::read_committed(&reads),
-        IsolationLevel::ReadAtomic => saturate::read_atomic(&reads),
+    // The edge list is allocated once at its final length where the forced orders are known
+    // before it (read committed, read atomic): growing it past its capacity copied it into
+    // twice its size, a third of the peak memory at read committed.
+    let (mut edges, mut sat) = match level {
+        IsolationLevel::ReadCommitted | IsolationLevel::ReadAtomic => {
+            let sat = if level == IsolationLevel::ReadCommitted {
+                saturate::read_committed(&reads)
+            } else {
+                saturate::read_atomic(&reads)
+            };
+            (base_edges(&reads, sat.edges.len() + given_edges().count()), sat)
+        }
         _ => {
+            // Causal consistency needs a topological order of session order and reads for
+            // its clocks; the other levels find a cycle there only if the final graph has one.
+            let mut edges = base_edges(&reads, 0);
+            let Some(order) = topological_order(&reads.in_graph, &edges) else {
+                return Ok(information_flow(h, report, anomalies, &edges));
+            };
             let entries = Clocks::entries(&reads);
             if entries > MAX_CLOCK_ENTRIES {
                 return Err(CheckError::UnsupportedHistory {
@@ -147,17 +161,16 @@ fn check_items(
                 });
             }
             let clocks = Clocks::build(&reads, &order);
-            saturate::causal(&reads, &SessionWriters::build(&reads), &clocks)
+            let sat = saturate::causal(&reads, &SessionWriters::build(&reads), &clocks);
+            edges.reserve_exact(sat.edges.len() + given_edges().count());
+            (edges, sat)
         }
     };
     let base_len = edges.len();
-    edges.extend(sat.edges.iter().map(|&(a, b, f)| (a, b, Why::Order(f))));
-    edges.extend(
-        given
-            .iter()
-            .filter(|(_, a, b)| reads.in_graph[a.index()] && reads.in_graph[b.index()])
-            .map(|&(obj, a, b)| (a.0, b.0, Why::Given(obj))),
-    );
+    let forced = std::mem::take(&mut sat.edges);
+    let forced_len = forced.len();
+    edges.extend(forced.iter().enumerate().map(|(i, &(a, b, _))| (a, b, Why::Order(i as u32))));
+    edges.extend(given_edges());
     // Acyclic (the common case) is decided by Kahn's algorithm alone; the graphs that
     // explain counterexamples are built only when there is something to explain.
     let topo = topological_order(&reads.in_graph, &edges);
@@ -174,14 +187,14 @@ fn check_items(
         "{} external read(s) forced {} write order(s) between transactions; {} read(s) of an initial version \
          came after a write they had to see",
         reads.len(),
-        sat.edges.len(),
+        forced_len,
         sat.initial.len()
     ));
     if cyclic || !sat.initial.is_empty() {
         let base = Csr::build(n, &edges[..base_len]);
         anomalies.extend(initial_reads(h, &reads, &base, &sat, kind));
         if cyclic {
-            anomalies.extend(cycles(h, &Csr::build(n, &edges), &base, kind));
+            anomalies.extend(cycles(h, &Csr::build(n, &edges), &base, &forced, kind));
         }
     }
     if let (Some(order), true) = (topo, anomalies.is_empty()) {
@@ -223,15 +236,17 @@ fn information_flow(
 ) -> Report {
     report.stats.edges = base.len();
     let graph = Csr::build(h.txns.len(), base);
-    anomalies.extend(cycles(h, &graph, &graph, AnomalyKind::G1c));
+    anomalies.extend(cycles(h, &graph, &graph, &[], AnomalyKind::G1c));
     report.notes.push("session order and reads have a cycle: no write order was inferred".into());
     report.anomalies = anomalies;
     report
 }
 
 /// Session order between consecutive nodes of a session, and a read dependency per read.
-fn base_edges(reads: &Reads) -> Vec<(u32, u32, Why)> {
-    let mut edges = Vec::with_capacity(reads.len() + reads.in_graph.len());
+/// `extra`: room for the edges that will be added after them.
+fn base_edges(reads: &Reads, extra: usize) -> Vec<(u32, u32, Why)> {
+    let mut edges =
+        Vec::with_capacity(reads.len() + reads.sessions.iter().map(Vec::len).sum::<usize>() + extra);
     for session in &reads.sessions {
         for pair in session.windows(2) {
             edges.push((pair[0].0, pair[1].0, Why::Session));
@@ -248,8 +263,15 @@ fn base_edges(reads: &Reads) -> Vec<(u32, u32, Why)> {
 }
 
 /// One shortest cycle per cyclic strongly connected component of `graph`, explained; a
-/// cycle with a forced order is of kind `kind`, one without is `g1c`.
-fn cycles(h: &History, graph: &Csr<Why>, base: &Csr<Why>, kind: AnomalyKind) -> Vec<Anomaly> {
+/// cycle with a forced order is of kind `kind`, one without is `g1c`. `forced`: the forced
+/// orders [`Why::Order`] names.
+fn cycles(
+    h: &History,
+    graph: &Csr<Why>,
+    base: &Csr<Why>,
+    forced: &[(u32, u32, Forced)],
+    kind: AnomalyKind,
+) -> Vec<Anomaly> {
     let mut member = vec![false; graph.nodes()];
     let mut out = Vec::new();
     for comp in graph.cyclic_components() {
@@ -257,9 +279,9 @@ fn cycles(h: &History, graph: &Csr<Why>, base: &Csr<Why>, kind: AnomalyKind) -> 
         let start = *comp.iter().min().expect("components are not empty");
         let cycle = graph.shortest_cycle(start, &|n| member[n as usize]);
         comp.iter().for_each(|&n| member[n as usize] = false);
-        let forced = cycle.iter().any(|e| matches!(e.2, Why::Order(_) | Why::Given(_)));
-        let edges: Vec<Edge> = cycle.iter().map(|&(a, b, why)| explain(h, base, a, b, why)).collect();
-        let (kind, what) = if forced {
+        let any_forced = cycle.iter().any(|e| matches!(e.2, Why::Order(_) | Why::Given(_)));
+        let edges: Vec<Edge> = cycle.iter().map(|&(a, b, why)| explain(h, base, forced, a, b, why)).collect();
+        let (kind, what) = if any_forced {
             (kind, "no commit order respects session order, reads and the write orders they force")
         } else {
             (
@@ -316,11 +338,14 @@ fn initial_reads(
 /// The edges by which `t2` precedes the reader of `why`, as the level's premise says.
 fn precedence(h: &History, base: &Csr<Why>, t2: TxnId, why: Forced) -> Vec<Edge> {
     match why.via {
-        Via::EarlierRead(op) | Via::Read(op) => vec![explain(h, base, t2.0, why.reader.0, Why::Read(op))],
-        Via::Session => vec![explain(h, base, t2.0, why.reader.0, Why::Session)],
-        Via::Causal => {
-            path(base, t2.0, why.reader.0).into_iter().map(|(a, b, w)| explain(h, base, a, b, w)).collect()
+        Via::EarlierRead(op) | Via::Read(op) => {
+            vec![explain(h, base, &[], t2.0, why.reader.0, Why::Read(op))]
         }
+        Via::Session => vec![explain(h, base, &[], t2.0, why.reader.0, Why::Session)],
+        Via::Causal => path(base, t2.0, why.reader.0)
+            .into_iter()
+            .map(|(a, b, w)| explain(h, base, &[], a, b, w))
+            .collect(),
     }
 }
 
@@ -350,8 +375,15 @@ fn path(base: &Csr<Why>, from: u32, to: u32) -> Vec<(u32, u32, Why)> {
     out
 }
 
-/// One explained edge.
-fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
+/// One explained edge; `forced`: the forced orders [`Why::Order`] names.
+fn explain(
+    h: &History,
+    base: &Csr<Why>,
+    forced: &[(u32, u32, Forced)],
+    from: u32,
+    to: u32,
+    why: Why,
+) -> Edge {
     let (a, b) = (TxnId(from), TxnId(to));
     let (la, lb) = (h.txn_label(a), h.txn_label(b));
     let read_at = |t: TxnId, op: u32| match h.txn(t).ops.get(op as usize) {
@@ -395,7 +427,8 @@ fn explain(h: &History, base: &Csr<Why>, from: u32, to: u32, why: Why) -> Edge {
             ),
             basis: crate::EdgeBasis::Derived,
         },
-        Why::Order(f) => {
+        Why::Order(i) => {
+            let f = forced[i as usize].2;
             let t3 = f.reader;
             let l3 = h.txn_label(t3);
             let (_, value) = read_at(t3, f.op);

@@ -6,7 +6,7 @@
 use isocert_history::{History, ObjId, Op, OpRef, TxnId, ValueId, Writer};
 use rustc_hash::FxHashMap;
 
-use crate::mtc::{self, Site};
+use crate::mtc;
 use crate::{Anomaly, AnomalyKind};
 
 /// A read answered by another transaction's installed version (or the initial one).
@@ -44,7 +44,7 @@ pub(crate) struct Reads {
 impl Reads {
     /// Resolves every read of `h` by value (as MTC and the SAT checkers do), given where
     /// each value was written ([`mtc::write_sites`]).
-    pub(crate) fn resolve(h: &History, sites: &FxHashMap<(ObjId, ValueId), Site>) -> Reads {
+    pub(crate) fn resolve(h: &History, sites: &mtc::WriteSites) -> Reads {
         let n = h.txns.len();
         let in_graph = mtc::graph_nodes(h, sites);
         // Each object's initial value, by dense object id (one array read per read).
@@ -52,12 +52,24 @@ impl Reads {
         for &(obj, value) in &h.initial {
             initial[obj.index()] = value;
         }
+        // Sized from the nodes' reads and writes (an upper bound): a guess that grew held
+        // the old array beside one twice its size.
+        let (mut read_ops, mut write_ops) = (0, 0);
+        for t in h.txn_ids().filter(|t| in_graph[t.index()]) {
+            for op in &h.txn(t).ops {
+                match op {
+                    Op::Read { .. } => read_ops += 1,
+                    Op::Write { .. } => write_ops += 1,
+                    _ => {}
+                }
+            }
+        }
         let mut out = Reads {
             in_graph,
             read_start: Vec::with_capacity(n + 1),
-            reads: Vec::with_capacity(n * 4),
+            reads: Vec::with_capacity(read_ops),
             write_start: Vec::with_capacity(n + 1),
-            written: Vec::with_capacity(n * 4),
+            written: Vec::with_capacity(write_ops),
             session: vec![u32::MAX; n],
             position: vec![0; n],
             sessions: Vec::new(),

@@ -84,3 +84,62 @@ fn isovista_explicit_initial_transaction_is_the_initial_state() {
     assert_eq!(imported.history.txns.len(), 2);
     assert!(imported.notes.is_empty(), "{:?}", imported.notes);
 }
+
+/// Lines of transactions interleave (sessions write concurrently; AWDIT's aborted writes
+/// share id -1 wherever they fall): each transaction gets its own lines in file order, in
+/// the order transactions first appear, and the interning follows that order.
+#[test]
+fn interleaved_lines_are_grouped_by_transaction_in_file_order() {
+    let text =
+        "w(1,10,1,1)\nw(2,20,2,2)\nw(3,99,3,-1)\nr(2,20,1,1)\nr(1,10,2,2)\nw(1,11,1,1)\nw(4,98,2,-1)\n";
+    let h = isocert_history::formats::read_plume(text.as_bytes()).expect("reads").history;
+    let int_of = |value| match h.value(value) {
+        Value::Scalar(Scalar::Int(v)) => *v,
+        other => panic!("{other:?}"),
+    };
+    let shown: Vec<(Scalar, Vec<String>)> = h
+        .txns
+        .iter()
+        .map(|t| {
+            let ops = t
+                .ops
+                .iter()
+                .map(|op| match *op {
+                    Op::Read { obj, value } => format!("r{}={}", h.object(obj).key, int_of(value)),
+                    Op::Write { obj, value } => format!("w{}={}", h.object(obj).key, int_of(value)),
+                    ref other => panic!("{other:?}"),
+                })
+                .collect();
+            (t.name.clone(), ops)
+        })
+        .collect();
+    let int = Scalar::Int;
+    assert_eq!(
+        shown,
+        vec![
+            (int(1), vec!["w1=10".into(), "r2=20".into(), "w1=11".into()]),
+            (int(2), vec!["w2=20".into(), "r1=10".into()]),
+            (int(-1), vec!["w3=99".into(), "w4=98".into()]),
+        ]
+    );
+    assert_eq!(h.txns[2].status, Status::Aborted);
+    let keys: Vec<Scalar> =
+        (0..h.object_count()).map(|i| h.object(isocert_history::ObjId(i as u32)).key.clone()).collect();
+    assert_eq!(keys, vec![int(1), int(2), int(3), int(4)], "objects interned transaction by transaction");
+}
+
+/// Keys and values past 32 bits, after lines that fit (the reader widens its arrays then).
+#[test]
+fn keys_and_values_past_32_bits_are_read_whole() {
+    let text = "w(1,10,1,1)\nw(5000000000,6000000000,1,2)\nr(5000000000,6000000000,2,3)\nr(1,10,2,3)\n";
+    let h = isocert_history::formats::read_plume(text.as_bytes()).expect("reads").history;
+    let Op::Read { obj, value } = h.txns[2].ops[0] else { panic!("expected a read") };
+    assert_eq!(h.object(obj).key, Scalar::Int(5_000_000_000));
+    assert_eq!(h.value(value), &Value::Scalar(Scalar::Int(6_000_000_000)));
+    let Op::Write { obj, value } = h.txns[0].ops[0] else { panic!("expected a write") };
+    assert_eq!(
+        (h.object(obj).key.clone(), h.value(value)),
+        (Scalar::Int(1), &Value::Scalar(Scalar::Int(10)))
+    );
+    assert_eq!(h.txns[2].ops.len(), 2);
+}
