@@ -49,6 +49,15 @@ def problems(doc):
     services = doc.get("services") or {}
     found = []
     bindings = []
+    # One-shot jobs (another service waits for them to complete successfully) exit by
+    # design: they have nothing to be healthy about.
+    one_shot = {
+        dep
+        for service in services.values()
+        if isinstance(service.get("depends_on"), dict)
+        for dep, how in service["depends_on"].items()
+        if isinstance(how, dict) and how.get("condition") == "service_completed_successfully"
+    }
     names = {}
     for name, service in services.items():
         service = service or {}
@@ -66,7 +75,7 @@ def problems(doc):
         for dep in deps:
             if dep not in services:
                 found.append(f"service {name} depends on {dep}, which the file does not define")
-        if "healthcheck" not in service:
+        if "healthcheck" not in service and name not in one_shot:
             found.append(f"service {name} has no healthcheck (`docker compose up --wait` needs one)")
     # Dependency cycles.
     state = {}
