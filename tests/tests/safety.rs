@@ -29,6 +29,16 @@ fn psql(url: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Whether the run's table holds a value its workload wrote (every initial value is 0);
+/// false while the table does not exist yet.
+fn some_write_committed(url: &str) -> bool {
+    let out = Command::new("psql")
+        .args([url, "-Atqc", "SELECT count(*) > 0 FROM kv WHERE value <> 0"])
+        .output()
+        .expect("psql");
+    out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "t"
+}
+
 /// A fresh database named after the test on the test server; returns its URL.
 fn fresh_database(server: &str, name: &str) -> String {
     let db = format!("isocert_safety_{name}_{}", std::process::id());
@@ -195,7 +205,9 @@ fn signals_with_db_save_a_partial_result_and_leave_nothing() {
         wait_until("the run's replication slot exists", Duration::from_secs(60), || {
             run_objects_exist(&url, pid)
         });
-        std::thread::sleep(Duration::from_secs(2));
+        // Until a write has committed (a fixed pause was sometimes too short on a loaded
+        // machine: the signal came before the first commit, and nothing was there to keep).
+        wait_until("a write of the run committed", Duration::from_secs(60), || some_write_committed(&url));
         signal(&child, name);
         let output = finish(child);
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -291,7 +303,7 @@ fn embedded_run_then(signal_name: &str, out: &Path) -> Option<(Child, PathBuf, u
             .output()
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "1")
     });
-    std::thread::sleep(Duration::from_secs(2));
+    wait_until("a write of the run committed", Duration::from_secs(60), || some_write_committed(&url));
     signal(&child, signal_name);
     Some((child, dir, postmaster))
 }
