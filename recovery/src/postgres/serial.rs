@@ -96,17 +96,17 @@ pub(crate) fn order(
     // could put a read-only transaction before its session's predecessor). When the
     // dependencies and session order form a cycle, the dependencies alone decide, and the
     // checker reports the session's violation.
-    let mut with_sessions = edges.clone();
+    let mut sessions: Vec<(TxnId, TxnId)> = Vec::new();
     let mut last: Vec<Option<TxnId>> = vec![None; h.session_count()];
     for &t in &committed {
         if let Some(before) = last[h.txn(t).session.index()].replace(t) {
-            with_sessions.push((before, t));
+            sessions.push((before, t));
         }
     }
-    if let Ok(order) = topological(n, &committed, with_sessions, priority) {
+    if let Ok(order) = topological(n, &committed, &[&edges, &sessions], priority) {
         return Ok((order, false));
     }
-    match topological(n, &committed, edges, priority) {
+    match topological(n, &committed, &[&edges], priority) {
         Ok(order) => Ok((order, false)),
         // A cycle: what precedes it in topological order, then the rest by the timeline.
         Err(mut order) => {
@@ -128,14 +128,13 @@ pub(crate) fn order(
 fn topological(
     n: usize,
     committed: &[TxnId],
-    mut edges: Vec<(TxnId, TxnId)>,
+    edges: &[&[(TxnId, TxnId)]],
     priority: impl Fn(TxnId) -> (u64, TxnId),
 ) -> Result<Vec<TxnId>, Vec<TxnId>> {
     let mut indegree = vec![0usize; n];
     let mut out: Vec<Vec<TxnId>> = vec![Vec::new(); n];
-    edges.sort_unstable();
-    edges.dedup();
-    for &(a, b) in &edges {
+    // A repeated edge counts once in the in-degree per occurrence and is released as often.
+    for &(a, b) in edges.iter().copied().flatten() {
         if a != b {
             out[a.index()].push(b);
             indegree[b.index()] += 1;
