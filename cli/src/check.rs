@@ -89,7 +89,8 @@ pub(crate) struct CheckArgs {
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub(crate) html_drawn: usize,
     /// The format of HISTORY: v1, chronos, elle, elle-json, dbcop, dbcop-hist,
-    /// dbcop-bincode, plume (PolySI/IsoVista/AWDIT text), cobra (a log directory) or viper
+    /// dbcop-bincode, plume (PolySI/IsoVista/AWDIT text), awdit-test (AWDIT's test suite),
+    /// cobra (a log directory) or viper
     /// (a log directory); see docs/FORMATS.md. CERT is a v1 certificate (or a King Cobra
     /// `.vo` beside cobra logs); without one, an Elle list-append history is checked under
     /// the version order its reads show.
