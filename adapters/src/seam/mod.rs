@@ -24,7 +24,6 @@
 //! Everything that depends on the database's SQL dialect, error codes and facts stays in
 //! its adapter module; this module has none of it.
 
-mod dispatch;
 mod feed;
 mod step;
 
@@ -40,7 +39,7 @@ use serde::Serialize;
 
 use crate::AdapterError;
 
-pub use dispatch::{dispatch, DatabaseKind, DatabaseVisitor};
+pub use crate::registry::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
 pub use step::{
     int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
