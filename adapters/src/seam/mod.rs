@@ -25,6 +25,7 @@
 //! its adapter module; this module has none of it.
 
 mod feed;
+mod no_server;
 mod step;
 
 use std::fmt;
@@ -41,6 +42,7 @@ use crate::AdapterError;
 
 pub use crate::registry::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
+pub use no_server::NoThrowawayServer;
 pub use step::{
     int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
     Step, TableSpec,
