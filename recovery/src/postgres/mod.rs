@@ -21,6 +21,7 @@ use isocert_history::{Certificate, History};
 
 use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
+pub use facts::{PgOpFacts, PgTxnFacts};
 pub use foreign::{add_foreign_writers, values_the_history_holds};
 
 /// The former name of [`Recovered`].
