@@ -27,6 +27,7 @@
 mod feed;
 mod no_server;
 mod step;
+mod url;
 
 use std::fmt;
 use std::future::Future;
@@ -47,6 +48,7 @@ pub use step::{
     int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
     Step, TableSpec,
 };
+pub use url::{DatabaseUrl, UrlOption};
 
 /// The isolation level transactions run at, as the user names it; each adapter maps it to
 /// its database's statement (`BEGIN ISOLATION LEVEL ...`, `SET TRANSACTION ...`).
