@@ -1,4 +1,4 @@
-//! The databases isocert knows: one [`databases!`] line per database, from which
+//! The databases isocert knows: one `databases!` line per database, from which
 //! [`DatabaseKind`], its names ([`DatabaseKind::as_str`], [`FromStr`], the "choices" of an
 //! unknown name), [`DatabaseKind::from_url`] (URL schemes, and the scheme list of
 //! [`AdapterError::UnknownScheme`]) and [`dispatch`] (kind to adapter type) are generated.
