@@ -30,6 +30,7 @@ pub mod mariadb;
 pub mod mongodb;
 mod mysql_sql;
 pub mod postgres;
+mod registry;
 pub mod seam;
 mod server_process;
 pub mod tidb;

@@ -37,10 +37,10 @@ use crate::output::{write_file, write_text};
 /// Run a workload on a database, recover its version certificate concurrently, and check it.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
-    /// The database to test; the scheme picks the adapter: `postgres://user@host:port/db`
-    /// (needs `wal_level=logical`), `mariadb://` or `mysql://`, `tidb://`, `cockroachdb://`,
-    /// `dgraph://host:8080` (README lists what each needs). Without it a throwaway server of
-    /// --database is started in a temporary directory and removed afterwards.
+    /// The database to test, e.g. `postgres://user@host:port/db` (needs `wal_level=logical`);
+    /// the URL's scheme picks the adapter (README lists the schemes and what each database
+    /// needs). Without it a throwaway server of --database is started in a temporary
+    /// directory and removed afterwards.
     #[arg(long, value_name = "URL")]
     db: Option<String>,
     /// Without --db: which throwaway server to start (postgres or mariadb).

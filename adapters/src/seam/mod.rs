@@ -24,9 +24,10 @@
 //! Everything that depends on the database's SQL dialect, error codes and facts stays in
 //! its adapter module; this module has none of it.
 
-mod dispatch;
 mod feed;
+mod no_server;
 mod step;
+mod url;
 
 use std::fmt;
 use std::future::Future;
@@ -40,12 +41,14 @@ use serde::Serialize;
 
 use crate::AdapterError;
 
-pub use dispatch::{dispatch, DatabaseKind, DatabaseVisitor};
+pub use crate::registry::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
+pub use no_server::NoThrowawayServer;
 pub use step::{
     int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
     Step, TableSpec,
 };
+pub use url::{DatabaseUrl, UrlOption};
 
 /// The isolation level transactions run at, as the user names it; each adapter maps it to
 /// its database's statement (`BEGIN ISOLATION LEVEL ...`, `SET TRANSACTION ...`).
