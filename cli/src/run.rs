@@ -23,9 +23,9 @@ use isocert_adapters::guard::run_name;
 use isocert_adapters::{
     dispatch, CaptureOptions, ChangeCapture, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer,
 };
-use isocert_checker::{check, render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
+use isocert_certify::{check, Interpreter};
+use isocert_checker::{render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
 use isocert_history::{v1, History};
-use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::{RawLog, Recovered};
 use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
 use serde_json::json;
@@ -350,7 +350,9 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
         let fetched = recovered?;
         let sent = Some((&fetched.document[..], fetched.submitted));
-        return finish::<D>(&args, history, fetched.recovered, stats, level, sent, emit.as_ref());
+        let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
+        let checking = ToCheck { history, recovered: fetched.recovered, interpreter };
+        return finish::<D>(&args, checking, stats, level, sent, emit.as_ref());
     }
     let Some(log) = log else {
         write_history(&args.out.join("history.jsonl"), &history)?;
@@ -372,12 +374,15 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     // timestamps and outcomes.
     write_history(&args.out.join("history.jsonl"), &history)?;
     write_raw_log(&args.out.join(RAW_LOG), &log)?;
-    let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
-    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    let mut interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let recovering = Instant::now();
-    let recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
-        format!("recovering the certificate (the captured log is in {})", args.out.join(RAW_LOG).display())
-    })?;
+    let recovered =
+        isocert_certify::recover::<D>(&mut history, &log, &mut interpreter).with_context(|| {
+            format!(
+                "recovering the certificate (the captured log is in {})",
+                args.out.join(RAW_LOG).display()
+            )
+        })?;
     stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
     stats.recover_secs = Some(recovering.elapsed().as_secs_f64());
     for w in &recovered.warnings {
@@ -389,7 +394,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
              follows commit visibility"
         );
     }
-    finish::<D>(&args, history, recovered, stats, level, None, emit.as_ref())
+    finish::<D>(&args, ToCheck { history, recovered, interpreter }, stats, level, None, emit.as_ref())
 }
 
 /// Fetches the certificate of `history` from the API (the history is saved first, so a
@@ -425,22 +430,29 @@ struct Fetched {
     submitted: usize,
 }
 
+/// A history with its certificate (recovered, or from the API) and the predicate
+/// interpreter compiled for it, ready to check.
+struct ToCheck {
+    history: History,
+    recovered: Recovered,
+    interpreter: Interpreter,
+}
+
 /// Writes the history and certificate (from the API: as it sent it, and the history
 /// without the foreign writers its certificate adds), checks, writes the reports, prints
 /// the verdict, and with `--emit` publishes the history with its certificate's timestamps.
 fn finish<D: Database>(
     args: &RunArgs,
-    history: History,
-    mut recovered: Recovered,
+    checking: ToCheck,
     mut stats: RunStats,
     level: IsolationLevel,
     sent: Option<(&[u8], usize)>,
     emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<ExitCode> {
+    let ToCheck { history, mut recovered, interpreter } = checking;
     if sent.is_none() && !args.explicit_version_sets {
         recovered.certificate.compact_version_sets(&history);
     }
-    let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     match sent {
         None => {
             write_history(&args.out.join("history.jsonl"), &history)?;
