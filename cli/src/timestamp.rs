@@ -1,9 +1,7 @@
 //! The Chronos and Aion arms of `isocert check`: timestamp-based checking of key-value and
 //! list histories in the v1 or Chronos format, read by the fast streaming readers.
 
-use std::fs::File;
 use std::io::{Read, Write};
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -13,11 +11,10 @@ use isocert_checker::{
     check_chronos_kv, render_dot, render_json, Aion, AionDelay, AionOptions, CheckerKind, ChronosStream,
     HtmlOptions, Report,
 };
-use isocert_history::chronos::{read_chronos, ChronosReader};
+use isocert_history::chronos::ChronosReader;
 use isocert_history::formats::Format;
 use isocert_history::{
-    read_kv_v1, read_kv_v1_chunks, read_kv_v1_file, v1, Certificate, FormatError, History, KvHistory,
-    KvV1Reader, Scalar, TxnId,
+    read_kv_v1_chunks, Certificate, FormatError, History, KvHistory, KvV1Reader, Scalar, TxnId,
 };
 
 use rustc_hash::FxHashSet;
@@ -58,49 +55,13 @@ pub(crate) fn parse_initial(text: &str) -> Result<Scalar, String> {
     }
 }
 
-/// Opens the history (`-`: standard input), for reading on any thread.
-fn open(path: &Path) -> anyhow::Result<Box<dyn Read + Send>> {
-    if path.as_os_str() == "-" {
-        return Ok(Box::new(std::io::stdin()));
-    }
-    let file = File::open(path).with_context(|| format!("cannot open history {}", path.display()))?;
-    Ok(Box::new(file))
-}
-
 /// Loads a whole history for Chronos: the fast reader, or for v1 files with constructs only
 /// the general reader handles, the general reader (which then names what Chronos cannot check).
 fn load(args: &CheckArgs) -> anyhow::Result<KvHistory> {
-    let path = &args.history;
-    let what = || format!("history {}", path.display());
-    let mut kv = match args.format {
-        Format::Chronos => read_chronos(open(path)?, None).with_context(what)?,
-        // Standard input and pipes cannot be read twice: keep the bytes for the fallback.
-        Format::V1 if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) => {
-            let mut bytes = Vec::new();
-            open(path)?.read_to_end(&mut bytes).with_context(what)?;
-            match read_kv_v1(bytes.as_slice()) {
-                Err(FormatError::Unsupported { .. }) => {
-                    general(v1::read_history(bytes.as_slice()).with_context(what)?)?
-                }
-                other => other.with_context(what)?,
-            }
-        }
-        // A file is read on every core (split at line boundaries), then checked.
-        Format::V1 => match read_kv_v1_file(path, parse_threads()) {
-            Err(FormatError::Unsupported { .. }) => {
-                let file = std::io::BufReader::new(File::open(path).with_context(what)?);
-                general(v1::read_history(file).with_context(what)?)?
-            }
-            other => other.with_context(what)?,
-        },
-        other => {
-            let imported = other.read_path(path).with_context(|| format!("reading a {other} history"))?;
-            for note in &imported.notes {
-                tracing::warn!("{}: {note}", path.display());
-            }
-            general(imported.history)?
-        }
-    };
+    let (mut kv, notes) = isocert_history::open_kv(&args.history, args.format, parse_threads())?;
+    for note in &notes {
+        tracing::warn!("{}: {note}", args.history.display());
+    }
     if let Some(text) = &args.initial_value {
         let initial = parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?;
         kv.set_default_initial(Some(&initial));
@@ -111,10 +72,6 @@ fn load(args: &CheckArgs) -> anyhow::Result<KvHistory> {
 /// Threads for reading a history file: one per core the process may use.
 fn parse_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-}
-
-fn general(h: History) -> anyhow::Result<KvHistory> {
-    Ok(KvHistory::from_history(&h)?)
 }
 
 /// Runs Chronos or Aion for `isocert check`.
@@ -304,7 +261,7 @@ fn run_aion(args: &CheckArgs) -> anyhow::Result<(Report, KvHistory)> {
         Some(text) => Some(parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?),
         None => None,
     };
-    let input = open(&args.history)?;
+    let input = isocert_history::open_input(&args.history)?;
     let started = Instant::now();
     let aion = Aion::new(options)?;
     let (report, kv) = match args.format {
