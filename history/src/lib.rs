@@ -26,6 +26,7 @@ mod ids;
 mod intern;
 mod kv;
 mod model;
+mod open;
 mod snapshot_set;
 mod timestamp;
 pub mod v1;
@@ -45,6 +46,7 @@ pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,
     KV_TABLE,
 };
+pub use open::{open, open_input, open_kv, read_all, OpenError};
 pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};
