@@ -25,7 +25,9 @@ pub mod formats;
 mod ids;
 mod intern;
 mod kv;
+mod level;
 mod model;
+mod name;
 mod snapshot_set;
 mod timestamp;
 pub mod v1;
@@ -41,10 +43,12 @@ pub use kv::{
     read_kv_v1, read_kv_v1_bytes, read_kv_v1_chunks, read_kv_v1_file, ChunkFailed, KvHistory, KvOp, KvOpKind,
     KvTxnFields, KvV1Chunks, KvV1Reader, KvValue,
 };
+pub use level::IsolationLevel;
 pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,
     KV_TABLE,
 };
+pub use name::UnknownName;
 pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};

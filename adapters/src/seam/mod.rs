@@ -33,6 +33,8 @@ use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The one error for an unknown name (a level, a database), re-exported for the seam.
+pub use isocert_history::UnknownName;
 use isocert_history::{Dialect, History, Scalar};
 /// The recovery types the seam's signatures use, re-exported for implementers.
 pub use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
@@ -88,18 +90,6 @@ impl fmt::Display for Isolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// A name that is not one of the accepted spellings.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {what} {given:?}: use {choices}")]
-pub struct UnknownName {
-    /// What was being named (`isolation level`, `database`).
-    pub what: &'static str,
-    /// What the user gave.
-    pub given: String,
-    /// The accepted spellings, in words.
-    pub choices: &'static str,
 }
 
 impl FromStr for Isolation {
