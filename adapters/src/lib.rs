@@ -42,9 +42,10 @@ pub use mariadb::{EmbeddedMariaDb, MariaDb};
 pub use mongodb::MongoDb;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
-    dispatch, int_row, redact_url, row_key, sql_literal, CaptureOptions, ChangeCapture, CheckedLevel,
-    ColumnType, CommitOutcome, Database, DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress,
-    FeedSink, FeedTxn, IntOp, IntStep, Isolation, RecordedOp, Session, StaleObjects, StatementWrite, Step,
-    TableIncarnation, TableSpec, ThrowawayServer, UnknownName,
+    dispatch, has_transaction_snapshot, int_row, parse_run_level, redact_url, row_key, sql_level,
+    sql_literal, unrunnable_level, CaptureOptions, ChangeCapture, ColumnType, CommitOutcome, Database,
+    DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress, FeedSink, FeedTxn, IntOp, IntStep,
+    IsolationLevel, RecordedOp, Session, StaleObjects, StatementWrite, Step, TableIncarnation, TableSpec,
+    ThrowawayServer, UnknownName, SQL_RUN_LEVELS,
 };
 pub use tidb::TiDb;

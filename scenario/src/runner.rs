@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use isocert_adapters::{CaptureOptions, ChangeCapture, Database, DbError, Isolation, Session};
+use isocert_adapters::{CaptureOptions, ChangeCapture, Database, DbError, IsolationLevel, Session};
 use isocert_history::{History, Status};
 use isocert_recovery::RawLog;
 use isocert_workload::Recorder;
@@ -32,7 +32,7 @@ use crate::worker::{Command, StepDone, Worker};
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     /// The level of a transaction whose `BEGIN` names none (`--isolation`).
-    pub isolation: Isolation,
+    pub isolation: IsolationLevel,
     /// The change capture's options.
     pub capture: CaptureOptions,
     /// How long a step may neither finish nor be reported blocked.
@@ -118,21 +118,12 @@ pub struct PermutationRun {
     /// permutation"): a step of a session whose previous step still waits for a lock.
     pub invalid: Option<String>,
     /// The levels its recorded transactions ran at, each once, weakest first.
-    pub levels: Vec<Isolation>,
+    pub levels: Vec<IsolationLevel>,
     /// The tables recorded (those of the spec the runner could read after the setup).
     pub tables: Vec<&'static str>,
     /// Recordable tables whose rows could not be read after the setup (a NULL, a value out
     /// of range): not recorded in this permutation, their statements run as written.
     pub unreadable: Vec<SkippedTable>,
-}
-
-/// How strong a level is: read committed 0, repeatable read 1, serializable 2.
-pub fn strength(level: Isolation) -> u8 {
-    match level {
-        Isolation::ReadCommitted => 0,
-        Isolation::RepeatableRead => 1,
-        Isolation::Serializable => 2,
-    }
 }
 
 /// Why a permutation could not run.
@@ -586,7 +577,9 @@ async fn run_sessions<D: Database>(
             }
         }
     }
-    run.levels.sort_by_key(|l| strength(*l));
+    // Weakest first: `IsolationLevel`'s order puts read committed before repeatable read
+    // before serializable.
+    run.levels.sort();
     finished.sort_by_key(|(seq, _, _)| *seq);
     if !tables.is_empty() {
         let specs: Vec<_> = tables.iter().map(|t| t.spec).collect();
