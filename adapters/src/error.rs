@@ -112,7 +112,11 @@ pub enum AdapterError {
         source: Box<AdapterError>,
     },
     /// A database URL whose scheme names no database isocert knows.
-    #[error("unknown database URL scheme {}: use postgres://, postgresql://, mariadb://, mysql://, tidb:// or cockroachdb://", scheme.as_deref().map_or("(none)".to_string(), |s| format!("{s}://")))]
+    #[error(
+        "unknown database URL scheme {}: use {}",
+        scheme.as_deref().map_or("(none)".to_string(), |s| format!("{s}://")),
+        crate::DatabaseKind::SCHEME_CHOICES
+    )]
     UnknownScheme {
         /// The scheme, if the URL has one (never the whole URL: it may hold a password).
         scheme: Option<String>,

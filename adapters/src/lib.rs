@@ -3,7 +3,7 @@
 //!
 //! [`seam`] is what every adapter implements ([`Database`], [`Session`], [`ChangeCapture`],
 //! [`ThrowawayServer`]) and the database-neutral vocabulary ([`Step`], [`RecordedOp`],
-//! [`Isolation`], [`DbError`]); docs/ADAPTERS.md is the checklist for adding a database.
+//! [`IsolationLevel`], [`DbError`]); docs/ADAPTERS.md is the checklist for adding a database.
 //!
 //! PostgreSQL ([`postgres`]):
 //! - [`EmbeddedPostgres`]: a throwaway server (initdb into a temporary directory, logical
@@ -30,6 +30,7 @@ pub mod mariadb;
 pub mod mongodb;
 mod mysql_sql;
 pub mod postgres;
+mod registry;
 pub mod seam;
 mod server_process;
 pub mod tidb;

@@ -60,6 +60,7 @@ mod partition;
 mod render;
 mod report;
 mod sat;
+pub mod stream;
 mod values;
 mod versions;
 mod weak;

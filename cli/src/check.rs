@@ -89,7 +89,8 @@ pub(crate) struct CheckArgs {
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub(crate) html_drawn: usize,
     /// The format of HISTORY: v1, chronos, elle, elle-json, dbcop, dbcop-hist,
-    /// dbcop-bincode, plume (PolySI/IsoVista/AWDIT text), cobra (a log directory) or viper
+    /// dbcop-bincode, plume (PolySI/IsoVista/AWDIT text), awdit-test (AWDIT's test suite),
+    /// cobra (a log directory) or viper
     /// (a log directory); see docs/FORMATS.md. CERT is a v1 certificate (or a King Cobra
     /// `.vo` beside cobra logs); without one, an Elle list-append history is checked under
     /// the version order its reads show.
@@ -146,7 +147,7 @@ pub(crate) fn is_king_cobra_order(path: &Path) -> bool {
 /// the format carries are used. A v1 history of item operations is read by the fast reader;
 /// `facts` says whether its adapter facts (`meta`) may then be left out.
 pub(crate) fn load(
-    history: &PathBuf,
+    history: &Path,
     certificate: Option<&PathBuf>,
     format: Format,
     facts: v1::AdapterFacts,
@@ -164,29 +165,18 @@ pub(crate) fn load(
         }
         return Ok((imported.history, imported.certificate.unwrap_or_default()));
     }
-    let (mut h, carried) = if format == Format::V1 {
-        let file =
-            File::open(history).with_context(|| format!("cannot open history {}", history.display()))?;
-        let hint = match Format::guess(history) {
-            Some(other) if other != Format::V1 => format!(" (try --format {other})"),
-            _ => String::new(),
-        };
+    let read_bytes = |file: File| {
         let bar = reading_bar(&file, history);
         let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize));
-        bar.wrap_read(file)
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read history {}", history.display()))?;
+        bar.wrap_read(file).read_to_end(&mut bytes)?;
         bar.finish_and_clear();
-        let read = v1::read_history_bytes(&bytes, facts);
-        drop(bytes);
-        (read.with_context(|| format!("history {}{hint}", history.display()))?, None)
-    } else {
-        let imported = format.read_path(history).with_context(|| format!("reading a {format} history"))?;
-        for note in &imported.notes {
-            tracing::warn!("{}: {note}", history.display());
-        }
-        (imported.history, imported.certificate)
+        Ok(bytes)
     };
+    let imported = isocert_history::open(history, format, facts, read_bytes)?;
+    for note in &imported.notes {
+        tracing::warn!("{}: {note}", history.display());
+    }
+    let (mut h, carried) = (imported.history, imported.certificate);
     let cert = match certificate {
         Some(path) => read_v1_certificate(path, &mut h)?,
         None => carried.unwrap_or_default(),

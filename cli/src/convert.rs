@@ -19,7 +19,7 @@ use crate::exit;
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConvertArgs {
     /// The format of IN: v1, chronos, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode,
-    /// plume, cobra or viper.
+    /// plume, awdit-test, cobra or viper.
     #[arg(long, value_name = "FORMAT")]
     pub(crate) from: Format,
     /// The format of OUT (same names).

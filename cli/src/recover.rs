@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor};
+use isocert_certify::Interpreter;
 use isocert_history::{v1, History};
-use isocert_oracle::{Interpreter, MatchesOracle};
 
 use crate::exit;
 use crate::run::{write_certificate, write_history, RAW_LOG};
@@ -103,19 +103,18 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
             File::open(&source).with_context(|| format!("cannot open captured log {}", source.display()))?;
         D::read_source(&mut BufReader::new(file)).with_context(|| format!("{}", source.display()))?
     };
-    let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
-    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-    let mut recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
-        format!("recovering the {} certificate from {}", D::KIND.display_name(), source.display())
-    })?;
-    let writers =
-        history.txns.iter().filter(|t| t.is_committed() && t.ops.iter().any(|o| o.is_write())).count();
-    anyhow::ensure!(
-        !(D::NEEDS_LOG && recovered.stats.logged_txns == 0 && writers > 0),
-        "{} holds no commit of this history's {writers} committed writing transactions: it is not the \
-         change stream of this run (or of this database); no certificate was written",
-        source.display()
-    );
+    let mut interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
+    let mut recovered =
+        isocert_certify::recover::<D>(&mut history, &log, &mut interpreter).with_context(|| {
+            format!("recovering the {} certificate from {}", D::KIND.display_name(), source.display())
+        })?;
+    if let Some(writers) = isocert_certify::unlogged_writers::<D>(&history, &recovered) {
+        anyhow::bail!(
+            "{} holds no commit of this history's {writers} committed writing transactions: it is not the \
+             change stream of this run (or of this database); no certificate was written",
+            source.display()
+        );
+    }
     for w in &recovered.warnings {
         eprintln!("isocert: warning: {w}");
     }

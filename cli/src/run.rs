@@ -24,9 +24,9 @@ use isocert_adapters::{
     dispatch, parse_run_level, CaptureOptions, ChangeCapture, Database, DatabaseKind, DatabaseVisitor,
     ThrowawayServer,
 };
-use isocert_checker::{check, render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
+use isocert_certify::{check, Interpreter};
+use isocert_checker::{render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
 use isocert_history::{v1, History};
-use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::{RawLog, Recovered};
 use isocert_workload::{Distribution, WorkloadConfig, WorkloadKind};
 use serde_json::json;
@@ -38,10 +38,10 @@ use crate::output::{write_file, write_text};
 /// Run a workload on a database, recover its version certificate concurrently, and check it.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
-    /// The database to test; the scheme picks the adapter: `postgres://user@host:port/db`
-    /// (needs `wal_level=logical`), `mariadb://` or `mysql://`, `tidb://`, `cockroachdb://`,
-    /// `dgraph://host:8080` (README lists what each needs). Without it a throwaway server of
-    /// --database is started in a temporary directory and removed afterwards.
+    /// The database to test, e.g. `postgres://user@host:port/db` (needs `wal_level=logical`);
+    /// the URL's scheme picks the adapter (README lists the schemes and what each database
+    /// needs). Without it a throwaway server of --database is started in a temporary
+    /// directory and removed afterwards.
     #[arg(long, value_name = "URL")]
     db: Option<String>,
     /// Without --db: which throwaway server to start (postgres or mariadb).
@@ -232,21 +232,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         !args.no_recovery,
     )?;
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
-    cfg.txns = args.txns;
-    cfg.sessions = args.sessions;
-    cfg.keys = args.keys;
-    cfg.distribution = args.distribution;
-    cfg.seed = args.seed;
-    cfg.deletes = !args.no_deletes;
-    cfg.predicate_writes_alone = D::ONE_CHANGE_PER_ROW;
-    if let Some(n) = args.max_txn_len {
-        cfg.max_txn_len = n;
-    }
-    if let Some(p) = args.client_abort_rate {
-        cfg.client_abort_rate = p;
-    }
-    cfg.validate()?;
+    let cfg = workload_config::<D>(&args)?;
 
     let name = D::KIND.display_name();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
@@ -263,66 +249,18 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         mode: args.replication.clone().or_else(|| args.changefeed.clone()),
         poll_interval: Duration::from_millis(args.poll_interval_ms),
     });
-    let table = cfg.kind.table_spec();
     let answer = Duration::from_secs(args.answer_timeout_secs);
     // Within the answer limit: a silent server leaves the version unknown, and the first
     // step below reports it.
     let server_version =
         rt.block_on(async { tokio::time::timeout(answer, db.server_version()).await.ok().flatten() });
-    let outcome = rt.block_on(async {
-        if args.db.is_some() {
-            let url = args.db.as_deref().unwrap_or_default();
-            let stale = crate::answer::within(
-                answer,
-                "looking for objects of earlier runs",
-                url,
-                db.drop_stale(false),
-            )
-            .await?;
-            for object in &stale.dropped {
-                note!("isocert: dropped {object}, left by an isocert run that is gone");
-            }
-            let exists = crate::answer::within(
-                answer,
-                "looking for the workload's table",
-                url,
-                db.table_exists(&table),
-            )
-            .await?;
-            if exists && !args.reset_tables {
-                bail!(
-                    "table {} already exists in this database; isocert never drops a table it did not \
-                     create: use another database, drop it yourself, or pass --reset-tables to let this \
-                     run drop and recreate it",
-                    table.name
-                );
-            }
-        }
-        let limit = args.db.as_deref().map(|url| (answer, url));
-        let mut outcome = run_workload(&db, &cfg, capture, &interrupt, limit).await;
-        // From the API before the table is dropped: its change feed must still find the
-        // table's primary key when it reaches the table's first change.
-        let fetched = match (&mut outcome, &api) {
-            (Ok((history, None, _, _)), Some(api)) => {
-                Some(fetch_certificate(api, history, args.schema.as_deref(), &args.out).await)
-            }
-            _ => None,
-        };
-        if let (Some(url), false) = (&args.db, args.keep_tables) {
-            let dropped =
-                crate::answer::within(answer, "dropping the workload's table", url, db.drop_table(&table));
-            if let Err(e) = dropped.await {
-                note!("isocert: warning: could not drop the workload's table {}: {e:#}", table.name);
-            }
-        }
-        outcome.map(|o| (o, fetched))
-    });
+    let outcome = rt.block_on(record(&db, &args, &cfg, capture, api.as_ref(), &interrupt));
     if let Some(server) = server {
         if let Err(e) = rt.block_on(server.shutdown()) {
             tracing::warn!("stopping the embedded {name}: {e}");
         }
     }
-    let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
+    let ((history, log, mut stats, last_commit), fetched) = outcome?;
     stats.server_version = server_version;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {
@@ -332,53 +270,180 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if history.txns.is_empty() {
-        // `isocert check` refuses an empty history (exit 2): a run that recorded nothing
-        // decides nothing either, so it saves its facts and gives no verdict.
-        write_history(&args.out.join("history.jsonl"), &history)?;
-        if let Some(log) = &log {
-            write_raw_log(&args.out.join(RAW_LOG), log)?;
-        }
-        write_run_json::<D>(&args.out, &args, &stats, None)?;
-        note!(
-            "isocert: no transaction was recorded: an empty history decides nothing, so there is no verdict \
-             (run.json in {} holds the run's facts)",
-            args.out.display()
-        );
-        return Ok(if stats.interrupted { exit::interrupted() } else { exit::error() });
+        return save_empty_run::<D>(&args, &history, log.as_ref(), &stats);
     }
 
     if let Some(recovered) = fetched {
         stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
         let fetched = recovered?;
         let sent = Some((&fetched.document[..], fetched.submitted));
-        return finish::<D>(&args, history, fetched.recovered, stats, level, sent, emit.as_ref());
+        let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
+        let checking = ToCheck { history, recovered: fetched.recovered, interpreter };
+        return finish::<D>(&args, checking, stats, level, sent, emit.as_ref());
     }
     let Some(log) = log else {
-        write_history(&args.out.join("history.jsonl"), &history)?;
-        write_run_json::<D>(&args.out, &args, &stats, None)?;
-        if stats.interrupted {
-            return Ok(exit::interrupted());
-        }
-        note!(
-            "isocert: {} committed transactions in {:.2}s ({:.0} txns/s), recovery off",
-            stats.committed,
-            stats.workload_secs,
-            stats.committed as f64 / stats.workload_secs.max(1e-9)
-        );
-        return Ok(exit::valid());
+        return save_unrecovered_run::<D>(&args, &history, &stats);
     };
+    let checking = recover_certificate::<D>(&args, history, &log, &mut stats, last_commit, level)?;
+    finish::<D>(&args, checking, stats, level, None, emit.as_ref())
+}
 
+/// The workload `args` ask for, shaped to what `D` records.
+fn workload_config<D: Database>(args: &RunArgs) -> anyhow::Result<WorkloadConfig> {
+    let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
+    cfg.txns = args.txns;
+    cfg.sessions = args.sessions;
+    cfg.keys = args.keys;
+    cfg.distribution = args.distribution;
+    cfg.seed = args.seed;
+    cfg.deletes = !args.no_deletes;
+    cfg.predicate_writes_alone = D::ONE_CHANGE_PER_ROW;
+    if let Some(n) = args.max_txn_len {
+        cfg.max_txn_len = n;
+    }
+    if let Some(p) = args.client_abort_rate {
+        cfg.client_abort_rate = p;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// What [`record`] brings back: the run's outcome, and with `--certificate-api` the
+/// certificate the API sent for it.
+type Recorded = (Outcome, Option<anyhow::Result<Fetched>>);
+
+/// Runs the workload on `db` (with the change capture, or then fetching the certificate
+/// from `api`), on a user's database (`--db`) first clearing what earlier runs left and
+/// refusing a table isocert did not create, and afterwards dropping the workload's table.
+async fn record<D: Database>(
+    db: &D,
+    args: &RunArgs,
+    cfg: &WorkloadConfig,
+    capture: Option<CaptureOptions>,
+    api: Option<&isocert_server::client::CertificateClient>,
+    interrupt: &Arc<AtomicBool>,
+) -> anyhow::Result<Recorded> {
+    let table = cfg.kind.table_spec();
+    let answer = Duration::from_secs(args.answer_timeout_secs);
+    if let Some(url) = args.db.as_deref() {
+        prepare_user_database(db, url, &table, answer, args.reset_tables).await?;
+    }
+    let limit = args.db.as_deref().map(|url| (answer, url));
+    let mut outcome = run_workload(db, cfg, capture, interrupt, limit).await;
+    // From the API before the table is dropped: its change feed must still find the
+    // table's primary key when it reaches the table's first change.
+    let fetched = match (&mut outcome, api) {
+        (Ok((history, None, _, _)), Some(api)) => {
+            Some(fetch_certificate(api, history, args.schema.as_deref(), &args.out).await)
+        }
+        _ => None,
+    };
+    if let (Some(url), false) = (&args.db, args.keep_tables) {
+        let dropped =
+            crate::answer::within(answer, "dropping the workload's table", url, db.drop_table(&table));
+        if let Err(e) = dropped.await {
+            note!("isocert: warning: could not drop the workload's table {}: {e:#}", table.name);
+        }
+    }
+    outcome.map(|o| (o, fetched))
+}
+
+/// On a user's database: drops what isocert runs that are gone left behind, and refuses
+/// to go on when the workload's table exists (unless `reset_tables`): isocert never drops
+/// a table it did not create.
+async fn prepare_user_database<D: Database>(
+    db: &D,
+    url: &str,
+    table: &isocert_adapters::TableSpec,
+    answer: Duration,
+    reset_tables: bool,
+) -> anyhow::Result<()> {
+    let stale =
+        crate::answer::within(answer, "looking for objects of earlier runs", url, db.drop_stale(false))
+            .await?;
+    for object in &stale.dropped {
+        note!("isocert: dropped {object}, left by an isocert run that is gone");
+    }
+    let exists =
+        crate::answer::within(answer, "looking for the workload's table", url, db.table_exists(table))
+            .await?;
+    if exists && !reset_tables {
+        bail!(
+            "table {} already exists in this database; isocert never drops a table it did not \
+             create: use another database, drop it yourself, or pass --reset-tables to let this \
+             run drop and recreate it",
+            table.name
+        );
+    }
+    Ok(())
+}
+
+/// A run that recorded no transaction: `isocert check` refuses an empty history (exit 2),
+/// and a run that recorded nothing decides nothing either, so it saves its facts and gives
+/// no verdict.
+fn save_empty_run<D: Database>(
+    args: &RunArgs,
+    history: &History,
+    log: Option<&RawLog>,
+    stats: &RunStats,
+) -> anyhow::Result<ExitCode> {
+    write_history(&args.out.join("history.jsonl"), history)?;
+    if let Some(log) = log {
+        write_raw_log(&args.out.join(RAW_LOG), log)?;
+    }
+    write_run_json::<D>(&args.out, args, stats, None)?;
+    note!(
+        "isocert: no transaction was recorded: an empty history decides nothing, so there is no verdict \
+         (run.json in {} holds the run's facts)",
+        args.out.display()
+    );
+    Ok(if stats.interrupted { exit::interrupted() } else { exit::error() })
+}
+
+/// A run with `--no-recovery`: the history and the run's facts, no certificate, no check.
+fn save_unrecovered_run<D: Database>(
+    args: &RunArgs,
+    history: &History,
+    stats: &RunStats,
+) -> anyhow::Result<ExitCode> {
+    write_history(&args.out.join("history.jsonl"), history)?;
+    write_run_json::<D>(&args.out, args, stats, None)?;
+    if stats.interrupted {
+        return Ok(exit::interrupted());
+    }
+    note!(
+        "isocert: {} committed transactions in {:.2}s ({:.0} txns/s), recovery off",
+        stats.committed,
+        stats.workload_secs,
+        stats.committed as f64 / stats.workload_secs.max(1e-9)
+    );
+    Ok(exit::valid())
+}
+
+/// Saves the history and the captured log, then recovers the certificate with `D`'s rule
+/// (timing it into `stats`), with the interpreter the check then uses.
+fn recover_certificate<D: Database>(
+    args: &RunArgs,
+    mut history: History,
+    log: &RawLog,
+    stats: &mut RunStats,
+    last_commit: Instant,
+    level: IsolationLevel,
+) -> anyhow::Result<ToCheck> {
     // Written now so that a failed recovery leaves the evidence (and `isocert recover` can
     // rebuild the certificate from them); the history is rewritten below with the recovered
     // timestamps and outcomes.
     write_history(&args.out.join("history.jsonl"), &history)?;
-    write_raw_log(&args.out.join(RAW_LOG), &log)?;
-    let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
-    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    write_raw_log(&args.out.join(RAW_LOG), log)?;
+    let mut interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     let recovering = Instant::now();
-    let recovered = D::recover(&mut history, &log, &matcher).with_context(|| {
-        format!("recovering the certificate (the captured log is in {})", args.out.join(RAW_LOG).display())
-    })?;
+    let recovered =
+        isocert_certify::recover::<D>(&mut history, log, &mut interpreter).with_context(|| {
+            format!(
+                "recovering the certificate (the captured log is in {})",
+                args.out.join(RAW_LOG).display()
+            )
+        })?;
     stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
     stats.recover_secs = Some(recovering.elapsed().as_secs_f64());
     for w in &recovered.warnings {
@@ -390,7 +455,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
              follows commit visibility"
         );
     }
-    finish::<D>(&args, history, recovered, stats, level, None, emit.as_ref())
+    Ok(ToCheck { history, recovered, interpreter })
 }
 
 /// Fetches the certificate of `history` from the API (the history is saved first, so a
@@ -426,22 +491,29 @@ struct Fetched {
     submitted: usize,
 }
 
+/// A history with its certificate (recovered, or from the API) and the predicate
+/// interpreter compiled for it, ready to check.
+struct ToCheck {
+    history: History,
+    recovered: Recovered,
+    interpreter: Interpreter,
+}
+
 /// Writes the history and certificate (from the API: as it sent it, and the history
 /// without the foreign writers its certificate adds), checks, writes the reports, prints
 /// the verdict, and with `--emit` publishes the history with its certificate's timestamps.
 fn finish<D: Database>(
     args: &RunArgs,
-    history: History,
-    mut recovered: Recovered,
+    checking: ToCheck,
     mut stats: RunStats,
     level: IsolationLevel,
     sent: Option<(&[u8], usize)>,
     emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<ExitCode> {
+    let ToCheck { history, mut recovered, interpreter } = checking;
     if sent.is_none() && !args.explicit_version_sets {
         recovered.certificate.compact_version_sets(&history);
     }
-    let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
     match sent {
         None => {
             write_history(&args.out.join("history.jsonl"), &history)?;

@@ -23,9 +23,9 @@ use isocert_adapters::guard::run_name;
 use isocert_adapters::{
     dispatch, parse_run_level, CaptureOptions, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer,
 };
-use isocert_checker::{check, render_json, CheckerKind, IsolationLevel};
+use isocert_certify::{check, Interpreter};
+use isocert_checker::{render_json, CheckerKind, IsolationLevel};
 use isocert_history::History;
-use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_scenario::{
     run_permutation, survey_tables, PermutationRun, RunOptions, ScenarioError, ScenarioTable, SkippedTable,
     Spec,
@@ -468,9 +468,8 @@ fn judge<D: Database>(
         return Ok(unrecorded(run, Verdict::Uncertified, Some(why)));
     }
     let mut history: History = std::mem::take(&mut run.history);
-    let interpreter = Interpreter::new(&history).context("compiling the recorded predicates")?;
-    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-    let recovered = match D::recover(&mut history, &log, &matcher) {
+    let mut interpreter = Interpreter::new(&history).context("compiling the recorded predicates")?;
+    let recovered = match isocert_certify::recover::<D>(&mut history, &log, &mut interpreter) {
         Ok(recovered) => recovered,
         // The database changed recorded rows the history does not hold (a trigger, a
         // foreign key's action, a partition): no certificate, but the run goes on.

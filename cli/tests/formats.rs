@@ -325,6 +325,19 @@ fn closed_predicate_histories_are_certified_by_elimination() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
 
+/// Issue 28: AWDIT's test-suite format; a fractured read passes read committed and fails
+/// read atomic (and causal), as AWDIT's tests of its `read-committed/` histories assert.
+#[test]
+fn awdit_test_histories_check_at_the_weak_levels() {
+    let file = fixture("awdit-test-fractured.txt");
+    for (level, code) in [("rc", 0), ("ra", 1), ("cc", 1)] {
+        let out = isocert(&["check", "--format", "awdit-test", &file, "--isolation", level]);
+        assert_eq!(out.status.code(), Some(code), "{level}: {}{}", text(&out.stdout), text(&out.stderr));
+    }
+    let out = isocert(&["check", "--format", "awdit-test", &file, "--isolation", "ra"]);
+    assert!(text(&out.stdout).contains("fractured"), "{}", text(&out.stdout));
+}
+
 #[test]
 fn a_foreign_history_without_a_certificate_says_what_to_give() {
     // Serializable and snapshot isolation are checked black-box (PolySI's long fork).

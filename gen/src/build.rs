@@ -116,12 +116,12 @@ impl HistoryBuilder {
             &OpRec::Write { obj, val } => Op::Write { obj: self.obj(obj), value: self.value(obj, val) },
             &OpRec::Append { obj, elem } => Op::Append { obj: self.obj(obj), element: Scalar::Int(elem) },
             OpRec::Select { pred, rows, .. } => {
-                Op::Select { predicate: self.predicate(*pred), rows: self.rows(rows) }
+                Op::Select { predicate: self.predicate(*pred), rows: self.rows(rows).into() }
             }
             OpRec::Update { pred, set_c1, rows, .. } => Op::Update {
                 predicate: self.predicate(*pred),
-                set: vec![(self.columns[2], Scalar::Int(*set_c1))],
-                rows: self.rows(rows),
+                set: vec![(self.columns[2], Scalar::Int(*set_c1))].into(),
+                rows: self.rows(rows).into(),
             },
             OpRec::Delete { pred, rows, .. } => Op::Delete {
                 predicate: self.predicate(*pred),

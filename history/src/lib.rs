@@ -28,6 +28,7 @@ mod kv;
 mod level;
 mod model;
 mod name;
+mod open;
 mod snapshot_set;
 mod timestamp;
 pub mod v1;
@@ -49,6 +50,7 @@ pub use model::{
     KV_TABLE,
 };
 pub use name::UnknownName;
+pub use open::{open, open_input, open_kv, read_all, OpenError};
 pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};

@@ -44,6 +44,10 @@ pub struct ResultRow {
 }
 
 /// One operation of a transaction, in program order.
+///
+/// Histories hold millions of these, so the predicate variants keep their rows and
+/// assignments in boxed slices (16 bytes, not a vector's 24): an `Op` is 40 bytes, not 56
+/// (docs/PERFORMANCE.md, "Where the bytes go"; a compile-time assertion holds it there).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// Item read of `obj`; `value` is what the read returned ([`ValueId::ABSENT`]: no row).
@@ -72,23 +76,23 @@ pub enum Op {
         /// The predicate (which names its table).
         predicate: PredId,
         /// The rows returned.
-        rows: Vec<ResultRow>,
+        rows: Box<[ResultRow]>,
     },
     /// `UPDATE table SET ... WHERE predicate`: `rows` are the new versions installed.
     Update {
         /// The predicate (which names its table).
         predicate: PredId,
         /// The assignments, by column.
-        set: Vec<(ColId, Scalar)>,
+        set: Box<[(ColId, Scalar)]>,
         /// The new versions installed.
-        rows: Vec<ResultRow>,
+        rows: Box<[ResultRow]>,
     },
     /// `DELETE FROM table WHERE predicate`: `rows` are the deleted objects (value absent).
     Delete {
         /// The predicate (which names its table).
         predicate: PredId,
         /// The deleted rows.
-        rows: Vec<ResultRow>,
+        rows: Box<[ResultRow]>,
     },
     /// `SELECT function(column) FROM table WHERE predicate` (project extension `aggregate`):
     /// a predicate read that returns one scalar instead of rows.
@@ -139,6 +143,10 @@ impl AggregateFn {
         })
     }
 }
+
+/// The size of an [`Op`] in bytes; a larger variant would fail the build here.
+const OP_SIZE: usize = 40;
+const _: () = assert!(std::mem::size_of::<Op>() == OP_SIZE, "an Op grew: box the new variant's payload");
 
 impl Op {
     /// The predicate of a select, update, delete or aggregate.

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use isocert_adapters::{CaptureOptions, ChangeCapture, Database};
-use isocert_checker::{check, CheckerKind, IsolationLevel, Report};
+use isocert_certify::{Certified, CertifyError};
+use isocert_checker::{CheckerKind, IsolationLevel, Report};
 use isocert_history::{History, Status};
-use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::{RawLog, Recovered};
 use isocert_workload::{client_aborted_plans, WorkloadConfig};
 
@@ -107,11 +107,11 @@ pub fn recover_and_check<D: Database>(
     log: &RawLog,
     level: IsolationLevel,
 ) -> Result<(Recovered, Report), HuntError> {
-    let interpreter = Interpreter::new(history).map_err(|e| HuntError::Check(e.to_string()))?;
-    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-    let recovered = D::recover(history, log, &matcher)?;
-    let interpreter = Interpreter::new(history).map_err(|e| HuntError::Check(e.to_string()))?;
-    let report = check(history, &recovered.certificate, level, CheckerKind::Auto, &interpreter)
-        .map_err(|e| HuntError::Check(e.to_string()))?;
-    Ok((recovered, report))
+    match isocert_certify::certify::<D>(history, log, level, CheckerKind::Auto) {
+        Ok(Certified { recovered, report }) => Ok((recovered, report)),
+        Err(CertifyError::Recovery(e)) => Err(HuntError::Recovery(e)),
+        Err(CertifyError::Predicates(e)) => Err(HuntError::Check(e.to_string())),
+        Err(CertifyError::Check(e)) => Err(HuntError::Check(e.to_string())),
+        Err(e) => Err(HuntError::Check(e.to_string())),
+    }
 }

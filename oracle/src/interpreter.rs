@@ -61,6 +61,9 @@ pub struct Interpreter {
     predicates: Vec<OnceLock<CompiledPredicate>>,
     lenient: bool,
     schema: Schema,
+    /// The history's value and table counts when it was built: with the column kinds,
+    /// what the compiled predicates depend on ([`Interpreter::refresh`]).
+    built_on: (usize, usize),
 }
 
 impl Interpreter {
@@ -76,6 +79,7 @@ impl Interpreter {
             predicates: Vec::new(),
             lenient: false,
             schema: Schema::default(),
+            built_on: (h.value_count(), h.tables().len()),
         };
         i.compile_new(h)?;
         Ok(i)
@@ -103,6 +107,7 @@ impl Interpreter {
             predicates: Vec::with_capacity(used.len()),
             lenient: false,
             schema: Schema::default(),
+            built_on: (h.value_count(), h.tables().len()),
         };
         i.schema.update(h);
         for (index, used) in used.into_iter().enumerate() {
@@ -146,6 +151,7 @@ impl Interpreter {
             predicates: Vec::new(),
             lenient: true,
             schema: Schema::default(),
+            built_on: (h.value_count(), h.tables().len()),
         };
         // A lenient interpreter keeps compile errors per predicate instead of failing.
         if let Err(e) = i.compile_new(h) {
@@ -178,6 +184,28 @@ impl Interpreter {
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
+    }
+
+    /// Brings the interpreter up to date with `h` after `h` changed in place, as a recovery
+    /// changes it (outcomes settled, a foreign writer's rows interned), so that it answers
+    /// as [`Interpreter::new`] on `h` would. Predicates are compiled against the column
+    /// kinds the history holds; only when those changed (a foreign writer put text in an
+    /// integer column, ...) is every predicate compiled again, so recovery and the check
+    /// of a history share one compilation.
+    ///
+    /// # Errors
+    /// As [`Interpreter::new`].
+    pub fn refresh(&mut self, h: &History) -> Result<(), OracleError> {
+        let mut now = Schema::default();
+        now.update(h);
+        let unchanged = self.dialect == h.dialect
+            && self.built_on == (h.value_count(), h.tables().len())
+            && self.schema.same_kinds(&now);
+        if unchanged {
+            return self.compile_new(h);
+        }
+        *self = if self.lenient { Interpreter::new_lenient(h).0 } else { Interpreter::new(h)? };
         Ok(())
     }
 
@@ -446,4 +474,56 @@ fn compile_mongo(h: &History, pred: PredId, sql: String) -> Result<CompiledPredi
     })?;
     let bounds = filter_bounds(&filter, table);
     Ok(CompiledPredicate { table: p.table, node: Ok(Program::Mongo(filter)), bounds })
+}
+
+#[cfg(test)]
+mod tests {
+    use isocert_history::{v1, History, ObjId, PredId, ValueId};
+
+    use super::Interpreter;
+    use crate::MatchesOracle;
+
+    /// A kv history whose `value` column held only integers, read by a predicate.
+    const INTEGERS: &str = concat!(
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":3},"#,
+        r#"{"f":"select","table":"kv","where":"value > 2","rows":[{"key":1,"value":3}]}]}"#
+    );
+
+    fn read(lines: &[&str]) -> History {
+        v1::read_history(lines.join("\n").as_bytes()).expect("a valid history")
+    }
+
+    /// Every answer of `i` on `h`, for comparing two interpreters.
+    fn answers(i: &Interpreter, h: &History) -> Vec<Option<bool>> {
+        let mut out = Vec::new();
+        for o in 0..h.object_count() {
+            for v in 0..h.value_count() {
+                let (obj, value) = (ObjId::from_index(o), ValueId::from_index(v));
+                out.push(i.matches(h, PredId::from_index(0), obj, value).ok());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn refresh_recompiles_when_a_column_gains_a_kind() {
+        let before = read(&[INTEGERS]);
+        let after = read(&[INTEGERS, r#"{"id":2,"session":1,"ops":[{"f":"w","key":2,"value":"abc"}]}"#]);
+        let mut refreshed = Interpreter::new(&before).expect("compiles");
+        refreshed.refresh(&after).expect("compiles");
+        let fresh = Interpreter::new(&after).expect("compiles");
+        assert_eq!(format!("{refreshed:?}"), format!("{fresh:?}"));
+    }
+
+    #[test]
+    fn refresh_keeps_the_compilation_when_the_kinds_stay() {
+        let before = read(&[INTEGERS]);
+        let after = read(&[INTEGERS, r#"{"id":2,"session":1,"ops":[{"f":"w","key":1,"value":3}]}"#]);
+        let mut refreshed = Interpreter::new(&before).expect("compiles");
+        let compiled = format!("{:?}", refreshed.predicates);
+        refreshed.refresh(&after).expect("compiles");
+        assert_eq!(format!("{:?}", refreshed.predicates), compiled);
+        let fresh = Interpreter::new(&after).expect("compiles");
+        assert_eq!(answers(&refreshed, &after), answers(&fresh, &after));
+    }
 }

@@ -41,6 +41,11 @@ pub(crate) struct Schema {
 }
 
 impl Schema {
+    /// Whether `other` saw the same kinds in every column of every table.
+    pub(crate) fn same_kinds(&self, other: &Schema) -> bool {
+        self.kinds == other.kinds
+    }
+
     /// Scans what `h` gained since the last call.
     pub(crate) fn update(&mut self, h: &History) {
         let tables = h.tables();

@@ -35,6 +35,7 @@ mod meta;
 mod mongodb;
 mod postgres;
 mod raw_log;
+mod recovered;
 mod snapshot;
 mod tidb;
 pub mod timestamp_order;
@@ -48,10 +49,10 @@ pub use mongodb::{
     mongo_txn_xid, read_change_stream, read_oplog, recover_mongodb, ClusterTime, MongoTxnFacts,
 };
 pub use postgres::{
-    add_foreign_writers, recover_postgres, values_the_history_holds, PostgresRecovery, Recovered,
-    RecoveryStats, RowMatcher,
+    add_foreign_writers, recover_postgres, values_the_history_holds, PgOpFacts, PgTxnFacts, PostgresRecovery,
 };
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
+pub use recovered::{Recovered, RecoveryStats, RowMatcher};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
 pub use tidb::{recover_tidb, TiDbOpFacts, TiDbTxnFacts};
 pub use timestamp_order::{recover_by_timestamps, LogMatch, TimestampFacts, VersionSource};

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use isocert_adapters::{AdapterError, Database};
+use isocert_certify::CertifyError as PipelineError;
 use isocert_history::{opaque_value, v1, Certificate, ForeignWriter, History, ObjId, Op, TxnId, Writer};
 use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::{values_the_history_holds, CommittedTxn, RawLog, Recovered, RecoveryError};
@@ -50,15 +51,16 @@ impl<D: Database> Backend for SeamBackend<D> {
         log: &RawLog,
     ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
         let foreign = D::add_foreign_writers(h, log).map_err(|e| CertifyError::Disagrees(e.to_string()))?;
-        let interpreter = Interpreter::new(h).map_err(|e| CertifyError::Predicate(e.to_string()))?;
-        let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-        let recovered = D::recover(h, log, &matcher).map_err(|e| match &e {
+        let mut interpreter = Interpreter::new(h).map_err(|e| CertifyError::Predicate(e.to_string()))?;
+        let recovered = isocert_certify::recover::<D>(h, log, &mut interpreter).map_err(|e| match e {
             // A change the history does not record, that the adapter could not take for a
             // foreign writer. Its id and values belong to someone else: never echo them.
-            RecoveryError::UnknownWriter { .. } => {
+            PipelineError::Recovery(e @ RecoveryError::UnknownWriter { .. }) => {
                 tracing::warn!("certificate refused for unknown writers: {e}");
                 CertifyError::ForeignWriters
             }
+            PipelineError::Recovery(other) => CertifyError::Disagrees(other.to_string()),
+            PipelineError::Predicates(e) => CertifyError::Predicate(e.to_string()),
             other => CertifyError::Disagrees(other.to_string()),
         })?;
         let shown = foreign_writers(h, &recovered.certificate, &foreign, &interpreter)?;

@@ -127,3 +127,23 @@ pub fn isocert_bin() -> &'static Path {
         bin
     })
 }
+
+/// A database of its own for one test on the PostgreSQL test server `server` (a URL),
+/// named `isocert_<name>_<pid>` and made afresh; returns its URL. Tests that run specs with
+/// `--db` use one each: the specs create their tables (`test`, `t`), and two tests running at
+/// once in one database would find each other's (`relation "test" already exists`).
+///
+/// # Panics
+/// When `psql` cannot drop or create the database.
+pub fn fresh_pg_database(server: &str, name: &str) -> String {
+    let db = format!("isocert_{name}_{}", std::process::id());
+    for sql in [format!("DROP DATABASE IF EXISTS {db}"), format!("CREATE DATABASE {db}")] {
+        let out = Command::new("psql")
+            .args([server, "-v", "ON_ERROR_STOP=1", "-Atqc", &sql])
+            .output()
+            .expect("psql");
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let base = server.rsplit_once('/').map_or(server, |(base, _)| base);
+    format!("{base}/{db}")
+}

@@ -129,7 +129,9 @@ fn issue_30_certificates_carried_through_every_format_pair_keep_the_verdict() {
         }
     }
     assert!(valid >= 2 && invalid >= 10, "{valid} valid and {invalid} invalid histories checked");
-    for format in ALL_FORMATS.iter().filter(|f| **f != Format::Viper) {
+    // AWDIT's test format has no initial state, which every generated history has (its
+    // round trips are in isocert-history's format tests).
+    for format in ALL_FORMATS.iter().filter(|f| !matches!(f, Format::Viper | Format::AwditTest)) {
         assert!(
             carried_by.get(&format.to_string()).is_some_and(|n| *n > 0),
             "{format} never carried a history: {carried_by:?}"

@@ -25,11 +25,7 @@ fn psql(url: &str, sql: &str) -> String {
 /// A fresh database named after the test on the test server; returns its URL.
 fn fresh_database(name: &str) -> Option<String> {
     let server = isocert_testsupport::POSTGRES.url()?;
-    let db = format!("isocert_scenario_{name}_{}", std::process::id());
-    psql(&server, &format!("DROP DATABASE IF EXISTS {db}"));
-    psql(&server, &format!("CREATE DATABASE {db}"));
-    let base = server.rsplit_once('/').map_or(server.as_str(), |(base, _)| base);
-    Some(format!("{base}/{db}"))
+    Some(isocert_tests::fresh_pg_database(&server, &format!("scenario_{name}")))
 }
 
 /// The replication slots (of this database) and publications named by isocert runs.

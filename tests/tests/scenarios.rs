@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use isocert_adapters::{EmbeddedMariaDb, EmbeddedPostgres};
+use isocert_tests::fresh_pg_database;
 use isocert_testsupport::Source;
 
 /// The specs in tests/scenarios/`dir` (`""`: the library itself).
@@ -63,7 +64,9 @@ fn table_matches(target: &[&str], dir: &str, expected: &str) {
 #[test]
 fn the_anomaly_library_on_postgresql_matches_its_table() {
     match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
-        Some(Source::Url(url)) => table_matches(&["--db", &url], "", "postgres.md"),
+        Some(Source::Url(url)) => {
+            table_matches(&["--db", &fresh_pg_database(&url, "anomaly_library")], "", "postgres.md")
+        }
         Some(Source::Embedded) => table_matches(&["--database", "postgres"], "", "postgres.md"),
         None => {}
     }
@@ -84,7 +87,11 @@ fn the_anomaly_library_on_mariadb_matches_its_table() {
 #[test]
 fn issue_29_hermitage_on_postgresql_is_decided_and_matches_its_table() {
     match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
-        Some(Source::Url(url)) => table_matches(&["--db", &url], "hermitage", "hermitage-postgres.md"),
+        Some(Source::Url(url)) => table_matches(
+            &["--db", &fresh_pg_database(&url, "hermitage")],
+            "hermitage",
+            "hermitage-postgres.md",
+        ),
         Some(Source::Embedded) => {
             table_matches(&["--database", "postgres"], "hermitage", "hermitage-postgres.md")
         }
@@ -151,7 +158,9 @@ fn write_skew_across_two_tables(target: &[&str]) {
 #[test]
 fn write_skew_across_two_tables_is_flagged_on_postgresql_and_its_serial_twin_is_not() {
     match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
-        Some(Source::Url(url)) => write_skew_across_two_tables(&["--db", &url]),
+        Some(Source::Url(url)) => {
+            write_skew_across_two_tables(&["--db", &fresh_pg_database(&url, "write_skew_two_tables")])
+        }
         Some(Source::Embedded) => write_skew_across_two_tables(&["--database", "postgres"]),
         None => {}
     }
@@ -301,7 +310,9 @@ step w { UPDATE l SET v = E'it\\'s; fine' WHERE id = 1; /* /* */ ; */ SELECT * F
 #[test]
 fn the_check_level_follows_the_spec_and_unrecordable_writes_are_named_on_postgresql() {
     match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
-        Some(Source::Url(url)) => what_the_check_and_the_verdicts_follow(&["--db", &url]),
+        Some(Source::Url(url)) => {
+            what_the_check_and_the_verdicts_follow(&["--db", &fresh_pg_database(&url, "check_level")])
+        }
         Some(Source::Embedded) => what_the_check_and_the_verdicts_follow(&["--database", "postgres"]),
         None => {}
     }
@@ -338,7 +349,9 @@ fn write_skew_on_text_columns(target: &[&str]) {
 #[test]
 fn write_skew_on_text_columns_is_flagged_on_postgresql_and_its_serial_twin_is_not() {
     match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
-        Some(Source::Url(url)) => write_skew_on_text_columns(&["--db", &url]),
+        Some(Source::Url(url)) => {
+            write_skew_on_text_columns(&["--db", &fresh_pg_database(&url, "text_columns")])
+        }
         Some(Source::Embedded) => write_skew_on_text_columns(&["--database", "postgres"]),
         None => {}
     }
@@ -367,7 +380,7 @@ fn write_skew_in(target: &[&str], spec: &str, table: &str) {
 #[test]
 fn tables_keyed_by_a_unique_column_and_partitioned_tables_are_recorded_on_postgresql() {
     let target = match isocert_testsupport::POSTGRES.source(EmbeddedPostgres::is_installed()) {
-        Some(Source::Url(url)) => vec!["--db".to_string(), url],
+        Some(Source::Url(url)) => vec!["--db".to_string(), fresh_pg_database(&url, "unique_keys")],
         Some(Source::Embedded) => vec!["--database".to_string(), "postgres".to_string()],
         None => return,
     };

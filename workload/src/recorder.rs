@@ -172,12 +172,12 @@ impl Recorder {
             }
             RecordedOp::Select { predicate, rows } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
-                Op::Select { predicate, rows: self.result_rows(t, &rows) }
+                Op::Select { predicate, rows: self.result_rows(t, &rows).into() }
             }
             RecordedOp::Update { predicate, set, rows } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
                 let set = set.into_iter().map(|(c, v)| (self.column(t, c), v)).collect();
-                Op::Update { predicate, set, rows: self.result_rows(t, &rows) }
+                Op::Update { predicate, set, rows: self.result_rows(t, &rows).into() }
             }
             RecordedOp::Delete { predicate, keys } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);

@@ -10,7 +10,7 @@ use super::session::{classify, ident, CrdbSession};
 use super::tls;
 use super::url::CockroachUrl;
 use crate::postgres::query_with;
-use crate::seam::{CaptureOptions, Database, DatabaseKind, DbError, TableSpec, ThrowawayServer};
+use crate::seam::{CaptureOptions, Database, DatabaseKind, DbError, NoThrowawayServer, TableSpec};
 use crate::AdapterError;
 
 /// Rows per `INSERT` when loading the table.
@@ -58,20 +58,6 @@ pub(crate) fn definition(table: &TableSpec) -> String {
         .join(", ")
 }
 
-/// CockroachDB runs only where a cluster is given: there is no throwaway server.
-#[derive(Debug)]
-pub struct NoCockroachServer;
-
-impl ThrowawayServer for NoCockroachServer {
-    fn url(&self) -> String {
-        String::new()
-    }
-
-    async fn shutdown(self) -> Result<(), AdapterError> {
-        Ok(())
-    }
-}
-
 impl CockroachDb {
     /// Reads a captured changefeed file (docs/COCKROACHDB.md: one changefeed row per line)
     /// or a `raw-log.jsonl` that `isocert run` saved, telling them apart by the first line.
@@ -109,7 +95,7 @@ impl CockroachDb {
 impl Database for CockroachDb {
     type Session = CrdbSession;
     type Capture = ChangefeedCapture;
-    type Server = NoCockroachServer;
+    type Server = NoThrowawayServer<Self>;
 
     const KIND: DatabaseKind = DatabaseKind::CockroachDb;
     const DIALECT: Dialect = Dialect::Postgres;
@@ -119,13 +105,12 @@ impl Database for CockroachDb {
         CockroachDb::new(url)
     }
 
-    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, NoCockroachServer), AdapterError> {
-        Err(AdapterError::NotSupportedHere {
-            message: "isocert cannot start a throwaway CockroachDB: bring one up \
-                      (`docker compose up -d --wait cockroachdb`) and pass \
-                      --db 'cockroachdb://root@127.0.0.1:26257/defaultdb?sslmode=disable'"
-                .into(),
-        })
+    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, Self::Server), AdapterError> {
+        NoThrowawayServer::refused(
+            "one",
+            "cockroachdb",
+            "'cockroachdb://root@127.0.0.1:26257/defaultdb?sslmode=disable'",
+        )
     }
 
     async fn connect(&self) -> Result<CrdbSession, DbError> {

@@ -17,7 +17,7 @@ mod session;
 mod tls;
 mod url;
 
-pub use adapter::{CockroachDb, NoCockroachServer};
+pub use adapter::CockroachDb;
 pub use capture::ChangefeedCapture;
 pub use changefeed::{
     bytes_text, capture_line, parse_capture_line, parse_message, read_capture, FeedChange, FeedLog,

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use tokio_postgres::config::SslMode;
 
-use crate::seam::redact_url;
+use crate::seam::{redact_url, DatabaseUrl};
 use crate::AdapterError;
+use crate::DatabaseKind;
 
 /// How the connection is secured: CockroachDB's `sslmode` values that isocert accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,51 +51,41 @@ impl CockroachUrl {
     /// Another scheme, an `sslmode` other than disable, require or verify-full, or
     /// `sslrootcert` without TLS; the message never shows the password.
     pub fn parse(url: &str) -> Result<Self, AdapterError> {
-        let bad =
-            |message: String| AdapterError::Protocol { message: format!("{}: {message}", redact_url(url)) };
-        let rest = match url.split_once("://") {
-            Some((scheme, rest))
-                if scheme.eq_ignore_ascii_case("cockroachdb") || scheme.eq_ignore_ascii_case("cockroach") =>
-            {
-                rest
-            }
-            _ => return Err(bad("a CockroachDB URL starts with cockroachdb://".into())),
-        };
-        let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (authority, path) = base.split_once('/').unwrap_or((base, ""));
-        let mut database = path.trim_end_matches('/').to_string();
+        let parsed = DatabaseUrl::parse(url, DatabaseKind::CockroachDb, "cockroachdb://HOST:26257/DATABASE")?;
+        let bad = |message: String| parsed.error(message);
+        let mut database = parsed.database().to_string();
         if database.is_empty() {
             database = "defaultdb".to_string();
         }
         let mut tls = TlsMode::Disable;
         let mut root_cert = None;
         let mut passed: Vec<&str> = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("sslmode", "disable")) => tls = TlsMode::Disable,
-                Some(("sslmode", "require")) => tls = TlsMode::Require,
-                Some(("sslmode", "verify-full")) => tls = TlsMode::VerifyFull,
-                Some(("sslmode", other)) => {
+        for option in parsed.options() {
+            match (option.key, option.value) {
+                ("sslmode", Some("disable")) => tls = TlsMode::Disable,
+                ("sslmode", Some("require")) => tls = TlsMode::Require,
+                ("sslmode", Some("verify-full")) => tls = TlsMode::VerifyFull,
+                ("sslmode", Some(other)) => {
                     return Err(bad(format!(
                         "sslmode={other}: use disable, require or verify-full (verify-ca is not offered: \
                          verify-full checks the same CA and the host name)"
                     )));
                 }
-                Some(("sslrootcert", path)) => root_cert = Some(PathBuf::from(path)),
-                Some(("sslcert" | "sslkey", _)) => {
+                ("sslrootcert", Some(path)) => root_cert = Some(PathBuf::from(path)),
+                ("sslcert" | "sslkey", Some(_)) => {
                     return Err(bad(
                         "client certificates (sslcert, sslkey) are not supported: log in with a password \
                          (cockroachdb://user:password@host:26257/db?sslmode=verify-full)"
                             .into(),
                     ));
                 }
-                _ => passed.push(pair),
+                _ => passed.push(option.text),
             }
         }
         if root_cert.is_some() && tls != TlsMode::VerifyFull {
             return Err(bad("sslrootcert is only read with sslmode=verify-full".into()));
         }
-        let mut pg_url = format!("postgresql://{authority}/{database}");
+        let mut pg_url = format!("postgresql://{}/{database}", parsed.authority());
         if !passed.is_empty() {
             pg_url.push('?');
             pg_url.push_str(&passed.join("&"));

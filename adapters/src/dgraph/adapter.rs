@@ -13,8 +13,8 @@ use super::http::{db_error, DgraphHttp};
 use super::session::{DgraphSession, OpenTxns};
 use super::url::DgraphUrl;
 use crate::seam::{
-    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, IsolationLevel, TableSpec,
-    ThrowawayServer,
+    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, IsolationLevel, NoThrowawayServer,
+    TableSpec,
 };
 use crate::AdapterError;
 
@@ -74,20 +74,6 @@ impl Dgraph {
     }
 }
 
-/// Dgraph runs only where a cluster is given: there is no throwaway server.
-#[derive(Debug)]
-pub struct NoDgraphServer;
-
-impl ThrowawayServer for NoDgraphServer {
-    fn url(&self) -> String {
-        String::new()
-    }
-
-    async fn shutdown(self) -> Result<(), AdapterError> {
-        Ok(())
-    }
-}
-
 /// Dgraph has no change stream and no per-key version API: the certificate comes from the
 /// history's timestamps alone ([`recover_dgraph`]), so the capture only checks that Alpha
 /// answers and returns an empty log.
@@ -115,7 +101,7 @@ impl ChangeCapture for TimestampsOnly {
 impl Database for Dgraph {
     type Session = DgraphSession;
     type Capture = TimestampsOnly;
-    type Server = NoDgraphServer;
+    type Server = NoThrowawayServer<Self>;
 
     const KIND: DatabaseKind = DatabaseKind::Dgraph;
     const DIALECT: Dialect = Dialect::Dgraph;
@@ -127,12 +113,8 @@ impl Database for Dgraph {
         Dgraph::new(url)
     }
 
-    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, NoDgraphServer), AdapterError> {
-        Err(AdapterError::NotSupportedHere {
-            message: "isocert cannot start a throwaway Dgraph: bring one up (`docker compose up -d --wait dgraph`) \
-                      and pass --db dgraph://127.0.0.1:8080"
-                .into(),
-        })
+    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, Self::Server), AdapterError> {
+        NoThrowawayServer::refused("one", "dgraph", "dgraph://127.0.0.1:8080")
     }
 
     async fn connect(&self) -> Result<DgraphSession, DbError> {

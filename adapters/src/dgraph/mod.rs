@@ -14,7 +14,7 @@ mod http;
 mod session;
 mod url;
 
-pub use adapter::{Dgraph, NoDgraphServer, TimestampsOnly};
+pub use adapter::{Dgraph, TimestampsOnly};
 pub use filter::{parse_filter, Filter, Func};
 pub use http::{classify, parse_answer, Answer, DgraphError, DgraphHttp, TxnContext};
 pub use session::{DgraphOpFacts, DgraphSession};

@@ -1,7 +1,7 @@
 //! `dgraph://` URLs: where Dgraph Alpha's HTTP port is.
 
-use crate::seam::redact_url;
-use crate::AdapterError;
+use crate::seam::DatabaseUrl;
+use crate::{AdapterError, DatabaseKind};
 
 /// Dgraph Alpha's default HTTP port.
 const HTTP_PORT: u16 = 8080;
@@ -19,39 +19,31 @@ impl DgraphUrl {
     /// # Errors
     /// A URL of another scheme, without a host, with a path, or with an unknown parameter.
     pub fn parse(url: &str) -> Result<Self, AdapterError> {
-        let bad =
-            |message: String| AdapterError::Protocol { message: format!("{}: {message}", redact_url(url)) };
-        let rest = match url.split_once("://") {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("dgraph") => rest,
-            _ => return Err(bad("a Dgraph URL starts with dgraph://".into())),
-        };
-        let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let authority = base.trim_end_matches('/');
-        if authority.contains('/') {
+        let parsed = DatabaseUrl::parse(url, DatabaseKind::Dgraph, "dgraph://HOST:8080")?;
+        let bad = |message: String| parsed.error(message);
+        if !parsed.database().is_empty() {
             return Err(bad(
                 "a Dgraph URL names only Alpha's HTTP address (dgraph://HOST:8080): Dgraph has no databases"
                     .into(),
             ));
         }
-        if authority.contains('@') {
+        if parsed.has_credentials() {
             return Err(bad("isocert does not send credentials to Dgraph (no user in the URL)".into()));
         }
-        if authority.is_empty() || authority.starts_with(':') {
+        if parsed.host().is_empty() {
             return Err(bad("a Dgraph URL needs a host (dgraph://HOST:8080)".into()));
         }
         let mut tls = false;
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("tls", "true")) => tls = true,
-                Some(("tls", "false")) => tls = false,
-                _ => return Err(bad(format!("unknown parameter {pair:?} (only tls=true|false)"))),
+        for option in parsed.options() {
+            match (option.key, option.value) {
+                ("tls", Some("true")) => tls = true,
+                ("tls", Some("false")) => tls = false,
+                _ => return Err(bad(format!("unknown parameter {:?} (only tls=true|false)", option.text))),
             }
         }
-        let has_port = authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-            && !authority.ends_with(']');
-        let address = if has_port { authority.to_string() } else { format!("{authority}:{HTTP_PORT}") };
         let scheme = if tls { "https" } else { "http" };
-        Ok(DgraphUrl { http_url: format!("{scheme}://{address}") })
+        let port = parsed.port().unwrap_or(HTTP_PORT);
+        Ok(DgraphUrl { http_url: format!("{scheme}://{}:{port}", parsed.host()) })
     }
 }
 

@@ -14,8 +14,8 @@ use super::capture::MongoCapture;
 use super::session::{db_error, document_row, row_document, MongoSession};
 use super::txn_numbers::TxnNumbers;
 use crate::seam::{
-    redact_url, CaptureOptions, Database, DatabaseKind, DbError, ErrorClass, IsolationLevel, TableSpec,
-    ThrowawayServer,
+    redact_url, CaptureOptions, Database, DatabaseKind, DbError, ErrorClass, IsolationLevel,
+    NoThrowawayServer, TableSpec,
 };
 use crate::AdapterError;
 
@@ -87,20 +87,6 @@ impl MongoDb {
     }
 }
 
-/// MongoDB runs only where a replica set is given: there is no throwaway server.
-#[derive(Debug)]
-pub struct NoMongoServer;
-
-impl ThrowawayServer for NoMongoServer {
-    fn url(&self) -> String {
-        String::new()
-    }
-
-    async fn shutdown(self) -> Result<(), AdapterError> {
-        Ok(())
-    }
-}
-
 /// Reads a captured source for `isocert recover`: an oplog dump (lines with `op` and `ts`),
 /// change events (lines with `operationType`), or a `raw-log.jsonl`.
 ///
@@ -123,7 +109,7 @@ pub fn read_mongodb_source(mut input: impl BufRead) -> Result<RawLog, RawLogErro
 impl Database for MongoDb {
     type Session = MongoSession;
     type Capture = MongoCapture;
-    type Server = NoMongoServer;
+    type Server = NoThrowawayServer<Self>;
 
     const KIND: DatabaseKind = DatabaseKind::MongoDb;
     const DIALECT: Dialect = Dialect::Mongodb;
@@ -135,12 +121,12 @@ impl Database for MongoDb {
         MongoDb::new(url)
     }
 
-    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, NoMongoServer), AdapterError> {
-        Err(AdapterError::NotSupportedHere {
-            message: "isocert cannot start a throwaway MongoDB: bring a replica set up (`docker compose up -d --wait \
-                      mongodb`) and pass --db mongodb://127.0.0.1:27017/isocert?replicaSet=rs0"
-                .into(),
-        })
+    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, Self::Server), AdapterError> {
+        NoThrowawayServer::refused(
+            "a replica set",
+            "mongodb",
+            "mongodb://127.0.0.1:27017/isocert?replicaSet=rs0",
+        )
     }
 
     async fn connect(&self) -> Result<MongoSession, DbError> {

@@ -20,7 +20,7 @@ mod session;
 mod txn_numbers;
 
 #[cfg(feature = "mongodb")]
-pub use adapter::{read_mongodb_source, MongoDb, NoMongoServer, DEFAULT_DATABASE};
+pub use adapter::{read_mongodb_source, MongoDb, DEFAULT_DATABASE};
 #[cfg(feature = "mongodb")]
 pub use capture::{MongoCapture, MARKER_PREFIX};
 pub use filter::sql_to_filter;

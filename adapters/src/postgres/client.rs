@@ -8,9 +8,10 @@
 //! `COMMIT`.
 
 use isocert_history::{AggregateFn, Scalar};
-use serde::Serialize;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage, SimpleQueryRow};
+
+pub use isocert_recovery::{PgOpFacts, PgTxnFacts};
 
 use crate::postgres::{Postgres, Snapshot};
 use crate::seam::{
@@ -20,49 +21,6 @@ use crate::seam::{
 
 /// Sent when a session connects.
 const DEADLOCK_TIMEOUT: &str = "SET deadlock_timeout = '20ms'";
-
-/// What a PostgreSQL session records per transaction, serialised into its `meta` (the
-/// keys recovery reads: docs/POSTGRES.md).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct PgTxnFacts {
-    /// `pg_current_xact_id_if_assigned()` just before COMMIT (`null`: read-only).
-    pub xid: Option<u64>,
-    /// The level, as [`IsolationLevel::as_str`] spells it.
-    pub isolation: &'static str,
-    /// The transaction snapshot (repeatable read, serializable), once a statement ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
-    /// Why the attempt failed: the SQLSTATE, `connection` or `client`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sqlstate: Option<String>,
-    /// The xid the transaction's own writes recorded (the `xmin` of a version it
-    /// installed), for when the answer to the xid query is lost.
-    #[serde(skip)]
-    own_xid: Option<u64>,
-}
-
-/// What a PostgreSQL session records per operation, serialised into its `meta`.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct PgOpFacts {
-    /// The writer (`xmin`) of the version an item read returned or an item write installed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub xmin: Option<u64>,
-    /// Set when a read returned more than one version of a row (docs/POSTGRES.md).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub versions_returned: Option<usize>,
-    /// Set on an item read that is an extra version a select returned.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra_version_of_select: Option<bool>,
-    /// The writers of the rows a predicate operation returned or wrote, in row order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub xmins: Option<Vec<u64>>,
-    /// At read committed: `[key, xmin]` of the rows matching a predicate write in its snapshot.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub candidates: Option<Vec<(i64, u64)>>,
-    /// At read committed: the statement's snapshot.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
-}
 
 /// The one place PostgreSQL errors are classified: serialization failure (40001) and
 /// deadlock (40P01) are retryable; no SQLSTATE (closed, I/O) and classes 08 and 57P mean
@@ -94,6 +52,9 @@ pub struct PgSession {
     /// `BEGIN ...` not yet sent: it goes in front of the transaction's first statement
     /// (one simple query, so nothing runs outside the transaction if BEGIN fails).
     pending_begin: bool,
+    /// The xid the transaction's own writes recorded (the `xmin` of a version it
+    /// installed), for when the answer to the xid query at COMMIT is lost.
+    own_xid: Option<u64>,
 }
 
 impl PgSession {
@@ -125,6 +86,7 @@ impl PgSession {
             isolation: IsolationLevel::Serializable,
             begin: BEGIN_SERIALIZABLE,
             pending_begin: false,
+            own_xid: None,
         })
     }
 
@@ -176,7 +138,8 @@ impl Session for PgSession {
         self.begin = begin_sql(level)?;
         self.isolation = level;
         self.pending_begin = true;
-        Ok(PgTxnFacts { isolation: level.as_str(), ..PgTxnFacts::default() })
+        self.own_xid = None;
+        Ok(PgTxnFacts { isolation: Some(level.as_str().to_string()), ..PgTxnFacts::default() })
     }
 
     async fn execute(
@@ -210,8 +173,8 @@ impl Session for PgSession {
         let mut out = Vec::with_capacity(recorded.len());
         for Recorded { op, mut meta, snapshot } in recorded {
             self.record_snapshot(facts, &mut meta, &snapshot);
-            if facts.own_xid.is_none() {
-                facts.own_xid = match &op {
+            if self.own_xid.is_none() {
+                self.own_xid = match &op {
                     RecordedOp::Write { row: Some(_), .. } | RecordedOp::Append { .. } => meta.xmin,
                     RecordedOp::Update { rows, .. } if !rows.is_empty() => {
                         meta.xmins.as_ref().and_then(|x| x.first().copied())
@@ -253,7 +216,7 @@ impl Session for PgSession {
                 CommitOutcome::Committed
             }
             Err(e) => {
-                if let Some(x) = facts.own_xid {
+                if let Some(x) = self.own_xid {
                     facts.xid = Some(x);
                 }
                 if e.is_connection_lost() {

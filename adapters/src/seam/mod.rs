@@ -24,10 +24,11 @@
 //! Everything that depends on the database's SQL dialect, error codes and facts stays in
 //! its adapter module; this module has none of it.
 
-mod dispatch;
 mod feed;
 mod level;
+mod no_server;
 mod step;
+mod url;
 
 use std::fmt;
 use std::future::Future;
@@ -43,13 +44,15 @@ use serde::Serialize;
 
 use crate::AdapterError;
 
-pub use dispatch::{dispatch, DatabaseKind, DatabaseVisitor};
+pub use crate::registry::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
 pub use level::{has_transaction_snapshot, parse_run_level, sql_level, unrunnable_level, SQL_RUN_LEVELS};
+pub use no_server::NoThrowawayServer;
 pub use step::{
     int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
     Step, TableSpec,
 };
+pub use url::{DatabaseUrl, UrlOption};
 
 /// How a failed database request should be handled; each adapter decides it in one
 /// function from its driver's error (SQLSTATE, MySQL error number, I/O error).

@@ -9,7 +9,7 @@ use super::session::{classify, TiDbSession};
 use super::url::{TiDbUrl, TxnMode};
 use crate::mysql_sql::{db_error_with, quote, MySqlAdmin};
 use crate::seam::{
-    CaptureOptions, Database, DatabaseKind, DbError, IsolationLevel, TableSpec, ThrowawayServer,
+    CaptureOptions, Database, DatabaseKind, DbError, IsolationLevel, NoThrowawayServer, TableSpec,
 };
 use crate::AdapterError;
 
@@ -54,24 +54,10 @@ fn definition(table: &TableSpec) -> String {
     columns.join(", ")
 }
 
-/// TiDB runs only where a cluster is given: there is no throwaway server.
-#[derive(Debug)]
-pub struct NoTiDbServer;
-
-impl ThrowawayServer for NoTiDbServer {
-    fn url(&self) -> String {
-        String::new()
-    }
-
-    async fn shutdown(self) -> Result<(), AdapterError> {
-        Ok(())
-    }
-}
-
 impl Database for TiDb {
     type Session = TiDbSession;
     type Capture = MvccCapture;
-    type Server = NoTiDbServer;
+    type Server = NoThrowawayServer<Self>;
 
     const KIND: DatabaseKind = DatabaseKind::TiDb;
     const DIALECT: Dialect = Dialect::Mysql;
@@ -83,13 +69,8 @@ impl Database for TiDb {
         TiDb::new(url)
     }
 
-    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, NoTiDbServer), AdapterError> {
-        Err(AdapterError::NotSupportedHere {
-            message:
-                "isocert cannot start a throwaway TiDB: bring one up (`docker compose up -d --wait tidb`) \
-                      and pass --db tidb://root@127.0.0.1:4000/test"
-                    .into(),
-        })
+    async fn start_server(_settings: &[(String, String)]) -> Result<(Self, Self::Server), AdapterError> {
+        NoThrowawayServer::refused("one", "tidb", "tidb://root@127.0.0.1:4000/test")
     }
 
     async fn connect(&self) -> Result<TiDbSession, DbError> {

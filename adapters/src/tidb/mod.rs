@@ -13,7 +13,6 @@ mod row_codec;
 mod session;
 mod url;
 
-pub use adapter::NoTiDbServer;
 pub use adapter::TiDb;
 pub use mvcc::{parse_mvcc, parse_mvcc_row, versions_to_log, MvccCapture, MvccVersion, PendingLock};
 pub use session::{classify, classify_commit, TiDbSession};

@@ -3,8 +3,9 @@
 
 use std::fmt;
 
-use crate::seam::redact_url;
+use crate::seam::DatabaseUrl;
 use crate::AdapterError;
+use crate::DatabaseKind;
 
 /// TiDB's default status port (the MVCC API).
 const STATUS_PORT: u16 = 10080;
@@ -71,38 +72,30 @@ impl TiDbUrl {
     /// # Errors
     /// A URL of another scheme, without a database, or with an unknown `txn_mode`.
     pub fn parse(url: &str) -> Result<Self, AdapterError> {
-        let bad =
-            |message: String| AdapterError::Protocol { message: format!("{}: {message}", redact_url(url)) };
-        let rest = match url.split_once("://") {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("tidb") => rest,
-            _ => return Err(bad("a TiDB URL starts with tidb://".into())),
-        };
-        let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (authority, path) = base.split_once('/').unwrap_or((base, ""));
-        let database = path.trim_end_matches('/').to_string();
+        let parsed = DatabaseUrl::parse(url, DatabaseKind::TiDb, "tidb://user@HOST:4000/DATABASE")?;
+        let bad = |message: String| parsed.error(message);
+        let database = parsed.database().to_string();
         if database.is_empty() {
             return Err(bad("a TiDB URL must name the database the workload's tables go in (tidb://user@host:4000/DATABASE)".into()));
         }
-        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
-        let mut status_url = format!("http://{host}:{STATUS_PORT}");
+        let mut status_url = format!("http://{}:{STATUS_PORT}", parsed.host());
         let mut txn_mode = None;
         let mut passed: Vec<&str> = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("status", v)) if v.starts_with("http://") || v.starts_with("https://") => {
+        for option in parsed.options() {
+            match (option.key, option.value) {
+                ("status", Some(v)) if v.starts_with("http://") || v.starts_with("https://") => {
                     status_url = v.trim_end_matches('/').to_string();
                 }
-                Some(("status", v)) => status_url = format!("http://{v}"),
-                Some(("txn_mode", "pessimistic")) => txn_mode = Some(TxnMode::Pessimistic),
-                Some(("txn_mode", "optimistic")) => txn_mode = Some(TxnMode::Optimistic),
-                Some(("txn_mode", other)) => {
+                ("status", Some(v)) => status_url = format!("http://{v}"),
+                ("txn_mode", Some("pessimistic")) => txn_mode = Some(TxnMode::Pessimistic),
+                ("txn_mode", Some("optimistic")) => txn_mode = Some(TxnMode::Optimistic),
+                ("txn_mode", Some(other)) => {
                     return Err(bad(format!("txn_mode={other}: use pessimistic or optimistic")));
                 }
-                _ => passed.push(pair),
+                _ => passed.push(option.text),
             }
         }
-        let mut mysql_url = format!("mysql://{base}");
+        let mut mysql_url = format!("mysql://{}", parsed.authority_and_path());
         if !passed.is_empty() {
             mysql_url.push('?');
             mysql_url.push_str(&passed.join("&"));

@@ -271,6 +271,30 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                 checker: CheckerKind::Emme,
             });
         };
+        self.stamp_version_set(set);
+        if self.witness.is_some() {
+            return self.witness_op(t, i, op, pred, set, items);
+        }
+        let info = self.info(pred)?;
+        let expected = self.expected_result(t, i, pred, opref, &info, items)?;
+        self.compare_results(t, i, op, &expected, items);
+        if matches!(op, Op::Select { .. }) {
+            for &(obj, _) in &expected {
+                if let Seen::Version(g) = self.resolve(t, obj) {
+                    // A version that changed the matches already gives the predicate-wr
+                    // edge from its writer, which every cycle rule treats as a wr edge.
+                    let changed_matches = info.changing.binary_search(&g).is_ok();
+                    self.row_read_edges(t, i, g, !changed_matches, items);
+                }
+            }
+        }
+        self.predicate_edges(t, i, op, &info, &expected, items);
+        self.infos[pred.index()] = Some(info);
+        Ok(())
+    }
+
+    /// Marks the versions of `set` as what the current operation saw (read by `resolve`).
+    fn stamp_version_set(&mut self, set: &[SeenVersion]) {
         self.opno += 1;
         for sv in set {
             self.stamp[sv.obj.index()] = self.opno;
@@ -279,10 +303,22 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
                 Writer::Txn(w) => w.0,
             };
         }
-        if self.witness.is_some() {
-            return self.witness_op(t, i, op, pred, set, items);
-        }
-        let info = self.info(pred)?;
+    }
+
+    /// The rows (object, value) operation `i` of `t` should have matched, sorted: the
+    /// matching versions its version set names, and its transaction's own matching writes.
+    /// A version set naming another writer's version of a row `t` had written is an
+    /// internal inconsistency, reported here.
+    fn expected_result(
+        &mut self,
+        t: TxnId,
+        i: u32,
+        pred: PredId,
+        opref: OpRef,
+        info: &PredInfo,
+        items: &mut ItemPass<'_, 'h>,
+    ) -> Result<Vec<(ObjId, ValueId)>, CheckError> {
+        let h = self.h;
         let table = h.predicate(pred).table;
         let mut expected: Vec<(ObjId, ValueId)> = Vec::new();
         let mut problems: Vec<String> = Vec::new();
@@ -338,21 +374,27 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
             );
         }
         expected.sort_unstable();
-        self.compare_results(t, i, op, &expected, items);
-        if matches!(op, Op::Select { .. }) {
-            for &(obj, _) in &expected {
-                if let Seen::Version(g) = self.resolve(t, obj) {
-                    // A version that changed the matches already gives the predicate-wr
-                    // edge from its writer, which every cycle rule treats as a wr edge.
-                    let changed_matches = info.changing.binary_search(&g).is_ok();
-                    self.row_read_edges(t, i, g, !changed_matches, items);
-                }
-            }
-        }
+        Ok(expected)
+    }
+
+    /// The predicate edges of operation `i` of `t`: against each version that changes what
+    /// it matches (for an aggregate, what it computes), predicate-rw to a later version's
+    /// writer, predicate-wr from an earlier one's; a version whose predecessor `t` saw is
+    /// not in the version order is reported instead.
+    fn predicate_edges(
+        &self,
+        t: TxnId,
+        i: u32,
+        op: &Op,
+        info: &PredInfo,
+        expected: &[(ObjId, ValueId)],
+        items: &mut ItemPass<'_, 'h>,
+    ) {
+        let h = self.h;
         let aggregate_changing;
-        let changing: &[u32] = match Self::dependence(h, op, &expected) {
+        let changing: &[u32] = match Self::dependence(h, op, expected) {
             Some(dependence) => {
-                aggregate_changing = self.aggregate_changing(&info, &dependence);
+                aggregate_changing = self.aggregate_changing(info, &dependence);
                 &aggregate_changing
             }
             None => &info.changing,
@@ -387,8 +429,6 @@ impl<'a, 'h> PredicatePass<'a, 'h> {
         for (obj, w) in missing {
             items.anomalies.push(unordered_version(h, t, i, obj, TxnId(w)));
         }
-        self.infos[pred.index()] = Some(info);
-        Ok(())
     }
 
     /// A select also reads the rows it returns (Adya models a query as a predicate read

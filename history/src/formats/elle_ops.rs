@@ -294,7 +294,7 @@ impl ElleBuilder {
             let value = self.value(v)?;
             rows.push(ResultRow { obj, value });
         }
-        Ok(Op::Select { predicate, rows })
+        Ok(Op::Select { predicate, rows: rows.into() })
     }
 
     /// Finishes: invocations that never completed become unknown transactions. Returns the

@@ -14,6 +14,7 @@
 //! | `dbcop-hist` | dbcop | the `.hist` text DSL |
 //! | `dbcop-bincode` | dbcop (legacy), PolySI | little-endian `history.bincode` |
 //! | `plume` | PolySI, Plume, IsoVista, AWDIT | text, `r(key,value,session,txn)` per line |
+//! | `awdit-test` | AWDIT's test suite | text, `r KEY VALUE` per line, `-----` / `=====` between transactions / sessions |
 //! | `cobra` | Cobra | a directory of big-endian binary client logs `*.log` |
 //! | `viper` | Viper | a directory of `J*.log` JSON-lines session logs |
 //!
@@ -22,6 +23,7 @@
 //! Cobra directory read with King Cobra's `.vo` file: its version order, see
 //! [`read_cobra_dir_with_version_order`]).
 
+mod awdit_test;
 mod closed_universe;
 mod cobra;
 mod dbcop;
@@ -43,6 +45,7 @@ use std::io::{BufReader, Write};
 use std::path::Path;
 use std::str::FromStr;
 
+pub use awdit_test::{read_awdit_test, write_awdit_test};
 pub use cobra::{read_cobra_dir, read_cobra_log, write_cobra_dir, COBRA_INIT_ID, COBRA_NULL_ID};
 pub use dbcop::{read_dbcop_json, write_dbcop_json};
 pub use dbcop_bincode::{read_dbcop_bincode, write_dbcop_bincode};
@@ -80,6 +83,9 @@ pub enum Format {
     DbcopBincode,
     /// PolySI / Plume / IsoVista / AWDIT text: `r(key,value,session,txn)` per line.
     Plume,
+    /// AWDIT's test-suite text: `r KEY VALUE` / `w KEY VALUE` lines, `-----` between
+    /// transactions, `=====` between sessions; no initial state.
+    AwditTest,
     /// A directory of Cobra binary client logs (`*.log`, big-endian S/W/R/C records).
     Cobra,
     /// A directory of Viper session logs (`J*.log`, one JSON transaction per line).
@@ -87,7 +93,7 @@ pub enum Format {
 }
 
 /// Every format, in the order `--help` lists them.
-pub const ALL_FORMATS: [Format; 10] = [
+pub const ALL_FORMATS: [Format; 11] = [
     Format::V1,
     Format::Chronos,
     Format::Elle,
@@ -96,6 +102,7 @@ pub const ALL_FORMATS: [Format; 10] = [
     Format::DbcopText,
     Format::DbcopBincode,
     Format::Plume,
+    Format::AwditTest,
     Format::Cobra,
     Format::Viper,
 ];
@@ -131,6 +138,7 @@ impl Format {
             Format::DbcopText => "dbcop-hist",
             Format::DbcopBincode => "dbcop-bincode",
             Format::Plume => "plume",
+            Format::AwditTest => "awdit-test",
             Format::Cobra => "cobra",
             Format::Viper => "viper",
         }
@@ -191,6 +199,7 @@ impl Format {
                 read_dbcop_bincode(open(&file)?).map_err(|e| e.in_file(&file))
             }
             Format::Plume => read_plume(open(path)?).map_err(in_file),
+            Format::AwditTest => read_awdit_test(open(path)?).map_err(in_file),
             Format::Cobra => read_cobra_dir(path),
             Format::Viper => read_viper_dir(path),
         }
@@ -263,6 +272,7 @@ impl Format {
             Format::DbcopText => write_dbcop_text(h, out)?,
             Format::DbcopBincode => write_dbcop_bincode(h, out)?,
             Format::Plume => return write_plume(h, out),
+            Format::AwditTest => write_awdit_test(h, out)?,
             Format::Cobra | Format::Viper => {
                 return Err(FormatError::Unsupported {
                     format: self.name(),
@@ -282,7 +292,7 @@ impl fmt::Display for Format {
 
 /// An unknown `--format` name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format {name:?} (expected one of: v1, chronos, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode, plume, cobra, viper)")]
+#[error("unknown format {name:?} (expected one of: v1, chronos, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode, plume, awdit-test, cobra, viper)")]
 pub struct UnknownFormat {
     /// The name given.
     pub name: String,
@@ -292,7 +302,7 @@ impl FromStr for Format {
     type Err = UnknownFormat;
 
     /// Parses a format name; aliases: `isocert`, `edn`, `jepsen`, `dbcop-json`, `hist`,
-    /// `bincode`, `polysi`, `awdit`, `isovista`, `text`.
+    /// `bincode`, `polysi`, `awdit`, `isovista`, `text` (all four: `plume`), `awdit-tests`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "v1" | "isocert" | "jsonl" => Format::V1,
@@ -303,6 +313,7 @@ impl FromStr for Format {
             "dbcop-hist" | "hist" | "dbcop-text" => Format::DbcopText,
             "dbcop-bincode" | "bincode" => Format::DbcopBincode,
             "plume" | "polysi" | "awdit" | "isovista" | "text" => Format::Plume,
+            "awdit-test" | "awdit-tests" => Format::AwditTest,
             "cobra" => Format::Cobra,
             "viper" => Format::Viper,
             _ => return Err(UnknownFormat { name: s.to_string() }),

@@ -192,9 +192,7 @@ impl ViperReader {
                 for op in ops {
                     match op {
                         Op::Write { obj, value } => self.set_initial(obj, value),
-                        Op::Select { rows, .. } => {
-                            rows.into_iter().for_each(|r| self.set_initial(r.obj, r.value))
-                        }
+                        Op::Select { rows, .. } => rows.iter().for_each(|r| self.set_initial(r.obj, r.value)),
                         _ => {}
                     }
                 }
@@ -285,7 +283,7 @@ impl ViperReader {
                     rows.push(ResultRow { obj, value });
                 }
             }
-            ops.push(Op::Select { predicate, rows });
+            ops.push(Op::Select { predicate, rows: rows.into() });
             return Ok(());
         }
         let k = key(&parts[1]).map_err(|m| err("[1]", m))?;

@@ -216,201 +216,23 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     input.read_to_end(&mut bytes)?;
     let raw: RawCertificate = serde_json::from_slice(&bytes)
         .map_err(|e| FormatError::Syntax { line: e.line(), message: crate::error::json_message(&e) })?;
-    let bad = |field: String, message: String| FormatError::invalid(0, field, message);
-    if let Some(f) = &raw.format {
-        if f != "isocert-certificate" {
-            return Err(bad("format".into(), format!("expected \"isocert-certificate\", found {f:?}")));
-        }
-    }
-    if let Some(v) = raw.version {
-        if v != 1 {
-            return Err(bad("version".into(), format!("this isocert reads version 1, found {v}")));
-        }
-    }
-    // The field name is built only for an error: certificates list millions of entries.
-    let txn = |h: &History, json: &Json, field: &dyn Fn() -> String| -> Result<TxnId, FormatError> {
-        let name = j::key(json).map_err(|m| bad(field(), m))?;
-        h.txn_by_name(&name).ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))
-    };
-    let txn_of = |h: &History, raw: &RawKey<'_>, field: &dyn Fn() -> String| -> Result<TxnId, FormatError> {
-        let name = raw.scalar().map_err(|m| bad(field(), m))?;
-        h.txn_by_name(&name).ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))
-    };
-    let writer_identity = match raw.version_identity.as_deref() {
-        None | Some("value") => false,
-        Some("writer") => true,
-        Some(other) => {
-            return Err(bad(
-                "version_identity".into(),
-                format!("expected \"writer\" or \"value\", found {other:?}"),
-            ))
-        }
-    };
-    let mut cert = Certificate { writer_identity, ..Certificate::default() };
+    check_header(&raw)?;
+    let mut cert = Certificate { writer_identity: writer_identity(&raw)?, ..Certificate::default() };
     if let Some(foreign) = &raw.foreign_writers {
         add_foreign_writers(h, foreign)?;
     }
     if let Some(orders) = raw.version_order {
-        let mut map = FxHashMap::default();
-        for (i, o) in orders.into_iter().enumerate() {
-            let table = h.intern_table(o.table.as_deref().unwrap_or(KV_TABLE));
-            let key = o.key.scalar().map_err(|m| bad(format!("version_order[{i}].key"), m))?;
-            let obj = h.intern_object(table, key);
-            let writers = o
-                .writers
-                .iter()
-                .enumerate()
-                .map(|(w, raw)| txn_of(h, raw, &|| format!("version_order[{i}].writers[{w}]")))
-                .collect::<Result<Vec<_>, _>>()?;
-            if map.insert(obj, writers).is_some() {
-                return Err(bad(
-                    format!("version_order[{i}]"),
-                    format!("object {} listed twice", h.object_label(obj)),
-                ));
-            }
-        }
-        cert.version_order = Some(map);
+        cert.version_order = Some(read_version_orders(h, orders)?);
     }
     if let Some(sets) = raw.version_sets {
-        let mut map = FxHashMap::default();
-        let mut snapshots: FxHashMap<OpRef, SnapshotSet> = FxHashMap::default();
-        for (i, s) in sets.into_iter().enumerate() {
-            let t = txn_of(h, &s.txn, &|| format!("version_sets[{i}].txn"))?;
-            let read_obj = match h.txn(t).ops.get(s.op as usize) {
-                Some(Op::Read { obj, .. }) => Some(*obj),
-                Some(op) if op.predicate().is_some() => None,
-                _ => {
-                    return Err(bad(
-                        format!("version_sets[{i}].op"),
-                        format!(
-                            "operation {} of {} is not an item read, select, update, delete or aggregate",
-                            s.op,
-                            h.txn_label(t)
-                        ),
-                    ))
-                }
-            };
-            let at = OpRef { txn: t, op: s.op };
-            if snapshots.contains_key(&at) {
-                return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
-            }
-            let versions = match (s.versions, s.snapshot) {
-                (Some(versions), None) => versions,
-                (None, Some(snap)) => {
-                    if read_obj.is_some() {
-                        return Err(bad(
-                            format!("version_sets[{i}].snapshot"),
-                            format!(
-                                "operation {} of {} is an item read: it names its version in `versions`",
-                                s.op,
-                                h.txn_label(t)
-                            ),
-                        ));
-                    }
-                    if map.contains_key(&at) {
-                        return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
-                    }
-                    let snap = read_snapshot(h, &snap, &|| format!("version_sets[{i}].snapshot"), &txn_of)?;
-                    snapshots.insert(at, snap);
-                    continue;
-                }
-                (Some(_), Some(_)) => {
-                    return Err(bad(
-                        format!("version_sets[{i}]"),
-                        "has both `versions` and `snapshot`: give one".into(),
-                    ))
-                }
-                (None, None) => {
-                    return Err(bad(format!("version_sets[{i}]"), "needs `versions` (or `snapshot`)".into()))
-                }
-            };
-            if read_obj.is_some() && versions.len() != 1 {
-                return Err(bad(
-                    format!("version_sets[{i}].versions"),
-                    format!(
-                        "operation {} of {} is an item read, so it names exactly one version, not {}",
-                        s.op,
-                        h.txn_label(t),
-                        versions.len()
-                    ),
-                ));
-            }
-            let mut seen = Vec::with_capacity(versions.len());
-            let mut listed: FxHashMap<ObjId, usize> = FxHashMap::default();
-            for (v, raw) in versions.iter().enumerate() {
-                let field = || format!("version_sets[{i}].versions[{v}]");
-                let table = h.intern_table(raw.table.as_deref().unwrap_or(KV_TABLE));
-                let key = raw.key.scalar().map_err(|m| bad(format!("{}.key", field()), m))?;
-                let obj = h.intern_object(table, key);
-                if let Some(read) = read_obj.filter(|&read| read != obj) {
-                    return Err(bad(
-                        field(),
-                        format!(
-                            "operation {} of {} reads {}, not {}",
-                            s.op,
-                            h.txn_label(t),
-                            h.object_label(read),
-                            h.object_label(obj)
-                        ),
-                    ));
-                }
-                let writer = match &raw.writer {
-                    RawKey::Null => Writer::Initial,
-                    other => Writer::Txn(txn_of(h, other, &|| format!("{}.writer", field()))?),
-                };
-                if let Some(first) = listed.insert(obj, v) {
-                    // Which of two versions the read saw would depend on the entries' order.
-                    return Err(bad(
-                        field(),
-                        format!(
-                            "{} is listed twice in the version set of operation {} of {} (also at versions[{first}])",
-                            h.object_label(obj),
-                            s.op,
-                            h.txn_label(t)
-                        ),
-                    ));
-                }
-                seen.push(SeenVersion { obj, writer });
-            }
-            if map.insert(OpRef { txn: t, op: s.op }, seen).is_some() {
-                return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
-            }
-        }
-        cert.version_sets = Some(map);
+        let (versions, snapshots) = read_version_sets(h, sets)?;
+        cert.version_sets = Some(versions);
         if !snapshots.is_empty() {
             cert.snapshot_sets = Some(snapshots);
         }
     }
     if let Some(facts) = raw.transactions {
-        for (i, f) in facts.iter().enumerate() {
-            let t = txn(h, &f.txn, &|| format!("transactions[{i}].txn"))?;
-            let status = match f.status.as_deref() {
-                None => None,
-                Some("committed") => Some(crate::Status::Committed),
-                Some("aborted") => Some(crate::Status::Aborted),
-                Some("unknown") => Some(crate::Status::Unknown),
-                Some(other) => {
-                    return Err(bad(
-                        format!("transactions[{i}].status"),
-                        format!("expected committed, aborted or unknown, found {other:?}"),
-                    ))
-                }
-            };
-            let ts = |json: &Option<Json>, field: &str| {
-                json.as_ref()
-                    .map(|j| {
-                        super::read::timestamp(j).map_err(|m| bad(format!("transactions[{i}].{field}"), m))
-                    })
-                    .transpose()
-            };
-            let (start_ts, commit_ts) = (ts(&f.start_ts, "start_ts")?, ts(&f.commit_ts, "commit_ts")?);
-            let t = &mut h.txns[t.index()];
-            if let Some(status) = status {
-                t.status = status;
-            }
-            t.start_ts = start_ts.or(t.start_ts);
-            t.commit_ts = commit_ts.or(t.commit_ts);
-        }
+        apply_transaction_facts(h, &facts)?;
     }
     if let Some(order) = raw.serialization_order {
         cert.serialization_order = Some(
@@ -424,17 +246,247 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     Ok(cert)
 }
 
-/// Resolves a transaction id of the certificate against the history; the closure names the field.
-type TxnOf<'f> = dyn Fn(&History, &RawKey<'_>, &dyn Fn() -> String) -> Result<TxnId, FormatError> + 'f;
+/// An invalid field of the certificate (certificates are one document: no line).
+fn bad(field: String, message: String) -> FormatError {
+    FormatError::invalid(0, field, message)
+}
 
-/// Reads a compact version set; `txn_of` resolves a writer, `field` names the entry.
+/// Resolves a transaction id of the certificate against the history; `field` names the
+/// field, built only for an error (certificates list millions of entries).
+fn txn_of(h: &History, raw: &RawKey<'_>, field: &dyn Fn() -> String) -> Result<TxnId, FormatError> {
+    let name = raw.scalar().map_err(|m| bad(field(), m))?;
+    h.txn_by_name(&name).ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))
+}
+
+/// Refuses a document that says it is not a v1 isocert certificate.
+fn check_header(raw: &RawCertificate<'_>) -> Result<(), FormatError> {
+    if let Some(f) = &raw.format {
+        if f != "isocert-certificate" {
+            return Err(bad("format".into(), format!("expected \"isocert-certificate\", found {f:?}")));
+        }
+    }
+    if let Some(v) = raw.version {
+        if v != 1 {
+            return Err(bad("version".into(), format!("this isocert reads version 1, found {v}")));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a version is named by its writer (`"writer"`) or by its value (`"value"`, the default).
+fn writer_identity(raw: &RawCertificate<'_>) -> Result<bool, FormatError> {
+    match raw.version_identity.as_deref() {
+        None | Some("value") => Ok(false),
+        Some("writer") => Ok(true),
+        Some(other) => {
+            Err(bad("version_identity".into(), format!("expected \"writer\" or \"value\", found {other:?}")))
+        }
+    }
+}
+
+/// Reads `version_order`: each object's writers, oldest first; an object listed twice is refused.
+fn read_version_orders(
+    h: &mut History,
+    orders: Vec<RawVersionOrder<'_>>,
+) -> Result<FxHashMap<ObjId, Vec<TxnId>>, FormatError> {
+    let mut map = FxHashMap::default();
+    for (i, o) in orders.into_iter().enumerate() {
+        let table = h.intern_table(o.table.as_deref().unwrap_or(KV_TABLE));
+        let key = o.key.scalar().map_err(|m| bad(format!("version_order[{i}].key"), m))?;
+        let obj = h.intern_object(table, key);
+        let writers = o
+            .writers
+            .iter()
+            .enumerate()
+            .map(|(w, raw)| txn_of(h, raw, &|| format!("version_order[{i}].writers[{w}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        if map.insert(obj, writers).is_some() {
+            return Err(bad(
+                format!("version_order[{i}]"),
+                format!("object {} listed twice", h.object_label(obj)),
+            ));
+        }
+    }
+    Ok(map)
+}
+
+/// Version sets listed version by version, per operation.
+type ListedVersionSets = FxHashMap<OpRef, Vec<SeenVersion>>;
+
+/// Compact version sets, per operation.
+type SnapshotSets = FxHashMap<OpRef, SnapshotSet>;
+
+/// Reads `version_sets`: per operation, the versions it saw, listed or as a compact
+/// snapshot (the second map); an operation listed twice is refused.
+fn read_version_sets(
+    h: &mut History,
+    sets: Vec<RawVersionSet<'_>>,
+) -> Result<(ListedVersionSets, SnapshotSets), FormatError> {
+    let mut map = FxHashMap::default();
+    let mut snapshots = SnapshotSets::default();
+    for (i, s) in sets.into_iter().enumerate() {
+        let t = txn_of(h, &s.txn, &|| format!("version_sets[{i}].txn"))?;
+        let read_obj = item_read_object(h, i, t, s.op)?;
+        let at = OpRef { txn: t, op: s.op };
+        if snapshots.contains_key(&at) {
+            return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
+        }
+        let versions = match (s.versions, s.snapshot) {
+            (Some(versions), None) => versions,
+            (None, Some(snap)) => {
+                if read_obj.is_some() {
+                    return Err(bad(
+                        format!("version_sets[{i}].snapshot"),
+                        format!(
+                            "operation {} of {} is an item read: it names its version in `versions`",
+                            s.op,
+                            h.txn_label(t)
+                        ),
+                    ));
+                }
+                if map.contains_key(&at) {
+                    return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
+                }
+                let snap = read_snapshot(h, &snap, &|| format!("version_sets[{i}].snapshot"))?;
+                snapshots.insert(at, snap);
+                continue;
+            }
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    format!("version_sets[{i}]"),
+                    "has both `versions` and `snapshot`: give one".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(bad(format!("version_sets[{i}]"), "needs `versions` (or `snapshot`)".into()))
+            }
+        };
+        let seen = read_seen_versions(h, i, at, read_obj, &versions)?;
+        if map.insert(at, seen).is_some() {
+            return Err(bad(format!("version_sets[{i}]"), "operation listed twice".into()));
+        }
+    }
+    Ok((map, snapshots))
+}
+
+/// The object an item read reads, `None` for a predicate operation; entry `i` naming
+/// any other operation is refused.
+fn item_read_object(h: &History, i: usize, t: TxnId, op: u32) -> Result<Option<ObjId>, FormatError> {
+    match h.txn(t).ops.get(op as usize) {
+        Some(Op::Read { obj, .. }) => Ok(Some(*obj)),
+        Some(op) if op.predicate().is_some() => Ok(None),
+        _ => Err(bad(
+            format!("version_sets[{i}].op"),
+            format!(
+                "operation {op} of {} is not an item read, select, update, delete or aggregate",
+                h.txn_label(t)
+            ),
+        )),
+    }
+}
+
+/// Reads the listed versions of entry `i` (operation `at`): an item read (`read_obj`) names
+/// exactly one version, of the object it reads; no object is listed twice.
+fn read_seen_versions(
+    h: &mut History,
+    i: usize,
+    at: OpRef,
+    read_obj: Option<ObjId>,
+    versions: &[RawSeen<'_>],
+) -> Result<Vec<SeenVersion>, FormatError> {
+    if read_obj.is_some() && versions.len() != 1 {
+        return Err(bad(
+            format!("version_sets[{i}].versions"),
+            format!(
+                "operation {} of {} is an item read, so it names exactly one version, not {}",
+                at.op,
+                h.txn_label(at.txn),
+                versions.len()
+            ),
+        ));
+    }
+    let mut seen = Vec::with_capacity(versions.len());
+    let mut listed: FxHashMap<ObjId, usize> = FxHashMap::default();
+    for (v, raw) in versions.iter().enumerate() {
+        let field = || format!("version_sets[{i}].versions[{v}]");
+        let table = h.intern_table(raw.table.as_deref().unwrap_or(KV_TABLE));
+        let key = raw.key.scalar().map_err(|m| bad(format!("{}.key", field()), m))?;
+        let obj = h.intern_object(table, key);
+        if let Some(read) = read_obj.filter(|&read| read != obj) {
+            return Err(bad(
+                field(),
+                format!(
+                    "operation {} of {} reads {}, not {}",
+                    at.op,
+                    h.txn_label(at.txn),
+                    h.object_label(read),
+                    h.object_label(obj)
+                ),
+            ));
+        }
+        let writer = match &raw.writer {
+            RawKey::Null => Writer::Initial,
+            other => Writer::Txn(txn_of(h, other, &|| format!("{}.writer", field()))?),
+        };
+        if let Some(first) = listed.insert(obj, v) {
+            // Which of two versions the read saw would depend on the entries' order.
+            return Err(bad(
+                field(),
+                format!(
+                    "{} is listed twice in the version set of operation {} of {} (also at versions[{first}])",
+                    h.object_label(obj),
+                    at.op,
+                    h.txn_label(at.txn)
+                ),
+            ));
+        }
+        seen.push(SeenVersion { obj, writer });
+    }
+    Ok(seen)
+}
+
+/// Applies `transactions`: the status and timestamps recovery learned, set in the history.
+fn apply_transaction_facts(h: &mut History, facts: &[RawTxnFacts]) -> Result<(), FormatError> {
+    for (i, f) in facts.iter().enumerate() {
+        let field = || format!("transactions[{i}].txn");
+        let name = j::key(&f.txn).map_err(|m| bad(field(), m))?;
+        let t = h
+            .txn_by_name(&name)
+            .ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))?;
+        let status = match f.status.as_deref() {
+            None => None,
+            Some("committed") => Some(crate::Status::Committed),
+            Some("aborted") => Some(crate::Status::Aborted),
+            Some("unknown") => Some(crate::Status::Unknown),
+            Some(other) => {
+                return Err(bad(
+                    format!("transactions[{i}].status"),
+                    format!("expected committed, aborted or unknown, found {other:?}"),
+                ))
+            }
+        };
+        let ts = |json: &Option<Json>, field: &str| {
+            json.as_ref()
+                .map(|j| super::read::timestamp(j).map_err(|m| bad(format!("transactions[{i}].{field}"), m)))
+                .transpose()
+        };
+        let (start_ts, commit_ts) = (ts(&f.start_ts, "start_ts")?, ts(&f.commit_ts, "commit_ts")?);
+        let t = &mut h.txns[t.index()];
+        if let Some(status) = status {
+            t.status = status;
+        }
+        t.start_ts = start_ts.or(t.start_ts);
+        t.commit_ts = commit_ts.or(t.commit_ts);
+    }
+    Ok(())
+}
+
+/// Reads a compact version set; `field` names the entry.
 fn read_snapshot(
     h: &mut History,
     raw: &RawSnapshot<'_>,
     field: &dyn Fn() -> String,
-    txn_of: &TxnOf<'_>,
 ) -> Result<SnapshotSet, FormatError> {
-    let bad = |f: String, message: String| FormatError::invalid(0, f, message);
     let visible_through = super::read::timestamp(&raw.visible_through)
         .map_err(|m| bad(format!("{}.visible_through", field()), m))?;
     let mut listed: FxHashSet<ObjId> = FxHashSet::default();

@@ -471,7 +471,7 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
             match f {
                 "select" => {
                     forbid(op.set.is_some(), "set")?;
-                    Ok(Op::Select { predicate, rows })
+                    Ok(Op::Select { predicate, rows: rows.into() })
                 }
                 "update" => {
                     let raw_set = op.set.ok_or(("set", "missing".to_string()))?;
@@ -480,11 +480,11 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
                         let s = raw::scalar(v).map_err(|m| ("set", format!("column {col}: {m}")))?;
                         set.push((h.intern_column(table, col), s));
                     }
-                    Ok(Op::Update { predicate, set, rows })
+                    Ok(Op::Update { predicate, set: set.into(), rows: rows.into() })
                 }
                 _ => {
                     forbid(op.set.is_some(), "set")?;
-                    Ok(Op::Delete { predicate, rows })
+                    Ok(Op::Delete { predicate, rows: rows.into() })
                 }
             }
         }

@@ -2,8 +2,8 @@
 //! targets in `history/fuzz/`, so every `cargo test` covers the same ground briefly).
 
 use isocert_history::formats::{
-    read_cobra_log, read_cobra_log_with_version_order, read_dbcop_bincode, read_dbcop_json, read_dbcop_text,
-    read_elle_edn, read_elle_json, read_plume, Format,
+    read_awdit_test, read_cobra_log, read_cobra_log_with_version_order, read_dbcop_bincode, read_dbcop_json,
+    read_dbcop_text, read_elle_edn, read_elle_json, read_plume, Format,
 };
 use isocert_history::Scalar;
 use isocert_random::rand::Rng as _;
@@ -96,6 +96,9 @@ fn elle_edn_and_json() {
 fn plume_text() {
     hammer(&seeds(Format::Plume, &["plume-long-fork.txt"]), |b| {
         let _ = read_plume(b);
+    });
+    hammer(&seeds(Format::AwditTest, &["awdit-test-fractured.txt"]), |b| {
+        let _ = read_awdit_test(b);
     });
 }
 

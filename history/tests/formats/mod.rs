@@ -1,6 +1,7 @@
 //! Other tools' formats: fixtures from their documented examples, round trips
 //! (ours → theirs → ours), and malformed input.
 
+mod awdit_test;
 mod cobra;
 mod dbcop;
 mod elle;

@@ -1,14 +1,89 @@
-//! The PostgreSQL facts the test client records in `meta` (see docs/POSTGRES.md; the
-//! adapter writes them from its `PgTxnFacts`/`PgOpFacts` structs), read back with serde
-//! field by field so that an error names the field. A transaction id may be a number or
-//! its decimal text (other tools' histories); unknown keys are ignored.
+//! PostgreSQL's facts, declared once: [`PgTxnFacts`] and [`PgOpFacts`] are what the adapter's
+//! session writes into a history's `meta` (docs/POSTGRES.md) and what this rule reads back.
+//! Reading goes through serde (`serde_path_to_error` names the field in each error); a
+//! transaction id may be a number or its decimal text (other tools' histories); unknown
+//! keys are ignored.
 
 use isocert_history::{History, TxnId};
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_json::{Map, Value as Json};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value as Json;
 
 use crate::{PgSnapshot, RecoveryError};
+
+/// What a PostgreSQL session records per transaction, serialised into its `meta` (the
+/// keys are the on-disk format: docs/POSTGRES.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgTxnFacts {
+    /// `pg_current_xact_id_if_assigned()` just before COMMIT (`null`: read-only).
+    #[serde(default, deserialize_with = "xid")]
+    pub xid: Option<u64>,
+    /// The level, as isocert spells it (`repeatable-read`); the session always writes it.
+    #[serde(default, deserialize_with = "shown", skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
+    /// The transaction snapshot (repeatable read, serializable), once a statement ran.
+    #[serde(default, deserialize_with = "snapshot_text", skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// Why the attempt failed: the SQLSTATE, `connection` or `client`.
+    #[serde(default, deserialize_with = "shown", skip_serializing_if = "Option::is_none")]
+    pub sqlstate: Option<String>,
+}
+
+/// What a PostgreSQL session records per operation, serialised into its `meta`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgOpFacts {
+    /// The writer (`xmin`) of the version an item read returned or an item write installed.
+    #[serde(default, deserialize_with = "shown", skip_serializing_if = "Option::is_none")]
+    pub xmin: Option<u64>,
+    /// Set when a read returned more than one version of a row (docs/POSTGRES.md).
+    #[serde(default, deserialize_with = "shown", skip_serializing_if = "Option::is_none")]
+    pub versions_returned: Option<usize>,
+    /// Set on an item read that is an extra version a select returned.
+    #[serde(default, deserialize_with = "shown", skip_serializing_if = "Option::is_none")]
+    pub extra_version_of_select: Option<bool>,
+    /// The writers of the rows a predicate operation returned or wrote, in row order.
+    #[serde(default, deserialize_with = "shown", skip_serializing_if = "Option::is_none")]
+    pub xmins: Option<Vec<u64>>,
+    /// At read committed: `[key, xmin]` of the rows matching a predicate write in its snapshot.
+    #[serde(default, deserialize_with = "shown", skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<(i64, u64)>>,
+    /// At read committed: the statement's snapshot.
+    #[serde(default, deserialize_with = "snapshot_text", skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+/// A field read through its JSON value, so that the error shows what was there
+/// (`5: invalid type: ...`); `null` is absent.
+fn shown<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    let value = Json::deserialize(d)?;
+    if value.is_null() {
+        return Ok(None);
+    }
+    T::deserialize(&value).map(Some).map_err(|e| D::Error::custom(format!("{value}: {e}")))
+}
+
+/// A transaction id as histories write it: a number, or its decimal text.
+fn xid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Json::deserialize(d)? {
+        Json::Null => Ok(None),
+        Json::String(s) => {
+            s.parse().map(Some).map_err(|_| D::Error::custom(format!("{s:?} is not a transaction id")))
+        }
+        value => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("{value} is not a transaction id"))),
+    }
+}
+
+/// A snapshot's text (`xmin:xmax:xip,...`, parsed by [`PgSnapshot`] where it is used).
+fn snapshot_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Json::deserialize(d)? {
+        Json::Null => Ok(None),
+        Json::String(s) => Ok(Some(s)),
+        value => Err(D::Error::custom(format!("{value} is not a snapshot string"))),
+    }
+}
 
 /// What the client recorded about one transaction.
 #[derive(Debug, Default)]
@@ -50,20 +125,13 @@ pub(crate) fn read_facts(h: &History) -> Result<Vec<TxnFacts>, RecoveryError> {
     h.txn_ids().map(|t| read_txn(h, t)).collect()
 }
 
-/// A transaction id as histories write it: a number, or its decimal text.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum XidField {
-    Number(u64),
-    Text(String),
-}
-
-/// Field `name` of a `meta` object read with serde (`None` when absent or null); the error
-/// names the field.
-fn field<T: DeserializeOwned>(map: &Map<String, Json>, name: &str) -> Result<Option<T>, (String, String)> {
-    match map.get(name) {
-        None | Some(Json::Null) => Ok(None),
-        Some(v) => T::deserialize(v).map(Some).map_err(|e| (name.to_string(), format!("{v}: {e}"))),
+/// `meta` read as `T`, or the field whose value does not fit and why.
+fn read_meta<T: DeserializeOwned + Default>(meta: Option<&Json>) -> Result<T, (String, String)> {
+    match meta {
+        None => Ok(T::default()),
+        Some(Json::Object(_)) => serde_path_to_error::deserialize(meta.unwrap_or(&Json::Null))
+            .map_err(|e| (e.path().to_string(), e.into_inner().to_string())),
+        Some(_) => Err(("meta".into(), "is not an object".into())),
     }
 }
 
@@ -71,37 +139,25 @@ fn read_txn(h: &History, t: TxnId) -> Result<TxnFacts, RecoveryError> {
     let txn = h.txn(t);
     let bad =
         |(field, message): (String, String)| RecoveryError::Meta { txn: h.txn_label(t), field, message };
-    let mut facts = TxnFacts::default();
-    let mut isolation = None;
-    if let Some(meta) = txn.meta.as_deref() {
-        let Json::Object(map) = meta else {
-            return Err(bad(("meta".into(), "is not an object".into())));
-        };
-        facts.xid = match field::<XidField>(map, "xid").map_err(|(f, _)| {
-            bad((f, format!("{} is not a transaction id", map.get("xid").unwrap_or(&Json::Null))))
-        })? {
-            None => None,
-            Some(XidField::Number(n)) => Some(n),
-            Some(XidField::Text(s)) => {
-                Some(s.parse().map_err(|_| bad(("xid".into(), format!("{s:?} is not a transaction id"))))?)
-            }
-        };
-        facts.snapshot = snapshot(map, "snapshot").map_err(bad)?;
-        isolation = field::<String>(map, "isolation")
-            .map_err(bad)?
-            .map(|s| s.to_ascii_lowercase().replace(['-', '_'], " "));
-    }
+    let recorded: PgTxnFacts = read_meta(txn.meta.as_deref()).map_err(bad)?;
+    let mut facts = TxnFacts {
+        xid: recorded.xid,
+        snapshot: parsed(recorded.snapshot, "snapshot").map_err(bad)?,
+        ..TxnFacts::default()
+    };
     for (op, meta) in &txn.op_meta {
-        let Json::Object(map) = meta else {
-            return Err(bad((format!("ops[{op}].meta"), "is not an object".into())));
+        let in_op = |(field, message): (String, String)| {
+            let field =
+                if field == "meta" { format!("ops[{op}].meta") } else { format!("ops[{op}].meta.{field}") };
+            bad((field, message))
         };
-        if let Some(s) =
-            snapshot(map, "snapshot").map_err(|(_, m)| bad((format!("ops[{op}].meta.snapshot"), m)))?
-        {
+        let recorded: PgOpFacts = read_meta(Some(meta)).map_err(in_op)?;
+        if let Some(s) = parsed(recorded.snapshot, "snapshot").map_err(in_op)? {
             facts.op_snapshots.push((*op, s));
         }
     }
     facts.op_snapshots.sort_by_key(|(i, _)| *i);
+    let isolation = recorded.isolation.map(|s| s.to_ascii_lowercase().replace(['-', '_'], " "));
     facts.read_committed = match isolation.as_deref() {
         Some("read committed" | "read uncommitted") => true,
         Some(_) => false,
@@ -110,11 +166,52 @@ fn read_txn(h: &History, t: TxnId) -> Result<TxnFacts, RecoveryError> {
     Ok(facts)
 }
 
-/// A snapshot field: text parsed as `xmin:xmax:xip,...`.
-fn snapshot(map: &Map<String, Json>, name: &str) -> Result<Option<PgSnapshot>, (String, String)> {
-    match field::<String>(map, name) {
-        Ok(None) => Ok(None),
-        Ok(Some(s)) => s.parse::<PgSnapshot>().map(Some).map_err(|e| (name.to_string(), e.to_string())),
-        Err((f, _)) => Err((f, format!("{} is not a snapshot string", map.get(name).unwrap_or(&Json::Null)))),
+/// A snapshot field's text parsed as `xmin:xmax:xip,...`.
+fn parsed(text: Option<String>, name: &str) -> Result<Option<PgSnapshot>, (String, String)> {
+    text.map(|s| s.parse::<PgSnapshot>().map_err(|e| (name.to_string(), e.to_string()))).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys and their order are the on-disk format the adapter writes (docs/POSTGRES.md).
+    #[test]
+    fn facts_are_written_as_the_history_format_says_and_read_back() {
+        let txn = PgTxnFacts {
+            xid: Some(741),
+            isolation: Some("read-committed".into()),
+            snapshot: None,
+            sqlstate: Some("40001".into()),
+        };
+        let text = serde_json::to_string(&txn).unwrap();
+        assert_eq!(text, r#"{"xid":741,"isolation":"read-committed","sqlstate":"40001"}"#);
+        assert_eq!(serde_json::from_str::<PgTxnFacts>(&text).unwrap(), txn);
+        let read_only = PgTxnFacts { isolation: Some("serializable".into()), ..PgTxnFacts::default() };
+        assert_eq!(serde_json::to_string(&read_only).unwrap(), r#"{"xid":null,"isolation":"serializable"}"#);
+        let op = PgOpFacts {
+            xmins: Some(vec![5, 6]),
+            candidates: Some(vec![(1, 5)]),
+            snapshot: Some("5:9:".into()),
+            ..PgOpFacts::default()
+        };
+        let text = serde_json::to_string(&op).unwrap();
+        assert_eq!(text, r#"{"xmins":[5,6],"candidates":[[1,5]],"snapshot":"5:9:"}"#);
+        assert_eq!(serde_json::from_str::<PgOpFacts>(&text).unwrap(), op);
+        assert_eq!(serde_json::to_string(&PgOpFacts::default()).unwrap(), "{}");
+    }
+
+    #[test]
+    fn a_bad_field_is_named() {
+        let meta: Json = serde_json::from_str(r#"{"xid":"12","snapshot":7}"#).unwrap();
+        let (field, message) = read_meta::<PgTxnFacts>(Some(&meta)).unwrap_err();
+        assert_eq!((field.as_str(), message.as_str()), ("snapshot", "7 is not a snapshot string"));
+        let meta: Json = serde_json::from_str(r#"{"xmins":[1,"x"]}"#).unwrap();
+        let (field, message) = read_meta::<PgOpFacts>(Some(&meta)).unwrap_err();
+        assert_eq!(field, "xmins");
+        assert!(message.starts_with(r#"[1,"x"]: invalid type"#), "{message}");
+        assert_eq!(read_meta::<PgOpFacts>(Some(&Json::Bool(true))).unwrap_err().0, "meta");
+        let meta: Json = serde_json::from_str(r#"{"xid":"12","tool":{"x":1}}"#).unwrap();
+        assert_eq!(read_meta::<PgTxnFacts>(Some(&meta)).unwrap().xid, Some(12));
     }
 }

@@ -19,55 +19,13 @@ mod version_sets;
 
 use isocert_history::{Certificate, History};
 
-use crate::{RawLog, RecoveryError};
+use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
+pub use facts::{PgOpFacts, PgTxnFacts};
 pub use foreign::{add_foreign_writers, values_the_history_holds};
-pub use version_sets::RowMatcher;
 
 /// The former name of [`Recovered`].
 pub type PostgresRecovery = Recovered;
-
-/// What recovery produced besides the certificate, for the run report.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryStats {
-    /// Committed transactions in the replication stream.
-    pub logged_txns: usize,
-    /// Row changes in the replication stream.
-    pub logged_changes: usize,
-    /// Transactions of unknown outcome the stream showed committed.
-    pub resolved_committed: usize,
-    /// Transactions of unknown outcome (with a known xid) the stream showed never committed.
-    pub resolved_aborted: usize,
-    /// Predicate operations given a version set.
-    pub version_sets: usize,
-    /// Item reads given the version they saw (isocert extension): the reads whose value
-    /// several versions of the object hold, such as "no row" of a row deleted before.
-    pub item_read_versions: usize,
-    /// Rows whose version a READ COMMITTED UPDATE/DELETE re-evaluated (EvalPlanQual).
-    pub rechecked_rows: usize,
-    /// Reads whose version the log could not pin down (several candidates remained; the
-    /// rule took one and says which in its warnings). PostgreSQL's snapshots leave none.
-    pub ambiguous_reads: usize,
-    /// Returned versions that were not the newest while their reader ran, by the log's
-    /// positions (taken from the row's value anyway).
-    pub outside_window: usize,
-    /// Whether the recovered dependencies have a cycle, so that no order respects them all
-    /// and the serialization order falls back to commit visibility (only a history that
-    /// is not serializable has one; Enne will then report it).
-    pub serialization_cycle: bool,
-}
-
-/// The recovered certificate, with statistics and warnings (what every recovery rule returns).
-#[derive(Clone, Debug, Default)]
-pub struct Recovered {
-    /// Version order, version sets and serialization order.
-    pub certificate: Certificate,
-    /// Counts, for the report.
-    pub stats: RecoveryStats,
-    /// Facts that do not fit the database's design (PostgreSQL: snapshots that are not nested): the
-    /// certificate is still produced and the checkers will judge, but a reader should know.
-    pub warnings: Vec<String>,
-}
 
 /// Recovers the certificate of a PostgreSQL history from the logical-replication log of
 /// the same run, and records derived `start_ts`/`commit_ts` on the history's

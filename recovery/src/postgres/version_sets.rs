@@ -12,10 +12,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::facts::TxnFacts;
 use super::timeline::Timeline;
 use crate::matching::Matched;
-use crate::{PgSnapshot, RecoveryError};
-
-/// Decides whether version `value` of object `obj` matches predicate `pred`.
-pub type RowMatcher<'a> = &'a dyn Fn(&History, PredId, ObjId, ValueId) -> Result<bool, String>;
+use crate::{PgSnapshot, RecoveryError, RowMatcher};
 
 /// Everything the version-set computation looks up.
 pub(crate) struct Context<'a> {
