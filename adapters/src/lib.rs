@@ -3,7 +3,7 @@
 //!
 //! [`seam`] is what every adapter implements ([`Database`], [`Session`], [`ChangeCapture`],
 //! [`ThrowawayServer`]) and the database-neutral vocabulary ([`Step`], [`RecordedOp`],
-//! [`Isolation`], [`DbError`]); docs/ADAPTERS.md is the checklist for adding a database.
+//! [`IsolationLevel`], [`DbError`]); docs/ADAPTERS.md is the checklist for adding a database.
 //!
 //! PostgreSQL ([`postgres`]):
 //! - [`EmbeddedPostgres`]: a throwaway server (initdb into a temporary directory, logical
@@ -43,9 +43,10 @@ pub use mariadb::{EmbeddedMariaDb, MariaDb};
 pub use mongodb::MongoDb;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
-    dispatch, int_row, redact_url, row_key, sql_literal, CaptureOptions, ChangeCapture, CheckedLevel,
-    ColumnType, CommitOutcome, Database, DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress,
-    FeedSink, FeedTxn, IntOp, IntStep, Isolation, RecordedOp, Session, StaleObjects, StatementWrite, Step,
-    TableIncarnation, TableSpec, ThrowawayServer, UnknownName,
+    dispatch, has_transaction_snapshot, int_row, parse_run_level, redact_url, row_key, sql_level,
+    sql_literal, unrunnable_level, CaptureOptions, ChangeCapture, ColumnType, CommitOutcome, Database,
+    DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress, FeedSink, FeedTxn, IntOp, IntStep,
+    IsolationLevel, RecordedOp, Session, StaleObjects, StatementWrite, Step, TableIncarnation, TableSpec,
+    ThrowawayServer, UnknownName, SQL_RUN_LEVELS,
 };
 pub use tidb::TiDb;

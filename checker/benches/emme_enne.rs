@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use isocert_checker::{check, CheckerKind, IsolationLevel};
-use isocert_gen::{generate, GenConfig, Generated, Isolation};
+use isocert_gen::{generate, GenConfig, Generated};
 use isocert_history::v1;
 use isocert_oracle::Interpreter;
 
@@ -47,7 +47,7 @@ fn config(s: &Scenario) -> GenConfig {
         read_ratio: 0.5,
         predicate_ratio: s.predicate_ratio,
         seed: 42,
-        isolation: Isolation::Serializable,
+        isolation: IsolationLevel::Serializable,
         ..GenConfig::default()
     }
 }

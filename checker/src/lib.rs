@@ -71,7 +71,8 @@ pub use check::{check, check_with, partial_version_order, resolve, without_sessi
 pub use chronos::{check_chronos, check_chronos_kv, ChronosStream, StreamStop};
 pub use error::CheckError;
 pub use html::{render_html, GraphLayout, HtmlOptions};
-pub use level::{CheckerKind, IsolationLevel, ParseNameError, SessionOrder};
+pub use isocert_history::{IsolationLevel, UnknownName};
+pub use level::{CheckerKind, SessionOrder};
 pub use mtc::infer_mtc_certificate;
 pub use partition::Partitioning;
 pub use render::{render_dot, render_json, render_text, render_text_verbose};

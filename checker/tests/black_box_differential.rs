@@ -13,7 +13,7 @@
 //!   verdicts are equal. Duplicate writes are refused by name (values must be unique).
 
 use isocert_checker::{check, CheckError, CheckerKind, IsolationLevel};
-use isocert_gen::{generate, DataModel, GenConfig, Injection, Isolation};
+use isocert_gen::{generate, DataModel, GenConfig, Injection};
 use isocert_history::Certificate;
 use isocert_oracle::Interpreter;
 
@@ -23,7 +23,7 @@ fn black_box_verdicts_agree_with_the_certificate_checker() {
     let mut runs = 0;
     for seed in 0..8 {
         for (txns, keys) in [(60, 4), (200, 12)] {
-            for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+            for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
                 let kinds = std::iter::once(None).chain(
                     Injection::ALL
                         .iter()

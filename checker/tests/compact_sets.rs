@@ -4,7 +4,7 @@
 //! levels and every injection kind that predicate histories take.
 
 use isocert_checker::{check, CheckerKind, IsolationLevel, Report};
-use isocert_gen::{generate, GenConfig, Injection, Isolation};
+use isocert_gen::{generate, GenConfig, Injection};
 use isocert_oracle::Interpreter;
 
 fn summary(r: &Report) -> Vec<(String, Vec<String>)> {
@@ -23,7 +23,7 @@ fn emme_reports_the_same_anomalies_on_compact_and_explicit_version_sets() {
         [IsolationLevel::ReadCommitted, IsolationLevel::SnapshotIsolation, IsolationLevel::Serializable];
     let (mut invalid, mut compared) = (0, 0);
     for seed in 0..6 {
-        for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+        for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
             for inject in std::iter::once(None).chain(Injection::ALL.iter().copied().map(Some)) {
                 let cfg = GenConfig {
                     txns: 120,

@@ -7,7 +7,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use isocert_gen::{write_stream, DataModel, Distribution, GenConfig, GenStats, Injection, Isolation};
+use isocert_gen::{
+    parse_simulated_level, write_stream, DataModel, Distribution, GenConfig, GenStats, Injection,
+};
+use isocert_history::IsolationLevel;
 
 use crate::exit;
 
@@ -56,8 +59,8 @@ pub(crate) struct GenArgs {
     seed: u64,
     /// Concurrency control of the simulated store: ser (serializable) or si (snapshot
     /// isolation) [default: ser; Chronos: si].
-    #[arg(long)]
-    isolation: Option<Isolation>,
+    #[arg(long, value_parser = parse_simulated_level)]
+    isolation: Option<IsolationLevel>,
     /// Objects: auto (table when --predicate-ratio > 0, else kv), kv, list-append, table.
     #[arg(long)]
     model: Option<DataModel>,
@@ -262,13 +265,13 @@ mod tests {
     fn defaults_and_the_chronos_preset_with_overrides() {
         let plain = config(&["--out", "h.jsonl"]);
         assert_eq!((plain.txns, plain.keys, plain.sessions), (1000, 100, 4));
-        assert_eq!(plain.isolation, Isolation::Serializable);
+        assert_eq!(plain.isolation, IsolationLevel::Serializable);
         let chronos =
             config(&["--out", "h.jsonl", "--chronos", "--txns", "7", "--keys", "50", "--seed", "3"]);
         assert_eq!(chronos, GenConfig { keys: 50, ..GenConfig::chronos(7, 3) });
         let named =
             config(&["--out", "-", "--isolation", "si", "--distribution", "hotspot", "--inject", "g1c"]);
-        assert_eq!(named.isolation, Isolation::SnapshotIsolation);
+        assert_eq!(named.isolation, IsolationLevel::SnapshotIsolation);
         assert_eq!(named.distribution, Distribution::Hotspot);
         assert_eq!(named.inject, Some(Injection::G1c));
     }

@@ -19,12 +19,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_adapters::guard::run_name;
-use isocert_adapters::{dispatch, CaptureOptions, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer};
+use isocert_adapters::{
+    dispatch, parse_run_level, CaptureOptions, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer,
+};
 use isocert_checker::{render_json, AnomalyKind, IsolationLevel};
 use isocert_history::{Dialect, Op};
 use isocert_hunt::repro::{reproduce, write_spec, AppendStatements, ReproTarget, Reproduction};
 use isocert_hunt::{run_trial, shrink, Search, Space, Trial, TrialScore};
-use isocert_workload::{Isolation, WorkloadKind};
+use isocert_workload::WorkloadKind;
 use serde_json::{json, Value as Json};
 
 use crate::exit;
@@ -54,8 +56,8 @@ pub(crate) struct HuntArgs {
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_setting, conflicts_with = "db")]
     server_setting: Vec<(String, String)>,
     /// The level the transactions run at: serializable, repeatable-read or read-committed.
-    #[arg(long, value_name = "LEVEL")]
-    isolation: Isolation,
+    #[arg(long, value_name = "LEVEL", value_parser = parse_run_level)]
+    isolation: IsolationLevel,
     /// The level to check (default: the one the workload ran at as the adapter maps it).
     #[arg(long, value_name = "LEVEL")]
     check: Option<IsolationLevel>,
@@ -163,7 +165,7 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
     let interrupt = rt.block_on(async { watch_signals() })?;
     let (db, server) =
         open_database::<D>(&rt, args.db.as_deref(), args.server_version.clone(), &args.server_setting)?;
-    let level = level_to_check(&db, args.isolation, args.check)?;
+    let level = level_to_check(&db, args.isolation, args.check);
     // Time-limited: a silent server leaves the version unknown (the first trial reports it).
     let server_version = rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(30), db.server_version()).await.ok().flatten()
@@ -462,7 +464,7 @@ async fn save_finding<D: Database>(
                 continue;
             }
             let spec =
-                write_spec(&shrunk.history, &shrunk.certificate, &table, args.isolation, appends, &title);
+                write_spec(&shrunk.history, &shrunk.certificate, &table, args.isolation, appends, &title)?;
             write_text(&dir.join(file), &spec)?;
             let result = reproduce(db, &spec, &target, capture, interrupt).await?;
             results.push(json!({ "spec": dir.join(file).display().to_string(), "result": result }));

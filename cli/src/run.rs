@@ -21,13 +21,14 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use isocert_adapters::guard::run_name;
 use isocert_adapters::{
-    dispatch, CaptureOptions, ChangeCapture, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer,
+    dispatch, parse_run_level, CaptureOptions, ChangeCapture, Database, DatabaseKind, DatabaseVisitor,
+    ThrowawayServer,
 };
 use isocert_certify::{check, Interpreter};
 use isocert_checker::{render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
 use isocert_history::{v1, History};
 use isocert_recovery::{RawLog, Recovered};
-use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
+use isocert_workload::{Distribution, WorkloadConfig, WorkloadKind};
 use serde_json::json;
 
 use crate::exit;
@@ -62,8 +63,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "KIND")]
     workload: WorkloadKind,
     /// The level the transactions run at: serializable, repeatable-read or read-committed.
-    #[arg(long, value_name = "LEVEL")]
-    isolation: Isolation,
+    #[arg(long, value_name = "LEVEL", value_parser = parse_run_level)]
+    isolation: IsolationLevel,
     /// The level to check (default: the one the workload ran at as the adapter maps it;
     /// PostgreSQL's repeatable read is checked as snapshot-isolation).
     #[arg(long, value_name = "LEVEL")]
@@ -238,7 +239,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     let interrupt = rt.block_on(async { watch_signals() })?;
     let (db, server) =
         open_database::<D>(&rt, args.db.as_deref(), args.server_version.clone(), &args.server_setting)?;
-    let level = level_to_check(&db, args.isolation, args.check)?;
+    let level = level_to_check(&db, args.isolation, args.check);
     let api = match (&args.certificate_api, &args.token_file) {
         (Some(url), Some(file)) => Some(isocert_server::client::CertificateClient::new(url, file)?),
         _ => None,
@@ -595,17 +596,10 @@ pub(crate) fn open_database<D: Database>(
 /// database, as reached, says (`Database::checked_as`).
 pub(crate) fn level_to_check<D: Database>(
     db: &D,
-    isolation: Isolation,
+    isolation: IsolationLevel,
     check: Option<IsolationLevel>,
-) -> anyhow::Result<IsolationLevel> {
-    match check {
-        Some(level) => Ok(level),
-        None => db
-            .checked_as(isolation)
-            .as_str()
-            .parse::<IsolationLevel>()
-            .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}")),
-    }
+) -> IsolationLevel {
+    check.unwrap_or_else(|| db.checked_as(isolation))
 }
 
 /// Installs the SIGINT/SIGTERM/SIGHUP handlers of a run and returns the flag they set. The

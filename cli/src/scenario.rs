@@ -20,7 +20,9 @@ use tokio::sync::watch;
 
 use anyhow::Context;
 use isocert_adapters::guard::run_name;
-use isocert_adapters::{dispatch, CaptureOptions, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer};
+use isocert_adapters::{
+    dispatch, parse_run_level, CaptureOptions, Database, DatabaseKind, DatabaseVisitor, ThrowawayServer,
+};
 use isocert_certify::{check, Interpreter};
 use isocert_checker::{render_json, CheckerKind, IsolationLevel};
 use isocert_history::History;
@@ -28,7 +30,6 @@ use isocert_scenario::{
     run_permutation, survey_tables, PermutationRun, RunOptions, ScenarioError, ScenarioTable, SkippedTable,
     Spec,
 };
-use isocert_workload::Isolation;
 use serde_json::json;
 
 use crate::exit;
@@ -50,8 +51,8 @@ pub(crate) struct ScenarioArgs {
     database: DatabaseKind,
     /// The level of every transaction whose BEGIN names none (a level in the spec wins);
     /// repeat it to run every scenario at each level.
-    #[arg(long, value_name = "LEVEL", default_value = "serializable")]
-    isolation: Vec<Isolation>,
+    #[arg(long, value_name = "LEVEL", default_value = "serializable", value_parser = parse_run_level)]
+    isolation: Vec<IsolationLevel>,
     /// The level to check (default: per permutation, the weakest level its transactions
     /// ran at, as the adapter maps it: --isolation unless the spec names levels).
     #[arg(long, value_name = "LEVEL")]
@@ -161,7 +162,7 @@ struct Outcome {
 #[derive(Debug)]
 struct SpecRun {
     path: PathBuf,
-    isolation: Isolation,
+    isolation: IsolationLevel,
     tables: Vec<ScenarioTable>,
     skipped: Vec<SkippedTable>,
     outcomes: Vec<Outcome>,
@@ -275,7 +276,7 @@ fn run_spec<D: Database>(
     db: &D,
     path: &std::path::Path,
     spec: &Spec,
-    isolation: Isolation,
+    isolation: IsolationLevel,
     args: &ScenarioArgs,
     stop: &watch::Receiver<bool>,
 ) -> (SpecRun, Option<anyhow::Error>) {
@@ -345,14 +346,7 @@ fn run_permutations<D: Database>(
             .as_ref()
             .map(|d| d.join(&stem).join(isolation.as_str()).join(format!("permutation-{number}")));
         let weakest = permutation.levels.first().copied().unwrap_or(isolation);
-        let level = match args.check {
-            Some(level) => level,
-            None => db
-                .checked_as(weakest)
-                .as_str()
-                .parse::<IsolationLevel>()
-                .map_err(|e| anyhow::anyhow!("the adapter's check level: {e}"))?,
-        };
+        let level = args.check.unwrap_or_else(|| db.checked_as(weakest));
         let outcome = judge::<D>(number as usize, permutation, level, out.as_deref(), args.json)?;
         if !args.json && !args.table {
             println!("{}", line(&outcome));
@@ -395,7 +389,7 @@ fn spec_json(r: &SpecRun) -> serde_json::Value {
 }
 
 /// The Markdown table of `runs`: a row per scenario, a column per level.
-fn table(runs: &[SpecRun], levels: &[Isolation]) -> String {
+fn table(runs: &[SpecRun], levels: &[IsolationLevel]) -> String {
     let mut out = String::from("| scenario |");
     for l in levels {
         out.push_str(&format!(" {l} |"));

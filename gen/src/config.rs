@@ -1,57 +1,41 @@
 //! The generator's knobs, checked before a run starts.
 
-use std::fmt;
 use std::str::FromStr;
 
 pub use isocert_random::Distribution;
 
+use isocert_history::{IsolationLevel, UnknownName};
+
 use crate::{GenError, Injection};
 
-/// The concurrency control the simulated store runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Isolation {
-    /// Serializable: snapshot isolation (snapshot reads, first-committer-wins) plus
-    /// commit-time validation of every read and predicate read; a transaction whose reads
-    /// changed before it commits aborts. Committed transactions serialize in
-    /// commit-timestamp order, read-only ones at their start timestamp
-    /// (`commit_ts == start_ts`). These histories satisfy snapshot isolation as well, so an
-    /// injected anomaly is the only reason any level rejects them.
-    #[default]
-    Serializable,
-    /// Snapshot isolation: reads from the start snapshot, first-committer-wins on writes.
-    /// Write skew is allowed, so serializability checks may reject these histories.
-    SnapshotIsolation,
-}
+/// The isolation levels the simulated store runs, as its concurrency control:
+///
+/// - [`IsolationLevel::Serializable`] (the default): snapshot isolation (snapshot reads,
+///   first-committer-wins) plus commit-time validation of every read and predicate read; a
+///   transaction whose reads changed before it commits aborts. Committed transactions
+///   serialize in commit-timestamp order, read-only ones at their start timestamp
+///   (`commit_ts == start_ts`). These histories satisfy snapshot isolation as well, so an
+///   injected anomaly is the only reason any level rejects them.
+/// - [`IsolationLevel::SnapshotIsolation`]: reads from the start snapshot,
+///   first-committer-wins on writes. Write skew is allowed, so serializability checks may
+///   reject these histories.
+pub const SIMULATED_LEVELS: [IsolationLevel; 2] =
+    [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation];
 
-impl Isolation {
-    /// The long name (as the checker spells isolation levels).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Serializable => "serializable",
-            Isolation::SnapshotIsolation => "snapshot-isolation",
-        }
-    }
-}
-
-impl FromStr for Isolation {
-    type Err = GenError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "serializable" | "ser" => Ok(Isolation::Serializable),
-            "snapshot-isolation" | "si" => Ok(Isolation::SnapshotIsolation),
-            _ => Err(GenError::UnknownName {
-                what: "isolation",
-                name: s.into(),
-                expected: "serializable (ser), snapshot-isolation (si)",
-            }),
-        }
-    }
-}
-
-impl fmt::Display for Isolation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// Parses the level the simulated store runs (`--isolation`): one of [`SIMULATED_LEVELS`],
+/// spelled `serializable` (`ser`) or `snapshot-isolation` (`si`).
+///
+/// # Errors
+/// [`UnknownName`] naming the two choices.
+pub fn parse_simulated_level(s: &str) -> Result<IsolationLevel, UnknownName> {
+    match s {
+        "serializable" | "ser" => Ok(IsolationLevel::Serializable),
+        "snapshot-isolation" | "si" => Ok(IsolationLevel::SnapshotIsolation),
+        _ => Err(UnknownName {
+            what: "isolation level",
+            given: s.into(),
+            choices: "serializable (ser), snapshot-isolation (si)",
+        }),
     }
 }
 
@@ -91,11 +75,11 @@ impl FromStr for DataModel {
             "kv" | "key-value" => Ok(DataModel::KeyValue),
             "list-append" | "list" => Ok(DataModel::ListAppend),
             "table" | "sql" => Ok(DataModel::SqlTable),
-            _ => Err(GenError::UnknownName {
+            _ => Err(GenError::UnknownName(UnknownName {
                 what: "data model",
-                name: s.into(),
-                expected: "auto, kv, list-append, table",
-            }),
+                given: s.into(),
+                choices: "auto, kv, list-append, table",
+            })),
         }
     }
 }
@@ -128,8 +112,8 @@ pub struct GenConfig {
     pub distribution: Distribution,
     /// The seed: the same configuration and seed give the same bytes.
     pub seed: u64,
-    /// The simulated store's concurrency control.
-    pub isolation: Isolation,
+    /// The simulated store's concurrency control: one of [`SIMULATED_LEVELS`].
+    pub isolation: IsolationLevel,
     /// What the objects are.
     pub model: DataModel,
     /// At most this many transactions run at once (0: one per session). Fewer in flight
@@ -158,7 +142,7 @@ impl Default for GenConfig {
             predicate_ratio: 0.0,
             distribution: Distribution::Uniform,
             seed: 0,
-            isolation: Isolation::Serializable,
+            isolation: IsolationLevel::Serializable,
             model: DataModel::Auto,
             concurrency: 0,
             avoid_conflicts: false,
@@ -182,7 +166,7 @@ impl GenConfig {
             predicate_ratio: 0.0,
             distribution: Distribution::Zipfian,
             seed,
-            isolation: Isolation::SnapshotIsolation,
+            isolation: IsolationLevel::SnapshotIsolation,
             model: DataModel::KeyValue,
             concurrency: CHRONOS_CONCURRENCY,
             avoid_conflicts: true,
@@ -217,6 +201,15 @@ impl GenConfig {
     /// injection cannot be applied to this model.
     pub fn validate(&self) -> Result<(), GenError> {
         let bad = |knob: &'static str, message: String| Err(GenError::BadKnob { knob, message });
+        if !SIMULATED_LEVELS.contains(&self.isolation) {
+            return bad(
+                "isolation",
+                format!(
+                    "the simulated store runs serializable or snapshot-isolation, not {}",
+                    self.isolation
+                ),
+            );
+        }
         if self.sessions == 0 {
             return bad("sessions", "needs at least one session".into());
         }

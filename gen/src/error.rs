@@ -12,16 +12,9 @@ pub enum GenError {
         /// What is wrong with its value.
         message: String,
     },
-    /// A name (distribution, isolation, injection kind, data model) is not one we know.
-    #[error("unknown {what} {name:?} (expected one of: {expected})")]
-    UnknownName {
-        /// What kind of name it is.
-        what: &'static str,
-        /// The name given.
-        name: String,
-        /// The names accepted.
-        expected: &'static str,
-    },
+    /// A name (isolation level, injection kind, data model) is not one we know.
+    #[error(transparent)]
+    UnknownName(#[from] isocert_history::UnknownName),
     /// The generated history offers no place for the requested injection (for example no
     /// committed select returned a row to drop).
     #[error("cannot inject {kind}: {reason}")]

@@ -13,9 +13,10 @@
 //! [`GenConfig::inject`], the otherwise valid history gets exactly one [`Injection`].
 //!
 //! ```
-//! use isocert_gen::{generate, GenConfig, Injection, Isolation};
+//! use isocert_gen::{generate, GenConfig, Injection};
+//! use isocert_history::IsolationLevel;
 //!
-//! let cfg = GenConfig { txns: 50, isolation: Isolation::SnapshotIsolation, ..GenConfig::default() };
+//! let cfg = GenConfig { txns: 50, isolation: IsolationLevel::SnapshotIsolation, ..GenConfig::default() };
 //! let g = generate(&cfg)?;
 //! assert_eq!(g.history.txns.len(), 50);
 //! assert!(g.history.txns.iter().all(|t| t.start_ts.is_some()));
@@ -37,7 +38,7 @@ mod store;
 mod stream;
 
 pub use build::{generate, Generated};
-pub use config::{DataModel, Distribution, GenConfig, Isolation};
+pub use config::{parse_simulated_level, DataModel, Distribution, GenConfig, SIMULATED_LEVELS};
 pub use error::GenError;
 pub use inject::Injection;
 pub use sim::GenStats;

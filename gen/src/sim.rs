@@ -15,7 +15,9 @@ use crate::cert::CertBuilder;
 use crate::inject::Planted;
 use crate::record::{OpRec, Outcome, PredSpec, RowVal, Seen, SeenWriter, Sink, TxnRecord, Val};
 use crate::store::{Store, Version, INITIAL, UNBORN};
-use crate::{DataModel, GenConfig, GenError, Isolation};
+use isocert_history::IsolationLevel;
+
+use crate::{DataModel, GenConfig, GenError};
 use isocert_random::rand::Rng as _;
 use isocert_random::{KeyChooser, SeededRng};
 
@@ -351,8 +353,9 @@ impl<'c> Sim<'c> {
         let start = txn.start_ts;
         let first_committer = txn.write_log.iter().all(|&o| self.store.latest(o).ts <= start);
         match self.cfg.isolation {
-            Isolation::SnapshotIsolation => first_committer,
-            Isolation::Serializable => {
+            IsolationLevel::SnapshotIsolation => first_committer,
+            // Serializable, the other simulated level (`GenConfig::validate`).
+            _ => {
                 if !first_committer || txn.item_reads.iter().any(|&o| self.store.latest(o).ts > start) {
                     return false;
                 }

@@ -4,8 +4,8 @@
 //! listed row by row, over seeds, isolation levels, sizes and every injection that keeps a
 //! predicate operation. The streamed certificate reads back to the same sets.
 
-use isocert_gen::{generate, write_stream, GenConfig, Injection, Isolation};
-use isocert_history::{v1, Certificate, History, OpRef, SeenVersion};
+use isocert_gen::{generate, write_stream, GenConfig, Injection};
+use isocert_history::{v1, Certificate, History, IsolationLevel, OpRef, SeenVersion};
 use rustc_hash::FxHashMap;
 
 fn sorted(sets: &FxHashMap<OpRef, Vec<SeenVersion>>) -> Vec<(OpRef, Vec<SeenVersion>)> {
@@ -27,7 +27,7 @@ fn expanded(h: &History, cert: &Certificate) -> Vec<(OpRef, Vec<SeenVersion>)> {
     sorted(cert.version_sets.as_ref().expect("sets"))
 }
 
-fn config(seed: u64, isolation: Isolation, inject: Option<Injection>) -> GenConfig {
+fn config(seed: u64, isolation: IsolationLevel, inject: Option<Injection>) -> GenConfig {
     GenConfig {
         txns: 150,
         sessions: 5,
@@ -45,7 +45,7 @@ fn config(seed: u64, isolation: Isolation, inject: Option<Injection>) -> GenConf
 fn compact_sets_expand_to_the_explicit_ones() {
     let mut compared = 0;
     for seed in 0..12 {
-        for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+        for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
             let injections = std::iter::once(None).chain(Injection::ALL.iter().copied().map(Some));
             for inject in injections {
                 // certificate-contradiction edits the version order on purpose: the sets
@@ -78,7 +78,7 @@ fn compact_sets_expand_to_the_explicit_ones() {
 
 #[test]
 fn the_streamed_compact_certificate_reads_back_to_the_same_sets() {
-    let cfg = config(3, Isolation::SnapshotIsolation, None);
+    let cfg = config(3, IsolationLevel::SnapshotIsolation, None);
     let (mut hist, mut cert) = (Vec::new(), Vec::new());
     write_stream(&cfg, &mut hist, Some(&mut cert)).unwrap();
     let text = String::from_utf8(cert.clone()).unwrap();
@@ -96,8 +96,10 @@ fn the_streamed_compact_certificate_reads_back_to_the_same_sets() {
 fn compacting_listed_sets_gives_back_exactly_the_lists_even_where_they_deviate() {
     let mut rewritten = 0;
     for seed in 0..8 {
-        let cfg =
-            GenConfig { explicit_version_sets: true, ..config(seed, Isolation::SnapshotIsolation, None) };
+        let cfg = GenConfig {
+            explicit_version_sets: true,
+            ..config(seed, IsolationLevel::SnapshotIsolation, None)
+        };
         let g = generate(&cfg).unwrap();
         let want = sorted(g.certificate.version_sets.as_ref().unwrap());
         let mut cert = g.certificate.clone();

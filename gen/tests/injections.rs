@@ -2,12 +2,12 @@
 //! reference replay sees exactly the anomalies its shape implies. (The checkers' own
 //! rejection tests live with the checker.)
 
-use isocert_gen::{generate, GenConfig, Generated, Injection, Isolation};
-use isocert_history::{v1, History, Op, TxnId};
+use isocert_gen::{generate, GenConfig, Generated, Injection};
+use isocert_history::{v1, History, IsolationLevel, Op, TxnId};
 
 use crate::reference::{violations, Rule};
 
-fn config(kind: Option<Injection>, isolation: Isolation) -> GenConfig {
+fn config(kind: Option<Injection>, isolation: IsolationLevel) -> GenConfig {
     let predicate_ratio = if kind.is_some_and(Injection::needs_predicates) { 0.3 } else { 0.0 };
     GenConfig {
         txns: 120,
@@ -51,7 +51,7 @@ fn appended(kind: Injection) -> usize {
     }
 }
 
-fn run(kind: Injection, isolation: Isolation) -> (Generated, Generated) {
+fn run(kind: Injection, isolation: IsolationLevel) -> (Generated, Generated) {
     let base = generate(&config(None, isolation)).unwrap();
     let base = if kind.needs_predicates() {
         generate(&config(Some(kind), isolation).clone_without()).unwrap()
@@ -84,7 +84,7 @@ fn every_kind_round_trips_its_name_and_lists_levels() {
 #[test]
 fn injections_are_minimal_edits_of_the_valid_history() {
     for kind in Injection::ALL {
-        let (base, injected) = run(kind, Isolation::SnapshotIsolation);
+        let (base, injected) = run(kind, IsolationLevel::SnapshotIsolation);
         assert!(injected.stats.injected.starts_with(kind.as_str()), "{kind}: {}", injected.stats.injected);
         let (before, after) = (lines(&base.history), lines(&injected.history));
         assert_eq!(after.len(), before.len() + appended(kind), "{kind}");
@@ -113,11 +113,11 @@ fn injections_are_minimal_edits_of_the_valid_history() {
 fn the_reference_replay_sees_exactly_what_each_shape_implies() {
     for kind in Injection::ALL {
         let (want_si, want_ser) = expected(kind);
-        let (base, si) = run(kind, Isolation::SnapshotIsolation);
+        let (base, si) = run(kind, IsolationLevel::SnapshotIsolation);
         assert!(violations(&base.history, &base.certificate, Rule::Snapshot).is_empty(), "{kind}: base");
         let found = violations(&si.history, &si.certificate, Rule::Snapshot);
         assert_eq!(!found.is_empty(), want_si, "{kind} under the snapshot replay: {found:?}");
-        let (base, ser) = run(kind, Isolation::Serializable);
+        let (base, ser) = run(kind, IsolationLevel::Serializable);
         assert!(violations(&base.history, &base.certificate, Rule::CommitTime).is_empty(), "{kind}: base");
         let found = violations(&ser.history, &ser.certificate, Rule::CommitTime);
         assert_eq!(!found.is_empty(), want_ser, "{kind} under the commit-time replay: {found:?}");
@@ -126,7 +126,7 @@ fn the_reference_replay_sees_exactly_what_each_shape_implies() {
 
 #[test]
 fn duplicate_write_installs_one_value_twice() {
-    let (_, g) = run(Injection::DuplicateWrite, Isolation::Serializable);
+    let (_, g) = run(Injection::DuplicateWrite, IsolationLevel::Serializable);
     let h = &g.history;
     let n = h.txns.len();
     let value = |t: usize| match h.txns[t].ops[..] {
@@ -139,7 +139,7 @@ fn duplicate_write_installs_one_value_twice() {
 
 #[test]
 fn g1a_reads_from_an_aborted_transaction() {
-    let (_, g) = run(Injection::G1a, Isolation::Serializable);
+    let (_, g) = run(Injection::G1a, IsolationLevel::Serializable);
     let h = &g.history;
     let n = h.txns.len();
     let (writer, reader) = (&h.txns[n - 2], &h.txns[n - 1]);
@@ -156,7 +156,7 @@ fn concurrent_shapes_overlap_in_time() {
     for kind in
         [Injection::G1c, Injection::LostUpdate, Injection::WriteSkew, Injection::NoConflict, Injection::GSi]
     {
-        let (_, g) = run(kind, Isolation::SnapshotIsolation);
+        let (_, g) = run(kind, IsolationLevel::SnapshotIsolation);
         let h = &g.history;
         let n = h.txns.len();
         let (a, b) = (h.txn(TxnId::from_index(n - 2)), h.txn(TxnId::from_index(n - 1)));

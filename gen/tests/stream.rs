@@ -1,7 +1,7 @@
 //! The streaming writer: deterministic, and equal to the in-memory history once re-read.
 
-use isocert_gen::{generate, write_stream, DataModel, GenConfig, Injection, Isolation};
-use isocert_history::v1;
+use isocert_gen::{generate, write_stream, DataModel, GenConfig, Injection};
+use isocert_history::{v1, IsolationLevel};
 
 fn stream(cfg: &GenConfig) -> (Vec<u8>, Vec<u8>) {
     let (mut history, mut cert) = (Vec::new(), Vec::new());
@@ -13,7 +13,7 @@ fn cases() -> Vec<GenConfig> {
     let base = GenConfig { txns: 150, sessions: 5, keys: 8, seed: 5, ..GenConfig::default() };
     vec![
         base.clone(),
-        GenConfig { isolation: Isolation::SnapshotIsolation, ..base.clone() },
+        GenConfig { isolation: IsolationLevel::SnapshotIsolation, ..base.clone() },
         GenConfig { model: DataModel::ListAppend, ..base.clone() },
         GenConfig { predicate_ratio: 0.4, ..base.clone() },
         GenConfig { predicate_ratio: 0.4, inject: Some(Injection::G2), ..base.clone() },

@@ -1,21 +1,22 @@
 //! Generated histories are valid by construction: the reference replay finds nothing.
 
-use isocert_gen::{generate, DataModel, Distribution, GenConfig, Isolation};
-use isocert_history::{Op, Status, Value};
+use isocert_gen::{generate, DataModel, Distribution, GenConfig};
+use isocert_history::{IsolationLevel, Op, Status, Value};
 use rustc_hash::FxHashSet;
 
 use crate::reference::{violations, Rule};
 
-fn rule(isolation: Isolation) -> Rule {
+fn rule(isolation: IsolationLevel) -> Rule {
     match isolation {
-        Isolation::Serializable => Rule::CommitTime,
-        Isolation::SnapshotIsolation => Rule::Snapshot,
+        IsolationLevel::Serializable => Rule::CommitTime,
+        IsolationLevel::SnapshotIsolation => Rule::Snapshot,
+        other => panic!("the generator does not simulate {other}"),
     }
 }
 
 fn configs() -> Vec<GenConfig> {
     let mut out = Vec::new();
-    for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+    for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
         for distribution in [Distribution::Uniform, Distribution::Zipfian, Distribution::Hotspot] {
             for (model, predicate_ratio) in [
                 (DataModel::KeyValue, 0.0),
@@ -55,7 +56,7 @@ fn generated_histories_pass_the_reference_replay_at_their_level() {
         let found = violations(&g.history, &g.certificate, rule(cfg.isolation));
         assert!(found.is_empty(), "{cfg:?}: {found:?}");
         // Serializable runs satisfy snapshot isolation too.
-        if cfg.isolation == Isolation::Serializable {
+        if cfg.isolation == IsolationLevel::Serializable {
             let at_start = violations(&g.history, &g.certificate, Rule::Snapshot);
             assert!(at_start.is_empty(), "{cfg:?}: {at_start:?}");
         }
@@ -64,7 +65,7 @@ fn generated_histories_pass_the_reference_replay_at_their_level() {
 
 #[test]
 fn contention_produces_aborts_recorded_without_commit_timestamps() {
-    for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+    for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
         let cfg = GenConfig { txns: 400, sessions: 8, keys: 4, isolation, ..GenConfig::default() };
         let g = generate(&cfg).unwrap();
         assert!(g.stats.aborted > 0, "{isolation}: no aborts under contention");
@@ -81,7 +82,7 @@ fn snapshot_isolation_allows_write_skew_that_serializability_forbids() {
         txns: 600,
         sessions: 8,
         keys: 4,
-        isolation: Isolation::SnapshotIsolation,
+        isolation: IsolationLevel::SnapshotIsolation,
         ..GenConfig::default()
     };
     let g = generate(&cfg).unwrap();
@@ -205,7 +206,7 @@ fn one_transaction_in_flight_runs_serially_without_aborts() {
 
 #[test]
 fn blind_transactions_only_read_or_only_write_in_the_asked_proportion_and_stay_valid() {
-    for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+    for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
         let cfg = GenConfig {
             txns: 2000,
             sessions: 8,

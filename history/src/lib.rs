@@ -25,7 +25,9 @@ pub mod formats;
 mod ids;
 mod intern;
 mod kv;
+mod level;
 mod model;
+mod name;
 mod open;
 mod snapshot_set;
 mod timestamp;
@@ -42,10 +44,12 @@ pub use kv::{
     read_kv_v1, read_kv_v1_bytes, read_kv_v1_chunks, read_kv_v1_file, ChunkFailed, KvHistory, KvOp, KvOpKind,
     KvTxnFields, KvV1Chunks, KvV1Reader, KvValue,
 };
+pub use level::IsolationLevel;
 pub use model::{
     AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,
     KV_TABLE,
 };
+pub use name::UnknownName;
 pub use open::{open, open_input, open_kv, read_all, OpenError};
 pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;

@@ -310,6 +310,28 @@ impl Dialect {
     }
 }
 
+/// The header's spellings, with the aliases `postgresql` and `tidb` (which speaks MySQL's
+/// dialect); both v1 readers parse `dialect` with it.
+impl std::str::FromStr for Dialect {
+    type Err = crate::UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "postgres" | "postgresql" => Dialect::Postgres,
+            "mysql" | "tidb" => Dialect::Mysql,
+            "mongodb" => Dialect::Mongodb,
+            "dgraph" => Dialect::Dgraph,
+            _ => {
+                return Err(crate::UnknownName {
+                    what: "dialect",
+                    given: s.to_string(),
+                    choices: "postgres, mysql, mongodb or dgraph",
+                })
+            }
+        })
+    }
+}
+
 /// The transactions' names, as the keys of the transaction index.
 struct TxnNames<'a>(&'a [Transaction]);
 
@@ -627,5 +649,21 @@ impl History {
                 format!("{{{}}}", parts.join(", "))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialects_parse_their_header_spellings_and_aliases_and_refuse_others_naming_the_choices() {
+        for d in [Dialect::Postgres, Dialect::Mysql, Dialect::Mongodb, Dialect::Dgraph] {
+            assert_eq!(d.as_str().parse(), Ok(d));
+        }
+        assert_eq!("postgresql".parse(), Ok(Dialect::Postgres));
+        assert_eq!("tidb".parse(), Ok(Dialect::Mysql));
+        let e = "Postgres".parse::<Dialect>().unwrap_err().to_string();
+        assert_eq!(e, "unknown dialect \"Postgres\": use postgres, mysql, mongodb or dgraph");
     }
 }

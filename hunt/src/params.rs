@@ -3,8 +3,9 @@
 
 use std::fmt;
 
+use isocert_adapters::IsolationLevel;
 use isocert_random::SeededRng;
-use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
+use isocert_workload::{Distribution, WorkloadConfig, WorkloadKind};
 use rand::Rng;
 use serde::Serialize;
 
@@ -51,7 +52,7 @@ fn as_text<T: fmt::Display, S: serde::Serializer>(value: &T, s: S) -> Result<S::
 
 impl TrialParams {
     /// The workload configuration of this trial at `isolation`.
-    pub fn config(&self, isolation: Isolation, one_change_per_row: bool) -> WorkloadConfig {
+    pub fn config(&self, isolation: IsolationLevel, one_change_per_row: bool) -> WorkloadConfig {
         let mut cfg = WorkloadConfig::new(self.workload, isolation);
         cfg.keys = self.keys.max(if self.workload == WorkloadKind::Skew { 2 } else { 1 });
         cfg.sessions = self.sessions;
@@ -196,7 +197,7 @@ mod tests {
         assert!(many.iter().any(|p| p.keys == 2) && many.iter().any(|p| p.keys == 32));
         assert!(many.iter().any(|p| p.txns == 15000));
         assert!(many.iter().any(|p| p.deletes) && many.iter().any(|p| !p.deletes), "delete mixes vary");
-        assert!(many.iter().all(|p| p.config(Isolation::Serializable, false).validate().is_ok()));
+        assert!(many.iter().all(|p| p.config(IsolationLevel::Serializable, false).validate().is_ok()));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use isocert_adapters::{CaptureOptions, Database, Isolation, TableSpec};
+use isocert_adapters::{sql_level, CaptureOptions, Database, TableSpec};
 use isocert_checker::{AnomalyKind, IsolationLevel};
 use isocert_history::{
     Certificate, History, ObjId, Op, Scalar, Status, Timestamp, TxnId, Value, ValueId, Writer,
@@ -192,14 +192,18 @@ fn times(h: &History, use_ts: bool, t: TxnId) -> (Timestamp, Timestamp) {
 /// The isolationtester spec of `h` (a shrunk history of the workload table `table`, whose
 /// transactions ran at `isolation`), under the certificate `cert`, its list appends written
 /// as `appends` says. `title` heads it.
+///
+/// # Errors
+/// [`HuntError::Database`] when `isolation` is not a level SQL transactions run at.
 pub fn write_spec(
     h: &History,
     cert: &Certificate,
     table: &TableSpec,
-    isolation: Isolation,
+    isolation: IsolationLevel,
     appends: AppendStatements,
     title: &str,
-) -> String {
+) -> Result<String, HuntError> {
+    let begin = sql_level(isolation)?;
     let mut out = String::new();
     for line in title.lines() {
         out.push_str(&format!("# {line}\n"));
@@ -224,10 +228,7 @@ pub fn write_spec(
     for t in h.txn_ids() {
         let txn = h.txn(t);
         let session = format!("t{}", txn.name).replace(['"', ' '], "");
-        out.push_str(&format!(
-            "\nsession {session}\nsetup {{ BEGIN ISOLATION LEVEL {}; }}\n",
-            isolation.sql()
-        ));
+        out.push_str(&format!("\nsession {session}\nsetup {{ BEGIN ISOLATION LEVEL {begin}; }}\n"));
         let first_write = txn
             .ops
             .iter()
@@ -261,7 +262,7 @@ pub fn write_spec(
     events.sort_by_key(|e| (e.0, e.1, e.2));
     let steps: Vec<String> = events.into_iter().flat_map(|e| e.3).collect();
     out.push_str(&format!("\npermutation {}\n", steps.join(" ")));
-    out
+    Ok(out)
 }
 
 /// How running the reproducer went.
@@ -286,7 +287,7 @@ pub struct ReproTarget {
     /// The level the runs are checked at.
     pub level: IsolationLevel,
     /// The level of a transaction whose `BEGIN` names none.
-    pub isolation: Isolation,
+    pub isolation: IsolationLevel,
     /// The anomaly class that counts as reproduced.
     pub kind: AnomalyKind,
     /// How many runs.
@@ -386,7 +387,8 @@ mod tests {
             r#"{"format":"isocert-certificate","version":1,"version_order":[{"key":0,"writers":[2,3]},{"key":1,"writers":[3]}]}"#,
         );
         let table = TableSpec::integers("kv", &["key", "value"]);
-        let spec = write_spec(&h, &c, &table, Isolation::RepeatableRead, AppendStatements::Upsert, "t");
+        let spec = write_spec(&h, &c, &table, IsolationLevel::RepeatableRead, AppendStatements::Upsert, "t")
+            .unwrap();
         assert!(spec.contains("step t2_1 { DELETE FROM kv WHERE key = 0; }"), "{spec}");
         assert!(spec.contains("step t3_2 { INSERT INTO kv (key, value) VALUES (0, 9); }"), "{spec}");
         assert!(spec.contains("step t3_3 { UPDATE kv SET value = 8 WHERE key = 1; }"), "{spec}");
@@ -416,9 +418,12 @@ mod tests {
             ],
             partitioned: false,
         };
-        let upsert = write_spec(&h, &c, &table, Isolation::Serializable, AppendStatements::Upsert, "t");
+        let upsert =
+            write_spec(&h, &c, &table, IsolationLevel::Serializable, AppendStatements::Upsert, "t").unwrap();
         assert!(upsert.contains("ON CONFLICT (id) DO UPDATE SET val = CONCAT(t.val, ',', '2');"), "{upsert}");
-        let blind = write_spec(&h, &c, &table, Isolation::Serializable, AppendStatements::Recordable, "t");
+        let blind =
+            write_spec(&h, &c, &table, IsolationLevel::Serializable, AppendStatements::Recordable, "t")
+                .unwrap();
         assert!(
             blind.contains("step t1_1 { INSERT INTO append (id, sk, val) VALUES (7, 7, '1'); }"),
             "{blind}"

@@ -10,7 +10,7 @@ use isocert_certify::{Certified, CertifyError};
 use isocert_checker::{CheckerKind, IsolationLevel, Report};
 use isocert_history::{History, Status};
 use isocert_recovery::{RawLog, Recovered};
-use isocert_workload::{client_aborted_plans, Isolation, WorkloadConfig};
+use isocert_workload::{client_aborted_plans, WorkloadConfig};
 
 use crate::params::TrialParams;
 use crate::HuntError;
@@ -57,7 +57,7 @@ impl Trial {
 pub async fn run_trial<D: Database>(
     db: &D,
     params: &TrialParams,
-    isolation: Isolation,
+    isolation: IsolationLevel,
     level: IsolationLevel,
     capture: &CaptureOptions,
     interrupt: Arc<AtomicBool>,

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use isocert_checker::{check, AnomalyKind, CheckerKind, IsolationLevel, Report};
-use isocert_gen::{generate, GenConfig, Injection, Isolation};
+use isocert_gen::{generate, GenConfig, Injection};
 use isocert_history::{v1, Certificate, History, Op};
 use isocert_hunt::{shrink, sub_history, Selection, Shrunk};
 use isocert_oracle::Interpreter;
@@ -110,7 +110,7 @@ fn injected_anomalies_shrink_to_their_few_transactions() {
         let cfg = GenConfig {
             txns: 300,
             keys: 12,
-            isolation: Isolation::Serializable,
+            isolation: IsolationLevel::Serializable,
             inject: Some(injection),
             seed: 5,
             ..GenConfig::default()

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use isocert_checker::{check_chronos_kv, IsolationLevel};
-use isocert_gen::{write_stream, GenConfig, Injection, Isolation};
+use isocert_gen::{write_stream, GenConfig, Injection};
 use isocert_history::read_kv_v1_bytes;
 use isocert_online::{
     run_member, AnomalyRecord, MemberEvent, MemberOptions, OnlineTarget, ResultRecord, Summary,
@@ -21,7 +21,12 @@ pub(crate) fn unique(name: &str) -> String {
 }
 
 /// A generated key-value history (v1 text).
-pub(crate) fn history(txns: usize, seed: u64, isolation: Isolation, inject: Option<Injection>) -> Vec<u8> {
+pub(crate) fn history(
+    txns: usize,
+    seed: u64,
+    isolation: IsolationLevel,
+    inject: Option<Injection>,
+) -> Vec<u8> {
     let cfg = GenConfig {
         txns,
         sessions: 6,

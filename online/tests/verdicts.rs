@@ -2,7 +2,7 @@
 //! and no anomaly is reported twice.
 
 use isocert_checker::IsolationLevel;
-use isocert_gen::{Injection, Isolation};
+use isocert_gen::Injection;
 use isocert_online::{emit_file, Emitter, OnlineTarget};
 
 use crate::support::{history, offline, run_group, seen, unique, KafkaBroker};
@@ -17,12 +17,12 @@ const SER: IsolationLevel = IsolationLevel::Serializable;
 fn one_two_and_four_members_report_what_chronos_reports() {
     let Some(broker) = KafkaBroker::start() else { return };
     let cases = [
-        (None, Isolation::SnapshotIsolation, SI),
-        (Some(Injection::Session), Isolation::SnapshotIsolation, SI),
-        (Some(Injection::Int), Isolation::SnapshotIsolation, SI),
-        (Some(Injection::Ext), Isolation::SnapshotIsolation, SI),
-        (Some(Injection::LostUpdate), Isolation::SnapshotIsolation, SI),
-        (Some(Injection::WriteSkew), Isolation::SnapshotIsolation, SER),
+        (None, IsolationLevel::SnapshotIsolation, SI),
+        (Some(Injection::Session), IsolationLevel::SnapshotIsolation, SI),
+        (Some(Injection::Int), IsolationLevel::SnapshotIsolation, SI),
+        (Some(Injection::Ext), IsolationLevel::SnapshotIsolation, SI),
+        (Some(Injection::LostUpdate), IsolationLevel::SnapshotIsolation, SI),
+        (Some(Injection::WriteSkew), IsolationLevel::SnapshotIsolation, SER),
     ];
     let mut checks = Vec::new();
     for (i, &(inject, isolation, level)) in cases.iter().enumerate() {

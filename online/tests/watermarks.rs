@@ -2,7 +2,7 @@
 //! partition, within each one's watermark; a transaction beyond the watermark is reported.
 
 use isocert_checker::{IsolationLevel, Watermark};
-use isocert_gen::{Injection, Isolation};
+use isocert_gen::Injection;
 use isocert_history::{read_kv_v1_bytes, Timestamp, TxnId};
 use isocert_online::{emit_file, run_member, Emitter, LiveEmitter, OnlineTarget};
 
@@ -20,7 +20,7 @@ fn two_producers_merge_into_the_offline_verdict() {
         .map(|inject| {
             let bootstrap = broker.bootstrap().to_string();
             std::thread::spawn(move || {
-                let text = history(800, 7, Isolation::SnapshotIsolation, inject);
+                let text = history(800, 7, IsolationLevel::SnapshotIsolation, inject);
                 let expected = offline(&text, SI);
                 let (mut a, mut b) = (Vec::new(), Vec::new());
                 for line in text.split_inclusive(|&c| c == b'\n') {
@@ -94,7 +94,7 @@ fn a_live_client_publishing_as_it_goes_gets_the_offline_verdict() {
         .map(|inject| {
             let bootstrap = broker.bootstrap().to_string();
             std::thread::spawn(move || {
-                let text = history(500, 11, Isolation::SnapshotIsolation, inject);
+                let text = history(500, 11, IsolationLevel::SnapshotIsolation, inject);
                 let expected = offline(&text, SI);
                 let h = isocert_history::v1::read_history(text.as_slice()).unwrap();
                 let target = OnlineTarget { brokers: bootstrap, topic: unique("live") };

@@ -13,6 +13,7 @@
 
 mod interleave;
 pub mod runner;
+mod sessions;
 pub mod spec;
 mod split;
 mod tables;

@@ -13,26 +13,23 @@
 //! statements up to its next `COMMIT`/`ROLLBACK` are skipped, as PostgreSQL refuses them in
 //! a failed transaction block.
 
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use isocert_adapters::{CaptureOptions, ChangeCapture, Database, DbError, Isolation, Session};
-use isocert_history::{History, Status};
+use isocert_adapters::{CaptureOptions, ChangeCapture, Database, DbError, IsolationLevel, Session};
+use isocert_history::History;
 use isocert_recovery::RawLog;
 use isocert_workload::Recorder;
 use serde::Serialize;
-use tokio::sync::mpsc;
 
+use crate::sessions::{FinishedTxn, Sessions};
 use crate::spec::{Permutation, Spec};
-use crate::translate::{Action, ScenarioTable, SkippedTable, Translator};
-use crate::worker::{Command, StepDone, Worker};
+use crate::translate::{ScenarioTable, SkippedTable, Translator};
 
 /// How a scenario runs.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     /// The level of a transaction whose `BEGIN` names none (`--isolation`).
-    pub isolation: Isolation,
+    pub isolation: IsolationLevel,
     /// The change capture's options.
     pub capture: CaptureOptions,
     /// How long a step may neither finish nor be reported blocked.
@@ -54,7 +51,7 @@ impl RunOptions {
     }
 
     /// `work`, unless it takes longer than `limit` or a stop is asked for first.
-    async fn guarded<T>(
+    pub(crate) async fn guarded<T>(
         &self,
         limit: Duration,
         work: impl std::future::Future<Output = T>,
@@ -81,8 +78,10 @@ impl RunOptions {
 
 /// Why a guarded wait ended early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Halt {
+pub(crate) enum Halt {
+    /// The time was up.
     Timeout,
+    /// A stop was asked for.
     Interrupted,
 }
 
@@ -118,21 +117,12 @@ pub struct PermutationRun {
     /// permutation"): a step of a session whose previous step still waits for a lock.
     pub invalid: Option<String>,
     /// The levels its recorded transactions ran at, each once, weakest first.
-    pub levels: Vec<Isolation>,
+    pub levels: Vec<IsolationLevel>,
     /// The tables recorded (those of the spec the runner could read after the setup).
     pub tables: Vec<&'static str>,
     /// Recordable tables whose rows could not be read after the setup (a NULL, a value out
     /// of range): not recorded in this permutation, their statements run as written.
     pub unreadable: Vec<SkippedTable>,
-}
-
-/// How strong a level is: read committed 0, repeatable read 1, serializable 2.
-pub fn strength(level: Isolation) -> u8 {
-    match level {
-        Isolation::ReadCommitted => 0,
-        Isolation::RepeatableRead => 1,
-        Isolation::Serializable => 2,
-    }
 }
 
 /// Why a permutation could not run.
@@ -201,7 +191,8 @@ pub(crate) fn describe(e: &DbError) -> String {
     }
 }
 
-fn failed(what: impl Into<String>) -> impl FnOnce(DbError) -> ScenarioError {
+/// Turns a failed database request into the error that names `what` it was doing.
+pub(crate) fn failed(what: impl Into<String>) -> impl FnOnce(DbError) -> ScenarioError {
     let what = what.into();
     move |source| ScenarioError::Database { what, source }
 }
@@ -382,71 +373,8 @@ async fn run_sessions<D: Database>(
     server_ids: &mut Vec<u64>,
     captures: &mut Vec<D::Capture>,
 ) -> Result<PermutationRun, ScenarioError> {
-    // One capture per table (the seam's capture follows one table), each with its own
-    // server-side objects: the run name with the table's number.
-    for (i, t) in tables.iter().enumerate() {
-        let mut capture_options = options.capture.clone();
-        if tables.len() > 1 {
-            capture_options.run_name = format!("{}_t{i}", options.capture.run_name);
-        }
-        let mut c = db.start_capture(&t.spec, &capture_options).await?;
-        c.wait_started(Duration::from_secs(60)).await?;
-        captures.push(c);
-    }
-    let order = Arc::new(AtomicU64::new(0));
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Result<StepDone, String>>();
-    let mut senders = Vec::new();
-    let mut tasks = Vec::new();
-    for (index, s) in spec.sessions.iter().enumerate() {
-        let session = db.connect().await.map_err(failed(format!("connecting session {}", s.name)))?;
-        server_ids.push(session.server_id());
-        let (tx, mut rx) = mpsc::unbounded_channel::<Command>();
-        senders.push(tx);
-        let mut worker = Worker {
-            index,
-            session,
-            tables: tables.to_vec(),
-            default_level: options.isolation,
-            next_level: None,
-            open: None,
-            failed: false,
-            finished: Vec::new(),
-            levels: Vec::new(),
-            order: Arc::clone(&order),
-        };
-        let done = done_tx.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(command) = rx.recv().await {
-                match command {
-                    Command::Run { step, actions } => {
-                        let outcome = worker.run(&step, actions).await.map(|(errors, unrecorded)| StepDone {
-                            session: index,
-                            step,
-                            errors,
-                            unrecorded,
-                        });
-                        let _ = done.send(outcome);
-                    }
-                    Command::Abandon => {
-                        if let Some(open) = worker.open.take() {
-                            let _ = worker.session.rollback().await;
-                            let _ = worker.record(Status::Aborted, open);
-                        }
-                        worker.failed = false;
-                    }
-                    Command::Finish => break,
-                }
-            }
-            // A transaction left open ends with the connection: rolled back.
-            if let Some(open) = worker.open.take() {
-                let _ = worker.session.rollback().await;
-                let _ = worker.record(Status::Aborted, open);
-            }
-            (worker.finished, worker.levels)
-        }));
-    }
-    drop(done_tx);
-
+    start_captures(db, tables, options, captures).await?;
+    let mut sessions = Sessions::start(db, spec, tables, options, server_ids).await?;
     let mut run = PermutationRun {
         steps: perm.steps.iter().map(|s| s.name.clone()).collect(),
         history: History::new(),
@@ -459,39 +387,88 @@ async fn run_sessions<D: Database>(
         tables: tables.iter().map(|t| t.spec.name).collect(),
         unreadable: Vec::new(),
     };
-    let mut pending: Vec<Option<String>> = vec![None; spec.sessions.len()];
-    let send = |session: usize, step: String, actions: Vec<Action>, pending: &mut Vec<Option<String>>| {
-        pending[session] = Some(step.clone());
-        senders[session]
-            .send(Command::Run { step, actions })
-            .map_err(|_| ScenarioError::Lost(spec.sessions[session].name.clone()))
-    };
-    let mut absorb =
-        |done: Result<StepDone, String>, pending: &mut Vec<Option<String>>, run: &mut PermutationRun| {
-            let done = done.map_err(ScenarioError::Facts)?;
-            pending[done.session] = None;
-            run.errors.extend(done.errors.iter().map(|e| format!("{}: {e}", done.step)));
-            run.unrecorded.extend(done.unrecorded);
-            Ok::<usize, ScenarioError>(done.session)
-        };
-
     // Session setups, each to completion.
     for (i, s) in spec.sessions.iter().enumerate() {
         if let Some(block) = &s.setup {
-            send(i, format!("setup of {}", s.name), translator.block(&block.sql), &mut pending)?;
-            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout, options)
+            let actions = translator.block(&block.sql);
+            sessions.run_to_completion(i, format!("setup of {}", s.name), actions, &mut run, options).await?;
+        }
+    }
+    run_steps(db, spec, perm, translator, &mut sessions, &mut run, server_ids, options).await?;
+    if run.invalid.is_some() {
+        // Roll back the sessions that are not waiting, which releases the waiting ones.
+        sessions.abandon_idle();
+    }
+    end_waiting_steps(db, &mut sessions, &mut run, server_ids, options).await?;
+    if run.invalid.is_some() {
+        sessions.abandon_all();
+    }
+    for (i, s) in spec.sessions.iter().enumerate() {
+        if let Some(block) = &s.teardown {
+            let actions = translator.block(&block.sql);
+            sessions
+                .run_to_completion(i, format!("teardown of {}", s.name), actions, &mut run, options)
                 .await?;
         }
     }
+    let finished = sessions.finish(&mut run).await?;
+    if !tables.is_empty() {
+        run.history = record_history::<D>(spec, tables, &initial, finished);
+    }
+    let mut logs = Vec::new();
+    for c in captures.drain(..) {
+        let finish = tokio::time::timeout(CATCH_UP, c.finish(Some(&run.history)));
+        logs.push(finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))??);
+    }
+    if !logs.is_empty() {
+        run.log = Some(RawLog::merge(logs));
+    }
+    Ok(run)
+}
+
+/// Starts one change capture per recorded table (the seam's capture follows one table),
+/// each with its own server-side objects: the run name with the table's number.
+async fn start_captures<D: Database>(
+    db: &D,
+    tables: &[ScenarioTable],
+    options: &RunOptions,
+    captures: &mut Vec<D::Capture>,
+) -> Result<(), ScenarioError> {
+    for (i, t) in tables.iter().enumerate() {
+        let mut capture_options = options.capture.clone();
+        if tables.len() > 1 {
+            capture_options.run_name = format!("{}_t{i}", options.capture.run_name);
+        }
+        let mut c = db.start_capture(&t.spec, &capture_options).await?;
+        c.wait_started(Duration::from_secs(60)).await?;
+        captures.push(c);
+    }
+    Ok(())
+}
+
+/// Runs the permutation's steps in order, as isolationtester does: each is sent to its
+/// session and waited for until it completes or the database says it waits for a lock
+/// (then it is `blocked` and the next step starts). A step whose session still runs its
+/// previous, blocked step waits for it first; if that does not finish soon, the
+/// permutation is invalid and the remaining steps do not run.
+#[allow(clippy::too_many_arguments)]
+async fn run_steps<D: Database>(
+    db: &D,
+    spec: &Spec,
+    perm: &Permutation,
+    translator: &Translator,
+    sessions: &mut Sessions,
+    run: &mut PermutationRun,
+    server_ids: &[u64],
+    options: &RunOptions,
+) -> Result<(), ScenarioError> {
     for pstep in &perm.steps {
         let i = spec.session_of(&pstep.name).expect("the parser checked every step name");
-        if pending[i].is_some() {
+        if sessions.is_pending(i) {
             // The session's previous step waits for a lock: only a step of another session
             // could release it, so if it does not finish soon the permutation is invalid.
             let grace = options.step_timeout.min(INVALID_AFTER);
-            if let Err(ScenarioError::Stuck { step, .. }) =
-                wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, grace, options).await
-            {
+            if let Err(ScenarioError::Stuck { step, .. }) = sessions.wait_for(i, run, grace, options).await {
                 run.invalid = Some(format!(
                     "step {} cannot start: {step} of its session still waits for a lock",
                     pstep.name
@@ -500,12 +477,12 @@ async fn run_sessions<D: Database>(
             }
         }
         let step = spec.step(&pstep.name).expect("a step of the spec");
-        send(i, pstep.name.clone(), translator.block(&step.sql.sql), &mut pending)?;
+        sessions.send(i, pstep.name.clone(), translator.block(&step.sql.sql))?;
         let started = Instant::now();
         loop {
-            match tokio::time::timeout(options.block_check, done_rx.recv()).await {
+            match sessions.next_done(options.block_check).await {
                 Ok(Some(done)) => {
-                    if absorb(done, &mut pending, &mut run)? == i && pending[i].is_none() {
+                    if sessions.absorb(done, run)? == i && !sessions.is_pending(i) {
                         break;
                     }
                 }
@@ -528,22 +505,25 @@ async fn run_sessions<D: Database>(
             }
         }
     }
-    if run.invalid.is_some() {
-        // Roll back the sessions that are not waiting, which releases the waiting ones.
-        for (i, tx) in senders.iter().enumerate() {
-            if pending[i].is_none() {
-                let _ = tx.send(Command::Abandon);
-            }
-        }
-    }
-    // Every step has started: a step still waiting for a lock after --step-timeout waits
-    // for nothing any step will do (isolationtester's invalid permutation). Its session is
-    // ended, which releases what it held, and the permutation is invalid.
+    Ok(())
+}
+
+/// Every step has started: a step still waiting for a lock after --step-timeout waits
+/// for nothing any step will do (isolationtester's invalid permutation). Its session is
+/// ended, which releases what it held, and the permutation is invalid.
+async fn end_waiting_steps<D: Database>(
+    db: &D,
+    sessions: &mut Sessions,
+    run: &mut PermutationRun,
+    server_ids: &[u64],
+    options: &RunOptions,
+) -> Result<(), ScenarioError> {
     let started = Instant::now();
-    for i in 0..spec.sessions.len() {
-        if pending[i].is_some() {
+    // One connection per session, in the sessions' order.
+    for (i, &server_id) in server_ids.iter().enumerate() {
+        if sessions.is_pending(i) {
             let left = options.step_timeout.saturating_sub(started.elapsed());
-            match wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, left, options).await {
+            match sessions.wait_for(i, run, left, options).await {
                 Ok(()) => {}
                 Err(ScenarioError::Stuck { step, .. }) => {
                     if run.invalid.is_none() {
@@ -553,95 +533,35 @@ async fn run_sessions<D: Database>(
                             options.step_timeout.as_secs()
                         ));
                     }
-                    if let Err(e) = db.kill_session(server_ids[i]).await {
+                    if let Err(e) = db.kill_session(server_id).await {
                         tracing::warn!("ending the session of step {step}: {e}");
                     }
                     // The ended connection fails the step, which reports back.
-                    wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, CATCH_UP, options).await?;
+                    sessions.wait_for(i, run, CATCH_UP, options).await?;
                 }
                 Err(e) => return Err(e),
             }
         }
     }
-    if run.invalid.is_some() {
-        for tx in &senders {
-            let _ = tx.send(Command::Abandon);
-        }
-    }
-    for (i, s) in spec.sessions.iter().enumerate() {
-        if let Some(block) = &s.teardown {
-            send(i, format!("teardown of {}", s.name), translator.block(&block.sql), &mut pending)?;
-            wait_for(i, &mut pending, &mut done_rx, &mut absorb, &mut run, options.step_timeout, options)
-                .await?;
-        }
-    }
-    let mut finished = Vec::new();
-    for (tx, task) in senders.iter().zip(tasks) {
-        let _ = tx.send(Command::Finish);
-        let (txns, levels) = task.await.map_err(|e| ScenarioError::Lost(e.to_string()))?;
-        finished.extend(txns);
-        for level in levels {
-            if !run.levels.contains(&level) {
-                run.levels.push(level);
-            }
-        }
-    }
-    run.levels.sort_by_key(|l| strength(*l));
-    finished.sort_by_key(|(seq, _, _)| *seq);
-    if !tables.is_empty() {
-        let specs: Vec<_> = tables.iter().map(|t| t.spec).collect();
-        let mut recorder = Recorder::with_tables(&specs, spec.sessions.len() as u32, D::DIALECT);
-        for (i, rows) in initial.iter().enumerate() {
-            recorder.add_initial(i, rows);
-        }
-        for (_, raw, on) in finished {
-            recorder.push_on(raw, &on);
-        }
-        run.history = recorder.finish();
-    }
-    let mut logs = Vec::new();
-    for c in captures.drain(..) {
-        let finish = tokio::time::timeout(CATCH_UP, c.finish(Some(&run.history)));
-        logs.push(finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))??);
-    }
-    if !logs.is_empty() {
-        run.log = Some(RawLog::merge(logs));
-    }
-    Ok(run)
+    Ok(())
 }
 
-/// Waits until session `i`'s pending step completes (absorbing other completions), at most
-/// `timeout` ([`ScenarioError::Stuck`]), or until a stop is asked for.
-#[allow(clippy::too_many_arguments)]
-async fn wait_for(
-    i: usize,
-    pending: &mut Vec<Option<String>>,
-    done_rx: &mut mpsc::UnboundedReceiver<Result<StepDone, String>>,
-    absorb: &mut impl FnMut(
-        Result<StepDone, String>,
-        &mut Vec<Option<String>>,
-        &mut PermutationRun,
-    ) -> Result<usize, ScenarioError>,
-    run: &mut PermutationRun,
-    timeout: Duration,
-    options: &RunOptions,
-) -> Result<(), ScenarioError> {
-    let started = Instant::now();
-    while pending[i].is_some() {
-        let left = timeout.saturating_sub(started.elapsed());
-        match options.guarded(left, done_rx.recv()).await {
-            Ok(Some(done)) => {
-                absorb(done, pending, run)?;
-            }
-            Ok(None) => return Err(ScenarioError::Lost(format!("{i}"))),
-            Err(Halt::Interrupted) => return Err(ScenarioError::Interrupted),
-            Err(Halt::Timeout) => {
-                return Err(ScenarioError::Stuck {
-                    step: pending[i].clone().unwrap_or_default(),
-                    secs: timeout.as_secs(),
-                })
-            }
-        }
+/// The history the sessions recorded: the recorded tables' initial rows, then the finished
+/// transactions in the order they ended.
+fn record_history<D: Database>(
+    spec: &Spec,
+    tables: &[ScenarioTable],
+    initial: &[Vec<Vec<isocert_history::Scalar>>],
+    mut finished: Vec<FinishedTxn>,
+) -> History {
+    finished.sort_by_key(|(seq, _, _)| *seq);
+    let specs: Vec<_> = tables.iter().map(|t| t.spec).collect();
+    let mut recorder = Recorder::with_tables(&specs, spec.sessions.len() as u32, D::DIALECT);
+    for (i, rows) in initial.iter().enumerate() {
+        recorder.add_initial(i, rows);
     }
-    Ok(())
+    for (_, raw, on) in finished {
+        recorder.push_on(raw, &on);
+    }
+    recorder.finish()
 }

@@ -17,7 +17,7 @@
 //! cannot evaluate; statements on tables that are not recordable; DDL; anything sqlparser
 //! cannot parse.
 
-use isocert_adapters::{ColumnType, Isolation, StatementWrite, Step};
+use isocert_adapters::{ColumnType, IsolationLevel, StatementWrite, Step};
 use isocert_history::{AggregateFn, Dialect, History, Scalar};
 use isocert_oracle::Interpreter;
 
@@ -49,9 +49,9 @@ pub enum Effect {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// `BEGIN` / `START TRANSACTION`, with a level if it names one.
-    Begin(Option<Isolation>),
+    Begin(Option<IsolationLevel>),
     /// `SET TRANSACTION ISOLATION LEVEL ...`: the level of the open or next transaction.
-    SetLevel(Isolation),
+    SetLevel(IsolationLevel),
     /// `COMMIT` / `END`.
     Commit,
     /// `ROLLBACK` / `ABORT`.
@@ -89,20 +89,20 @@ pub(crate) fn last_name(name: &ObjectName) -> Option<String> {
     }
 }
 
-fn level(l: &TransactionIsolationLevel) -> Option<Isolation> {
+fn level(l: &TransactionIsolationLevel) -> Option<IsolationLevel> {
     match l {
-        TransactionIsolationLevel::Serializable => Some(Isolation::Serializable),
+        TransactionIsolationLevel::Serializable => Some(IsolationLevel::Serializable),
         TransactionIsolationLevel::RepeatableRead | TransactionIsolationLevel::Snapshot => {
-            Some(Isolation::RepeatableRead)
+            Some(IsolationLevel::RepeatableRead)
         }
         // PostgreSQL runs READ UNCOMMITTED as READ COMMITTED; isocert records it so.
         TransactionIsolationLevel::ReadCommitted | TransactionIsolationLevel::ReadUncommitted => {
-            Some(Isolation::ReadCommitted)
+            Some(IsolationLevel::ReadCommitted)
         }
     }
 }
 
-fn mode_level(modes: &[TransactionMode]) -> Option<Isolation> {
+fn mode_level(modes: &[TransactionMode]) -> Option<IsolationLevel> {
     modes.iter().find_map(|m| match m {
         TransactionMode::IsolationLevel(l) => level(l),
         _ => None,
@@ -668,7 +668,7 @@ mod tests {
              INSERT INTO t (id, v, c) VALUES (3, 30, -1); UPDATE t SET v = 11 WHERE id = 1; \
              DELETE FROM t WHERE id = 2; DELETE FROM t WHERE v < 0; COMMIT",
         );
-        assert_eq!(actions[0], Action::Begin(Some(Isolation::RepeatableRead)));
+        assert_eq!(actions[0], Action::Begin(Some(IsolationLevel::RepeatableRead)));
         assert_eq!(actions[1], Action::Record(t, Step::Read { key: 1 }));
         assert_eq!(actions[2], Action::Record(t, Step::Select { predicate: "v > 5".into() }));
         assert_eq!(
@@ -770,7 +770,7 @@ mod tests {
         assert!(raw("SELECT * FROM pg_locks").1.contains("catalog"));
         assert_eq!(
             tr.statement("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
-            Action::SetLevel(Isolation::Serializable)
+            Action::SetLevel(IsolationLevel::Serializable)
         );
         assert_eq!(tr.statement("START TRANSACTION"), Action::Begin(None));
         assert_eq!(tr.statement("ABORT"), Action::Rollback);

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use isocert_adapters::{CommitOutcome, DbError, Isolation, RecordedOp, Session};
+use isocert_adapters::{CommitOutcome, DbError, IsolationLevel, RecordedOp, Session};
 use isocert_history::Status;
 use isocert_workload::{raw_txn, RawTxn};
 
@@ -37,7 +37,7 @@ pub(crate) struct Open<S: Session> {
     pub(crate) ops: Vec<(RecordedOp, S::OpFacts)>,
     /// The recorded table of each op (an index into the worker's tables).
     pub(crate) on: Vec<usize>,
-    pub(crate) level: Isolation,
+    pub(crate) level: IsolationLevel,
 }
 
 /// One session's connection and its transaction state.
@@ -45,14 +45,14 @@ pub(crate) struct Worker<S: Session> {
     pub(crate) index: usize,
     pub(crate) session: S,
     pub(crate) tables: Vec<ScenarioTable>,
-    pub(crate) default_level: Isolation,
-    pub(crate) next_level: Option<Isolation>,
+    pub(crate) default_level: IsolationLevel,
+    pub(crate) next_level: Option<IsolationLevel>,
     pub(crate) open: Option<Open<S>>,
     /// A statement failed in the open transaction block: skip until COMMIT/ROLLBACK.
     pub(crate) failed: bool,
     pub(crate) finished: Vec<(u64, RawTxn, Vec<usize>)>,
     /// The levels of the transactions begun.
-    pub(crate) levels: Vec<Isolation>,
+    pub(crate) levels: Vec<IsolationLevel>,
     pub(crate) order: Arc<AtomicU64>,
 }
 
@@ -66,7 +66,7 @@ impl<S: Session> Worker<S> {
         Ok(())
     }
 
-    async fn begin(&mut self, level: Option<Isolation>) -> Result<(), DbError> {
+    async fn begin(&mut self, level: Option<IsolationLevel>) -> Result<(), DbError> {
         let level = level.or(self.next_level.take()).unwrap_or(self.default_level);
         let facts = self.session.begin(level).await?;
         self.open = Some(Open { facts, ops: Vec::new(), on: Vec::new(), level });

@@ -278,7 +278,7 @@ async fn serve_session(mut socket: TcpStream, queries: Seen) {
 
 #[tokio::test]
 async fn the_session_records_timestamps_and_classifies_restarts_and_ambiguous_commits() {
-    use isocert_adapters::{int_row, CommitOutcome, Isolation, RecordedOp, Session, Step};
+    use isocert_adapters::{int_row, CommitOutcome, IsolationLevel, RecordedOp, Session, Step};
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -295,7 +295,7 @@ async fn the_session_records_timestamps_and_classifies_restarts_and_ambiguous_co
     let mut session = db.connect().await.unwrap();
     assert_eq!(session.server_id(), 42, "the low bits of the session id");
 
-    let mut facts = session.begin(Isolation::Serializable).await.unwrap();
+    let mut facts = session.begin(IsolationLevel::Serializable).await.unwrap();
     let ops = session.execute(&TABLE, &Step::Read { key: 1 }, &mut facts).await.unwrap();
     assert_eq!(ops[0].0, RecordedOp::Read { key: 1, row: Some(int_row(vec![1, 10])) });
     assert_eq!(ops[0].1.mvcc_ts.as_deref(), Some(A));
@@ -306,7 +306,7 @@ async fn the_session_records_timestamps_and_classifies_restarts_and_ambiguous_co
     assert_eq!(facts.effective_isolation.as_deref(), Some("serializable"));
 
     // READ COMMITTED on a cluster that has not enabled it runs (and commits) as SERIALIZABLE.
-    let mut facts = session.begin(Isolation::ReadCommitted).await.unwrap();
+    let mut facts = session.begin(IsolationLevel::ReadCommitted).await.unwrap();
     assert_eq!(
         (facts.isolation.as_str(), facts.effective_isolation.as_deref()),
         ("read-committed", Some("serializable"))
@@ -321,7 +321,7 @@ async fn the_session_records_timestamps_and_classifies_restarts_and_ambiguous_co
     }
     session.rollback().await.unwrap();
     for expected in ["40003", "XX000"] {
-        let mut facts = session.begin(Isolation::Serializable).await.unwrap();
+        let mut facts = session.begin(IsolationLevel::Serializable).await.unwrap();
         match session.commit(&mut facts).await {
             CommitOutcome::Unknown(e) => assert_eq!(e.code(), Some(expected)),
             other => panic!("{expected} leaves the commit unknown: {other:?}"),

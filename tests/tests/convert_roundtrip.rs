@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use isocert_checker::{check, CheckerKind, IsolationLevel, Report};
-use isocert_gen::{generate, GenConfig, Injection, Isolation};
+use isocert_gen::{generate, GenConfig, Injection};
 use isocert_history::formats::{remap_certificate, Format, ALL_FORMATS};
 use isocert_history::{Certificate, History};
 use isocert_oracle::Interpreter;
@@ -62,7 +62,7 @@ fn histories() -> Vec<(String, GenConfig, IsolationLevel)> {
                 keys: 6,
                 seed,
                 concurrency,
-                isolation: Isolation::Serializable,
+                isolation: IsolationLevel::Serializable,
                 ..GenConfig::default()
             };
             out.push((format!("valid-{seed}-{concurrency}"), base.clone(), IsolationLevel::Serializable));
@@ -71,9 +71,9 @@ fn histories() -> Vec<(String, GenConfig, IsolationLevel)> {
             {
                 let level: IsolationLevel = kind.rejected_at()[0].parse().expect("a level name");
                 let isolation = if level == IsolationLevel::SnapshotIsolation {
-                    Isolation::SnapshotIsolation
+                    IsolationLevel::SnapshotIsolation
                 } else {
-                    Isolation::Serializable
+                    IsolationLevel::Serializable
                 };
                 let cfg = GenConfig { inject: Some(kind), isolation, ..base.clone() };
                 out.push((format!("{}-{seed}-{concurrency}", kind.as_str()), cfg, level));

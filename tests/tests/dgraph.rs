@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use isocert_adapters::dgraph::DgraphSession;
 use isocert_adapters::{
-    int_row, CommitOutcome, Database, Dgraph, Isolation, RecordedOp, Session, Step, TableSpec,
+    int_row, CommitOutcome, Database, Dgraph, IsolationLevel, RecordedOp, Session, Step, TableSpec,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -105,7 +105,7 @@ async fn a_transaction_records_its_start_and_commit_ts_and_sends_dgraph_its_keys
     let (url, requests) =
         fake_alpha(vec![Some(Q_KEY1), Some(Q_NONE), Some(MUTATED), Some(Q_RANGE), Some(COMMITTED)]).await;
     let mut s = session(&url).await;
-    let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
+    let mut facts = s.begin(IsolationLevel::RepeatableRead).await.unwrap();
     let read = s.execute(&TABLE, &Step::Read { key: 1 }, &mut facts).await.unwrap();
     assert_eq!(read[0].0, RecordedOp::Read { key: 1, row: Some(int_row(vec![1, 10])) });
     let write = s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
@@ -140,7 +140,7 @@ async fn a_transaction_records_its_start_and_commit_ts_and_sends_dgraph_its_keys
 async fn an_abort_at_commit_is_retryable_and_rolled_back() {
     let (url, requests) = fake_alpha(vec![Some(Q_NONE), Some(MUTATED), Some(ABORTED), Some(ABORTED)]).await;
     let mut s = session(&url).await;
-    let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
+    let mut facts = s.begin(IsolationLevel::RepeatableRead).await.unwrap();
     s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
     let CommitOutcome::AbortedRetryable(e) = s.commit(&mut facts).await else { panic!("expected an abort") };
     assert!(e.is_retryable() && e.to_string().contains("aborted"), "{e}");
@@ -157,7 +157,7 @@ async fn an_abort_of_a_mutation_ends_the_attempt_as_retryable_and_the_rollback_a
     let (url, requests) =
         fake_alpha(vec![Some(Q_NONE), Some(MUTATED), Some(Q_NONE), Some(ABORTED), Some(ABORTED)]).await;
     let mut s = session(&url).await;
-    let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
+    let mut facts = s.begin(IsolationLevel::RepeatableRead).await.unwrap();
     s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
     let e = s.execute(&TABLE, &Step::Upsert { row: int_row(vec![3, 33]) }, &mut facts).await.unwrap_err();
     assert!(e.is_retryable(), "{e}");
@@ -170,7 +170,7 @@ async fn an_abort_of_a_mutation_ends_the_attempt_as_retryable_and_the_rollback_a
 async fn a_lost_commit_answer_makes_the_attempt_unknown() {
     let (url, _) = fake_alpha(vec![Some(Q_NONE), Some(MUTATED), None]).await;
     let mut s = session(&url).await;
-    let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
+    let mut facts = s.begin(IsolationLevel::RepeatableRead).await.unwrap();
     s.execute(&TABLE, &Step::Upsert { row: int_row(vec![2, 22]) }, &mut facts).await.unwrap();
     let CommitOutcome::Unknown(e) = s.commit(&mut facts).await else { panic!("expected an unknown outcome") };
     assert!(e.is_connection_lost(), "{e}");
@@ -186,7 +186,7 @@ async fn read_only_transactions_are_not_committed_and_bad_answers_are_named() {
     let other = r#"{"data":{"q":[]},"extensions":{"txn":{"start_ts":999}}}"#;
     let (url, requests) = fake_alpha(vec![Some(Q_KEY1), Some(Q_NONE), Some(Q_NONE), Some(other)]).await;
     let mut s = session(&url).await;
-    let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
+    let mut facts = s.begin(IsolationLevel::RepeatableRead).await.unwrap();
     s.execute(&TABLE, &Step::Read { key: 1 }, &mut facts).await.unwrap();
     let delete = s.execute(&TABLE, &Step::Delete { key: 5 }, &mut facts).await.unwrap();
     assert!(delete.is_empty(), "deleting an absent key is no operation");
@@ -195,12 +195,12 @@ async fn read_only_transactions_are_not_committed_and_bad_answers_are_named() {
     assert_eq!(paths(&requests).len(), 2, "no /commit for a transaction that mutated nothing");
 
     // An answer naming another transaction is refused, not mixed in.
-    let mut facts = s.begin(Isolation::RepeatableRead).await.unwrap();
+    let mut facts = s.begin(IsolationLevel::RepeatableRead).await.unwrap();
     s.execute(&TABLE, &Step::Read { key: 1 }, &mut facts).await.unwrap();
     let e = s.execute(&TABLE, &Step::Read { key: 2 }, &mut facts).await.unwrap_err();
     assert!(!e.is_retryable() && e.to_string().contains("start_ts 999"), "{e}");
 
-    let e = s.begin(Isolation::Serializable).await.unwrap_err().to_string();
+    let e = s.begin(IsolationLevel::Serializable).await.unwrap_err().to_string();
     assert!(e.contains("snapshot isolation") && e.contains("repeatable-read"), "{e}");
     let e = Dgraph::start_server(&[]).await.unwrap_err().to_string();
     assert!(e.contains("docker compose up -d --wait dgraph"), "{e}");

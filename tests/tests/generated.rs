@@ -2,7 +2,7 @@
 //! and Enne; each injected anomaly is rejected at the levels that forbid it.
 
 use isocert_checker::{check, CheckerKind, IsolationLevel, Report};
-use isocert_gen::{generate, DataModel, GenConfig, Injection, Isolation};
+use isocert_gen::{generate, DataModel, GenConfig, Injection};
 use isocert_oracle::Interpreter;
 
 fn run(cfg: &GenConfig, level: IsolationLevel, checker: CheckerKind) -> Report {
@@ -15,7 +15,7 @@ fn run(cfg: &GenConfig, level: IsolationLevel, checker: CheckerKind) -> Report {
 fn configs() -> Vec<GenConfig> {
     let mut out = Vec::new();
     for seed in 0..6u64 {
-        for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+        for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
             let base =
                 GenConfig { txns: 150, sessions: 5, keys: 12, seed, isolation, ..GenConfig::default() };
             out.push(base.clone());
@@ -26,10 +26,10 @@ fn configs() -> Vec<GenConfig> {
     out
 }
 
-fn levels_implied(isolation: Isolation) -> Vec<IsolationLevel> {
+fn levels_implied(isolation: IsolationLevel) -> Vec<IsolationLevel> {
     use IsolationLevel::*;
     match isolation {
-        Isolation::Serializable => vec![ReadUncommitted, ReadCommitted, RepeatableRead, Serializable],
+        IsolationLevel::Serializable => vec![ReadUncommitted, ReadCommitted, RepeatableRead, Serializable],
         _ => vec![ReadUncommitted, ReadCommitted, SnapshotIsolation],
     }
 }
@@ -47,7 +47,7 @@ fn generated_histories_are_accepted_by_emme_at_their_level_and_below() {
 
 #[test]
 fn generated_serializable_histories_replay_in_their_serialization_order() {
-    for cfg in configs().into_iter().filter(|c| c.isolation == Isolation::Serializable) {
+    for cfg in configs().into_iter().filter(|c| c.isolation == IsolationLevel::Serializable) {
         let report = run(&cfg, IsolationLevel::Serializable, CheckerKind::Enne);
         assert!(report.is_valid(), "{cfg:?}: {:?}", report.anomalies.first());
     }
@@ -66,9 +66,9 @@ fn every_injection_is_rejected_by_emme_where_the_generator_says() {
                 // Snapshot isolation is checked on a history generated under SI, the
                 // others on one generated under serializability.
                 let isolation = if level == IsolationLevel::SnapshotIsolation {
-                    Isolation::SnapshotIsolation
+                    IsolationLevel::SnapshotIsolation
                 } else {
-                    Isolation::Serializable
+                    IsolationLevel::Serializable
                 };
                 let cfg = GenConfig {
                     txns: 80,
@@ -187,7 +187,7 @@ fn checkers_agree_on_every_level_they_share_with_and_without_session_order() {
     use isocert_checker::{check_with, SessionOrder};
     let mut cases: Vec<GenConfig> = Vec::new();
     for seed in 0..2u64 {
-        for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+        for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
             cases.push(GenConfig { txns: 60, sessions: 4, keys: 8, seed, isolation, ..GenConfig::default() });
         }
     }

@@ -13,7 +13,7 @@ use isocert_checker::{check, render_json, render_text, CheckerKind, IsolationLev
 use isocert_history::{v1, Certificate, History, ObjId, Op, ValueId};
 use isocert_oracle::{Interpreter, MatchesOracle};
 use isocert_recovery::{recover_postgres, PostgresRecovery};
-use isocert_workload::{Isolation, WorkloadConfig, WorkloadKind};
+use isocert_workload::{WorkloadConfig, WorkloadKind};
 
 /// A database of its own for test `name` (tests run in parallel and every workload
 /// recreates its table), on `$ISOCERT_TEST_PG`'s server or a throwaway embedded one;
@@ -148,7 +148,7 @@ fn run(url: &str, cfg: &WorkloadConfig, kills: u32) -> Run {
     Run { history, recovered, interpreter, reconnects }
 }
 
-fn config(kind: WorkloadKind, isolation: Isolation, txns: u64, keys: u32, seed: u64) -> WorkloadConfig {
+fn config(kind: WorkloadKind, isolation: IsolationLevel, txns: u64, keys: u32, seed: u64) -> WorkloadConfig {
     let mut cfg = WorkloadConfig::new(kind, isolation);
     cfg.txns = txns;
     cfg.sessions = 8;
@@ -201,7 +201,7 @@ fn committed(h: &History) -> usize {
 #[test]
 fn serializable_predicate_workload_is_certified_with_every_write() {
     let Some((url, _pg)) = server("ser") else { return };
-    let r = run(&url, &config(WorkloadKind::Predicate, Isolation::Serializable, 2000, 16, 1), 0);
+    let r = run(&url, &config(WorkloadKind::Predicate, IsolationLevel::Serializable, 2000, 16, 1), 0);
     assert!(committed(&r.history) >= 2000);
     assert_every_committed_write_recovered(&r);
     let report = r.check(IsolationLevel::Serializable);
@@ -223,7 +223,7 @@ fn serializable_predicate_workload_is_certified_with_every_write() {
 #[test]
 fn read_committed_predicate_workload_is_read_committed_but_not_serializable() {
     let Some((url, _pg)) = server("rc") else { return };
-    let r = run(&url, &config(WorkloadKind::Predicate, Isolation::ReadCommitted, 2000, 16, 2), 0);
+    let r = run(&url, &config(WorkloadKind::Predicate, IsolationLevel::ReadCommitted, 2000, 16, 2), 0);
     assert_every_committed_write_recovered(&r);
     assert!(r.recovered.stats.rechecked_rows > 0, "no UPDATE/DELETE re-checked a row: EvalPlanQual untested");
     let rc = r.check(IsolationLevel::ReadCommitted);
@@ -239,7 +239,7 @@ fn read_committed_predicate_workload_is_read_committed_but_not_serializable() {
 #[test]
 fn repeatable_read_is_snapshot_isolation_and_write_skew_is_not_serializable() {
     let Some((url, _pg)) = server("rr") else { return };
-    let r = run(&url, &config(WorkloadKind::Skew, Isolation::RepeatableRead, 1500, 16, 3), 0);
+    let r = run(&url, &config(WorkloadKind::Skew, IsolationLevel::RepeatableRead, 1500, 16, 3), 0);
     assert_every_committed_write_recovered(&r);
     let si = r.check(IsolationLevel::SnapshotIsolation);
     assert!(si.is_valid(), "{}", r.explain("rr-si", &si));
@@ -254,7 +254,7 @@ fn repeatable_read_is_snapshot_isolation_and_write_skew_is_not_serializable() {
 #[test]
 fn repeatable_read_kv_without_deletes_is_snapshot_isolation() {
     let Some((url, _pg)) = server("rrnodel") else { return };
-    let mut cfg = config(WorkloadKind::Kv, Isolation::RepeatableRead, 1500, 16, 5);
+    let mut cfg = config(WorkloadKind::Kv, IsolationLevel::RepeatableRead, 1500, 16, 5);
     cfg.deletes = false;
     let r = run(&url, &cfg, 0);
     assert!(committed(&r.history) >= 1500);
@@ -277,7 +277,7 @@ fn repeatable_read_kv_without_deletes_is_snapshot_isolation() {
 #[test]
 fn mini_transactions_certify_where_postgres_promises_and_lose_updates_at_read_committed() {
     let Some((url, _pg)) = server("mini") else { return };
-    let ser = run(&url, &config(WorkloadKind::Mini, Isolation::Serializable, 1000, 8, 8), 0);
+    let ser = run(&url, &config(WorkloadKind::Mini, IsolationLevel::Serializable, 1000, 8, 8), 0);
     assert!(committed(&ser.history) >= 1000);
     assert!(
         ser.history.txns.iter().all(|t| t.ops.len() <= 4),
@@ -309,12 +309,12 @@ fn mini_transactions_certify_where_postgres_promises_and_lose_updates_at_read_co
     let strict = mtc(&ser, IsolationLevel::StrictSerializable);
     assert_eq!(strict.checker, CheckerKind::Mtc);
     assert!(strict.is_valid(), "{}", ser.explain("mini-sser-mtc", &strict));
-    let rr = run(&url, &config(WorkloadKind::Mini, Isolation::RepeatableRead, 1000, 8, 9), 0);
+    let rr = run(&url, &config(WorkloadKind::Mini, IsolationLevel::RepeatableRead, 1000, 8, 9), 0);
     let si = rr.check(IsolationLevel::SnapshotIsolation);
     assert!(si.is_valid(), "{}", rr.explain("mini-rr", &si));
     let black = mtc(&rr, IsolationLevel::SnapshotIsolation);
     assert!(black.is_valid(), "{}", rr.explain("mini-rr-mtc", &black));
-    let rc = run(&url, &config(WorkloadKind::Mini, Isolation::ReadCommitted, 1000, 4, 10), 0);
+    let rc = run(&url, &config(WorkloadKind::Mini, IsolationLevel::ReadCommitted, 1000, 4, 10), 0);
     let as_rc = rc.check(IsolationLevel::ReadCommitted);
     assert!(as_rc.is_valid(), "{}", rc.explain("mini-rc", &as_rc));
     assert!(!rc.check(IsolationLevel::Serializable).is_valid(), "no lost update at read committed");
@@ -327,7 +327,7 @@ fn mini_transactions_certify_where_postgres_promises_and_lose_updates_at_read_co
 #[test]
 fn killing_the_replication_connection_mid_run_loses_no_version() {
     let Some((url, _pg)) = server("kill") else { return };
-    let r = run(&url, &config(WorkloadKind::Kv, Isolation::Serializable, 1500, 16, 4), 3);
+    let r = run(&url, &config(WorkloadKind::Kv, IsolationLevel::Serializable, 1500, 16, 4), 3);
     assert!(r.reconnects >= 1, "the replication connection was never lost");
     // Recovery itself fails on any committed write missing from the log; check anyway.
     assert_every_committed_write_recovered(&r);
@@ -342,7 +342,7 @@ fn killing_the_replication_connection_mid_run_loses_no_version() {
 #[test]
 fn kv_with_deletes_leaves_no_item_read_ambiguous() {
     let Some((url, _pg)) = server("itemread") else { return };
-    let cfg = config(WorkloadKind::Kv, Isolation::ReadCommitted, 1500, 16, 6);
+    let cfg = config(WorkloadKind::Kv, IsolationLevel::ReadCommitted, 1500, 16, 6);
     assert!(cfg.deletes);
     let r = run(&url, &cfg, 0);
     assert_every_committed_write_recovered(&r);

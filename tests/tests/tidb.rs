@@ -177,7 +177,7 @@ async fn a_lost_update_in_the_mvcc_versions_is_rejected() {
 /// where TiDB itself would have aborted T1.
 #[tokio::test]
 async fn a_pessimistic_lost_update_is_checked_at_the_level_tidb_documents() {
-    use isocert_adapters::{CheckedLevel, Database, Isolation, TiDb};
+    use isocert_adapters::{Database, TiDb};
 
     let history = [
         HEADER,
@@ -208,9 +208,8 @@ async fn a_pessimistic_lost_update_is_checked_at_the_level_tidb_documents() {
             .collect()
     };
     let pessimistic = TiDb::from_url("tidb://root@127.0.0.1:4000/test?txn_mode=pessimistic").unwrap();
-    let documented = pessimistic.checked_as(Isolation::RepeatableRead);
-    assert_eq!(documented, CheckedLevel::ReadCommitted);
-    let documented: IsolationLevel = documented.as_str().parse().unwrap();
+    let documented = pessimistic.checked_as(IsolationLevel::RepeatableRead);
+    assert_eq!(documented, IsolationLevel::ReadCommitted);
     assert_eq!(kinds(documented), vec![], "TiDB's documented current read");
     assert_eq!(kinds(IsolationLevel::SnapshotIsolation), vec![AnomalyKind::GSi]);
 }

@@ -16,7 +16,7 @@ use isocert_history::Status;
 use isocert_workload::{run, setup, WorkloadConfig, WorkloadKind};
 
 fn parse_args() -> Result<(Option<String>, WorkloadConfig), String> {
-    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, isocert_workload::Isolation::Serializable);
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, isocert_adapters::IsolationLevel::Serializable);
     cfg.txns = 5000;
     let mut db = std::env::var("ISOCERT_TEST_PG").ok();
     let mut args = std::env::args().skip(1);

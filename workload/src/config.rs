@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-pub use isocert_adapters::Isolation;
+use isocert_adapters::IsolationLevel;
 pub use isocert_random::Distribution;
 
 use crate::WorkloadError;
@@ -97,7 +97,7 @@ pub struct WorkloadConfig {
     /// Which workload.
     pub kind: WorkloadKind,
     /// The isolation level every transaction runs at.
-    pub isolation: Isolation,
+    pub isolation: IsolationLevel,
     /// How many transaction plans to run to completion (aborted attempts are retried as new
     /// transactions and do not count).
     pub txns: u64,
@@ -133,7 +133,7 @@ pub struct WorkloadConfig {
 impl WorkloadConfig {
     /// A configuration with the defaults: 1000 transactions, 8 sessions, 16 keys, uniform,
     /// seed 0, 100 attempts per plan, no fault injection, deletes on.
-    pub fn new(kind: WorkloadKind, isolation: Isolation) -> Self {
+    pub fn new(kind: WorkloadKind, isolation: IsolationLevel) -> Self {
         WorkloadConfig {
             kind,
             isolation,
@@ -187,6 +187,8 @@ impl WorkloadConfig {
 
 #[cfg(test)]
 mod tests {
+    use isocert_adapters::parse_run_level;
+
     use super::*;
 
     #[test]
@@ -194,21 +196,22 @@ mod tests {
         for k in WorkloadKind::ALL {
             assert_eq!(k.as_str().parse::<WorkloadKind>().unwrap(), k);
         }
-        for i in [Isolation::Serializable, Isolation::RepeatableRead, Isolation::ReadCommitted] {
-            assert_eq!(i.to_string().parse::<Isolation>().unwrap(), i);
+        for i in [IsolationLevel::Serializable, IsolationLevel::RepeatableRead, IsolationLevel::ReadCommitted]
+        {
+            assert_eq!(parse_run_level(&i.to_string()).unwrap(), i);
         }
-        assert_eq!("rc".parse::<Isolation>().unwrap(), Isolation::ReadCommitted);
+        assert_eq!(parse_run_level("rc").unwrap(), IsolationLevel::ReadCommitted);
         for d in [Distribution::Uniform, Distribution::Zipfian, Distribution::Hotspot] {
             assert_eq!(d.as_str().parse::<Distribution>().unwrap(), d);
         }
-        let err = "snapshot".parse::<Isolation>().unwrap_err().to_string();
+        let err = parse_run_level("snapshot").unwrap_err().to_string();
         assert!(err.contains("isolation") && err.contains("snapshot"), "{err}");
         assert!("bank".parse::<WorkloadKind>().is_err());
     }
 
     #[test]
     fn validation_names_the_field() {
-        let mut cfg = WorkloadConfig::new(WorkloadKind::Skew, Isolation::RepeatableRead);
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Skew, IsolationLevel::RepeatableRead);
         cfg.validate().unwrap();
         cfg.keys = 1;
         assert!(cfg.validate().unwrap_err().to_string().contains("keys"));

@@ -10,11 +10,12 @@
 //! skew, which repeatable read allows). A [`WorkloadConfig`] says what to run:
 //!
 //! ```
-//! use isocert_workload::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
+//! use isocert_adapters::IsolationLevel;
+//! use isocert_workload::{Distribution, WorkloadConfig, WorkloadKind};
 //!
 //! let mut cfg = WorkloadConfig::new("predicate".parse()?, "read-committed".parse()?);
 //! cfg.distribution = "zipfian".parse()?;
-//! assert_eq!((cfg.kind, cfg.isolation), (WorkloadKind::Predicate, Isolation::ReadCommitted));
+//! assert_eq!((cfg.kind, cfg.isolation), (WorkloadKind::Predicate, IsolationLevel::ReadCommitted));
 //! assert_eq!(cfg.kind.table(), "items");
 //! cfg.validate()?;
 //! cfg.sessions = 0;
@@ -27,10 +28,11 @@
 //! [`run`] (or [`run_on`]); [`setup`] and [`run`] pick the adapter from the URL's scheme:
 //!
 //! ```no_run
-//! use isocert_workload::{run, setup, Isolation, WorkloadConfig, WorkloadKind};
+//! use isocert_adapters::IsolationLevel;
+//! use isocert_workload::{run, setup, WorkloadConfig, WorkloadKind};
 //!
 //! # async fn demo(url: &str) -> Result<(), isocert_workload::WorkloadError> {
-//! let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::Serializable);
+//! let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, IsolationLevel::Serializable);
 //! cfg.txns = 2000;
 //! setup(url, &cfg).await?;
 //! let history = run(url, &cfg, |done| eprint!("\r{done}")).await?;
@@ -50,7 +52,7 @@ mod run;
 mod schema;
 mod session;
 
-pub use config::{Distribution, Isolation, WorkloadConfig, WorkloadKind};
+pub use config::{Distribution, WorkloadConfig, WorkloadKind};
 pub use error::WorkloadError;
 pub use plan::client_aborted_plans;
 pub use recorder::{RawTxn, Recorder};

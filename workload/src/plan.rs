@@ -290,11 +290,13 @@ pub(crate) fn items_c1_values(keys: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Isolation, WorkloadConfig};
+    use isocert_adapters::IsolationLevel;
+
+    use crate::WorkloadConfig;
 
     #[test]
     fn plans_depend_only_on_seed_and_number() {
-        let cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::ReadCommitted);
+        let cfg = WorkloadConfig::new(WorkloadKind::Predicate, IsolationLevel::ReadCommitted);
         let a = Planner::new(&cfg);
         let b = Planner::new(&cfg);
         for i in 0..50 {
@@ -308,7 +310,7 @@ mod tests {
 
     #[test]
     fn keys_stay_in_range_and_skew_plans_read_a_pair() {
-        let mut cfg = WorkloadConfig::new(WorkloadKind::Skew, Isolation::RepeatableRead);
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Skew, IsolationLevel::RepeatableRead);
         cfg.keys = 6;
         let p = Planner::new(&cfg);
         for i in 0..200 {
@@ -320,7 +322,7 @@ mod tests {
             assert_eq!(*b, a + 1);
             assert!(*b < 6);
         }
-        let kv = Planner::new(&WorkloadConfig::new(WorkloadKind::Kv, Isolation::Serializable));
+        let kv = Planner::new(&WorkloadConfig::new(WorkloadKind::Kv, IsolationLevel::Serializable));
         for i in 0..200 {
             for step in kv.plan(i) {
                 let key = match step {
@@ -339,7 +341,7 @@ mod tests {
     #[test]
     fn without_deletes_plans_delete_nothing() {
         for kind in [WorkloadKind::Kv, WorkloadKind::Predicate] {
-            let mut cfg = WorkloadConfig::new(kind, Isolation::RepeatableRead);
+            let mut cfg = WorkloadConfig::new(kind, IsolationLevel::RepeatableRead);
             cfg.deletes = false;
             let p = Planner::new(&cfg);
             let steps: Vec<Step> = (0..500).flat_map(|i| p.plan(i)).collect();
@@ -350,7 +352,7 @@ mod tests {
 
     #[test]
     fn predicate_writes_alone_share_their_transaction_with_reads_only() {
-        let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::Serializable);
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, IsolationLevel::Serializable);
         cfg.predicate_writes_alone = true;
         let p = Planner::new(&cfg);
         let mut predicate_writers = 0;
@@ -369,7 +371,7 @@ mod tests {
         }
         assert!(predicate_writers > 300, "{predicate_writers}");
         // Without the flag the mixed shapes stay (they find more anomalies elsewhere).
-        let mixed = Planner::new(&WorkloadConfig::new(WorkloadKind::Predicate, Isolation::Serializable));
+        let mixed = Planner::new(&WorkloadConfig::new(WorkloadKind::Predicate, IsolationLevel::Serializable));
         assert!((0..2000).any(|i| {
             let steps = mixed.plan(i);
             steps.iter().any(|s| matches!(s, Step::PredicateDelete { .. }))
@@ -379,7 +381,7 @@ mod tests {
 
     #[test]
     fn predicate_plans_mix_every_predicate_operation() {
-        let p = Planner::new(&WorkloadConfig::new(WorkloadKind::Predicate, Isolation::ReadCommitted));
+        let p = Planner::new(&WorkloadConfig::new(WorkloadKind::Predicate, IsolationLevel::ReadCommitted));
         let steps: Vec<Step> = (0..500).flat_map(|i| p.plan(i)).collect();
         assert!(steps.iter().any(|s| matches!(s, Step::Select { .. })));
         assert!(steps.iter().any(|s| matches!(s, Step::PredicateUpdate { .. })));
@@ -391,7 +393,7 @@ mod tests {
 
     #[test]
     fn append_plans_read_and_append_live_keys_that_retire() {
-        let mut cfg = WorkloadConfig::new(WorkloadKind::Append, Isolation::Serializable);
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Append, IsolationLevel::Serializable);
         cfg.keys = 4;
         let p = Planner::new(&cfg);
         let mut appends_per_key = std::collections::BTreeMap::<i64, u32>::new();
@@ -428,7 +430,7 @@ mod tests {
 
     #[test]
     fn mini_plans_are_mini_transactions() {
-        let p = Planner::new(&WorkloadConfig::new(WorkloadKind::Mini, Isolation::Serializable));
+        let p = Planner::new(&WorkloadConfig::new(WorkloadKind::Mini, IsolationLevel::Serializable));
         let mut shapes = std::collections::BTreeSet::new();
         for i in 0..500 {
             let plan = p.plan(i);
@@ -452,7 +454,7 @@ mod tests {
         }
         let every = [(1, 0), (2, 0), (1, 1), (2, 1), (2, 2)].into_iter().collect();
         assert_eq!(shapes, every, "every mini-transaction shape occurs");
-        let mut one = WorkloadConfig::new(WorkloadKind::Mini, Isolation::Serializable);
+        let mut one = WorkloadConfig::new(WorkloadKind::Mini, IsolationLevel::Serializable);
         one.keys = 1;
         let p = Planner::new(&one);
         assert!((0..100).all(|i| p.plan(i).len() == 1), "one row: one operation per transaction");

@@ -92,13 +92,13 @@ impl Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Isolation;
+    use isocert_adapters::IsolationLevel;
 
     #[test]
     fn rows_have_key_first_and_fresh_value_last() {
         assert_eq!(KV.row(3, &[], 9), vec![3, 9]);
         assert_eq!(ITEMS.row(3, &[1, 2], 9), vec![3, 1, 2, 9]);
-        let cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::ReadCommitted);
+        let cfg = WorkloadConfig::new(WorkloadKind::Predicate, IsolationLevel::ReadCommitted);
         let rows = ITEMS.initial_rows(&cfg);
         assert_eq!(rows.len(), 16);
         assert!(rows

@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
+use isocert_adapters::IsolationLevel;
 use isocert_history::{History, ObjId, Op, Status, ValueId};
-use isocert_workload::{Isolation, WorkloadConfig, WorkloadKind};
+use isocert_workload::{WorkloadConfig, WorkloadKind};
 
 use crate::facts::verify_facts;
 use crate::support::run_workload;
@@ -38,7 +39,7 @@ fn write_skews(h: &History) -> usize {
         .sum()
 }
 
-fn skew_run(name: &str, isolation: Isolation) -> History {
+fn skew_run(name: &str, isolation: IsolationLevel) -> History {
     let mut cfg = WorkloadConfig::new(WorkloadKind::Skew, isolation);
     cfg.txns = 400;
     cfg.sessions = 8;
@@ -53,9 +54,9 @@ fn repeatable_read_lets_write_skew_through_and_serializable_does_not() {
     if !crate::support::pg_available() {
         return;
     }
-    let rr = skew_run("wl_anom_skew_rr", Isolation::RepeatableRead);
+    let rr = skew_run("wl_anom_skew_rr", IsolationLevel::RepeatableRead);
     assert!(write_skews(&rr) > 0, "no write skew in {} transactions at repeatable read", rr.txns.len());
-    let ser = skew_run("wl_anom_skew_ser", Isolation::Serializable);
+    let ser = skew_run("wl_anom_skew_ser", IsolationLevel::Serializable);
     assert_eq!(write_skews(&ser), 0, "serializable committed a write skew");
     assert!(ser.txns.iter().any(|t| t.status == Status::Aborted), "serializable aborted nothing");
 }
@@ -132,10 +133,10 @@ fn read_committed_shows_phantoms_and_predicate_lost_updates_and_snapshots_do_not
         verify_facts(&h, isolation);
         h
     };
-    let rc = run("wl_anom_pred_rc", Isolation::ReadCommitted);
+    let rc = run("wl_anom_pred_rc", IsolationLevel::ReadCommitted);
     assert!(phantoms(&rc) > 0, "no phantom in {} transactions at read committed", rc.txns.len());
     assert!(predicate_lost_updates(&rc) > 0, "no predicate lost update in {} transactions", rc.txns.len());
-    let rr = run("wl_anom_pred_rr", Isolation::RepeatableRead);
+    let rr = run("wl_anom_pred_rr", IsolationLevel::RepeatableRead);
     assert_eq!(phantoms(&rr), 0);
 }
 
@@ -144,12 +145,12 @@ fn connections_killed_before_commit_are_recorded_unknown() {
     if !crate::support::pg_available() {
         return;
     }
-    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, Isolation::ReadCommitted);
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, IsolationLevel::ReadCommitted);
     cfg.txns = 200;
     cfg.sessions = 4;
     cfg.disconnect_rate = 0.1;
     let h = run_workload("wl_anom_unknown", &cfg);
-    let checked = verify_facts(&h, Isolation::ReadCommitted);
+    let checked = verify_facts(&h, IsolationLevel::ReadCommitted);
     assert!(checked.unknown > 0, "{checked:?}");
     // The client killed them before COMMIT: nobody may ever read what they wrote.
     let unknown_writes: Vec<(ObjId, ValueId)> = h

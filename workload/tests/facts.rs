@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use isocert_adapters::Snapshot;
+use isocert_adapters::{IsolationLevel, Snapshot};
 use isocert_history::{History, ObjId, Op, Status, TxnId, ValueId};
-use isocert_workload::{Isolation, WorkloadConfig, WorkloadKind};
+use isocert_workload::{WorkloadConfig, WorkloadKind};
 use serde_json::Value as Json;
 
 use crate::support::run_workload;
@@ -24,9 +24,9 @@ fn snapshot_of(text: Option<&Json>) -> Option<Snapshot> {
 }
 
 /// The snapshot an operation ran under: the transaction's (RR/SER) or its own (RC).
-fn op_snapshot(h: &History, t: TxnId, op: usize, isolation: Isolation) -> Snapshot {
+fn op_snapshot(h: &History, t: TxnId, op: usize, isolation: IsolationLevel) -> Snapshot {
     let meta = h.txn(t).op_meta(op).and_then(Json::as_object);
-    if isolation == Isolation::ReadCommitted {
+    if isolation == IsolationLevel::ReadCommitted {
         assert!(txn_meta(h, t).get("snapshot").is_none(), "read committed has no transaction snapshot");
         snapshot_of(meta.and_then(|m| m.get("snapshot"))).expect("read committed ops carry a snapshot")
     } else {
@@ -46,7 +46,7 @@ pub(crate) struct Checked {
 }
 
 /// Asserts the recorded facts of `h`, run at `isolation`, are consistent.
-pub(crate) fn verify_facts(h: &History, isolation: Isolation) -> Checked {
+pub(crate) fn verify_facts(h: &History, isolation: IsolationLevel) -> Checked {
     let mut checked = Checked::default();
     // Who wrote each (object, value), and the xid each transaction had.
     let mut writer: HashMap<(ObjId, ValueId), TxnId> = HashMap::new();
@@ -78,7 +78,7 @@ pub(crate) fn verify_facts(h: &History, isolation: Isolation) -> Checked {
             // The converse does not hold: at read committed a statement that waited for a
             // row lock and then found nothing to change has an xid but no recorded write.
             assert!(!wrote || xid(h, t).is_some(), "a committed writer without xid: {line}");
-            if isolation != Isolation::ReadCommitted {
+            if isolation != IsolationLevel::ReadCommitted {
                 assert!(wrote || xid(h, t).is_none(), "a read-only transaction with an xid: {line}");
             }
         }
@@ -172,7 +172,7 @@ pub(crate) fn verify_facts(h: &History, isolation: Isolation) -> Checked {
                         xmins.iter().all(|x| x.as_u64() == own || own.is_none()),
                         "new versions carry own xid"
                     );
-                    if isolation == Isolation::ReadCommitted {
+                    if isolation == IsolationLevel::ReadCommitted {
                         let candidates: Vec<i64> = meta
                             .and_then(|m| m.get("candidates"))
                             .and_then(Json::as_array)
@@ -196,7 +196,12 @@ pub(crate) fn verify_facts(h: &History, isolation: Isolation) -> Checked {
     checked
 }
 
-fn run_and_verify(name: &str, kind: WorkloadKind, isolation: Isolation, txns: u64) -> (History, Checked) {
+fn run_and_verify(
+    name: &str,
+    kind: WorkloadKind,
+    isolation: IsolationLevel,
+    txns: u64,
+) -> (History, Checked) {
     let mut cfg = WorkloadConfig::new(kind, isolation);
     cfg.txns = txns;
     cfg.sessions = 6;
@@ -234,12 +239,12 @@ fn kv_facts_at_every_level() {
         return;
     }
     for (name, isolation) in [
-        ("wl_kv_ser", Isolation::Serializable),
-        ("wl_kv_rr", Isolation::RepeatableRead),
-        ("wl_kv_rc", Isolation::ReadCommitted),
+        ("wl_kv_ser", IsolationLevel::Serializable),
+        ("wl_kv_rr", IsolationLevel::RepeatableRead),
+        ("wl_kv_rc", IsolationLevel::ReadCommitted),
     ] {
         let (_, checked) = run_and_verify(name, WorkloadKind::Kv, isolation, 300);
-        if isolation != Isolation::ReadCommitted {
+        if isolation != IsolationLevel::ReadCommitted {
             assert!(checked.aborted > 0, "{isolation}: no serialization failure recorded: {checked:?}");
         }
     }
@@ -251,9 +256,9 @@ fn predicate_facts_at_every_level() {
         return;
     }
     for (name, isolation) in [
-        ("wl_pred_ser", Isolation::Serializable),
-        ("wl_pred_rr", Isolation::RepeatableRead),
-        ("wl_pred_rc", Isolation::ReadCommitted),
+        ("wl_pred_ser", IsolationLevel::Serializable),
+        ("wl_pred_rr", IsolationLevel::RepeatableRead),
+        ("wl_pred_rc", IsolationLevel::ReadCommitted),
     ] {
         let (h, checked) = run_and_verify(name, WorkloadKind::Predicate, isolation, 300);
         assert!(checked.predicate_rows > 0, "{checked:?}");
@@ -269,5 +274,5 @@ fn skew_facts() {
     if !crate::support::pg_available() {
         return;
     }
-    run_and_verify("wl_skew_rr", WorkloadKind::Skew, Isolation::RepeatableRead, 300);
+    run_and_verify("wl_skew_rr", WorkloadKind::Skew, IsolationLevel::RepeatableRead, 300);
 }

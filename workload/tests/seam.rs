@@ -12,7 +12,7 @@ use std::time::Duration;
 use isocert_adapters::seam::{RawLog, Recovered, RecoveryError, RowMatcher};
 use isocert_adapters::{
     int_row, AdapterError, CaptureOptions, ChangeCapture, CommitOutcome, Database, DatabaseKind, DbError,
-    ErrorClass, IntStep, Isolation, RecordedOp, Session, Step, TableSpec, ThrowawayServer,
+    ErrorClass, IntStep, IsolationLevel, RecordedOp, Session, Step, TableSpec, ThrowawayServer,
 };
 use isocert_history::{History, Scalar, Status};
 use isocert_workload::{run_on, setup_on, WorkloadConfig, WorkloadKind};
@@ -60,7 +60,7 @@ impl Session for MemSession {
         1
     }
 
-    async fn begin(&mut self, _level: Isolation) -> Result<MemTxnFacts, DbError> {
+    async fn begin(&mut self, _level: IsolationLevel) -> Result<MemTxnFacts, DbError> {
         self.pending.clear();
         Ok(MemTxnFacts { attempt: self.db.commits.load(Ordering::SeqCst), error: None })
     }
@@ -222,7 +222,7 @@ impl Memory {
 }
 
 fn config(txns: u64) -> WorkloadConfig {
-    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, Isolation::Serializable);
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, IsolationLevel::Serializable);
     cfg.txns = txns;
     cfg.sessions = 1;
     cfg

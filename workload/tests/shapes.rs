@@ -3,8 +3,9 @@
 
 use std::collections::HashSet;
 
+use isocert_adapters::IsolationLevel;
 use isocert_history::{v1, Op, Scalar, Status, Value};
-use isocert_workload::{Isolation, WorkloadConfig, WorkloadKind};
+use isocert_workload::{WorkloadConfig, WorkloadKind};
 
 use crate::support::run_workload;
 
@@ -13,7 +14,7 @@ fn kv_history_round_trips_through_v1() {
     if !crate::support::pg_available() {
         return;
     }
-    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, Isolation::Serializable);
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, IsolationLevel::Serializable);
     cfg.txns = 200;
     cfg.sessions = 4;
     let h = run_workload("wl_shape_kv", &cfg);
@@ -36,7 +37,7 @@ fn predicate_operations_record_their_effects() {
     if !crate::support::pg_available() {
         return;
     }
-    let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, Isolation::ReadCommitted);
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Predicate, IsolationLevel::ReadCommitted);
     cfg.txns = 300;
     cfg.sessions = 6;
     let h = run_workload("wl_shape_pred", &cfg);
@@ -91,7 +92,7 @@ fn append_histories_record_appends_and_lists_that_trace_back() {
     if !crate::support::pg_available() {
         return;
     }
-    let mut cfg = WorkloadConfig::new(WorkloadKind::Append, Isolation::Serializable);
+    let mut cfg = WorkloadConfig::new(WorkloadKind::Append, IsolationLevel::Serializable);
     cfg.txns = 300;
     cfg.sessions = 4;
     cfg.keys = 3;

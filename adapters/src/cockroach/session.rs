@@ -22,8 +22,10 @@ use super::tls;
 use super::url::CockroachUrl;
 use crate::postgres::{int, literal_row, one_row, query_with, table_row, text};
 use crate::seam::{
-    CommitOutcome, DbError, ErrorClass, IntOp, IntStep, Isolation, RecordedOp, Session, Step, TableSpec,
+    sql_level, unrunnable_level, CommitOutcome, Database, DbError, ErrorClass, IntOp, IntStep,
+    IsolationLevel, RecordedOp, Session, Step, TableSpec,
 };
+use crate::CockroachDb;
 
 /// The one place CockroachDB errors are classified (see the module doc).
 pub fn classify(e: &tokio_postgres::Error) -> ErrorClass {
@@ -49,7 +51,7 @@ pub struct CrdbSession {
     client: Client,
     /// The low 64 bits of `SHOW session_id` (what `kill_session` matches).
     id: u64,
-    isolation: Isolation,
+    isolation: IsolationLevel,
 }
 
 impl CrdbSession {
@@ -60,7 +62,7 @@ impl CrdbSession {
         let rows = query_with(&client, sql, classify).await?;
         let hex = rows.first().and_then(|r| r.get(0)).unwrap_or_default();
         let id = session_low_bits(hex).ok_or_else(|| DbError::unexpected(sql, format!("{hex:?}")))?;
-        Ok(CrdbSession { client, id, isolation: Isolation::Serializable })
+        Ok(CrdbSession { client, id, isolation: IsolationLevel::Serializable })
     }
 
     async fn query(&self, sql: &str) -> Result<Vec<SimpleQueryRow>, DbError> {
@@ -90,9 +92,13 @@ impl Session for CrdbSession {
         self.id
     }
 
-    async fn begin(&mut self, level: Isolation) -> Result<CrdbTxnFacts, DbError> {
+    async fn begin(&mut self, level: IsolationLevel) -> Result<CrdbTxnFacts, DbError> {
+        if !CockroachDb::RUN_LEVELS.contains(&level) {
+            return Err(unrunnable_level(level, CockroachDb::RUN_LEVELS));
+        }
+        let sql =
+            format!("BEGIN TRANSACTION ISOLATION LEVEL {}; SHOW transaction_isolation", sql_level(level)?);
         self.isolation = level;
-        let sql = format!("BEGIN TRANSACTION ISOLATION LEVEL {}; SHOW transaction_isolation", level.sql());
         let rows = self.query(&sql).await?;
         let effective = rows.first().and_then(|r| r.get(0)).map(|s| s.to_ascii_lowercase().replace(' ', "-"));
         if effective.as_deref().is_some_and(|e| e != level.as_str()) {

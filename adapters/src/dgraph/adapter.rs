@@ -13,7 +13,8 @@ use super::http::{db_error, DgraphHttp};
 use super::session::{DgraphSession, OpenTxns};
 use super::url::DgraphUrl;
 use crate::seam::{
-    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, NoThrowawayServer, TableSpec,
+    CaptureOptions, ChangeCapture, Database, DatabaseKind, DbError, IsolationLevel, NoThrowawayServer,
+    TableSpec,
 };
 use crate::AdapterError;
 
@@ -104,6 +105,8 @@ impl Database for Dgraph {
 
     const KIND: DatabaseKind = DatabaseKind::Dgraph;
     const DIALECT: Dialect = Dialect::Dgraph;
+    /// Dgraph runs every transaction at snapshot isolation, which `run` names repeatable read.
+    const RUN_LEVELS: &'static [IsolationLevel] = &[IsolationLevel::RepeatableRead];
     const NEEDS_LOG: bool = false;
 
     fn from_url(url: &str) -> Result<Self, AdapterError> {

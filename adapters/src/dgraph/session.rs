@@ -26,8 +26,10 @@ use super::dql::{self, Node};
 use super::filter::{self, Filter};
 use super::http::{db_error, Answer, DgraphHttp};
 use crate::seam::{
-    CommitOutcome, DbError, ErrorClass, IntOp, IntStep, Isolation, RecordedOp, Session, Step, TableSpec,
+    CommitOutcome, Database, DbError, ErrorClass, IntOp, IntStep, IsolationLevel, RecordedOp, Session, Step,
+    TableSpec,
 };
+use crate::Dgraph;
 
 /// What a Dgraph session records per operation: nothing (every read is at the
 /// transaction's `start_ts`).
@@ -290,8 +292,8 @@ impl Session for DgraphSession {
         self.id
     }
 
-    async fn begin(&mut self, level: Isolation) -> Result<DgraphTxnFacts, DbError> {
-        if level != Isolation::RepeatableRead {
+    async fn begin(&mut self, level: IsolationLevel) -> Result<DgraphTxnFacts, DbError> {
+        if !Dgraph::RUN_LEVELS.contains(&level) {
             return Err(DbError::new(
                 ErrorClass::Fatal,
                 None,

@@ -11,8 +11,7 @@ use super::client::{classify, opts, quote, MariaSession};
 use super::embedded::EmbeddedMariaDb;
 use crate::mysql_sql::MySqlAdmin;
 use crate::seam::{
-    CaptureOptions, CheckedLevel, ColumnType, Database, DatabaseKind, DbError, Isolation, TableSpec,
-    ThrowawayServer,
+    CaptureOptions, ColumnType, Database, DatabaseKind, DbError, IsolationLevel, TableSpec, ThrowawayServer,
 };
 use crate::AdapterError;
 
@@ -152,11 +151,10 @@ impl Database for MariaDb {
 
     /// InnoDB's repeatable read is checked as snapshot isolation, to show whether it is one
     /// (docs/MARIADB.md: it is not, unless `innodb_snapshot_isolation=ON`).
-    fn checked_as(&self, level: Isolation) -> CheckedLevel {
+    fn checked_as(&self, level: IsolationLevel) -> IsolationLevel {
         match level {
-            Isolation::Serializable => CheckedLevel::Serializable,
-            Isolation::RepeatableRead => CheckedLevel::SnapshotIsolation,
-            Isolation::ReadCommitted => CheckedLevel::ReadCommitted,
+            IsolationLevel::RepeatableRead => IsolationLevel::SnapshotIsolation,
+            other => other,
         }
     }
 }

@@ -13,8 +13,10 @@ use mysql_async::{Conn, Opts};
 pub(crate) use crate::mysql_sql::quote;
 use crate::mysql_sql::{db_error_with, execute_step};
 use crate::seam::{
-    redact_url, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec,
+    redact_url, sql_level, unrunnable_level, CommitOutcome, Database, DbError, ErrorClass, IsolationLevel,
+    RecordedOp, Session, Step, TableSpec,
 };
+use crate::MariaDb;
 
 /// MariaDB error numbers after which the transaction was rolled back (or must be) and a new
 /// attempt may succeed: deadlock (1213), lock wait timeout (1205), and "record has changed
@@ -54,7 +56,7 @@ pub struct MariaSession {
     gtid_before: Option<String>,
     /// The level of a transaction whose start is deferred to its first statement (as
     /// PostgreSQL's snapshot is taken by the first statement, not by `BEGIN`).
-    pending_begin: Option<Isolation>,
+    pending_begin: Option<IsolationLevel>,
     /// The consistent snapshot's `file:position` once the deferred start ran, until it is
     /// copied into the transaction's facts.
     snapshot: Option<String>,
@@ -75,7 +77,7 @@ impl MariaSession {
     /// `facts` (when given).
     async fn start(&mut self, facts: Option<&mut InnoDbTxnFacts>) -> Result<(), DbError> {
         if let Some(level) = self.pending_begin.take() {
-            self.run(&format!("SET TRANSACTION ISOLATION LEVEL {}", level.sql())).await?;
+            self.run(&format!("SET TRANSACTION ISOLATION LEVEL {}", sql_level(level)?)).await?;
             // At every level: the snapshot's binary-log position is the prefix of the log
             // whose commits the storage engine had made when the transaction began (at
             // REPEATABLE READ it is also what plain SELECTs read).
@@ -119,7 +121,10 @@ impl Session for MariaSession {
         u64::from(self.conn.id())
     }
 
-    async fn begin(&mut self, level: Isolation) -> Result<InnoDbTxnFacts, DbError> {
+    async fn begin(&mut self, level: IsolationLevel) -> Result<InnoDbTxnFacts, DbError> {
+        if !MariaDb::RUN_LEVELS.contains(&level) {
+            return Err(unrunnable_level(level, MariaDb::RUN_LEVELS));
+        }
         self.pending_begin = Some(level);
         self.snapshot = None;
         Ok(InnoDbTxnFacts { isolation: level.as_str().to_string(), ..InnoDbTxnFacts::default() })

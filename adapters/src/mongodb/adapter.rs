@@ -14,7 +14,8 @@ use super::capture::MongoCapture;
 use super::session::{db_error, document_row, row_document, MongoSession};
 use super::txn_numbers::TxnNumbers;
 use crate::seam::{
-    redact_url, CaptureOptions, Database, DatabaseKind, DbError, ErrorClass, NoThrowawayServer, TableSpec,
+    redact_url, CaptureOptions, Database, DatabaseKind, DbError, ErrorClass, IsolationLevel,
+    NoThrowawayServer, TableSpec,
 };
 use crate::AdapterError;
 
@@ -112,6 +113,9 @@ impl Database for MongoDb {
 
     const KIND: DatabaseKind = DatabaseKind::MongoDb;
     const DIALECT: Dialect = Dialect::Mongodb;
+    /// MongoDB transactions have one level, snapshot isolation (read concern snapshot), which
+    /// `run` names repeatable read.
+    const RUN_LEVELS: &'static [IsolationLevel] = &[IsolationLevel::RepeatableRead];
 
     fn from_url(url: &str) -> Result<Self, AdapterError> {
         MongoDb::new(url)

@@ -21,8 +21,10 @@ use serde::Serialize;
 use super::filter::sql_to_filter;
 use super::txn_numbers::TxnNumbers;
 use crate::seam::{
-    CommitOutcome, DbError, ErrorClass, IntOp, IntStep, Isolation, RecordedOp, Session, Step, TableSpec,
+    CommitOutcome, Database, DbError, ErrorClass, IntOp, IntStep, IsolationLevel, RecordedOp, Session, Step,
+    TableSpec,
 };
+use crate::MongoDb;
 
 /// What the session records per operation: nothing beyond the transaction's facts.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -302,8 +304,8 @@ impl Session for MongoSession {
         self.id
     }
 
-    async fn begin(&mut self, level: Isolation) -> Result<MongoTxnFacts, DbError> {
-        if level != Isolation::RepeatableRead {
+    async fn begin(&mut self, level: IsolationLevel) -> Result<MongoTxnFacts, DbError> {
+        if !MongoDb::RUN_LEVELS.contains(&level) {
             return Err(DbError::new(
                 ErrorClass::Fatal,
                 None,

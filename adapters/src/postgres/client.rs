@@ -13,10 +13,10 @@ use tokio_postgres::{Client, NoTls, SimpleQueryMessage, SimpleQueryRow};
 
 pub use isocert_recovery::{PgOpFacts, PgTxnFacts};
 
-use crate::postgres::Snapshot;
+use crate::postgres::{Postgres, Snapshot};
 use crate::seam::{
-    redact_url, row_key, sql_literal, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session,
-    StatementWrite, Step, TableSpec,
+    has_transaction_snapshot, redact_url, row_key, sql_literal, unrunnable_level, CommitOutcome, Database,
+    DbError, ErrorClass, IsolationLevel, RecordedOp, Session, StatementWrite, Step, TableSpec,
 };
 
 /// Sent when a session connects.
@@ -46,7 +46,9 @@ pub(crate) fn db_error(context: &str, e: tokio_postgres::Error) -> DbError {
 pub struct PgSession {
     client: Client,
     pid: i32,
-    isolation: Isolation,
+    isolation: IsolationLevel,
+    /// The statement that begins a transaction at `isolation`.
+    begin: &'static str,
     /// `BEGIN ...` not yet sent: it goes in front of the transaction's first statement
     /// (one simple query, so nothing runs outside the transaction if BEGIN fails).
     pending_begin: bool,
@@ -78,13 +80,20 @@ impl PgSession {
             .and_then(|r| r.get(0))
             .and_then(|t| t.parse().ok())
             .ok_or_else(|| DbError::unexpected(sql, "no pid"))?;
-        Ok(PgSession { client, pid, isolation: Isolation::Serializable, pending_begin: false, own_xid: None })
+        Ok(PgSession {
+            client,
+            pid,
+            isolation: IsolationLevel::Serializable,
+            begin: BEGIN_SERIALIZABLE,
+            pending_begin: false,
+            own_xid: None,
+        })
     }
 
     /// Runs `sql`, preceded by the transaction's `BEGIN` when that is still pending.
     async fn query(&mut self, sql: &str) -> Result<Vec<SimpleQueryRow>, DbError> {
         if std::mem::take(&mut self.pending_begin) {
-            query(&self.client, &format!("{}; {sql}", begin_sql(self.isolation))).await
+            query(&self.client, &format!("{}; {sql}", self.begin)).await
         } else {
             query(&self.client, sql).await
         }
@@ -93,7 +102,7 @@ impl PgSession {
     /// Records an operation's statement snapshot: the transaction's first one at
     /// repeatable read and serializable, each statement's own at read committed.
     fn record_snapshot(&self, facts: &mut PgTxnFacts, op: &mut PgOpFacts, snap: &Snapshot) {
-        if self.isolation.has_transaction_snapshot() {
+        if has_transaction_snapshot(self.isolation) {
             facts.snapshot.get_or_insert_with(|| snap.to_string());
         } else {
             op.snapshot = Some(snap.to_string());
@@ -102,13 +111,20 @@ impl PgSession {
 }
 
 /// The statement that starts a transaction at `level`.
-fn begin_sql(level: Isolation) -> &'static str {
+///
+/// # Errors
+/// [`unrunnable_level`] for a level PostgreSQL is not run at.
+fn begin_sql(level: IsolationLevel) -> Result<&'static str, DbError> {
     match level {
-        Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
-        Isolation::RepeatableRead => "BEGIN ISOLATION LEVEL REPEATABLE READ",
-        Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        IsolationLevel::Serializable => Ok(BEGIN_SERIALIZABLE),
+        IsolationLevel::RepeatableRead => Ok("BEGIN ISOLATION LEVEL REPEATABLE READ"),
+        IsolationLevel::ReadCommitted => Ok("BEGIN ISOLATION LEVEL READ COMMITTED"),
+        other => Err(unrunnable_level(other, Postgres::RUN_LEVELS)),
     }
 }
+
+/// The statement that begins a serializable transaction.
+const BEGIN_SERIALIZABLE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 
 impl Session for PgSession {
     type TxnFacts = PgTxnFacts;
@@ -118,7 +134,8 @@ impl Session for PgSession {
         self.pid as u64
     }
 
-    async fn begin(&mut self, level: Isolation) -> Result<PgTxnFacts, DbError> {
+    async fn begin(&mut self, level: IsolationLevel) -> Result<PgTxnFacts, DbError> {
+        self.begin = begin_sql(level)?;
         self.isolation = level;
         self.pending_begin = true;
         self.own_xid = None;
@@ -172,7 +189,7 @@ impl Session for PgSession {
 
     async fn commit(&mut self, facts: &mut PgTxnFacts) -> CommitOutcome {
         if std::mem::take(&mut self.pending_begin) {
-            if let Err(e) = query(&self.client, begin_sql(self.isolation)).await {
+            if let Err(e) = query(&self.client, self.begin).await {
                 return if e.is_connection_lost() {
                     CommitOutcome::Unknown(e)
                 } else {
@@ -608,7 +625,7 @@ async fn tagged_write(
 ) -> Result<Tagged, DbError> {
     // Every value as text (one type per column of the UNION), parsed back by its type.
     let nulls = |n: usize| ", NULL::text".repeat(n);
-    let record_candidates = !ps.isolation.has_transaction_snapshot();
+    let record_candidates = !has_transaction_snapshot(ps.isolation);
     let mut sql = String::from("WITH ");
     if record_candidates {
         sql.push_str(&format!(
@@ -680,7 +697,7 @@ async fn statement_update(
     let tagged = tagged_write(ps, s, predicate, cte, s.columns.len()).await?;
     let meta = PgOpFacts {
         xmins: Some(tagged.written.iter().map(|(_, x)| *x).collect()),
-        candidates: (!ps.isolation.has_transaction_snapshot()).then_some(tagged.candidates),
+        candidates: (!has_transaction_snapshot(ps.isolation)).then_some(tagged.candidates),
         ..PgOpFacts::default()
     };
     let rows = tagged.written.into_iter().map(|(r, _)| r).collect();
@@ -729,7 +746,7 @@ async fn predicate_delete(ps: &mut PgSession, s: &TableSpec, predicate: &str) ->
     let tagged = tagged_write(ps, s, predicate, cte, 1).await?;
     let meta = PgOpFacts {
         xmins: Some(tagged.written.iter().map(|(_, x)| *x).collect()),
-        candidates: (!ps.isolation.has_transaction_snapshot()).then_some(tagged.candidates),
+        candidates: (!has_transaction_snapshot(ps.isolation)).then_some(tagged.candidates),
         ..PgOpFacts::default()
     };
     let keys = tagged.written.iter().map(|(r, _)| key_of(r)).collect::<Result<_, _>>()?;

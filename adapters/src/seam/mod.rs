@@ -10,7 +10,7 @@
 //!
 //! The test client's loop, per transaction attempt, is:
 //!
-//! 1. [`Session::begin`] at an [`Isolation`] level, which returns the transaction's facts
+//! 1. [`Session::begin`] at an [`IsolationLevel`] the database runs ([`Database::RUN_LEVELS`]), which returns the transaction's facts
 //!    (the adapter's `TxnFacts`, serialised into the history's `meta`);
 //! 2. [`Session::execute`] for each [`Step`]; each returns the [`RecordedOp`]s the
 //!    database answered with their `OpFacts` (serialised into the op's `meta`); an error
@@ -25,16 +25,19 @@
 //! its adapter module; this module has none of it.
 
 mod feed;
+mod level;
 mod no_server;
 mod step;
 mod url;
 
 use std::fmt;
 use std::future::Future;
-use std::str::FromStr;
 use std::time::Duration;
 
 use isocert_history::{Dialect, History, Scalar};
+/// The level names and the one error for an unknown name (a level, a database),
+/// re-exported for the seam.
+pub use isocert_history::{IsolationLevel, UnknownName};
 /// The recovery types the seam's signatures use, re-exported for implementers.
 pub use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
 use serde::Serialize;
@@ -43,113 +46,13 @@ use crate::AdapterError;
 
 pub use crate::registry::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
+pub use level::{has_transaction_snapshot, parse_run_level, sql_level, unrunnable_level, SQL_RUN_LEVELS};
 pub use no_server::NoThrowawayServer;
 pub use step::{
     int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
     Step, TableSpec,
 };
 pub use url::{DatabaseUrl, UrlOption};
-
-/// The isolation level transactions run at, as the user names it; each adapter maps it to
-/// its database's statement (`BEGIN ISOLATION LEVEL ...`, `SET TRANSACTION ...`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isolation {
-    /// `SERIALIZABLE`.
-    Serializable,
-    /// `REPEATABLE READ` (snapshot isolation in PostgreSQL; not in InnoDB).
-    RepeatableRead,
-    /// `READ COMMITTED` (each statement sees what committed before it started).
-    ReadCommitted,
-}
-
-impl Isolation {
-    /// The standard SQL spelling after `ISOLATION LEVEL`.
-    pub fn sql(self) -> &'static str {
-        match self {
-            Isolation::Serializable => "SERIALIZABLE",
-            Isolation::RepeatableRead => "REPEATABLE READ",
-            Isolation::ReadCommitted => "READ COMMITTED",
-        }
-    }
-
-    /// The long name, as in the history's `meta.isolation` and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Serializable => "serializable",
-            Isolation::RepeatableRead => "repeatable-read",
-            Isolation::ReadCommitted => "read-committed",
-        }
-    }
-
-    /// Whether one snapshot serves the whole transaction (repeatable read, serializable).
-    pub fn has_transaction_snapshot(self) -> bool {
-        self != Isolation::ReadCommitted
-    }
-}
-
-impl fmt::Display for Isolation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A name that is not one of the accepted spellings.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {what} {given:?}: use {choices}")]
-pub struct UnknownName {
-    /// What was being named (`isolation level`, `database`).
-    pub what: &'static str,
-    /// What the user gave.
-    pub given: String,
-    /// The accepted spellings, in words.
-    pub choices: &'static str,
-}
-
-impl FromStr for Isolation {
-    type Err = UnknownName;
-
-    fn from_str(s: &str) -> Result<Self, UnknownName> {
-        Ok(match s {
-            "serializable" | "ser" => Isolation::Serializable,
-            "repeatable-read" | "rr" => Isolation::RepeatableRead,
-            "read-committed" | "rc" => Isolation::ReadCommitted,
-            _ => {
-                return Err(UnknownName {
-                    what: "isolation level",
-                    given: s.to_string(),
-                    choices: "serializable, repeatable-read or read-committed",
-                })
-            }
-        })
-    }
-}
-
-/// The level a history is checked against by default, named like the checker's levels
-/// (isocert-checker's `IsolationLevel` parses [`CheckedLevel::as_str`]); adapters do not
-/// depend on the checker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CheckedLevel {
-    /// PL-2.
-    ReadCommitted,
-    /// PL-2.99 (no item anti-dependency cycles).
-    RepeatableRead,
-    /// PL-SI.
-    SnapshotIsolation,
-    /// PL-3.
-    Serializable,
-}
-
-impl CheckedLevel {
-    /// The checker's spelling (`snapshot-isolation`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckedLevel::ReadCommitted => "read-committed",
-            CheckedLevel::RepeatableRead => "repeatable-read",
-            CheckedLevel::SnapshotIsolation => "snapshot-isolation",
-            CheckedLevel::Serializable => "serializable",
-        }
-    }
-}
 
 /// How a failed database request should be handled; each adapter decides it in one
 /// function from its driver's error (SQLSTATE, MySQL error number, I/O error).
@@ -325,7 +228,10 @@ pub trait Session: Send + 'static {
 
     /// Starts a transaction at `level` (an adapter may defer the statement to the first
     /// [`Session::execute`] to save a round trip) and returns its facts so far.
-    fn begin(&mut self, level: Isolation) -> impl Future<Output = Result<Self::TxnFacts, DbError>> + Send;
+    fn begin(
+        &mut self,
+        level: IsolationLevel,
+    ) -> impl Future<Output = Result<Self::TxnFacts, DbError>> + Send;
 
     /// Runs one step in the open transaction; returns the operations the database
     /// reported, in order, with their facts. May add to the transaction's facts (a
@@ -438,6 +344,11 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// paper's restriction). `true` makes the workload plan predicate writes without other
     /// writes in the same transaction.
     const ONE_CHANGE_PER_ROW: bool = false;
+
+    /// The levels this database runs transactions at, a subset of [`SQL_RUN_LEVELS`] (what
+    /// `run --isolation` accepts); its [`Session::begin`] refuses any other level with an
+    /// error naming these. Default: all three.
+    const RUN_LEVELS: &'static [IsolationLevel] = &SQL_RUN_LEVELS;
 
     /// The adapter for `url` (no connection is made yet). Fails on a URL it cannot use.
     fn from_url(url: &str) -> Result<Self, AdapterError>;
@@ -615,11 +526,10 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// The level a history run at `level` is checked against by default. Defaults to the
     /// level itself, with repeatable read checked as snapshot isolation. A method, since what
     /// a level means can depend on how the database was reached (TiDB's `txn_mode`).
-    fn checked_as(&self, level: Isolation) -> CheckedLevel {
+    fn checked_as(&self, level: IsolationLevel) -> IsolationLevel {
         match level {
-            Isolation::Serializable => CheckedLevel::Serializable,
-            Isolation::RepeatableRead => CheckedLevel::SnapshotIsolation,
-            Isolation::ReadCommitted => CheckedLevel::ReadCommitted,
+            IsolationLevel::RepeatableRead => IsolationLevel::SnapshotIsolation,
+            other => other,
         }
     }
 }

@@ -9,7 +9,7 @@ use super::session::{classify, TiDbSession};
 use super::url::{TiDbUrl, TxnMode};
 use crate::mysql_sql::{db_error_with, quote, MySqlAdmin};
 use crate::seam::{
-    CaptureOptions, CheckedLevel, Database, DatabaseKind, DbError, Isolation, NoThrowawayServer, TableSpec,
+    CaptureOptions, Database, DatabaseKind, DbError, IsolationLevel, NoThrowawayServer, TableSpec,
 };
 use crate::AdapterError;
 
@@ -61,6 +61,9 @@ impl Database for TiDb {
 
     const KIND: DatabaseKind = DatabaseKind::TiDb;
     const DIALECT: Dialect = Dialect::Mysql;
+    /// TiDB has no SERIALIZABLE level (`transaction-isolation-levels.md`).
+    const RUN_LEVELS: &'static [IsolationLevel] =
+        &[IsolationLevel::RepeatableRead, IsolationLevel::ReadCommitted];
 
     fn from_url(url: &str) -> Result<Self, AdapterError> {
         TiDb::new(url)
@@ -140,12 +143,11 @@ impl Database for TiDb {
     /// lost-update-shaped history (a snapshot read, then an update reading a concurrent
     /// commit) is TiDB's documented behaviour there, allowed at read committed (G2-item, not
     /// G1) and refused by snapshot isolation. `--check snapshot-isolation` still asks.
-    fn checked_as(&self, level: Isolation) -> CheckedLevel {
+    fn checked_as(&self, level: IsolationLevel) -> IsolationLevel {
         match (level, self.url.txn_mode.unwrap_or(TxnMode::for_level(level))) {
-            (Isolation::RepeatableRead, TxnMode::Optimistic) => CheckedLevel::SnapshotIsolation,
-            (Isolation::RepeatableRead, TxnMode::Pessimistic) => CheckedLevel::ReadCommitted,
-            (Isolation::ReadCommitted, _) => CheckedLevel::ReadCommitted,
-            (Isolation::Serializable, _) => CheckedLevel::Serializable,
+            (IsolationLevel::RepeatableRead, TxnMode::Optimistic) => IsolationLevel::SnapshotIsolation,
+            (IsolationLevel::RepeatableRead, TxnMode::Pessimistic) => IsolationLevel::ReadCommitted,
+            (other, _) => other,
         }
     }
 }
@@ -167,10 +169,10 @@ mod tests {
     #[test]
     fn pessimistic_repeatable_read_is_checked_at_the_level_tidb_documents() {
         let level = |url: &str, l| TiDb::from_url(url).unwrap().checked_as(l);
-        let rr = Isolation::RepeatableRead;
-        assert_eq!(level("tidb://h/db", rr), CheckedLevel::SnapshotIsolation, "optimistic by default");
-        assert_eq!(level("tidb://h/db?txn_mode=optimistic", rr), CheckedLevel::SnapshotIsolation);
-        assert_eq!(level("tidb://h/db?txn_mode=pessimistic", rr), CheckedLevel::ReadCommitted);
-        assert_eq!(level("tidb://h/db", Isolation::ReadCommitted), CheckedLevel::ReadCommitted);
+        let rr = IsolationLevel::RepeatableRead;
+        assert_eq!(level("tidb://h/db", rr), IsolationLevel::SnapshotIsolation, "optimistic by default");
+        assert_eq!(level("tidb://h/db?txn_mode=optimistic", rr), IsolationLevel::SnapshotIsolation);
+        assert_eq!(level("tidb://h/db?txn_mode=pessimistic", rr), IsolationLevel::ReadCommitted);
+        assert_eq!(level("tidb://h/db", IsolationLevel::ReadCommitted), IsolationLevel::ReadCommitted);
     }
 }

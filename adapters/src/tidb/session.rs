@@ -20,8 +20,10 @@ use serde::Deserialize;
 use super::url::TxnMode;
 use crate::mysql_sql::{db_error_with, execute_step, quote};
 use crate::seam::{
-    redact_url, CommitOutcome, DbError, ErrorClass, Isolation, RecordedOp, Session, Step, TableSpec,
+    redact_url, sql_level, unrunnable_level, CommitOutcome, Database, DbError, ErrorClass, IsolationLevel,
+    RecordedOp, Session, Step, TableSpec,
 };
+use crate::TiDb;
 
 /// TiDB error numbers after which the transaction was rolled back and a new attempt may
 /// succeed (TiDB's `error-codes.md`): write conflict in TiKV (9007) and in TiDB ("Write
@@ -95,7 +97,7 @@ pub struct TiDbSession {
     asked_mode: Option<TxnMode>,
     /// The mode of the current transaction.
     mode: TxnMode,
-    level: Isolation,
+    level: IsolationLevel,
 }
 
 impl TiDbSession {
@@ -108,8 +110,8 @@ impl TiDbSession {
         let conn = Conn::new(opts)
             .await
             .map_err(|e| db_error(&format!("connecting to {}", redact_url(mysql_url)), e))?;
-        let first = mode.unwrap_or(TxnMode::for_level(Isolation::RepeatableRead));
-        Ok(TiDbSession { conn, asked_mode: mode, mode: first, level: Isolation::RepeatableRead })
+        let first = mode.unwrap_or(TxnMode::for_level(IsolationLevel::RepeatableRead));
+        Ok(TiDbSession { conn, asked_mode: mode, mode: first, level: IsolationLevel::RepeatableRead })
     }
 
     async fn info(&mut self, variable: &str) -> Result<TsInfo, DbError> {
@@ -121,7 +123,7 @@ impl TiDbSession {
 
     /// Whether `step` reads at its own timestamp rather than the transaction's start.
     fn reads_at_own_ts(&self, step: &Step) -> bool {
-        self.level == Isolation::ReadCommitted
+        self.level == IsolationLevel::ReadCommitted
             || (self.mode == TxnMode::Pessimistic
                 && !matches!(step, Step::Read { .. } | Step::Select { .. } | Step::Aggregate { .. }))
     }
@@ -162,12 +164,12 @@ impl Session for TiDbSession {
         u64::from(self.conn.id())
     }
 
-    async fn begin(&mut self, level: Isolation) -> Result<TiDbTxnFacts, DbError> {
+    async fn begin(&mut self, level: IsolationLevel) -> Result<TiDbTxnFacts, DbError> {
         let refuse =
             |message: String| DbError::new(ErrorClass::Fatal, None, "starting a transaction", message);
         let mode = self.asked_mode.unwrap_or(TxnMode::for_level(level));
         match (level, mode) {
-            (Isolation::Serializable, _) => {
+            (IsolationLevel::Serializable, _) => {
                 return Err(refuse(
                     "TiDB has no SERIALIZABLE level (it refuses it, or with tidb_skip_isolation_level_check runs \
                      snapshot isolation under that name): run --isolation repeatable-read (snapshot isolation) \
@@ -175,13 +177,14 @@ impl Session for TiDbSession {
                         .into(),
                 ))
             }
-            (Isolation::ReadCommitted, TxnMode::Optimistic) => {
+            (IsolationLevel::ReadCommitted, TxnMode::Optimistic) => {
                 return Err(refuse(
                     "TiDB's READ COMMITTED takes effect only in pessimistic transactions: drop txn_mode=optimistic \
                      from the URL or run --isolation repeatable-read"
                         .into(),
                 ))
             }
+            (other, _) if !TiDb::RUN_LEVELS.contains(&other) => return Err(unrunnable_level(other, TiDb::RUN_LEVELS)),
             _ => {}
         }
         self.level = level;
@@ -191,7 +194,7 @@ impl Session for TiDbSession {
             txn_mode: self.mode.as_str().to_string(),
             ..TiDbTxnFacts::default()
         };
-        let sql = format!("SET TRANSACTION ISOLATION LEVEL {}", level.sql());
+        let sql = format!("SET TRANSACTION ISOLATION LEVEL {}", sql_level(level)?);
         self.conn.query_drop(&sql).await.map_err(|e| db_error(&sql, e))?;
         // `BEGIN PESSIMISTIC|OPTIMISTIC` takes precedence over `tidb_txn_mode`
         // (`pessimistic-transaction.md`), whatever the server's default.

@@ -37,9 +37,9 @@ impl TxnMode {
     /// in pessimistic transactions. A pessimistic REPEATABLE READ transaction reads at
     /// `for_update_ts` in its DML ("current read", `pessimistic-transaction.md`), which TiDB
     /// documents as non-repeatable: not snapshot isolation.
-    pub fn for_level(level: crate::seam::Isolation) -> TxnMode {
+    pub fn for_level(level: crate::seam::IsolationLevel) -> TxnMode {
         match level {
-            crate::seam::Isolation::ReadCommitted => TxnMode::Pessimistic,
+            crate::seam::IsolationLevel::ReadCommitted => TxnMode::Pessimistic,
             _ => TxnMode::Optimistic,
         }
     }

@@ -4,7 +4,7 @@
 //! union of the partitions' anomalies must be Chronos's, anomaly for anomaly, and each
 //! anomaly made final before the end must be one of them.
 
-use isocert_gen::{generate, GenConfig, Injection, Isolation};
+use isocert_gen::{generate, GenConfig, Injection};
 use isocert_history::{read_kv_v1_bytes, v1, History, KvHistory, Scalar, Timestamp, TxnId};
 
 use super::tests::{generate as generate_kv, shuffled};
@@ -110,7 +110,7 @@ fn partitions_together_find_what_chronos_finds_on_generated_histories() {
         let injections = std::iter::once(None)
             .chain(Injection::ALL.iter().copied().filter(|i| !i.needs_predicates()).map(Some));
         for inject in injections {
-            for isolation in [Isolation::SnapshotIsolation, Isolation::Serializable] {
+            for isolation in [IsolationLevel::SnapshotIsolation, IsolationLevel::Serializable] {
                 let cfg = GenConfig {
                     txns: 200,
                     sessions: 6,

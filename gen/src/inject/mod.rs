@@ -189,12 +189,14 @@ impl FromStr for Injection {
     type Err = GenError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Injection::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| GenError::UnknownName {
-            what: "injection kind",
-            name: s.into(),
-            expected: "g0, g1a, g1b, g1c, g2-item, g2, g-si, lost-update, write-skew, phantom, garbage-read, \
+        Injection::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            GenError::UnknownName(isocert_history::UnknownName {
+                what: "injection kind",
+                given: s.into(),
+                choices: "g0, g1a, g1b, g1c, g2-item, g2, g-si, lost-update, write-skew, phantom, garbage-read, \
                        internal-inconsistency, duplicate-write, result-set-mismatch, certificate-contradiction, \
                        session, int, ext, no-conflict",
+            })
         })
     }
 }

@@ -11,8 +11,8 @@ use std::io::Read;
 use super::build::{RecordError, RecordReader};
 use super::scan::{Fail, Number, Scan, Scanned};
 use super::{KvHistory, KvOp, KvOpKind, KvTxnFields, KvValue};
-use crate::model::{Dialect, KV_TABLE};
-use crate::{FormatError, ObjId, RealTime, Scalar, Status, Timestamp, TxnId, Value};
+use crate::model::KV_TABLE;
+use crate::{FormatError, ObjId, RealTime, Scalar, Status, Timestamp, TxnId, UnknownName, Value};
 
 /// The format name in [`FormatError::Unsupported`] errors of this reader.
 const FAST: &str = "the fast key-value reader (use the general v1 reader)";
@@ -238,19 +238,9 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                 b"version" => version = Some(s.number().map_err(|f| f.at("version"))?),
                 b"dialect" => {
                     let d = s.string().map_err(|f| f.at("dialect"))?;
-                    h.dict_mut().dialect = match d.as_bytes() {
-                        b"postgres" | b"postgresql" => Dialect::Postgres,
-                        b"mysql" | b"tidb" => Dialect::Mysql,
-                        b"mongodb" => Dialect::Mongodb,
-                        b"dgraph" => Dialect::Dgraph,
-                        other => {
-                            return Err(Fail::bad(format!(
-                                "unknown dialect {:?} (postgres, mysql, mongodb, dgraph)",
-                                String::from_utf8_lossy(other)
-                            ))
-                            .at("dialect"))
-                        }
-                    };
+                    h.dict_mut().dialect = String::from_utf8_lossy(d.as_bytes())
+                        .parse()
+                        .map_err(|e: UnknownName| Fail::bad(e.to_string()).at("dialect"))?;
                 }
                 b"initial" => {
                     if s.open_array()? {

@@ -7,10 +7,10 @@ use serde_json::Value as Json;
 
 use super::json;
 use super::raw::{self, RawJson, RawMap, Text};
-use crate::model::{Dialect, KV_TABLE};
+use crate::model::KV_TABLE;
 use crate::{
     AggregateFn, FormatError, History, Op, RealTime, ResultRow, Status, Timestamp, Transaction, TxnId,
-    ValueId,
+    UnknownName, ValueId,
 };
 
 #[derive(Deserialize)]
@@ -248,19 +248,8 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
         ));
     }
     if let Some(d) = raw.dialect {
-        h.dialect = match d.as_str() {
-            "postgres" | "postgresql" => Dialect::Postgres,
-            "mysql" | "tidb" => Dialect::Mysql,
-            "mongodb" => Dialect::Mongodb,
-            "dgraph" => Dialect::Dgraph,
-            other => {
-                return Err(FormatError::invalid(
-                    line,
-                    "dialect",
-                    format!("unknown dialect {other:?} (postgres, mysql, mongodb, dgraph)"),
-                ))
-            }
-        };
+        h.dialect =
+            d.parse().map_err(|e: UnknownName| FormatError::invalid(line, "dialect", e.to_string()))?;
     }
     // A set of the objects listed so far keeps the duplicate check linear (issue 28: a
     // header of 100,000 initial values took 8.8 s scanning the list).

@@ -412,7 +412,7 @@ async fn post_certificates(State(state): State<Shared>, request: Request) -> Res
 )]
 async fn post_check(State(state): State<Shared>, request: Request) -> Response {
     certificate_route(state, request, |q: CheckQuery| {
-        let level: IsolationLevel = q.isolation.parse().map_err(|e: isocert_checker::ParseNameError| {
+        let level: IsolationLevel = q.isolation.parse().map_err(|e: isocert_checker::UnknownName| {
             ApiError::new(StatusCode::BAD_REQUEST, e.to_string())
         })?;
         Ok((Ask::Check(level), q.schema))

@@ -486,7 +486,7 @@ mod tests {
     use crate::emme::check_walking;
     use crate::emme::predicate::Walk;
     use crate::IsolationLevel;
-    use isocert_gen::{generate, GenConfig, Injection, Isolation};
+    use isocert_gen::{generate, GenConfig, Injection};
     use isocert_oracle::Interpreter;
 
     /// The delta walk against the every-row walk it replaces, report for report (anomalies
@@ -504,7 +504,7 @@ mod tests {
         let (mut compared, mut witnessed, mut invalid, mut injected) = (0, 0, 0, 0);
         for seed in 0..5 {
             for (keys, txns) in [(10, 120), (40, 200)] {
-                for isolation in [Isolation::Serializable, Isolation::SnapshotIsolation] {
+                for isolation in [IsolationLevel::Serializable, IsolationLevel::SnapshotIsolation] {
                     for inject in std::iter::once(None).chain(Injection::ALL.iter().copied().map(Some)) {
                         let cfg = GenConfig {
                             txns,
