@@ -58,8 +58,8 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     crate::output::ensure_outputs_spare_inputs(&outputs, &inputs)?;
     let (h, carried) = match (args.from, &args.initial_value) {
         (Format::Chronos, Some(text)) => {
-            let initial =
-                crate::timestamp::parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?;
+            let initial = crate::check::timestamp::parse_initial(text)
+                .map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?;
             let file =
                 std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
             let bar = crate::check::reading_bar(&file, input);

@@ -23,7 +23,6 @@ mod recover;
 mod run;
 mod scenario;
 mod serve;
-mod timestamp;
 mod verdict;
 
 /// The allocator: mimalloc keeps freed memory in per-thread heaps for reuse, where glibc's

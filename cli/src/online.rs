@@ -368,7 +368,8 @@ mod with_kafka {
         let group = online.group.clone().context("--online needs --group GROUP (one group per check)")?;
         let initial = match &args.initial_value {
             Some(text) => Some(
-                crate::timestamp::parse_initial(text).map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?,
+                crate::check::timestamp::parse_initial(text)
+                    .map_err(|m| anyhow::anyhow!("--initial-value: {m}"))?,
             ),
             None => None,
         };

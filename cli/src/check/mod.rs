@@ -1,4 +1,7 @@
 //! `isocert check`: certify a history against an isolation level with a version certificate.
+//!
+//! [`timestamp`] is the Chronos and Aion arm, which [`run`] hands a history to when the
+//! timestamp checkers apply; the options, the reader choice and the output are this module's.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
@@ -18,6 +21,8 @@ use isocert_history::{v1, Certificate, History};
 use isocert_oracle::Interpreter;
 
 use crate::exit;
+
+pub(crate) mod timestamp;
 
 /// Check a recorded history against an isolation level.
 ///
@@ -223,8 +228,8 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     crate::output::ensure_outputs_spare_inputs(&outputs, &inputs)?;
     let _memory =
         crate::memory::guard(format!("isocert check (checker {})", args.checker), args.memory_limit_mib);
-    if crate::timestamp::applies(&args) {
-        return crate::timestamp::run(&args);
+    if timestamp::applies(&args) {
+        return timestamp::run(&args);
     }
     // Without session order, Chronos and Aion check the history read whole, each
     // transaction in its own session: not while streaming, and not with their own options.
@@ -237,7 +242,7 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     // The checkers ignore adapter facts: item-only histories always take the fast reader.
     let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format, v1::AdapterFacts::Skip)?;
-    anyhow::ensure!(!h.txns.is_empty(), "{}", crate::timestamp::empty_history(&args.history));
+    anyhow::ensure!(!h.txns.is_empty(), "{}", timestamp::empty_history(&args.history));
     // Predicates only aborted transactions use are compiled if a checker evaluates one
     // (docs/CHECKING.md, "Predicates of aborted transactions").
     let oracle =

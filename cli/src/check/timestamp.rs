@@ -14,7 +14,7 @@ use isocert_history::chronos::ChronosReader;
 use isocert_history::formats::Format;
 use isocert_history::{Certificate, FormatError, History, KvHistory, Scalar};
 
-use crate::check::{CheckArgs, ChronosStreaming};
+use super::{CheckArgs, ChronosStreaming};
 use crate::exit;
 
 /// Whether `isocert check` should take the timestamp path for these arguments.
@@ -178,13 +178,13 @@ fn output(args: &CheckArgs, report: &Report, labels: &History) -> anyhow::Result
     }
     if let Some(path) = &args.html {
         let opts = HtmlOptions { layout: args.html_layout, drawn: args.html_drawn, context: Vec::new() };
-        crate::check::write_html(path, report, labels, &Certificate::default(), &opts)?;
+        super::write_html(path, report, labels, &Certificate::default(), &opts)?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&render_json(report, labels))?)?;
     } else {
-        write!(out, "{}", crate::check::text_report(report, labels))?;
+        write!(out, "{}", super::text_report(report, labels))?;
     }
     Ok(if report.is_valid() { exit::valid() } else { exit::anomalies() })
 }
