@@ -254,7 +254,16 @@ fn bad(field: String, message: String) -> FormatError {
 /// Resolves a transaction id of the certificate against the history; `field` names the
 /// field, built only for an error (certificates list millions of entries).
 fn txn_of(h: &History, raw: &RawKey<'_>, field: &dyn Fn() -> String) -> Result<TxnId, FormatError> {
-    let name = raw.scalar().map_err(|m| bad(field(), m))?;
+    txn_named(h, raw.scalar(), field)
+}
+
+/// The history's transaction named `name` (or why the field holds no usable name).
+fn txn_named(
+    h: &History,
+    name: Result<Scalar, String>,
+    field: &dyn Fn() -> String,
+) -> Result<TxnId, FormatError> {
+    let name = name.map_err(|m| bad(field(), m))?;
     h.txn_by_name(&name).ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))
 }
 
@@ -448,11 +457,7 @@ fn read_seen_versions(
 /// Applies `transactions`: the status and timestamps recovery learned, set in the history.
 fn apply_transaction_facts(h: &mut History, facts: &[RawTxnFacts]) -> Result<(), FormatError> {
     for (i, f) in facts.iter().enumerate() {
-        let field = || format!("transactions[{i}].txn");
-        let name = j::key(&f.txn).map_err(|m| bad(field(), m))?;
-        let t = h
-            .txn_by_name(&name)
-            .ok_or_else(|| bad(field(), format!("no transaction {name} in the history")))?;
+        let t = txn_named(h, j::key(&f.txn), &|| format!("transactions[{i}].txn"))?;
         let status = match f.status.as_deref() {
             None => None,
             Some("committed") => Some(crate::Status::Committed),
