@@ -25,14 +25,6 @@ mod scenario;
 mod serve;
 mod verdict;
 
-/// The allocator: mimalloc keeps freed memory in per-thread heaps for reuse, where glibc's
-/// malloc, free and the zeroing of pages it handed back were 15 to 25% of the predicate
-/// history's samples; user time falls by 25 to 40%, peak memory rises (docs/PERFORMANCE.md,
-/// "Allocator").
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Prove or refute a database's isolation level with version certificates.
 #[derive(Debug, Parser)]
 #[command(name = "isocert", version, about, long_about = None)]
