@@ -11,11 +11,16 @@ pub(crate) struct ValueStore<'h> {
     h: &'h History,
     extra: Vec<Value>,
     extra_index: FxHashMap<Value, ValueId>,
+    /// The history's empty list, if it holds one (computed lists are never empty): the
+    /// only value [`ValueStore::as_version`] changes, found without reading the value a
+    /// read returned (a cache miss per read of an item-only history, `perf`).
+    empty_list: Option<ValueId>,
 }
 
 impl<'h> ValueStore<'h> {
     pub(crate) fn new(h: &'h History) -> Self {
-        ValueStore { h, extra: Vec::new(), extra_index: FxHashMap::default() }
+        let empty_list = h.value_id(&Value::List(Box::default()));
+        ValueStore { h, extra: Vec::new(), extra_index: FxHashMap::default(), empty_list }
     }
 
     /// The value with id `id` (history or computed).
@@ -60,9 +65,10 @@ impl<'h> ValueStore<'h> {
 
     /// `value` as a version: an empty list read from a list object is the unborn object.
     pub(crate) fn as_version(&self, value: ValueId) -> ValueId {
-        match self.get(value) {
-            Value::List(items) if items.is_empty() => ValueId::ABSENT,
-            _ => value,
+        if Some(value) == self.empty_list {
+            ValueId::ABSENT
+        } else {
+            value
         }
     }
 

@@ -70,7 +70,7 @@ pub enum OpenError {
 
 /// Reads the history at `path` in `format` into the one model. A v1 file's bytes are read
 /// by `read_bytes` (the CLI draws a progress bar while it reads), then parsed by the fast
-/// reader where it can ([`v1::read_history_bytes`], with `facts`); other formats by their
+/// reader where it can ([`v1::read_history_vec`], with `facts`); other formats by their
 /// importer ([`Format::read_path`]), with the certificate facts and notes it returns.
 ///
 /// # Errors
@@ -90,9 +90,11 @@ pub fn open(
         _ => String::new(),
     };
     let bytes = read_bytes(file).map_err(|source| OpenError::Read { path: path.into(), source })?;
-    let read = v1::read_history_bytes(&bytes, facts);
-    drop(bytes);
-    let history = read.map_err(|source| OpenError::Malformed { path: path.into(), hint, source })?;
+    let history = v1::read_history_vec(bytes, facts).map_err(|source| OpenError::Malformed {
+        path: path.into(),
+        hint,
+        source,
+    })?;
     Ok(Imported::plain(history))
 }
 

@@ -259,6 +259,33 @@ fn tables(h: &isocert_history::History) -> String {
     format!("{objects:?}\n{values:?}\n{sessions:?}\n{:?}", h.initial)
 }
 
+/// A history of more than two of the key-value reader's operation blocks (which
+/// `into_history` frees as it converts them), read from owned bytes by
+/// `v1::read_history_vec`, is the general reader's history: the same transactions, ids
+/// and interning tables.
+#[test]
+fn read_history_vec_over_several_blocks_gives_the_general_readers_history() {
+    use std::fmt::Write as _;
+    let n = 2 * KvHistory::BLOCK + 100;
+    let mut text = String::new();
+    for t in 0..n {
+        let value = if t % 5 == 0 { format!("\"v{t}\"") } else { (t * 3).to_string() };
+        let read = if t % 11 == 0 { "null".to_string() } else { (t % 97).to_string() };
+        writeln!(
+            text,
+            r#"{{"id":{t},"session":{},"ops":[{{"f":"r","key":{},"value":{read}}},{{"f":"w","key":{},"value":{value}}}]}}"#,
+            t % 7,
+            t % 13,
+            t % 17
+        )
+        .unwrap();
+    }
+    let general = v1::read_history(text.as_bytes()).unwrap();
+    let owned = v1::read_history_vec(text.into_bytes(), v1::AdapterFacts::Keep).unwrap();
+    assert_eq!(owned.txns, general.txns);
+    assert_eq!(tables(&owned), tables(&general));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 

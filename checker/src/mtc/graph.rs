@@ -11,6 +11,29 @@ pub(crate) struct Csr<E> {
     payload: Vec<E>,
 }
 
+impl Csr<()> {
+    /// Builds a graph without payloads over `nodes` nodes from `edges`, which calls its
+    /// argument once per edge (from, to) and is run twice: to count each node's edges, then
+    /// to place them. The graph is the one [`Csr::build`] makes from the same edges in the
+    /// same order, without holding them in a list (8 bytes an edge, and its growth).
+    pub(crate) fn build_shape(nodes: usize, edges: impl Fn(&mut dyn FnMut(u32, u32))) -> Self {
+        let mut start = vec![0u32; nodes + 1];
+        edges(&mut |from, _| start[from as usize + 1] += 1);
+        for i in 0..nodes {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut targets = vec![0u32; start[nodes] as usize];
+        edges(&mut |from, to| {
+            let slot = &mut fill[from as usize];
+            targets[*slot as usize] = to;
+            *slot += 1;
+        });
+        let payload = vec![(); targets.len()];
+        Csr { start, targets, payload }
+    }
+}
+
 impl<E: Copy> Csr<E> {
     /// Builds the graph over `nodes` nodes from `(from, to, payload)` triples.
     pub(crate) fn build(nodes: usize, edges: &[(u32, u32, E)]) -> Self {
@@ -178,6 +201,30 @@ mod tests {
         let cycle = g.shortest_cycle(0, &|n| n <= 2);
         assert_eq!(cycle.iter().map(|e| e.2).collect::<String>(), "gc");
         assert_eq!(g.shortest_cycle(3, &|n| n == 3), vec![(3, 3, 'e')]);
+    }
+
+    /// `build_shape` against `build` on the same edges in the same order (pseudo-random,
+    /// with repeats, self-loops and nodes without edges): the same graph.
+    #[test]
+    fn build_shape_makes_the_graph_build_makes() {
+        let mut x = 0x9e37_79b9_u32;
+        let mut next = |m: u32| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x % m
+        };
+        for nodes in [1u32, 2, 7, 50] {
+            let edges: Vec<(u32, u32, ())> = (0..nodes * 5).map(|_| (next(nodes), next(nodes), ())).collect();
+            let (built, shaped) = (
+                Csr::build(nodes as usize, &edges),
+                Csr::build_shape(nodes as usize, |emit| edges.iter().for_each(|e| emit(e.0, e.1))),
+            );
+            assert_eq!(
+                (built.start, built.targets, built.payload.len()),
+                (shaped.start, shaped.targets, shaped.payload.len())
+            );
+        }
     }
 
     #[test]

@@ -688,8 +688,16 @@ impl KvHistory {
                 _ => Scalar::Null,
             },
         };
-        let mut txns = Vec::with_capacity(self.len());
+        // Transactions go straight into the history, reserved at its exact size, and each
+        // block of operations is freed once converted, so the history's operations reuse
+        // its memory (a doubling transaction vector and every block held to the end cost
+        // page faults: issue 34).
+        h.txns.reserve_exact(self.len());
         for t in self.txn_ids() {
+            let (b, i) = (t.index() / Self::BLOCK, t.index());
+            if i % Self::BLOCK == 0 && b > 0 {
+                self.blocks[b - 1] = None;
+            }
             let ops = self
                 .ops(t)
                 .iter()
@@ -699,7 +707,6 @@ impl KvHistory {
                     KvOpKind::Append => Op::Append { obj: op.obj(), element: element(op.value()) },
                 })
                 .collect();
-            let i = t.index();
             let mut txn = crate::Transaction::new(
                 std::mem::replace(&mut self.names[i], Scalar::Null),
                 self.sessions[i],
@@ -709,7 +716,7 @@ impl KvHistory {
             txn.start_ts = self.start[i];
             txn.commit_ts = self.commit[i];
             txn.real_time = self.real_time(t);
-            txns.push(txn);
+            h.push_txn(txn).expect("a KvHistory has unique transaction names");
         }
         if let Some(default) = self.default_initial {
             let listed: rustc_hash::FxHashSet<ObjId> = h.initial.iter().map(|(o, _)| *o).collect();
@@ -720,9 +727,6 @@ impl KvHistory {
                     h.initial.push((obj, value));
                 }
             }
-        }
-        for txn in txns {
-            h.push_txn(txn).expect("a KvHistory has unique transaction names");
         }
         h
     }
