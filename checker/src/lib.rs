@@ -74,6 +74,6 @@ pub use html::{render_html, GraphLayout, HtmlOptions};
 pub use isocert_history::{IsolationLevel, UnknownName};
 pub use level::{CheckerKind, SessionOrder};
 pub use mtc::infer_mtc_certificate;
-pub use partition::Partitioning;
+pub use partition::{Partitioning, TxnPart};
 pub use render::{render_dot, render_json, render_text, render_text_verbose};
 pub use report::{Anomaly, AnomalyKind, CheckStats, Edge, EdgeBasis, EdgeKind, Report};

@@ -16,6 +16,19 @@
 //! specification (a crate would add a dependency for less).
 
 use isocert_history::{KvHistory, Scalar, TxnId};
+use serde_json::{Map, Value as Json};
+
+/// One partition's share of a transaction ([`Partitioning::split_line`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnPart {
+    /// The partition it goes to.
+    pub partition: u32,
+    /// The numbers (0-based, in the whole transaction) of the operations it holds, in
+    /// order: explanations cite these, as the offline check does.
+    pub ops: Vec<u32>,
+    /// A v1 transaction line: the transaction's fields with only those operations.
+    pub line: Vec<u8>,
+}
 
 /// Deals objects and sessions out to a fixed number of partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +77,70 @@ impl Partitioning {
         parts.sort_unstable();
         parts.dedup();
         parts
+    }
+
+    /// The partition owning the object of each operation of transaction `t` of `kv`, in
+    /// operation order.
+    pub fn of_ops(self, kv: &KvHistory, t: TxnId) -> Vec<u32> {
+        let dict = kv.dict();
+        kv.ops(t)
+            .iter()
+            .map(|op| {
+                let object = dict.object(op.obj());
+                self.of_object(&dict.table(object.table).name, &object.key)
+            })
+            .collect()
+    }
+
+    /// Splits a v1 transaction line into the shares of the partitions that check it: the
+    /// session's partition `session` gets the transaction's fields (id, session, status,
+    /// timestamps: what the Session axiom needs) and the operations on its objects; every
+    /// other partition in `op_partitions` (the partition of each operation's object, in
+    /// operation order: [`Partitioning::of_ops`]) gets the same fields and the operations
+    /// on its objects. Int, Ext and NoConflict look only at one object's operations, so
+    /// each partition checks its share as it would check the whole transaction, and the
+    /// parts keep the original operation numbers for the explanations. Parts come in
+    /// increasing partition order; a transaction owned by one partition is one part, its
+    /// line unchanged.
+    ///
+    /// # Errors
+    /// A line that is not a JSON object with an `ops` array of `op_partitions.len()` entries.
+    pub fn split_line(line: &[u8], session: u32, op_partitions: &[u32]) -> Result<Vec<TxnPart>, String> {
+        let mut partitions: Vec<u32> = op_partitions.to_vec();
+        partitions.push(session);
+        partitions.sort_unstable();
+        partitions.dedup();
+        if let [only] = partitions[..] {
+            let ops = (0..op_partitions.len() as u32).collect();
+            return Ok(vec![TxnPart { partition: only, ops, line: line.to_vec() }]);
+        }
+        let mut txn: Map<String, Json> =
+            serde_json::from_slice(line).map_err(|e| format!("a transaction line: {e}"))?;
+        let ops = match txn.remove("ops") {
+            Some(Json::Array(ops)) if ops.len() == op_partitions.len() => ops,
+            Some(Json::Array(ops)) => {
+                return Err(format!(
+                    "a transaction line with {} operations, {} partitions given",
+                    ops.len(),
+                    op_partitions.len()
+                ))
+            }
+            _ => return Err("a transaction line without an \"ops\" array".to_string()),
+        };
+        let mut shares: Vec<(Vec<u32>, Vec<Json>)> = vec![(Vec::new(), Vec::new()); partitions.len()];
+        for (i, op) in ops.into_iter().enumerate() {
+            let at =
+                partitions.binary_search(&op_partitions[i]).expect("every operation's partition is listed");
+            shares[at].0.push(i as u32);
+            shares[at].1.push(op);
+        }
+        let mut parts = Vec::with_capacity(partitions.len());
+        for (&partition, (numbers, ops)) in partitions.iter().zip(shares) {
+            txn.insert("ops".to_string(), Json::Array(ops));
+            let line = serde_json::to_vec(&txn).map_err(|e| e.to_string())?;
+            parts.push(TxnPart { partition, ops: numbers, line });
+        }
+        Ok(parts)
     }
 
     /// FNV-1a's low bits depend only on the low bits of each byte (keys 4 apart would
@@ -144,5 +221,35 @@ mod tests {
         );
         assert_eq!(Partitioning::new(0).partitions(), 1);
         assert!((0..100).all(|s| Partitioning::new(1).of_session(&Scalar::Int(s)) == 0));
+    }
+
+    /// Each partition gets the transaction's fields and its own operations with their
+    /// numbers; the session's partition gets the fields even without operations; a
+    /// transaction owned by one partition goes unchanged; a line that does not match its
+    /// operations' partitions is an error.
+    #[test]
+    fn a_line_splits_into_shares_with_the_original_operation_numbers() {
+        let line = br#"{"id":7,"session":"s","start_ts":1,"commit_ts":2,"ops":[{"f":"r","key":1,"value":0},{"f":"w","key":2,"value":5},{"f":"r","key":1,"value":0}]}"#;
+        let parts = Partitioning::split_line(line, 3, &[2, 0, 2]).unwrap();
+        let shares: Vec<(u32, Vec<u32>, String)> =
+            parts.into_iter().map(|p| (p.partition, p.ops, String::from_utf8(p.line).unwrap())).collect();
+        let fields = r#"{"id":7,"session":"s","start_ts":1,"commit_ts":2,"ops":"#;
+        assert_eq!(
+            shares,
+            [
+                (0, vec![1], format!(r#"{fields}[{{"f":"w","key":2,"value":5}}]}}"#)),
+                (
+                    2,
+                    vec![0, 2],
+                    format!(r#"{fields}[{{"f":"r","key":1,"value":0}},{{"f":"r","key":1,"value":0}}]}}"#)
+                ),
+                (3, vec![], format!("{fields}[]}}")),
+            ]
+        );
+        let whole = Partitioning::split_line(line, 2, &[2, 2, 2]).unwrap();
+        assert_eq!(whole, [TxnPart { partition: 2, ops: vec![0, 1, 2], line: line.to_vec() }]);
+        assert!(Partitioning::split_line(line, 0, &[1, 2]).unwrap_err().contains("3 operations"));
+        assert!(Partitioning::split_line(b"{\"id\":1}", 0, &[1]).unwrap_err().contains("ops"));
+        assert!(Partitioning::split_line(b"[", 0, &[1]).is_err());
     }
 }

@@ -12,9 +12,11 @@ use crate::check::CheckArgs;
 /// Publish a recorded v1 history to a Kafka topic of transactions, for `isocert check
 /// --online` (tests and replays; a live test client publishes with `isocert_online::LiveEmitter`).
 ///
-/// Each transaction goes, unchanged, to the partitions owning its session and the objects
-/// it touches, with the producer's watermark every --mark-every transactions. The topic is
-/// created with --partitions partitions if it does not exist.
+/// Each partition owning the transaction's session or one of its objects gets its share of
+/// it (the transaction's fields and the operations on its objects, with their original
+/// numbers), many transactions' shares to a message, with the producer's watermark every
+/// --mark-every transactions. The topic is created with --partitions partitions if it does
+/// not exist.
 #[derive(Debug, clap::Args)]
 pub(crate) struct EmitArgs {
     /// Where: `kafka://BROKER:PORT[,BROKER:PORT...]/TOPIC`.

@@ -8,7 +8,7 @@ use isocert_checker::{Aion, AionDelay, AionOptions, AionScope, IsolationLevel, P
 use isocert_history::{read_kv_v1_bytes, FormatError, KvHistory, Scalar, SessionId, TxnId};
 use rustc_hash::FxHashMap;
 
-use crate::protocol::{parse_mark, MessageKind};
+use crate::protocol::{parse_hello, parse_mark, parse_parts, MessageKind};
 use crate::results::scalar_json;
 use crate::OnlineError;
 
@@ -84,6 +84,10 @@ pub(crate) struct PartitionCheck {
     finished: Option<Finished>,
     /// Publication times of the buffered lines.
     batch_times: Vec<i64>,
+    /// For each buffered line that is a share of a transaction, its operations' numbers in
+    /// the whole transaction (a range of `numbers`); `None` for a whole transaction.
+    batch_numbers: Vec<Option<std::ops::Range<usize>>>,
+    numbers: Vec<u32>,
     /// Transactions whose verdicts are not yet final: start timestamp, publication time
     /// (arrival order, the order Aion finalizes in).
     waiting: std::collections::VecDeque<(isocert_history::Timestamp, i64)>,
@@ -131,6 +135,8 @@ impl PartitionCheck {
             beyond: 0,
             finished: None,
             batch_times: Vec::new(),
+            batch_numbers: Vec::new(),
+            numbers: Vec::new(),
             waiting: std::collections::VecDeque::new(),
             latencies: Vec::new(),
         })
@@ -156,7 +162,7 @@ impl PartitionCheck {
         found: &mut Vec<Finding>,
     ) -> Result<(), OnlineError> {
         if self.finished.is_some() {
-            if kind == MessageKind::Txn {
+            if matches!(kind, MessageKind::Txn | MessageKind::Parts) {
                 tracing::warn!(
                     partition = self.partition,
                     offset,
@@ -173,24 +179,22 @@ impl PartitionCheck {
                 if value.contains(&b'\n') {
                     return Err(self.bad(offset, "a transaction message holds more than one line"));
                 }
-                self.producers.entry(producer.to_string()).or_default();
-                let index = match self.producer_names.iter().position(|p| p == producer) {
-                    Some(i) => i,
-                    None => {
-                        self.producer_names.push(producer.to_string());
-                        self.producer_names.len() - 1
-                    }
-                };
-                self.batch_producers.push(index);
-                self.batch.extend_from_slice(value);
-                self.batch.push(b'\n');
-                self.batch_offsets.push(offset);
-                self.batch_times.push(published_ms.unwrap_or_else(now_ms));
+                self.push_line(producer, value, None, (offset, published_ms));
+                if self.batch_offsets.len() >= BATCH {
+                    self.flush(found)?;
+                }
+            }
+            MessageKind::Parts => {
+                let parts = parse_parts(value).map_err(|m| self.bad(offset, &m))?;
+                for (numbers, line) in parts {
+                    self.push_line(producer, line, numbers.as_deref(), (offset, published_ms));
+                }
                 if self.batch_offsets.len() >= BATCH {
                     self.flush(found)?;
                 }
             }
             MessageKind::Hello => {
+                parse_hello(value).map_err(|m| self.bad(offset, &format!("producer {producer}: {m}")))?;
                 self.producers.entry(producer.to_string()).or_default();
             }
             MessageKind::Header => {
@@ -226,6 +230,35 @@ impl PartitionCheck {
             }
         }
         Ok(())
+    }
+
+    /// Buffers one transaction line (a share of one when `numbers` gives its operations'
+    /// numbers in the whole transaction) from `producer`.
+    fn push_line(
+        &mut self,
+        producer: &str,
+        line: &[u8],
+        numbers: Option<&[u32]>,
+        (offset, published_ms): (i64, Option<i64>),
+    ) {
+        self.producers.entry(producer.to_string()).or_default();
+        let index = match self.producer_names.iter().position(|p| p == producer) {
+            Some(i) => i,
+            None => {
+                self.producer_names.push(producer.to_string());
+                self.producer_names.len() - 1
+            }
+        };
+        self.batch_producers.push(index);
+        self.batch.extend_from_slice(line);
+        self.batch.push(b'\n');
+        self.batch_offsets.push(offset);
+        self.batch_times.push(published_ms.unwrap_or_else(now_ms));
+        self.batch_numbers.push(numbers.map(|n| {
+            let from = self.numbers.len();
+            self.numbers.extend_from_slice(n);
+            from..self.numbers.len()
+        }));
     }
 
     fn bad(&self, offset: i64, message: &str) -> OnlineError {
@@ -269,6 +302,8 @@ impl PartitionCheck {
         let offsets = std::mem::take(&mut self.batch_offsets);
         let times = std::mem::take(&mut self.batch_times);
         let producers = std::mem::take(&mut self.batch_producers);
+        let shares = std::mem::take(&mut self.batch_numbers);
+        let numbers = std::mem::take(&mut self.numbers);
         let from = match &mut self.kv {
             None => {
                 let mut part = part;
@@ -325,7 +360,22 @@ impl PartitionCheck {
                 return Err(Self::bad_at(&self.topic, self.partition, offsets[j], &message));
             }
             self.received += 1;
-            aion.receive(kv, t)?;
+            match &shares[j] {
+                None => aion.receive(kv, t)?,
+                Some(range) => {
+                    let numbers = &numbers[range.clone()];
+                    if numbers.len() != kv.ops(t).len() {
+                        let message = format!(
+                            "transaction {}'s share has {} operations but {} operation numbers",
+                            kv.txn_label(t),
+                            kv.ops(t).len(),
+                            numbers.len()
+                        );
+                        return Err(Self::bad_at(&self.topic, self.partition, offsets[j], &message));
+                    }
+                    aion.receive_part(kv, t, numbers)?;
+                }
+            }
             if let (Some(start), Some(_)) = (kv.start_ts(t), kv.commit_ts(t)) {
                 self.waiting.push_back((start, times[j]));
             }
@@ -590,6 +640,49 @@ mod tests {
         c.accept(MessageKind::End, "b", b"", (8, None), &mut found).unwrap();
         assert_eq!(found, [], "both initial values are known");
         assert_eq!(c.finished().map(|f| (f.txns, f.anomalies)), Some((2, 0)));
+    }
+
+    /// Shares of transactions in `parts` messages (protocol 2) are checked with their
+    /// operations' original numbers; a batch delivered twice (a producer's retry) is
+    /// checked once; a share whose numbers do not match its operations, a hello of a newer
+    /// protocol and a malformed batch are errors naming the offset.
+    #[test]
+    fn parts_messages_are_checked_once_with_their_operation_numbers() {
+        let mut found = Vec::new();
+        let mut c = check();
+        // T1's share holds its operation 1 (0-based), a read of kv[2] = 7 that nothing
+        // wrote: cited as operation 2, as offline.
+        let batch = b"- {\"id\":9,\"session\":1,\"start_ts\":1,\"commit_ts\":1,\"ops\":[]}\n\
+                      1 {\"id\":1,\"session\":1,\"start_ts\":2,\"commit_ts\":3,\"ops\":[{\"f\":\"r\",\"key\":2,\"value\":7}]}\n";
+        c.accept(MessageKind::Hello, "p", b"isocert-online 2", (0, None), &mut found).unwrap();
+        for offset in [1, 2] {
+            c.accept(MessageKind::Parts, "p", batch, (offset, None), &mut found).unwrap();
+            c.flush(&mut found).unwrap();
+        }
+        assert_eq!(c.received, 2, "the retried batch is checked once");
+        c.accept(MessageKind::End, "p", b"", (3, None), &mut found).unwrap();
+        match &found[..] {
+            [Finding::Anomaly { kind, explanation, .. }] => {
+                assert_eq!(kind, "ext");
+                assert!(explanation.starts_with("Ext: T1 (operation 2) read kv[2] = 7"), "{explanation}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = check()
+            .accept(MessageKind::Hello, "q", b"isocert-online 9", (4, None), &mut found)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("offset 4") && e.contains("producer q") && e.contains("protocol 9"), "{e}");
+        let mut c = check();
+        let wrong = b"0,1 {\"id\":1,\"session\":1,\"start_ts\":2,\"commit_ts\":3,\"ops\":[{\"f\":\"r\",\"key\":2,\"value\":7}]}";
+        c.accept(MessageKind::Parts, "p", wrong, (5, None), &mut found).unwrap();
+        let e = c.flush(&mut found).unwrap_err().to_string();
+        assert!(e.contains("offset 5") && e.contains("2 operation numbers"), "{e}");
+        let e = check()
+            .accept(MessageKind::Parts, "p", b"x,y {}", (6, None), &mut found)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("offset 6") && e.contains("share 1"), "{e}");
     }
 
     /// Verdicts wait for every expected producer's watermark; an ended producer promises

@@ -1,8 +1,9 @@
-//! Publishing transactions: [`Emitter`] sends each to the partitions that check it, with
-//! the producer's watermark; [`emit_file`] publishes a recorded v1 history;
-//! [`LiveEmitter`] is the call a test client makes as each transaction completes.
+//! Publishing transactions: [`Emitter`] sends each partition its share of each
+//! transaction, batched, with the producer's watermark; [`emit_file`] publishes a recorded
+//! v1 history; [`LiveEmitter`] is the call a test client makes as each transaction
+//! completes. Both go through [`Emitter::transaction`], one code path.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use isocert_checker::{Partitioning, Watermark};
 use isocert_history::{read_kv_v1_bytes, v1, History, KvHistory, Op, Scalar, Timestamp, TxnId};
@@ -11,11 +12,30 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rustc_hash::FxHashMap;
 
-use crate::protocol::{key, mark_value, MessageKind};
+use crate::protocol::{hello_value, key, mark_value, push_part, MessageKind};
 use crate::{admin, OnlineError, OnlineTarget};
 
 /// How long [`Emitter::finish`] waits for the broker to take what is queued.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A partition's `parts` message is sent once it holds this many shares...
+const BATCH_SHARES: usize = 1024;
+/// ...or this many bytes (under the broker's default message size limit of 1 MB)...
+const BATCH_BYTES: usize = 256 * 1024;
+/// ...or its oldest share has waited this long (the producer's `linger.ms`), and always
+/// before a mark, a header or the end, so that each partition sees the messages in the
+/// order they were published.
+const BATCH_LINGER: Duration = Duration::from_millis(5);
+
+/// The shares gathered for one partition's next `parts` message.
+#[derive(Debug, Default)]
+struct Batch {
+    value: Vec<u8>,
+    shares: usize,
+    /// When the oldest share was added, and its wall-clock time in milliseconds since the
+    /// epoch (the message's create time: latency counts from the oldest share).
+    since: Option<(Instant, i64)>,
+}
 
 /// A producer of one topic of transactions.
 #[allow(missing_debug_implementations)] // rdkafka's producer is not Debug
@@ -25,6 +45,7 @@ pub struct Emitter {
     partitioning: Partitioning,
     id: String,
     sent: u64,
+    batches: Vec<Batch>,
 }
 
 impl Emitter {
@@ -50,8 +71,9 @@ impl Emitter {
             partitioning: Partitioning::new(count),
             id: id.to_string(),
             sent: 0,
+            batches: (0..count).map(|_| Batch::default()).collect(),
         };
-        emitter.send_to_all(MessageKind::Hello, b"")?;
+        emitter.send_to_all(MessageKind::Hello, hello_value().as_bytes())?;
         Ok(emitter)
     }
 
@@ -73,18 +95,63 @@ impl Emitter {
         self.send_to_all(MessageKind::Header, line)
     }
 
-    /// Publishes one v1 transaction line to `partitions` (those owning its session and
-    /// objects: [`Partitioning::of_txn`]).
+    /// Publishes one v1 transaction line: each partition owning its session (`session`) or
+    /// the object of one of its operations (`op_partitions`, the partition of each
+    /// operation's object in order: [`Partitioning::of_ops`]) gets its share
+    /// ([`Partitioning::split_line`]), gathered with other transactions' shares into one
+    /// `parts` message per partition.
+    ///
+    /// # Errors
+    /// A line that does not match `op_partitions`, or the producer fails.
+    pub fn transaction(
+        &mut self,
+        line: &[u8],
+        session: u32,
+        op_partitions: &[u32],
+    ) -> Result<(), OnlineError> {
+        let parts = Partitioning::split_line(line, session, op_partitions).map_err(|what| {
+            OnlineError::Unsupported { what: format!("transaction {}: {what}", self.sent + 1) }
+        })?;
+        let now = Instant::now();
+        for part in parts {
+            let batch = &mut self.batches[part.partition as usize];
+            if batch.since.is_none() {
+                batch.since = Some((now, crate::checking::now_ms()));
+            }
+            push_part(&mut batch.value, &part.ops, op_partitions.len(), &part.line);
+            batch.shares += 1;
+        }
+        self.sent += 1;
+        for p in 0..self.batches.len() {
+            let batch = &self.batches[p];
+            let due = batch.shares >= BATCH_SHARES
+                || batch.value.len() >= BATCH_BYTES
+                || batch.since.is_some_and(|(at, _)| now.duration_since(at) >= BATCH_LINGER);
+            if due {
+                self.send_batch(p as u32)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every partition's gathered shares now (marks, headers and the end do this
+    /// first; a live client that pauses may call it so its transactions do not wait for
+    /// the next one).
     ///
     /// # Errors
     /// The producer fails.
-    pub fn transaction(&mut self, line: &[u8], partitions: &[u32]) -> Result<(), OnlineError> {
-        let k = key(MessageKind::Txn, &self.id);
-        for &p in partitions {
-            self.send(&k, p, line)?;
+    pub fn flush(&mut self) -> Result<(), OnlineError> {
+        for p in 0..self.batches.len() {
+            self.send_batch(p as u32)?;
         }
-        self.sent += 1;
         Ok(())
+    }
+
+    fn send_batch(&mut self, partition: u32) -> Result<(), OnlineError> {
+        let batch = std::mem::take(&mut self.batches[partition as usize]);
+        let Some((_, created_ms)) = batch.since else { return Ok(()) };
+        let k = key(MessageKind::Parts, &self.id);
+        self.send(&k, partition, &batch.value, Some(created_ms))
     }
 
     /// Publishes the producer's watermark: every transaction it publishes from now on starts
@@ -106,17 +173,29 @@ impl Emitter {
         Ok(self.sent)
     }
 
+    /// Sends a message to every partition, after the shares gathered for it.
     fn send_to_all(&mut self, kind: MessageKind, value: &[u8]) -> Result<(), OnlineError> {
         let k = key(kind, &self.id);
         for p in 0..self.partitioning.partitions() {
-            self.send(&k, p, value)?;
+            self.send_batch(p)?;
+            self.send(&k, p, value, None)?;
         }
         Ok(())
     }
 
-    /// Queues one message, waiting while the local queue is full.
-    fn send(&mut self, key: &str, partition: u32, value: &[u8]) -> Result<(), OnlineError> {
+    /// Queues one message (created at `created_ms`, or now), waiting while the local
+    /// queue is full.
+    fn send(
+        &mut self,
+        key: &str,
+        partition: u32,
+        value: &[u8],
+        created_ms: Option<i64>,
+    ) -> Result<(), OnlineError> {
         let mut record = BaseRecord::to(&self.topic).key(key).payload(value).partition(partition as i32);
+        if let Some(ms) = created_ms {
+            record = record.timestamp(ms);
+        }
         loop {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
@@ -141,7 +220,8 @@ pub fn default_producer_id() -> String {
 }
 
 /// Publishes a recorded v1 history (the whole file, `bytes`) through `emitter`: the
-/// header, then each transaction line unchanged in file order, with a watermark every
+/// header, then each transaction line in file order ([`Emitter::transaction`]: each
+/// partition its share), with a watermark every
 /// `mark_every` transactions (the lowest start and commit timestamps of the transactions
 /// after it), then the end; at most `rate` transactions per second when given (a live
 /// stream's pace, for latency measurements). Returns how many transactions were published.
@@ -175,7 +255,8 @@ pub fn emit_file(
             }
         }
         let txn = TxnId::from_index(t);
-        emitter.transaction(line, &partitioning.of_txn(&kv, txn))?;
+        let session = partitioning.of_session(kv.dict().session_name(kv.session(txn)));
+        emitter.transaction(line, session, &partitioning.of_ops(&kv, txn))?;
         t += 1;
         if t % mark_every.max(1) == 0 && t < kv.len() {
             emitter.mark(bounds[t])?;
@@ -249,7 +330,7 @@ impl LiveEmitter {
         let txn = h.txn(t);
         let session = h.session_name(txn.session);
         let partitioning = self.emitter.partitioning();
-        let mut parts = vec![partitioning.of_session(session)];
+        let mut op_partitions = Vec::with_capacity(txn.ops.len());
         for op in &txn.ops {
             let obj = match op {
                 Op::Read { obj, .. } | Op::Write { obj, .. } | Op::Append { obj, .. } => *obj,
@@ -263,12 +344,10 @@ impl LiveEmitter {
                 }
             };
             let object = h.object(obj);
-            parts.push(partitioning.of_object(&h.table(object.table).name, &object.key));
+            op_partitions.push(partitioning.of_object(&h.table(object.table).name, &object.key));
         }
-        parts.sort_unstable();
-        parts.dedup();
         let end = line.iter().rposition(|&b| b != b'\n').map_or(0, |i| i + 1);
-        self.emitter.transaction(&line[..end], &parts)?;
+        self.emitter.transaction(&line[..end], partitioning.of_session(session), &op_partitions)?;
         if let Some(commit) = txn.commit_ts {
             self.last_commit.insert(session.clone(), commit);
         }
@@ -279,6 +358,16 @@ impl LiveEmitter {
             self.emitter.mark(Watermark { start: low, commit: low })?;
         }
         Ok(())
+    }
+
+    /// Sends the shares gathered so far ([`Emitter::flush`]): a client that pauses calls
+    /// this so that its last transactions do not wait for its next one (each `publish`
+    /// sends shares that waited 5 ms, and every watermark sends all).
+    ///
+    /// # Errors
+    /// The producer fails.
+    pub fn flush(&mut self) -> Result<(), OnlineError> {
+        self.emitter.flush()
     }
 
     /// Says the client is done and waits for the broker.

@@ -1,6 +1,6 @@
 //! Online timestamp checking on Kafka (docs/ONLINE.md): producers publish each completed
-//! transaction to the partitions that check it ([`Emitter`], [`LiveEmitter`],
-//! [`emit_file`]); members of a consumer group each check the partitions Kafka assigns
+//! transaction's shares to the partitions that check them, batched ([`Emitter`],
+//! [`LiveEmitter`], [`emit_file`]; the messages: [`protocol`]); members of a consumer group each check the partitions Kafka assigns
 //! them ([`run_member`]) with Aion scoped to the partition's objects and sessions
 //! ([`isocert_checker::AionScope`]) and final by the producers' watermark; verdicts go to
 //! a results topic, once each ([`Results`]).

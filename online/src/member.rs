@@ -174,15 +174,13 @@ pub fn run_member(
             Some(Ok(m)) => {
                 let p = m.partition() as u32;
                 let Some(check) = checks.get_mut(&p) else { continue };
-                let Some((kind, producer)) = m.key().and_then(parse_key) else {
-                    return Err(OnlineError::BadMessage {
+                let (kind, producer) =
+                    parse_key(m.key().unwrap_or_default()).map_err(|message| OnlineError::BadMessage {
                         topic: target.topic.clone(),
                         partition: p,
                         offset: m.offset(),
-                        message: "a message whose key is not KIND:PRODUCER (not from an isocert producer)"
-                            .into(),
-                    });
-                };
+                        message,
+                    })?;
                 let before = check.finished();
                 let published = m.timestamp().to_millis();
                 check.accept(

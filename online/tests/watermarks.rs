@@ -73,9 +73,11 @@ fn a_transaction_beyond_the_watermark_is_reported() {
     let kv = read_kv_v1_bytes(lines.join("\n").as_bytes()).unwrap();
     let mut emitter = Emitter::connect(&target, "liar", 2).unwrap();
     let p = emitter.partitioning();
-    emitter.transaction(lines[0].as_bytes(), &p.of_txn(&kv, TxnId(0))).unwrap();
+    let session = p.of_session(kv.dict().session_name(kv.session(TxnId(0))));
+    emitter.transaction(lines[0].as_bytes(), session, &p.of_ops(&kv, TxnId(0))).unwrap();
     emitter.mark(Watermark { start: Timestamp::new(1000), commit: Timestamp::new(1001) }).unwrap();
-    emitter.transaction(lines[1].as_bytes(), &p.of_txn(&kv, TxnId(1))).unwrap();
+    let session = p.of_session(kv.dict().session_name(kv.session(TxnId(1))));
+    emitter.transaction(lines[1].as_bytes(), session, &p.of_ops(&kv, TxnId(1))).unwrap();
     emitter.finish().unwrap();
     let results = run_group(&target, "late", SI, 1);
     let (summary, _) = &results[0];

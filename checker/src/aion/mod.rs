@@ -20,7 +20,10 @@
 //! partition's objects and sessions ([`Partitioning`]) and ignores the rest of each
 //! transaction it receives; with [`AionDelay::Watermark`] an Ext verdict becomes final when
 //! the producers' [`Watermark`] says nothing still to arrive commits at or before the read's
-//! start, and versions are collected only below the watermark's start bound.
+//! start, and versions are collected only below the watermark's start bound. A partition
+//! may receive only its share of a transaction ([`Partitioning::split_line`]): the
+//! operations on its objects, with their numbers in the whole transaction
+//! ([`Aion::receive_part`]), so explanations cite the operations offline Chronos cites.
 
 mod versions;
 
@@ -204,6 +207,38 @@ impl Aion {
     /// [`CheckError::MissingCertificateData`] for a committed transaction without
     /// timestamps, [`CheckError::UnsupportedHistory`] for one that starts after it commits.
     pub fn receive(&mut self, kv: &KvHistory, t: TxnId) -> Result<(), CheckError> {
+        self.receive_numbered(kv, t, None)
+    }
+
+    /// [`Aion::receive`] for one partition's share of a transaction
+    /// ([`Partitioning::split_line`]): `t` holds only some of the transaction's operations,
+    /// and `op_numbers[i]` is the number of its operation `i` in the whole transaction, the
+    /// number explanations cite (so they read as the offline check's).
+    ///
+    /// # Errors
+    /// As [`Aion::receive`]; [`CheckError::UnsupportedHistory`] when `op_numbers` does not
+    /// have one number per operation of `t`.
+    pub fn receive_part(&mut self, kv: &KvHistory, t: TxnId, op_numbers: &[u32]) -> Result<(), CheckError> {
+        if op_numbers.len() != kv.ops(t).len() {
+            return Err(CheckError::UnsupportedHistory {
+                checker: CheckerKind::Aion,
+                what: format!(
+                    "{} has {} operations but {} operation numbers",
+                    kv.txn_label(t),
+                    kv.ops(t).len(),
+                    op_numbers.len()
+                ),
+            });
+        }
+        self.receive_numbered(kv, t, Some(op_numbers))
+    }
+
+    fn receive_numbered(
+        &mut self,
+        kv: &KvHistory,
+        t: TxnId,
+        numbers: Option<&[u32]>,
+    ) -> Result<(), CheckError> {
         self.arrivals += 1;
         let span = timeline::span_of(kv, t, self.options.level, CheckerKind::Aion)?;
         if self.spans.len() <= t.index() {
@@ -226,7 +261,7 @@ impl Aion {
             if self.owns_session(kv, t) {
                 self.check_session(kv, t, span);
             }
-            let mut writes = self.check_reads(kv, t, span);
+            let mut writes = self.check_reads(kv, t, span, numbers);
             for (obj, effect) in writes.drain(..) {
                 self.install(kv, t, span, obj, effect);
             }
@@ -259,7 +294,15 @@ impl Aion {
 
     /// Int at once, Ext tentatively; returns each written object's effect (in the scratch
     /// buffer `self.writes`, which the caller hands back).
-    fn check_reads(&mut self, kv: &KvHistory, t: TxnId, span: Span) -> Vec<(ObjId, Effect)> {
+    /// `numbers` are the operations' numbers in the whole transaction when `t` is a part
+    /// of it (their indexes otherwise).
+    fn check_reads(
+        &mut self,
+        kv: &KvHistory,
+        t: TxnId,
+        span: Span,
+        numbers: Option<&[u32]>,
+    ) -> Vec<(ObjId, Effect)> {
         let mut local = std::mem::take(&mut self.local);
         let mut writes = std::mem::take(&mut self.writes);
         local.clear();
@@ -272,6 +315,7 @@ impl Aion {
                 continue;
             }
             let v = op.value();
+            let number = numbers.map_or(i as u32, |n| n[i]);
             let slot = local.iter().position(|(o, _)| *o == obj);
             match op.kind() {
                 KvOpKind::Read => {
@@ -282,7 +326,7 @@ impl Aion {
                             let (state, _) = versions.state_before(kv, obj, span.start);
                             let ok = state.explains(kv, v);
                             versions.add_reader(span.start, first_read + u64::from(reads));
-                            self.reads.push_back(ExtRead { op: i as u32, obj, seen: v, ok });
+                            self.reads.push_back(ExtRead { op: number, obj, seen: v, ok });
                             reads += 1;
                             local.push((obj, seen));
                         }
@@ -291,7 +335,7 @@ impl Aion {
                                 self.final_anomalies.push(crate::chronos::explain_int(
                                     kv,
                                     t,
-                                    i as u32,
+                                    number,
                                     obj,
                                     &local[j].1,
                                     &seen,

@@ -2,14 +2,16 @@
 //! each partition's checker sees only the transactions that reach it (those touching its
 //! objects or its sessions), in the order they arrive, and the producers' watermark; the
 //! union of the partitions' anomalies must be Chronos's, anomaly for anomaly, and each
-//! anomaly made final before the end must be one of them.
+//! anomaly made final before the end must be one of them. Each partition receives either
+//! the whole line of every transaction touching it or only its share
+//! ([`Partitioning::split_line`]); both must give Chronos's explanations.
 
 use isocert_gen::{generate, GenConfig, Injection};
 use isocert_history::{read_kv_v1_bytes, v1, History, KvHistory, Scalar, Timestamp, TxnId};
 
 use super::tests::{generate as generate_kv, shuffled};
 use super::{Aion, AionDelay, AionOptions, AionScope, Watermark};
-use crate::{check_chronos_kv, AnomalyKind, IsolationLevel, Partitioning};
+use crate::{check_chronos_kv, AnomalyKind, IsolationLevel, Partitioning, TxnPart};
 
 const SI: IsolationLevel = IsolationLevel::SnapshotIsolation;
 const SER: IsolationLevel = IsolationLevel::Serializable;
@@ -42,16 +44,26 @@ fn offline(kv: &KvHistory, level: IsolationLevel) -> Vec<Seen> {
     seen
 }
 
+/// What each partition receives of a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sending {
+    /// The whole line, to every partition it touches.
+    Whole,
+    /// Each partition its share ([`Partitioning::split_line`]), with the original operation numbers.
+    Split,
+}
+
 /// The anomalies `partitions` scoped checkers find when the transactions of `kv` (text
 /// `header` + `lines`) arrive in `order`, each after the watermark of a producer that
-/// knows the whole order (the lowest commit timestamp still to come); sorted, with how many
-/// were final before the end. Asserts that every early one is among the final ones.
+/// knows the whole order (the lowest commit timestamp still to come), each partition
+/// receiving what `sending` says; sorted, with how many were final before the end.
+/// Asserts that every early one is among the final ones.
 fn online(
     kv: &KvHistory,
     (header, lines): (&str, &[String]),
     order: &[TxnId],
     level: IsolationLevel,
-    partitions: u32,
+    (partitions, sending): (u32, Sending),
     initial: Option<&Scalar>,
 ) -> (Vec<Seen>, usize) {
     let partitioning = Partitioning::new(partitions);
@@ -65,13 +77,39 @@ fn online(
         }
         bound_after[i] = next;
     }
+    // Each transaction's shares, split once.
+    let shares: Vec<Vec<TxnPart>> = match sending {
+        Sending::Whole => Vec::new(),
+        Sending::Split => kv
+            .txn_ids()
+            .map(|t| {
+                let session = partitioning.of_session(kv.dict().session_name(kv.session(t)));
+                let line = lines[t.index()].trim_end().as_bytes();
+                Partitioning::split_line(line, session, &partitioning.of_ops(kv, t)).unwrap()
+            })
+            .collect(),
+    };
     let (mut all, mut early) = (Vec::new(), 0);
     for p in 0..partitions {
         let mine: Vec<usize> =
             (0..order.len()).filter(|&i| partitioning.of_txn(kv, order[i]).contains(&p)).collect();
         let mut text = header.to_string();
+        let mut numbers: Vec<Vec<u32>> = Vec::new();
         for &i in &mine {
-            text.push_str(&lines[order[i].index()]);
+            let t = order[i];
+            let line = &lines[t.index()];
+            if sending == Sending::Whole {
+                text.push_str(line);
+                numbers.push((0..kv.ops(t).len() as u32).collect());
+                continue;
+            }
+            let share = shares[t.index()]
+                .iter()
+                .find(|s| s.partition == p)
+                .expect("a share for each partition touched");
+            text.push_str(std::str::from_utf8(&share.line).unwrap());
+            text.push('\n');
+            numbers.push(share.ops.clone());
         }
         let mut part = read_kv_v1_bytes(text.as_bytes()).unwrap();
         part.set_default_initial(initial);
@@ -81,7 +119,7 @@ fn online(
         let mut aion = Aion::new(options).unwrap();
         let mut found: Vec<Seen> = Vec::new();
         for (j, &i) in mine.iter().enumerate() {
-            aion.receive(&part, TxnId::from_index(j)).unwrap();
+            aion.receive_part(&part, TxnId::from_index(j), &numbers[j]).unwrap();
             aion.complete_below(&part, bound_after[i]);
             found.extend(aion.take_final().iter().map(|a| (a.kind, a.explanation.clone())));
         }
@@ -101,7 +139,7 @@ fn online(
 
 /// Generated histories (valid, and with each injection Chronos sees) at SI and SER:
 /// 1 and 4 partitions give Chronos's anomalies in file order, 2 shuffled (out of order
-/// within the watermark).
+/// within the watermark); with more than one, each partition gets its split shares.
 #[test]
 fn partitions_together_find_what_chronos_finds_on_generated_histories() {
     let mut invalid = 0;
@@ -131,10 +169,13 @@ fn partitions_together_find_what_chronos_finds_on_generated_histories() {
                         [(file_order, &[1, 4][..]), (shuffled(&kv, seed + 11, 40), &[2][..])]
                     {
                         for &partitions in counts {
-                            let (found, e) = online(&kv, (&header, &lines), &order, level, partitions, None);
+                            // One partition gets every line whole; more get the split shares.
+                            let sending = if partitions == 1 { Sending::Whole } else { Sending::Split };
+                            let (found, e) =
+                                online(&kv, (&header, &lines), &order, level, (partitions, sending), None);
                             assert_eq!(
                                 found, expected,
-                                "seed {seed} {inject:?} {isolation:?} {level:?} P={partitions}"
+                                "seed {seed} {inject:?} {isolation:?} {level:?} P={partitions} {sending:?}"
                             );
                             early += e;
                         }
@@ -161,14 +202,59 @@ fn partitions_together_find_what_chronos_finds_with_ties_and_conflicts() {
             expected.sort();
             assert!(!expected.is_empty());
             for partitions in [2, 4] {
-                let order: Vec<TxnId> = kv.txn_ids().collect();
-                let (found, early) =
-                    online(&kv, (&header, &lines), &order, level, partitions, Some(&Scalar::Int(0)));
-                assert_eq!(found, expected, "seed {seed} {level:?} P={partitions}");
-                assert!(early > 0);
+                for sending in [Sending::Whole, Sending::Split] {
+                    let order: Vec<TxnId> = kv.txn_ids().collect();
+                    let (found, early) = online(
+                        &kv,
+                        (&header, &lines),
+                        &order,
+                        level,
+                        (partitions, sending),
+                        Some(&Scalar::Int(0)),
+                    );
+                    assert_eq!(found, expected, "seed {seed} {level:?} P={partitions} {sending:?}");
+                    assert!(early > 0);
+                }
             }
         }
     }
+}
+
+/// Brute force over many small histories (every axiom broken, ties, overlapping writers)
+/// and partition counts: the union over partitions of scoped Aion on the split shares is
+/// Chronos on the whole history, explanation for explanation (operation numbers
+/// included), and so is each whole-line run.
+#[test]
+fn split_shares_find_what_chronos_finds_on_many_small_histories() {
+    let mut compared = 0;
+    for seed in 0..40u64 {
+        let kv = generate_kv(
+            100 + seed,
+            120,
+            1 + (seed as usize % 7),
+            6 + seed % 20,
+            (seed % 5) as usize,
+            seed % 2 == 0,
+        );
+        let h = kv.clone().into_history();
+        let (header, lines) = lines_of(&h);
+        let order: Vec<TxnId> = kv.txn_ids().collect();
+        for level in [SI, SER] {
+            let expected = offline(&kv, level);
+            compared += expected.len();
+            let partitions = 1 + (seed % 5) as u32;
+            let (found, _) = online(
+                &kv,
+                (&header, &lines),
+                &order,
+                level,
+                (partitions, Sending::Split),
+                Some(&Scalar::Int(0)),
+            );
+            assert_eq!(found, expected, "seed {seed} {level:?} P={partitions}");
+        }
+    }
+    assert!(compared > 100, "anomalies were compared: {compared}");
 }
 
 /// A writer arriving after the watermark passed its commit: counted and noted, while one
