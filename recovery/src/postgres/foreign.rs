@@ -74,6 +74,51 @@ pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, 
     Ok(added)
 }
 
+/// `log` with every value a foreign writer wrote hidden: each change of a logged
+/// transaction that is no history transaction's recorded xid becomes a write of the opaque
+/// stand-in ([`isocert_history::opaque_value`]: a row with no column, read as SQL NULL),
+/// deletes included, so that whatever recovery then computes (which versions are foreign,
+/// version sets, which version an item read saw, the serialization order) rests on no
+/// hidden value. Which transactions are foreign is decided by xid alone, never by value.
+/// `None` when no transaction of `log` is foreign (nothing to hide).
+///
+/// # Errors
+/// [`RecoveryError::Unsupported`] when the history has a transaction of unknown outcome
+/// that recorded no xid while the log has foreign transactions: only its values could tell
+/// whether one of them is it, and comparing them with hidden values would reveal them (the
+/// error says so whatever the values are). [`RecoveryError`] for malformed facts.
+pub fn hide_foreign_values(h: &History, log: &RawLog) -> Result<Option<RawLog>, RecoveryError> {
+    let facts = read_facts(h)?;
+    let recorded: FxHashSet<u32> = facts.iter().filter_map(|f| f.xid).map(|x| x as u32).collect();
+    let foreign = |xid: u64| !recorded.contains(&(xid as u32));
+    if !log.txns().iter().any(|ct| foreign(ct.xid)) {
+        return Ok(None);
+    }
+    if let Some(t) =
+        h.txn_ids().find(|t| h.txn(*t).status == Status::Unknown && facts[t.index()].xid.is_none())
+    {
+        return Err(RecoveryError::Unsupported {
+            txn: h.txn_label(t),
+            op: 0,
+            message: "its outcome is unknown and it recorded no xid, and other writers wrote the history's \
+                      tables: telling whether one of them is it would compare its values with their hidden \
+                      values"
+                .into(),
+        });
+    }
+    let mut out = RawLog::new();
+    for ct in log.txns() {
+        let mut ct = ct.clone();
+        if foreign(ct.xid) {
+            for change in &mut ct.changes {
+                change.row = Some(Vec::new());
+            }
+        }
+        out.push(ct);
+    }
+    Ok(Some(out))
+}
+
 /// Per foreign writer and object, whether the history itself read that version's value (an
 /// item read, or a row a select returned): only those values may be shown to the
 /// history's owner.

@@ -17,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use isocert_adapters::FeedProgress;
-use isocert_checker::{check, render_json, CheckerKind, IsolationLevel};
+use isocert_checker::{check, render_json, CheckError, CheckerKind, IsolationLevel};
 use isocert_history::{v1, History};
 use isocert_oracle::Interpreter;
 use serde::Deserialize;
@@ -282,7 +282,8 @@ async fn answer(
         .part(tenant.name.as_bytes())
         .part(schema.as_deref().unwrap_or("\0").as_bytes())
         .part(&digest)
-        .part(&resolved.last_change.unwrap_or(0).to_le_bytes());
+        .part(&resolved.last_change.unwrap_or(0).to_le_bytes())
+        .part(&[u8::from(resolved.reveal)]);
     key = match ask {
         Ask::Certificate => key.part(b"certificate"),
         Ask::Check(level) => key.part(level.to_string().as_bytes()),
@@ -310,8 +311,17 @@ async fn answer(
                 .map_err(|e| unprocessable(e.to_string()))?;
             let interpreter = Interpreter::new(&history)
                 .map_err(|e| ApiError::from(CertifyError::Predicate(e.to_string())))?;
-            let report = check(&history, &certificate, level, CheckerKind::Auto, &interpreter)
-                .map_err(|e| unprocessable(e.to_string()))?;
+            let report =
+                check(&history, &certificate, level, CheckerKind::Auto, &interpreter).map_err(|e| {
+                    match e {
+                        // Uncertified: reads whose outcome rests on values this server hides;
+                        // which they are follows from the history and the certificate alone.
+                        e @ CheckError::HiddenValues { .. } => {
+                            ApiError::new(StatusCode::CONFLICT, e.to_string())
+                        }
+                        other => unprocessable(other.to_string()),
+                    }
+                })?;
             serde_json::to_vec(&render_json(&report, &history))
                 .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
         })
@@ -367,7 +377,7 @@ async fn certificate_route<Q: serde::de::DeserializeOwned>(
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),
         (status = 408, description = "The body stalled."),
-        (status = 409, description = "Rows were written by transactions outside the history that cannot be shown, or the table was truncated."),
+        (status = 409, description = "The table was truncated, or settling an unknown outcome would compare the history's values with other writers' hidden ones."),
         (status = 410, description = "Versions older than the retention window were collected."),
         (status = 413, description = "The body is too large (before or after decompression)."),
         (status = 415, description = "A Content-Encoding other than gzip."),
@@ -399,7 +409,7 @@ async fn post_certificates(State(state): State<Shared>, request: Request) -> Res
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),
         (status = 408, description = "The body stalled."),
-        (status = 409, description = "Foreign writers that cannot be shown, or a truncated table."),
+        (status = 409, description = "Uncertified: reads whose outcome rests on other writers' hidden values; or as on /v1/certificates."),
         (status = 410, description = "Versions older than the retention window were collected."),
         (status = 413, description = "The body is too large (before or after decompression)."),
         (status = 415, description = "A Content-Encoding other than gzip."),
