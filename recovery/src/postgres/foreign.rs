@@ -9,7 +9,7 @@ use isocert_history::{History, ObjId, Op, Scalar, Status, Transaction, TxnId, Va
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
 
-use super::facts::read_facts;
+use super::facts::read_xids;
 use crate::matching::{final_writes, logged_value};
 use crate::{widen_xid, RawLog, RecoveryError};
 
@@ -21,12 +21,12 @@ use crate::{widen_xid, RawLog, RecoveryError};
 /// # Errors
 /// [`RecoveryError`] when the history's facts are malformed.
 pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, RecoveryError> {
-    let facts = read_facts(h)?;
-    let recorded: FxHashSet<u32> = facts.iter().filter_map(|f| f.xid).map(|x| x as u32).collect();
-    let reference = facts.iter().filter_map(|f| f.xid).max().unwrap_or(0);
+    let xids = read_xids(h)?;
+    let recorded: FxHashSet<u32> = xids.iter().flatten().map(|&x| x as u32).collect();
+    let reference = xids.iter().flatten().copied().max().unwrap_or(0);
     let mut unknown_writes: FxHashSet<(ObjId, ValueId)> = FxHashSet::default();
     for t in h.txn_ids() {
-        if h.txn(t).status == Status::Unknown && facts[t.index()].xid.is_none() {
+        if h.txn(t).status == Status::Unknown && xids[t.index()].is_none() {
             unknown_writes.extend(final_writes(h, t)?.into_iter().filter(|(_, v)| *v != ValueId::ABSENT));
         }
     }
@@ -88,15 +88,13 @@ pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, 
 /// whether one of them is it, and comparing them with hidden values would reveal them (the
 /// error says so whatever the values are). [`RecoveryError`] for malformed facts.
 pub fn hide_foreign_values(h: &History, log: &RawLog) -> Result<Option<RawLog>, RecoveryError> {
-    let facts = read_facts(h)?;
-    let recorded: FxHashSet<u32> = facts.iter().filter_map(|f| f.xid).map(|x| x as u32).collect();
+    let xids = read_xids(h)?;
+    let recorded: FxHashSet<u32> = xids.iter().flatten().map(|&x| x as u32).collect();
     let foreign = |xid: u64| !recorded.contains(&(xid as u32));
     if !log.txns().iter().any(|ct| foreign(ct.xid)) {
         return Ok(None);
     }
-    if let Some(t) =
-        h.txn_ids().find(|t| h.txn(*t).status == Status::Unknown && facts[t.index()].xid.is_none())
-    {
+    if let Some(t) = h.txn_ids().find(|t| h.txn(*t).status == Status::Unknown && xids[t.index()].is_none()) {
         return Err(RecoveryError::Unsupported {
             txn: h.txn_label(t),
             op: 0,
