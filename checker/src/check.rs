@@ -58,6 +58,9 @@ pub fn check_with(
     checker: CheckerKind,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
+    if !cert.hidden_reads.is_empty() {
+        return Err(hidden_values(h, cert));
+    }
     let mut report = match session_order {
         SessionOrder::Included => check_definition(h, cert, level, checker, oracle)?,
         SessionOrder::Excluded => {
@@ -71,6 +74,23 @@ pub fn check_with(
     };
     report.session_order = session_order;
     Ok(report)
+}
+
+/// The uncertified verdict for a certificate with `hidden_reads`: each operation named
+/// (the first ten; then how many more), with why.
+fn hidden_values(h: &History, cert: &Certificate) -> CheckError {
+    const SHOWN: usize = 10;
+    let mut marks = cert.hidden_reads.clone();
+    marks.sort_unstable();
+    let mut reads: Vec<String> = marks
+        .iter()
+        .take(SHOWN)
+        .map(|r| format!("{} op {}: {}", h.txn_label(r.at.txn), r.at.op, r.why.explain()))
+        .collect();
+    if marks.len() > SHOWN {
+        reads.push(format!("and {} more", marks.len() - SHOWN));
+    }
+    CheckError::HiddenValues { reads: reads.join("; ") }
 }
 
 /// [`check_with`] on a history whose sessions carry the definition's session order.

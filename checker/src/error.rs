@@ -20,6 +20,15 @@ pub enum CheckError {
         /// The checker that needed it.
         checker: CheckerKind,
     },
+    /// Uncertified: the certificate marks operations whose outcome rests on a value it does
+    /// not show (`hidden_reads`, what `isocert serve` marks for reads of rows written outside
+    /// the submitted history), so neither a valid verdict nor an anomaly through them would
+    /// rest on facts. Exit code 2 on the command line.
+    #[error("uncertified: {reads}")]
+    HiddenValues {
+        /// The operations and why, e.g. `T3 op 1: its value was written outside ...`.
+        reads: String,
+    },
     /// The checker does not decide this level.
     #[error("{checker} does not check {level}; {hint}")]
     UnsupportedLevel {

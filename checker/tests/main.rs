@@ -505,3 +505,20 @@ fn a_read_only_session_predecessor_requires_only_a_snapshot_no_older() {
     let r = run(&history(2), cert, IsolationLevel::SnapshotIsolation, CheckerKind::Emme);
     assert!(kinds(&r).contains(&AnomalyKind::GSi), "{:?}", r.anomalies);
 }
+
+/// Issue 32: a read of a value written outside the submitted history, whose writer's value
+/// the certificate hides, is a garbage read without the mark and uncertified with it: the
+/// verdict never rests on the hidden value.
+#[test]
+fn a_read_the_certificate_marks_hidden_is_uncertified_not_a_garbage_read() {
+    let history = "{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"r\",\"key\":5,\"value\":-3}]}\n";
+    let plain = r#"{"foreign_writers":[{"id":"~1","writes":[{"key":5}]}],"version_order":[{"key":5,"writers":["~1"]}]}"#;
+    let r = run(history, plain, IsolationLevel::Serializable, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::GarbageRead]);
+    let marked = r#"{"foreign_writers":[{"id":"~1","writes":[{"key":5}]}],"version_order":[{"key":5,"writers":["~1"]}],"hidden_reads":[{"txn":1,"op":0,"why":"value-written-outside"}]}"#;
+    let (h, c) = load(history, marked);
+    let oracle = Interpreter::new(&h).expect("predicates");
+    let e = check(&h, &c, IsolationLevel::Serializable, CheckerKind::Emme, &oracle).unwrap_err();
+    assert!(matches!(e, isocert_checker::CheckError::HiddenValues { .. }), "{e}");
+    assert!(e.to_string().contains("op 0: its value was written outside the submitted history"), "{e}");
+}

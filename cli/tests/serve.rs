@@ -772,15 +772,18 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Another client updates rows of a tenant's table while its test client runs: the
-/// certificate names those writers `~1`, `~2`, ... (never their xids), shows a value only
-/// where the history read it, and the saved history and certificate re-check to the run's
-/// verdict.
+/// Another client updates rows of a tenant's table while its test client runs. The
+/// certificate names those writers `~1`, `~2`, ... (never their xids) with no value, marks
+/// the history's reads of their values (`hidden_reads`), and checking it is uncertified
+/// (exit 2) on the server, in the run and offline alike. Issue 32: a forged read claiming
+/// a foreign value gets the same answer whether the guess is right or wrong. A tenant whose
+/// grant reveals foreign values gets every one of them and a verdict.
 #[test]
-fn foreign_writers_are_shown_opaque_and_the_history_still_certifies() {
+fn foreign_writers_are_opaque_and_no_answer_depends_on_a_guessed_value() {
     let Some((db_url, _pg)) = database("foreign") else { return };
     let dir = tempfile::tempdir().unwrap();
-    write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
+    let tenants = dir.path().join("tenants.toml");
+    write_tenants(&tenants, &[("t", "tok-t", "\"public.*\""), ("r", "tok-r", "\"public.*\"")]);
     let serve = Serve::start(&db_url, dir.path(), "isocert_serve_foreign", &[]);
     let token = token_file(dir.path(), "tok-t");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -828,56 +831,76 @@ fn foreign_writers_are_shown_opaque_and_the_history_still_certifies() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let updated = foreign.join().unwrap();
     assert!(updated > 0, "the foreign client updated nothing; the test proves nothing");
-    let code = run.status.code();
-    assert!(code == Some(0) || code == Some(1), "the run must reach a verdict: {}", text(&run));
-    let verdict = text(&run)
-        .lines()
-        .find(|l| l.starts_with("VALID") || l.starts_with("INVALID"))
-        .unwrap_or("")
-        .to_string();
-    println!("foreign writers: {updated} foreign row updates; run: {verdict}");
-    // Opaque versions all stand in as the same hidden value; that is not a duplicate write.
-    let report = std::fs::read_to_string(out.join("report.json")).unwrap();
-    let explained = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
+    // The reads of a foreign value (negative: the workload writes positive ones) other than
+    // the history's initial values (a foreign change before the run read them).
+    let mut foreign_reads = Vec::new();
+    let mut initial: std::collections::HashSet<(i64, i64)> = Default::default();
+    for line in history.lines() {
+        let line: Json = serde_json::from_str(line).unwrap();
+        for row in line["initial"].as_array().into_iter().flatten() {
+            initial.insert((row["key"].as_i64().unwrap(), row["value"].as_i64().unwrap()));
+        }
+        assert!(
+            !line["id"].as_str().is_some_and(|id| id.starts_with('~')),
+            "history.jsonl holds a foreign writer"
+        );
+        for op in line["ops"].as_array().into_iter().flatten() {
+            if let (Some("r"), Some(key), Some(value)) =
+                (op["f"].as_str(), op["key"].as_i64(), op["value"].as_i64())
+            {
+                if value < 0 && !initial.contains(&(key, value)) {
+                    foreign_reads.push((key, value));
+                }
+            }
+        }
+    }
+    assert!(!foreign_reads.is_empty(), "no read saw a foreign value; the test proves nothing");
+    // The guess: the same history, its reads of one foreign value right (as read) or wrong.
+    let (key, value) = foreign_reads[0];
+    let right_read = format!("\"key\":{key},\"value\":{value}");
+    let wrong = history.replace(&right_read, &format!("\"key\":{key},\"value\":-987654321"));
+    assert_ne!(wrong, history);
+    let certificates = format!("{}/v1/certificates", serve.url());
+    let check = format!("{}/v1/check?isolation=serializable", serve.url());
+    for url in [&certificates, &check] {
+        let right = post(url, Some("tok-t"), history.clone().into_bytes());
+        let guessed = post(url, Some("tok-t"), wrong.clone().into_bytes());
+        assert_eq!(
+            right.0, guessed.0,
+            "{url}: the status depends on whether a guessed foreign value is right"
+        );
+        if right.1 != guessed.1 {
+            let at = right.1.bytes().zip(guessed.1.bytes()).take_while(|(a, b)| a == b).count();
+            let around =
+                |s: &str| s.get(at.saturating_sub(200)..(at + 200).min(s.len())).unwrap_or("").to_string();
+            panic!(
+                "{url}: the answer depends on whether a guessed foreign value is right; at byte {at}:\n{}\n---\n{}",
+                around(&right.1),
+                around(&guessed.1)
+            );
+        }
+    }
+    assert_eq!(run.status.code(), Some(2), "reads of hidden values are uncertified: {}", text(&run));
     assert!(
-        !report.contains("duplicate-write"),
-        "opaque stand-ins were taken for duplicate writes: {explained}"
+        text(&run).contains("uncertified") && text(&run).contains("does not reveal other writers' values"),
+        "{}",
+        text(&run)
     );
     let cert_text = std::fs::read_to_string(out.join("certificate.json")).unwrap();
     let cert: Json = serde_json::from_str(&cert_text).unwrap();
     let writers = cert["foreign_writers"].as_array().expect("foreign writers are listed");
     assert!(!writers.is_empty());
     assert!(!cert_text.contains("xid"), "a database id reached the certificate");
-    // Shown values are values the history read from that key.
-    let history = std::fs::read_to_string(out.join("history.jsonl")).unwrap();
-    let mut read: std::collections::HashSet<(i64, i64)> = Default::default();
-    for line in history.lines().filter_map(|l| serde_json::from_str::<Json>(l).ok()) {
-        for op in line["ops"].as_array().into_iter().flatten() {
-            if op["f"] == "r" {
-                if let (Some(k), Some(v)) = (op["key"].as_i64(), op["value"].as_i64()) {
-                    read.insert((k, v));
-                }
-            }
-        }
-        assert!(
-            !line["id"].as_str().is_some_and(|id| id.starts_with('~')),
-            "history.jsonl holds a foreign writer"
-        );
-    }
-    let mut opaque = 0;
     for (i, w) in writers.iter().enumerate() {
         assert_eq!(w["id"], format!("~{}", i + 1));
         for write in w["writes"].as_array().unwrap() {
-            match write.get("value") {
-                Some(v) => {
-                    assert!(read.contains(&(write["key"].as_i64().unwrap(), v.as_i64().unwrap())), "{write}")
-                }
-                None => opaque += 1,
-            }
+            assert!(write.get("value").is_none(), "a foreign value was shown without a grant: {write}");
         }
     }
-    assert!(opaque > 0, "every foreign value was shown; none was read by the history? {writers:?}");
-    // The saved files re-check to the same verdict.
+    let marked = cert["hidden_reads"].as_array().expect("the reads of foreign values are marked");
+    assert!(marked.iter().all(|m| m["why"] == "value-written-outside"), "{marked:?}");
+    // Offline checking of the saved files agrees: uncertified, exit 2, never an anomaly.
     let again = isocert(&[
         "check",
         out.join("history.jsonl").to_str().unwrap(),
@@ -886,5 +909,30 @@ fn foreign_writers_are_shown_opaque_and_the_history_still_certifies() {
         "--isolation",
         "serializable",
     ]);
-    assert_eq!(again.status.code(), code, "{}", text(&again));
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("written outside the submitted history"), "{}", text(&again));
+
+    let (status, body) = post(&check, Some("tok-t"), history.clone().into_bytes());
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("uncertified"), "{body}");
+
+    // A grant that reveals: every foreign version carries its value, read or not, and the
+    // history gets a verdict. (The server reads the tenants file again within a second.)
+    let text_of = std::fs::read_to_string(&tenants).unwrap();
+    std::fs::write(&tenants, text_of + "reveal_foreign_values = [\"public.kv\"]\n").unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let (status, body) = post(&certificates, Some("tok-r"), history.clone().into_bytes());
+    assert_eq!(status, 200, "{body}");
+    let revealed: Json = serde_json::from_str(&body).unwrap();
+    assert!(revealed.get("hidden_reads").is_none(), "{body}");
+    for w in revealed["foreign_writers"].as_array().unwrap() {
+        for write in w["writes"].as_array().unwrap() {
+            assert!(write.get("value").is_some(), "a revealed foreign value is missing: {write}");
+        }
+    }
+    let (status, body) = post(&check, Some("tok-r"), history.into_bytes());
+    assert_eq!(status, 200, "{body}");
+    let report: Json = serde_json::from_str(&body).unwrap();
+    println!("foreign writers: {updated} foreign row updates; revealed verdict valid = {}", report["valid"]);
+    assert!(!body.contains("duplicate-write"), "{body}");
 }

@@ -170,6 +170,7 @@ impl HistoryBuilder {
             snapshot_sets: (!cert.explicit).then_some(snapshot_sets),
             serialization_order: Some(cert.serialization_order().into_iter().map(txn).collect()),
             writer_identity: false,
+            hidden_reads: Vec::new(),
         }
     }
 }

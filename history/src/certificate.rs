@@ -67,6 +67,64 @@ pub struct Certificate {
     /// version it saw named in `version_sets`, or it is ambiguous (`duplicate-write`).
     /// `false`: versions are told apart by value, as the shared spec reads them.
     pub writer_identity: bool,
+    /// Operations whose outcome rests on a value this certificate does not show (isocert
+    /// extension `hidden_reads`, what `isocert serve` marks): no checker may call a history
+    /// with such an operation valid, nor an anomaly through it, so checking refuses it as
+    /// uncertified. Empty in every certificate a database's own capture recovers.
+    pub hidden_reads: Vec<HiddenRead>,
+}
+
+/// An operation of the history whose outcome depends on a value written outside the
+/// submitted history and not shown (see [`Certificate::hidden_reads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HiddenRead {
+    /// The operation.
+    pub at: OpRef,
+    /// Why its outcome rests on a hidden value.
+    pub why: HiddenReason,
+}
+
+/// Why an operation's outcome rests on a hidden value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum HiddenReason {
+    /// An item read (or a row a predicate read returned) holds a value that no transaction
+    /// of the submitted history wrote and that is not its initial value, of a row written
+    /// outside the history: which version it saw would rest on comparing the claimed value
+    /// with another writer's hidden value.
+    ValueWrittenOutside,
+    /// A predicate operation evaluated a version written outside the history whose value is
+    /// not shown: whether it matched rests on that value.
+    PredicateOverHidden,
+}
+
+impl HiddenReason {
+    /// The name in the certificate's JSON (`value-written-outside`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HiddenReason::ValueWrittenOutside => "value-written-outside",
+            HiddenReason::PredicateOverHidden => "predicate-over-hidden",
+        }
+    }
+
+    /// The reason named `name` ([`as_str`](Self::as_str)).
+    pub fn from_name(name: &str) -> Option<Self> {
+        [HiddenReason::ValueWrittenOutside, HiddenReason::PredicateOverHidden]
+            .into_iter()
+            .find(|r| r.as_str() == name)
+    }
+
+    /// What it means, for an uncertified verdict.
+    pub fn explain(self) -> &'static str {
+        match self {
+            HiddenReason::ValueWrittenOutside => {
+                "its value was written outside the submitted history; this server does not reveal other writers' values"
+            }
+            HiddenReason::PredicateOverHidden => {
+                "its predicate evaluated a row written outside the submitted history; this server does not reveal other writers' values"
+            }
+        }
+    }
 }
 
 impl Certificate {

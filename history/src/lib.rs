@@ -36,7 +36,8 @@ mod value;
 
 pub use atomic::{write_atomically, write_directory_atomically, ExistingDirectory};
 pub use certificate::{
-    is_opaque_value, opaque_value, Certificate, ForeignWriter, OpRef, SeenVersion, Writer,
+    is_opaque_value, opaque_value, Certificate, ForeignWriter, HiddenRead, HiddenReason, OpRef, SeenVersion,
+    Writer,
 };
 pub use error::{quote_capped, FormatError, QUOTE_BYTES};
 pub use ids::{ColId, ObjId, PredId, SessionId, TableId, TxnId, ValueId};

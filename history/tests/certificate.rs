@@ -1,6 +1,6 @@
 //! Certificates: resolved against their history, written back stably, errors named by field.
 
-use isocert_history::{v1, OpRef, Scalar, SeenVersion, TxnId, Writer};
+use isocert_history::{v1, HiddenRead, HiddenReason, OpRef, Scalar, SeenVersion, TxnId, Writer};
 
 const HISTORY: &str = r#"{"id":3,"session":0,"ops":[{"f":"w","key":5,"value":1}]}
 {"id":17,"session":1,"ops":[{"f":"w","key":5,"value":2}]}
@@ -144,6 +144,32 @@ fn foreign_writers_become_transactions_with_shown_or_opaque_values() {
     assert!(e.contains("foreign_writers[0].id") && e.contains("~"), "{e}");
     let e = cert_error(r#"{"foreign_writers":[{"id":"~1","writes":[{"key":[1]}]}]}"#);
     assert!(e.contains("foreign_writers[0].writes[0].key"), "{e}");
+}
+
+/// Issue 32: `hidden_reads` (what `isocert serve` marks) resolve, round-trip, and a bad one
+/// is named by field; a certificate without them reads as before.
+#[test]
+fn hidden_reads_resolve_round_trip_and_errors_name_the_field() {
+    let history = "{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"r\",\"key\":5,\"value\":-3}]}\n";
+    let cert = r#"{"format":"isocert-certificate","version":1,"foreign_writers":[{"id":"~1","writes":[{"key":5}]}],"hidden_reads":[{"txn":1,"op":0,"why":"value-written-outside"}],"version_order":[{"key":5,"writers":["~1"]}]}
+"#;
+    let mut h = v1::read_history(history.as_bytes()).unwrap();
+    let c = v1::read_certificate(cert.as_bytes(), &mut h).unwrap();
+    let mark = HiddenRead { at: OpRef { txn: TxnId(0), op: 0 }, why: HiddenReason::ValueWrittenOutside };
+    assert_eq!(c.hidden_reads, vec![mark]);
+    let mut out = Vec::new();
+    let kv = h.table_by_name("kv").unwrap();
+    let k5 = h.object_by_key(kv, &Scalar::Int(5)).unwrap();
+    let foreign = [isocert_history::ForeignWriter { txn: TxnId(1), writes: vec![(k5, None)] }];
+    v1::write_certificate_with_facts(&h, &c, &[], &foreign, &mut out).unwrap();
+    let again = String::from_utf8(out).unwrap();
+    assert_eq!(again, cert.replace("]}\n", "],\"transactions\":[]}\n"));
+    let e = cert_error(r#"{"hidden_reads":[{"txn":40,"op":0,"why":"a guess"}]}"#);
+    assert!(e.contains("hidden_reads[0].why"), "{e}");
+    let e = cert_error(r#"{"hidden_reads":[{"txn":40,"op":7,"why":"predicate-over-hidden"}]}"#);
+    assert!(e.contains("hidden_reads[0].op"), "{e}");
+    let e = cert_error(r#"{"hidden_reads":[{"txn":41,"op":0,"why":"predicate-over-hidden"}]}"#);
+    assert!(e.contains("hidden_reads[0].txn"), "{e}");
 }
 
 /// A table `t` of three rows, two writers with commit timestamps, and a reader whose

@@ -9,9 +9,12 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use isocert_adapters::{AdapterError, Database};
 use isocert_certify::CertifyError as PipelineError;
-use isocert_history::{opaque_value, v1, Certificate, ForeignWriter, History, ObjId, Op, TxnId, Writer};
-use isocert_oracle::{Interpreter, MatchesOracle};
-use isocert_recovery::{values_the_history_holds, CommittedTxn, RawLog, Recovered, RecoveryError};
+use isocert_history::{
+    v1, Certificate, ForeignWriter, HiddenRead, HiddenReason, History, ObjId, Op, OpRef, TxnId, ValueId,
+    Writer,
+};
+use isocert_oracle::Interpreter;
+use isocert_recovery::{CommittedTxn, RawLog, Recovered, RecoveryError};
 use rustc_hash::FxHashSet;
 
 use crate::cpu::CpuPool;
@@ -27,9 +30,16 @@ pub trait Backend: Send + Sync + 'static {
     fn stream_position(&self) -> BoxFuture<'_, Result<u64, AdapterError>>;
     /// The recovery rule ([`Database::recover`]) with the SQL predicate interpreter, after
     /// the log's foreign writers were added to `h` ([`Database::add_foreign_writers`]);
-    /// returns them as the certificate may show them.
-    fn recover(&self, h: &mut History, log: &RawLog)
-        -> Result<(Recovered, Vec<ForeignWriter>), CertifyError>;
+    /// returns them as the certificate may show them. Unless `reveal`, their values are
+    /// hidden before anything is computed ([`Database::hide_foreign_values`]) and the
+    /// certificate marks the operations whose outcome rests on them
+    /// ([`Certificate::hidden_reads`]).
+    fn recover(
+        &self,
+        h: &mut History,
+        log: &RawLog,
+        reveal: bool,
+    ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError>;
     /// How many of `writers` (commit position, database id: the transactions of one table
     /// incarnation) are transactions `h` records, as [`Database::add_foreign_writers`]
     /// tells them from foreign ones; 0 when the adapter cannot tell.
@@ -49,7 +59,15 @@ impl<D: Database> Backend for SeamBackend<D> {
         &self,
         h: &mut History,
         log: &RawLog,
+        reveal: bool,
     ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
+        let hidden = if reveal {
+            None
+        } else {
+            D::hide_foreign_values(h, log).map_err(|e| CertifyError::HiddenOutcome(e.to_string()))?
+        };
+        let log = hidden.as_ref().unwrap_or(log);
+        let submitted = h.txns.len();
         let foreign = D::add_foreign_writers(h, log).map_err(|e| CertifyError::Disagrees(e.to_string()))?;
         let mut interpreter = Interpreter::new(h).map_err(|e| CertifyError::Predicate(e.to_string()))?;
         let recovered = isocert_certify::recover::<D>(h, log, &mut interpreter).map_err(|e| match e {
@@ -63,8 +81,11 @@ impl<D: Database> Backend for SeamBackend<D> {
             PipelineError::Predicates(e) => CertifyError::Predicate(e.to_string()),
             other => CertifyError::Disagrees(other.to_string()),
         })?;
-        let shown = foreign_writers(h, &recovered.certificate, &foreign, &interpreter)?;
-        Ok((recovered, shown))
+        let mut recovered = recovered;
+        if !reveal && !foreign.is_empty() {
+            recovered.certificate.hidden_reads = hidden_reads(h, submitted, &recovered.certificate, &foreign);
+        }
+        Ok((recovered, foreign_writers(h, &foreign, reveal)))
     }
 
     fn recorded(&self, h: &History, writers: &[(u64, u64)]) -> usize {
@@ -87,51 +108,10 @@ impl<D: Database> Backend for SeamBackend<D> {
     }
 }
 
-/// The foreign writers as the certificate shows them: a value only where the history read
-/// it. An opaque version that a predicate operation evaluated must give the same answer
-/// from its stand-in ([`opaque_value`]) as from the real row, and must not count in an
-/// aggregate; otherwise the certificate cannot be given without the value (409).
-fn foreign_writers(
-    h: &mut History,
-    cert: &Certificate,
-    foreign: &[TxnId],
-    interpreter: &Interpreter,
-) -> Result<Vec<ForeignWriter>, CertifyError> {
-    if foreign.is_empty() {
-        return Ok(Vec::new());
-    }
-    let shown = values_the_history_holds(h, foreign);
-    let is_foreign: FxHashSet<TxnId> = foreign.iter().copied().collect();
-    let written = |h: &History, w: TxnId, obj: ObjId| {
-        h.txn(w).ops.iter().find_map(|op| match op {
-            Op::Write { obj: o, value } if *o == obj => Some(*value),
-            _ => None,
-        })
-    };
-    let mut evaluated = Vec::new();
-    for (at, seen) in cert.version_sets.iter().flatten() {
-        let op = &h.txn(at.txn).ops[at.op as usize];
-        let Some(pred) = op.predicate() else { continue };
-        let aggregate = matches!(op, Op::Aggregate { .. });
-        for s in seen {
-            let Writer::Txn(w) = s.writer else { continue };
-            if is_foreign.contains(&w) && !shown.get(&(w, s.obj)).copied().unwrap_or(false) {
-                evaluated.push((pred, s.obj, w, aggregate));
-            }
-        }
-    }
-    for (pred, obj, w, aggregate) in evaluated {
-        let real = written(h, w, obj)
-            .ok_or_else(|| CertifyError::Disagrees("a foreign version has no write".into()))?;
-        let stand_in = opaque_value(h, obj);
-        let truth =
-            |v| interpreter.matches(h, pred, obj, v).map_err(|e| CertifyError::Disagrees(e.to_string()));
-        let (real_matches, stand_in_matches) = (truth(real)?, truth(stand_in)?);
-        if real_matches != stand_in_matches || (aggregate && real_matches) {
-            return Err(CertifyError::OpaqueMatch);
-        }
-    }
-    Ok(foreign
+/// The foreign writers as the certificate shows them: with every value when `reveal`, else
+/// with none (their values were hidden before recovery: every one is the stand-in).
+fn foreign_writers(h: &History, foreign: &[TxnId], reveal: bool) -> Vec<ForeignWriter> {
+    foreign
         .iter()
         .map(|&t| ForeignWriter {
             txn: t,
@@ -140,14 +120,74 @@ fn foreign_writers(
                 .ops
                 .iter()
                 .filter_map(|op| match op {
-                    Op::Write { obj, value } => {
-                        Some((*obj, shown.get(&(t, *obj)).copied().unwrap_or(false).then_some(*value)))
-                    }
+                    Op::Write { obj, value } => Some((*obj, reveal.then_some(*value))),
                     _ => None,
                 })
                 .collect(),
         })
-        .collect())
+        .collect()
+}
+
+/// The operations of the submitted history (its first `submitted` transactions) whose
+/// outcome rests on a hidden foreign value: an item read or a returned row, of a row a
+/// foreign writer wrote, whose value no submitted transaction wrote and that is not the
+/// initial value (decided from the history alone); a predicate operation whose version set
+/// holds a foreign version (decided by snapshots and positions, not values).
+fn hidden_reads(h: &History, submitted: usize, cert: &Certificate, foreign: &[TxnId]) -> Vec<HiddenRead> {
+    let is_foreign: FxHashSet<TxnId> = foreign.iter().copied().collect();
+    let foreign_rows: FxHashSet<ObjId> = foreign
+        .iter()
+        .flat_map(|&t| h.txn(t).ops.iter())
+        .filter_map(|op| match op {
+            Op::Write { obj, .. } => Some(*obj),
+            _ => None,
+        })
+        .collect();
+    let mut sourced: FxHashSet<(ObjId, ValueId)> = h.initial.iter().copied().collect();
+    let submitted_ids = || h.txn_ids().take(submitted);
+    for t in submitted_ids() {
+        for op in &h.txn(t).ops {
+            match op {
+                Op::Write { obj, value } => {
+                    sourced.insert((*obj, *value));
+                }
+                Op::Update { rows, .. } => sourced.extend(rows.iter().map(|r| (r.obj, r.value))),
+                Op::Delete { rows, .. } => sourced.extend(rows.iter().map(|r| (r.obj, ValueId::ABSENT))),
+                _ => {}
+            }
+        }
+    }
+    // An object the header does not list starts unborn: its absent value is the initial one.
+    let listed: FxHashSet<ObjId> = h.initial.iter().map(|(o, _)| *o).collect();
+    sourced.extend(foreign_rows.iter().filter(|o| !listed.contains(o)).map(|&o| (o, ValueId::ABSENT)));
+    let unsourced =
+        |obj: ObjId, value: ValueId| foreign_rows.contains(&obj) && !sourced.contains(&(obj, value));
+    let mut out = Vec::new();
+    for t in submitted_ids() {
+        for (i, op) in h.txn(t).ops.iter().enumerate() {
+            let marked = match op {
+                Op::Read { obj, value } => unsourced(*obj, *value),
+                Op::Select { rows, .. } => rows.iter().any(|r| unsourced(r.obj, r.value)),
+                _ => false,
+            };
+            if marked {
+                out.push(HiddenRead {
+                    at: OpRef { txn: t, op: i as u32 },
+                    why: HiddenReason::ValueWrittenOutside,
+                });
+            }
+        }
+    }
+    for (at, seen) in cert.version_sets.iter().flatten() {
+        let predicate = h.txn(at.txn).ops[at.op as usize].predicate().is_some();
+        let over_hidden = seen.iter().any(|s| matches!(s.writer, Writer::Txn(w) if is_foreign.contains(&w)));
+        if predicate && over_hidden && at.txn.index() < submitted {
+            out.push(HiddenRead { at: *at, why: HiddenReason::PredicateOverHidden });
+        }
+    }
+    out.sort_unstable();
+    out.dedup_by_key(|r| r.at);
+    out
 }
 
 /// Why no certificate was given; each maps to one HTTP status.
@@ -187,13 +227,11 @@ pub enum CertifyError {
          and this database's adapter cannot describe them as foreign writers"
     )]
     ForeignWriters,
-    /// A predicate operation evaluated a foreign writer's version the history did not read,
-    /// and its answer depends on the value, which may not be shown (409).
-    #[error(
-        "a predicate read of the history evaluated a row written outside the history, and its answer \
-         depends on that row's value, which is not shown to you"
-    )]
-    OpaqueMatch,
+    /// Recovery would have to compare the history's values with hidden foreign values
+    /// (a transaction of unknown outcome that recorded no id, while others wrote its
+    /// tables); said whatever the values are (409).
+    #[error("the certificate cannot be given without revealing other writers' values: {0}")]
+    HiddenOutcome(String),
     /// A predicate of the history cannot be compiled or evaluated, for instance one nested
     /// deeper than the compiler's limit, which the message names (422).
     #[error("a predicate of the history cannot be evaluated: {0}")]
@@ -415,6 +453,9 @@ pub struct Resolved {
     /// The commit position of the last change stored for them: what the log, and so the
     /// certificate, depends on.
     pub last_change: Option<u64>,
+    /// Whether the tenant's grants reveal other writers' values in every one of them
+    /// ([`Tenant::reveals`]); else every foreign version is opaque.
+    pub reveal: bool,
 }
 
 /// Prepares certifying `h` for `tenant`: checks the grants ([`authorize`]), waits (at most
@@ -439,7 +480,8 @@ pub async fn resolve(
     let tables = resolve_tables(cx.backend, cx.store, tenant, h, schema).await?;
     let ids: Vec<u64> = tables.iter().map(|t| t.table.id).collect();
     let last_change = cx.store.last_change(&ids).await?;
-    Ok(Resolved { tables, last_change })
+    let reveal = tables.iter().all(|t| tenant.reveals(&t.table.schema, &t.table.name));
+    Ok(Resolved { tables, last_change, reveal })
 }
 
 /// Certifies `h` over the resolved tables: their stored log and the database's recovery
@@ -455,12 +497,13 @@ pub async fn recover(
     let ids: Vec<u64> = resolved.tables.iter().map(|t| t.table.id).collect();
     let log = cx.logs.log(cx.store, &ids, resolved.last_change).await?;
     let backend = Arc::clone(cx.backend);
+    let reveal = resolved.reveal;
     cx.cpu
         .run(move || {
             let mut h = h;
             let log = isocert_recovery::without_initial_load(&h, &log);
             let submitted = h.txns.len();
-            let (recovered, foreign) = backend.recover(&mut h, &log)?;
+            let (recovered, foreign) = backend.recover(&mut h, &log, reveal)?;
             Ok(Certified { history: h, submitted, recovered, foreign })
         })
         .await

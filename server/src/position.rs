@@ -74,6 +74,7 @@ mod tests {
             &self,
             _: &mut History,
             _: &RawLog,
+            _: bool,
         ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
             Err(CertifyError::NotReady)
         }

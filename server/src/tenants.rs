@@ -10,6 +10,8 @@
 //! token_sha256 = ["5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"]
 //! tables = ["acme.*", "public.orders"]
 //! requests_per_second = 20
+//! # optional: where other writers' values are shown in certificates (see `Tenant`)
+//! reveal_foreign_values = ["public.orders"]
 //! ```
 //!
 //! The file is read again when it changes (checked every second) or on SIGHUP, so a token
@@ -90,12 +92,25 @@ pub struct Tenant {
     pub grants: Vec<Grant>,
     /// Requests per second per token (also the burst).
     pub requests_per_second: u32,
+    /// The tables whose foreign writers' values its certificates show (`reveal_foreign_values`,
+    /// each within its grants). Elsewhere every version a transaction outside the submitted
+    /// history wrote is opaque, so no answer depends on whether a history's claimed value
+    /// equals a hidden one; here every such version of a row the history names carries its
+    /// value, whether or not the history read it, which again makes nothing depend on a
+    /// guess (docs/API.md, "What a tenant can and cannot see").
+    pub reveal_foreign_values: Vec<Grant>,
 }
 
 impl Tenant {
     /// Whether the tenant may see `schema.table`.
     pub fn may_see(&self, schema: &str, table: &str) -> bool {
         self.grants.iter().any(|g| g.covers(schema, table))
+    }
+
+    /// Whether the tenant's certificates show the values other writers wrote in
+    /// `schema.table`.
+    pub fn reveals(&self, schema: &str, table: &str) -> bool {
+        self.may_see(schema, table) && self.reveal_foreign_values.iter().any(|g| g.covers(schema, table))
     }
 }
 
@@ -134,6 +149,8 @@ struct RawTenant {
     token_sha256: Vec<String>,
     tables: Vec<String>,
     requests_per_second: Option<u32>,
+    #[serde(default)]
+    reveal_foreign_values: Vec<String>,
 }
 
 /// Every tenant, by token digest.
@@ -164,6 +181,15 @@ impl Tenants {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let reveal_foreign_values = t
+                .reveal_foreign_values
+                .iter()
+                .map(|g| {
+                    Grant::parse(g).ok_or_else(|| {
+                        invalid(format!("{at}: reveal_foreign_values: {g:?} is not schema.table or schema.*"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let requests_per_second = t.requests_per_second.unwrap_or(DEFAULT_REQUESTS_PER_SECOND);
             if requests_per_second == 0 {
                 return Err(invalid(format!("{at}: requests_per_second must be at least 1")));
@@ -175,7 +201,8 @@ impl Tenants {
                 })?;
                 tokens.push(d);
             }
-            let tenant = Arc::new(Tenant { name: t.name.clone(), grants, requests_per_second });
+            let tenant =
+                Arc::new(Tenant { name: t.name.clone(), grants, requests_per_second, reveal_foreign_values });
             for d in tokens {
                 if tenants.by_token.insert(d, Arc::clone(&tenant)).is_some() {
                     return Err(invalid(format!("{at}: a token digest is listed twice")));
@@ -192,6 +219,7 @@ impl Tenants {
             name: "demo".into(),
             grants: vec![Grant { schema: "public".into(), table: None }],
             requests_per_second: DEFAULT_REQUESTS_PER_SECOND * 10,
+            reveal_foreign_values: Vec::new(),
         });
         let mut tenants = Tenants::default();
         tenants.by_token.insert(digest(token), tenant);
@@ -333,6 +361,7 @@ name = "b"
 token_sha256 = ["3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d"]
 tables = ["b.kv"]
 requests_per_second = 2
+reveal_foreign_values = ["b.*", "c.kv"]
 "#;
 
     #[test]
@@ -346,6 +375,9 @@ requests_per_second = 2
         assert!(!a.may_see("public", "kv") && !a.may_see("b", "kv"));
         let (_, b) = tenants.authenticate("b").unwrap();
         assert!(b.may_see("b", "kv") && !b.may_see("b", "items"));
+        // Revealing other writers' values reaches no further than the grants.
+        assert!(b.reveals("b", "kv") && !b.reveals("b", "items") && !b.reveals("c", "kv"));
+        assert!(!a.reveals("a", "kv"), "values are hidden unless a grant reveals them");
         assert!(tenants.authenticate("c").is_none());
         assert!(tenants.authenticate(&token_digest_hex("a")).is_none(), "a digest is not a token");
     }
@@ -359,6 +391,10 @@ requests_per_second = 2
                 "\"kv\" is not schema.table",
             ),
             ("[[tenant]]\nname = \"x\"\ntoken_sha256 = []\ntables = []\nrole = 1\n", "unknown field"),
+            (
+                "[[tenant]]\nname = \"x\"\ntoken_sha256 = []\ntables = []\nreveal_foreign_values = [\"kv\"]\n",
+                "reveal_foreign_values: \"kv\" is not schema.table",
+            ),
             (
                 "[[tenant]]\nname = \"x\"\ntoken_sha256 = []\ntables = []\nrequests_per_second = 0\n",
                 "at least 1",

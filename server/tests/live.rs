@@ -35,8 +35,9 @@ impl Backend for Offline {
         &self,
         h: &mut History,
         log: &RawLog,
+        reveal: bool,
     ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
-        self.0.recover(h, log)
+        self.0.recover(h, log, reveal)
     }
     fn recorded(&self, h: &History, writers: &[(u64, u64)]) -> usize {
         self.0.recorded(h, writers)

@@ -241,6 +241,10 @@ impl Database for Postgres {
         isocert_recovery::add_foreign_writers(h, log)
     }
 
+    fn hide_foreign_values(h: &History, log: &RawLog) -> Result<Option<RawLog>, RecoveryError> {
+        isocert_recovery::hide_foreign_values(h, log)
+    }
+
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {
         recover_postgres(h, log, matcher)
     }

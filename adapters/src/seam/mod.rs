@@ -508,6 +508,19 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// `log` with the values of the transactions [`Database::add_foreign_writers`] would take
+    /// for foreign hidden (`isocert serve` without a grant to reveal them), decided without
+    /// comparing any value; `None` when there is nothing to hide. Default: `None` (no
+    /// transaction is recognised as foreign, so recovery refuses them anyway).
+    ///
+    /// # Errors
+    /// [`RecoveryError`] when telling foreign transactions from the history's would need
+    /// their values.
+    fn hide_foreign_values(h: &History, log: &RawLog) -> Result<Option<RawLog>, RecoveryError> {
+        let _ = (h, log);
+        Ok(None)
+    }
+
     /// Reads a captured source for `isocert recover --source`. Default: a `raw-log.jsonl`
     /// ([`RawLog::read_jsonl`]); an adapter whose database has its own dump format (MongoDB's
     /// oplog or change events) reads that too.

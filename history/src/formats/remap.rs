@@ -18,8 +18,8 @@
 use rustc_hash::FxHashMap;
 
 use crate::{
-    Certificate, FormatError, History, ObjId, Op, OpRef, SeenVersion, SessionId, TxnId, Value, ValueId,
-    Writer,
+    Certificate, FormatError, HiddenRead, History, ObjId, Op, OpRef, SeenVersion, SessionId, TxnId, Value,
+    ValueId, Writer,
 };
 
 /// The error of a pairing or remapping that fails.
@@ -130,6 +130,16 @@ pub fn remap_certificate(from: &History, to: &History, cert: &Certificate) -> Re
         serialization_order,
         snapshot_sets: None,
         writer_identity: cert.writer_identity,
+        // Kept where the marked operation's transaction is kept as it was; a transaction
+        // left out or changed did not commit, and no check rests on its reads.
+        hidden_reads: cert
+            .hidden_reads
+            .iter()
+            .filter_map(|r| match pairing.get(&r.at.txn) {
+                Some(Kept::Same(t)) => Some(HiddenRead { at: OpRef { txn: *t, op: r.at.op }, why: r.why }),
+                _ => None,
+            })
+            .collect(),
     })
 }
 

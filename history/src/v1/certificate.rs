@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
 use super::json as j;
-use crate::certificate::{ForeignWriter, OpRef, SeenVersion, Writer};
+use crate::certificate::{ForeignWriter, HiddenRead, HiddenReason, OpRef, SeenVersion, Writer};
 use crate::model::KV_TABLE;
 use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, SnapshotSet, Transaction, TxnId};
 
@@ -26,6 +26,8 @@ struct RawCertificate<'a> {
     transactions: Option<Vec<RawTxnFacts>>,
     #[serde(default)]
     foreign_writers: Option<Vec<RawForeign>>,
+    #[serde(default)]
+    hidden_reads: Option<Vec<RawHiddenRead>>,
     /// `"writer"` or `"value"` (isocert extension, [`Certificate::writer_identity`]).
     #[serde(default)]
     version_identity: Option<String>,
@@ -48,6 +50,16 @@ struct RawForeignWrite {
     /// The value, when the history read it; absent: opaque.
     #[serde(default)]
     value: Option<Json>,
+}
+
+/// An operation whose outcome rests on a hidden value (isocert extension, see
+/// [`HiddenRead`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHiddenRead {
+    txn: Json,
+    op: u32,
+    why: String,
 }
 
 /// What recovery learned about one transaction (isocert extension): its outcome when the
@@ -233,6 +245,9 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     }
     if let Some(facts) = raw.transactions {
         apply_transaction_facts(h, &facts)?;
+    }
+    if let Some(hidden) = raw.hidden_reads {
+        cert.hidden_reads = read_hidden_reads(h, &hidden)?;
     }
     if let Some(order) = raw.serialization_order {
         cert.serialization_order = Some(
@@ -525,6 +540,28 @@ fn read_snapshot(
     Ok(SnapshotSet { visible_through, except, unseen })
 }
 
+/// The `hidden_reads` extension: each names an operation of the history and a reason.
+fn read_hidden_reads(h: &History, hidden: &[RawHiddenRead]) -> Result<Vec<HiddenRead>, FormatError> {
+    let mut out = Vec::with_capacity(hidden.len());
+    for (i, r) in hidden.iter().enumerate() {
+        let txn = txn_named(h, j::key(&r.txn), &|| format!("hidden_reads[{i}].txn"))?;
+        if r.op as usize >= h.txn(txn).ops.len() {
+            return Err(bad(
+                format!("hidden_reads[{i}].op"),
+                format!("{} has no operation {}", h.txn_label(txn), r.op),
+            ));
+        }
+        let why = HiddenReason::from_name(&r.why).ok_or_else(|| {
+            bad(
+                format!("hidden_reads[{i}].why"),
+                format!("{:?} is neither value-written-outside nor predicate-over-hidden", r.why),
+            )
+        })?;
+        out.push(HiddenRead { at: OpRef { txn, op: r.op }, why });
+    }
+    Ok(out)
+}
+
 /// Adds a committed transaction of its own session for each foreign writer (see
 /// [`ForeignWriter`]), writing the given values or the opaque stand-in.
 fn add_foreign_writers(h: &mut History, foreign: &[RawForeign]) -> Result<(), FormatError> {
@@ -625,6 +662,15 @@ fn write_certificate_doc<W: Write>(
             })
             .collect();
         doc.insert("foreign_writers".into(), Json::Array(list));
+    }
+    if !cert.hidden_reads.is_empty() {
+        let mut marks = cert.hidden_reads.clone();
+        marks.sort_unstable();
+        let list: Vec<Json> = marks
+            .iter()
+            .map(|r| json!({"txn": name(r.at.txn), "op": r.at.op, "why": r.why.as_str()}))
+            .collect();
+        doc.insert("hidden_reads".into(), Json::Array(list));
     }
     if let Some(vo) = &cert.version_order {
         let mut objs: Vec<_> = vo.iter().collect();

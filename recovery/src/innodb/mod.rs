@@ -207,6 +207,7 @@ pub fn recover_innodb(
         serialization_order: None,
         // The binary log names each version's writer (its GTID).
         writer_identity: true,
+        hidden_reads: Vec::new(),
     };
     for (txn, (start, commit)) in history.txns.iter_mut().zip(times) {
         if let (Some(start), Some(commit)) = (start, commit) {

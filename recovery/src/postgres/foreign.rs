@@ -9,7 +9,7 @@ use isocert_history::{History, ObjId, Op, Scalar, Status, Transaction, TxnId, Va
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
 
-use super::facts::read_facts;
+use super::facts::read_xids;
 use crate::matching::{final_writes, logged_value};
 use crate::{widen_xid, RawLog, RecoveryError};
 
@@ -21,12 +21,12 @@ use crate::{widen_xid, RawLog, RecoveryError};
 /// # Errors
 /// [`RecoveryError`] when the history's facts are malformed.
 pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, RecoveryError> {
-    let facts = read_facts(h)?;
-    let recorded: FxHashSet<u32> = facts.iter().filter_map(|f| f.xid).map(|x| x as u32).collect();
-    let reference = facts.iter().filter_map(|f| f.xid).max().unwrap_or(0);
+    let xids = read_xids(h)?;
+    let recorded: FxHashSet<u32> = xids.iter().flatten().map(|&x| x as u32).collect();
+    let reference = xids.iter().flatten().copied().max().unwrap_or(0);
     let mut unknown_writes: FxHashSet<(ObjId, ValueId)> = FxHashSet::default();
     for t in h.txn_ids() {
-        if h.txn(t).status == Status::Unknown && facts[t.index()].xid.is_none() {
+        if h.txn(t).status == Status::Unknown && xids[t.index()].is_none() {
             unknown_writes.extend(final_writes(h, t)?.into_iter().filter(|(_, v)| *v != ValueId::ABSENT));
         }
     }
@@ -72,6 +72,49 @@ pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, 
         added.push(id);
     }
     Ok(added)
+}
+
+/// `log` with every value a foreign writer wrote hidden: each change of a logged
+/// transaction that is no history transaction's recorded xid becomes a write of the opaque
+/// stand-in ([`isocert_history::opaque_value`]: a row with no column, read as SQL NULL),
+/// deletes included, so that whatever recovery then computes (which versions are foreign,
+/// version sets, which version an item read saw, the serialization order) rests on no
+/// hidden value. Which transactions are foreign is decided by xid alone, never by value.
+/// `None` when no transaction of `log` is foreign (nothing to hide).
+///
+/// # Errors
+/// [`RecoveryError::Unsupported`] when the history has a transaction of unknown outcome
+/// that recorded no xid while the log has foreign transactions: only its values could tell
+/// whether one of them is it, and comparing them with hidden values would reveal them (the
+/// error says so whatever the values are). [`RecoveryError`] for malformed facts.
+pub fn hide_foreign_values(h: &History, log: &RawLog) -> Result<Option<RawLog>, RecoveryError> {
+    let xids = read_xids(h)?;
+    let recorded: FxHashSet<u32> = xids.iter().flatten().map(|&x| x as u32).collect();
+    let foreign = |xid: u64| !recorded.contains(&(xid as u32));
+    if !log.txns().iter().any(|ct| foreign(ct.xid)) {
+        return Ok(None);
+    }
+    if let Some(t) = h.txn_ids().find(|t| h.txn(*t).status == Status::Unknown && xids[t.index()].is_none()) {
+        return Err(RecoveryError::Unsupported {
+            txn: h.txn_label(t),
+            op: 0,
+            message: "its outcome is unknown and it recorded no xid, and other writers wrote the history's \
+                      tables: telling whether one of them is it would compare its values with their hidden \
+                      values"
+                .into(),
+        });
+    }
+    let mut out = RawLog::new();
+    for ct in log.txns() {
+        let mut ct = ct.clone();
+        if foreign(ct.xid) {
+            for change in &mut ct.changes {
+                change.row = Some(Vec::new());
+            }
+        }
+        out.push(ct);
+    }
+    Ok(Some(out))
 }
 
 /// Per foreign writer and object, whether the history itself read that version's value (an

@@ -22,7 +22,7 @@ use isocert_history::{Certificate, History};
 use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
 pub use facts::{PgOpFacts, PgTxnFacts};
-pub use foreign::{add_foreign_writers, values_the_history_holds};
+pub use foreign::{add_foreign_writers, hide_foreign_values, values_the_history_holds};
 
 /// The former name of [`Recovered`].
 pub type PostgresRecovery = Recovered;
@@ -74,6 +74,7 @@ pub fn recover_postgres(
         // The log names each version's writer (its xid) and reads of a value several
         // versions hold are named in the version sets (item_reads).
         writer_identity: true,
+        hidden_reads: Vec::new(),
     };
     Ok(Recovered { certificate, stats, warnings })
 }

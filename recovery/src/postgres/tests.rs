@@ -501,6 +501,51 @@ fn foreign_writers_become_transactions_of_their_own_and_recovery_places_them() {
     assert!(!shown[&(foreign[0], obj(&h, 2))]);
 }
 
+/// Issue 32: hidden foreign values never enter recovery, so nothing it computes depends on
+/// whether a history's claimed value equals one. Foreign transactions are told by xid alone.
+#[test]
+fn hidden_foreign_values_are_stand_ins_and_a_right_guess_changes_nothing() {
+    let lines = |guess: i64| {
+        history(&[
+            r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":20,"snapshot":"20:20:"}}"#,
+            &format!(
+                r#"{{"id":2,"session":1,"ops":[{{"f":"r","key":1,"value":{guess}}}],"meta":{{"xid":null,"snapshot":"23:23:"}}}}"#
+            ),
+        ])
+    };
+    let full = log(vec![logged(20, 120, &[(1, Some(5))]), logged(21, 130, &[(1, Some(-1)), (2, None)])]);
+    let recovered = |guess: i64| {
+        let mut h = lines(guess);
+        let hidden = crate::hide_foreign_values(&h, &full).unwrap().expect("a foreign transaction");
+        // The recorded transaction's change is kept; the foreign one's are stand-ins, its
+        // delete included.
+        assert_eq!(hidden.txns()[0], full.txns()[0]);
+        assert!(hidden.txns()[1].changes.iter().all(|c| c.row.as_deref() == Some(&[][..])));
+        let foreign = crate::add_foreign_writers(&mut h, &hidden).unwrap();
+        let r = recover(&mut h, &hidden).unwrap();
+        for op in &h.txn(foreign[0]).ops {
+            let isocert_history::Op::Write { obj, value } = op else { panic!("a write") };
+            assert!(isocert_history::is_opaque_value(&h, *obj, *value));
+        }
+        (
+            r.certificate.version_order.map(|o| o.into_iter().collect::<std::collections::BTreeMap<_, _>>()),
+            r.certificate.version_sets.map(|s| s.into_iter().collect::<std::collections::BTreeMap<_, _>>()),
+            r.certificate.serialization_order,
+        )
+    };
+    assert_eq!(recovered(-1), recovered(-7), "the right guess (-1) and a wrong one recover alike");
+    // Nothing to hide: no transaction of the log is foreign.
+    let own = log(vec![logged(20, 120, &[(1, Some(5))])]);
+    assert!(crate::hide_foreign_values(&lines(5), &own).unwrap().is_none());
+    // A transaction of unknown outcome without an xid could only be told from a foreign one
+    // by its values: refused, whatever the values are.
+    let unknown = history(&[
+        r#"{"id":1,"session":0,"status":"unknown","ops":[{"f":"w","key":1,"value":-1}],"meta":{"xid":null}}"#,
+    ]);
+    let e = crate::hide_foreign_values(&unknown, &full).unwrap_err().to_string();
+    assert!(e.contains("hidden values"), "{e}");
+}
+
 /// A logged row of the append workload's table: `val` holds the list as text.
 fn logged_list(xid: u64, lsn: u64, key: i64, list: &str) -> CommittedTxn {
     let row = vec![

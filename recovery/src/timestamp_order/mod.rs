@@ -251,6 +251,7 @@ pub fn recover_by_timestamps(
         snapshot_sets: None,
         serialization_order: None,
         writer_identity: false,
+        hidden_reads: Vec::new(),
     };
     for (txn, time) in history.txns.iter_mut().zip(&times) {
         if let Some((start, commit)) = time {

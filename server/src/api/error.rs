@@ -50,7 +50,7 @@ impl From<CertifyError> for ApiError {
             CertifyError::NotReady => StatusCode::ACCEPTED,
             CertifyError::UnknownTable(_) => StatusCode::NOT_FOUND,
             CertifyError::Collected(_) => StatusCode::GONE,
-            CertifyError::Truncated(_) | CertifyError::ForeignWriters | CertifyError::OpaqueMatch => {
+            CertifyError::Truncated(_) | CertifyError::ForeignWriters | CertifyError::HiddenOutcome(_) => {
                 StatusCode::CONFLICT
             }
             CertifyError::Disagrees(_) | CertifyError::Predicate(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -98,7 +98,7 @@ mod tests {
             (CertifyError::Forbidden("kv".into()), 403, false),
             (CertifyError::UnknownTable("kv".into()), 404, false),
             (CertifyError::ForeignWriters, 409, false),
-            (CertifyError::OpaqueMatch, 409, false),
+            (CertifyError::HiddenOutcome("T3".into()), 409, false),
             (CertifyError::Collected("kv".into()), 410, false),
             (CertifyError::Disagrees("x".into()), 422, false),
             (CertifyError::Predicate("x".into()), 422, false),

@@ -17,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use isocert_adapters::FeedProgress;
-use isocert_checker::{check, render_json, CheckerKind, IsolationLevel};
+use isocert_checker::{check, render_json, CheckError, CheckerKind, IsolationLevel};
 use isocert_history::{v1, History};
 use isocert_oracle::Interpreter;
 use serde::Deserialize;
@@ -56,6 +56,11 @@ pub struct ApiConfig {
 const ANSWER_CACHE_BYTES: usize = 64 << 20;
 /// How many parsed histories are kept, by the digest of their body as sent.
 const PARSED_KEPT: usize = 8;
+/// How many digests of bodies seen once are remembered: a body is kept parsed from its
+/// second sighting on, so a body sent once is recovered from the history it was parsed into,
+/// not a copy (the copy and its freeing were a quarter of such a request's CPU, `perf`,
+/// issue 32), and is not held in memory afterwards.
+const SEEN_KEPT: usize = 256;
 
 /// What every handler shares.
 pub struct AppState {
@@ -80,6 +85,8 @@ pub struct AppState {
     positions: PositionCache,
     logs: LogCache,
     parsed: Recent<History>,
+    /// Digests of bodies seen once ([`SEEN_KEPT`]).
+    seen: Recent<()>,
     answers: AnswerCache,
     openapi: OnceLock<String>,
 }
@@ -113,6 +120,7 @@ impl AppState {
             positions: PositionCache::default(),
             logs: LogCache::default(),
             parsed: Recent::new(PARSED_KEPT),
+            seen: Recent::new(SEEN_KEPT),
             answers: AnswerCache::new(ANSWER_CACHE_BYTES),
             openapi: OnceLock::new(),
         })
@@ -272,7 +280,11 @@ async fn answer(
                 .cpu
                 .run(move || Ok::<_, ApiError>(Arc::new(read_history(&inflate(raw, encoding, limit)?)?)))
                 .await??;
-            state.parsed.put(digest, Arc::clone(&history));
+            if state.seen.get(&digest).is_some() {
+                state.parsed.put(digest, Arc::clone(&history));
+            } else {
+                state.seen.put(digest, Arc::new(()));
+            }
             history
         }
     };
@@ -282,7 +294,8 @@ async fn answer(
         .part(tenant.name.as_bytes())
         .part(schema.as_deref().unwrap_or("\0").as_bytes())
         .part(&digest)
-        .part(&resolved.last_change.unwrap_or(0).to_le_bytes());
+        .part(&resolved.last_change.unwrap_or(0).to_le_bytes())
+        .part(&[u8::from(resolved.reveal)]);
     key = match ask {
         Ask::Certificate => key.part(b"certificate"),
         Ask::Check(level) => key.part(level.to_string().as_bytes()),
@@ -295,7 +308,11 @@ async fn answer(
     if let Some(cached) = state.answers.get(&key) {
         return Ok(cached);
     }
-    let certified = recover(cx, History::clone(&history), &resolved).await?;
+    // The check route reads the submitted history again after recovery; otherwise a history
+    // nobody else holds is recovered in place.
+    let submitted = matches!(ask, Ask::Check(_)).then(|| Arc::clone(&history));
+    let owned = Arc::try_unwrap(history).unwrap_or_else(|shared| History::clone(&shared));
+    let certified = recover(cx, owned, &resolved).await?;
     let rendered = state
         .cpu
         .run(move || -> Result<Vec<u8>, ApiError> {
@@ -305,13 +322,28 @@ async fn answer(
             // Checked as the submitter would check it: the submitted history with the
             // certificate it may see, so the report shows no foreign id or hidden value.
             let unprocessable = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e);
-            let mut history = History::clone(&history);
+            let Some(submitted) = submitted else {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the submitted history was not kept",
+                ));
+            };
+            let mut history = Arc::try_unwrap(submitted).unwrap_or_else(|shared| History::clone(&shared));
             let certificate = v1::read_certificate(&certificate[..], &mut history)
                 .map_err(|e| unprocessable(e.to_string()))?;
             let interpreter = Interpreter::new(&history)
                 .map_err(|e| ApiError::from(CertifyError::Predicate(e.to_string())))?;
-            let report = check(&history, &certificate, level, CheckerKind::Auto, &interpreter)
-                .map_err(|e| unprocessable(e.to_string()))?;
+            let report =
+                check(&history, &certificate, level, CheckerKind::Auto, &interpreter).map_err(|e| {
+                    match e {
+                        // Uncertified: reads whose outcome rests on values this server hides;
+                        // which they are follows from the history and the certificate alone.
+                        e @ CheckError::HiddenValues { .. } => {
+                            ApiError::new(StatusCode::CONFLICT, e.to_string())
+                        }
+                        other => unprocessable(other.to_string()),
+                    }
+                })?;
             serde_json::to_vec(&render_json(&report, &history))
                 .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
         })
@@ -367,7 +399,7 @@ async fn certificate_route<Q: serde::de::DeserializeOwned>(
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),
         (status = 408, description = "The body stalled."),
-        (status = 409, description = "Rows were written by transactions outside the history that cannot be shown, or the table was truncated."),
+        (status = 409, description = "The table was truncated, or settling an unknown outcome would compare the history's values with other writers' hidden ones."),
         (status = 410, description = "Versions older than the retention window were collected."),
         (status = 413, description = "The body is too large (before or after decompression)."),
         (status = 415, description = "A Content-Encoding other than gzip."),
@@ -399,7 +431,7 @@ async fn post_certificates(State(state): State<Shared>, request: Request) -> Res
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),
         (status = 408, description = "The body stalled."),
-        (status = 409, description = "Foreign writers that cannot be shown, or a truncated table."),
+        (status = 409, description = "Uncertified: reads whose outcome rests on other writers' hidden values; or as on /v1/certificates."),
         (status = 410, description = "Versions older than the retention window were collected."),
         (status = 413, description = "The body is too large (before or after decompression)."),
         (status = 415, description = "A Content-Encoding other than gzip."),
