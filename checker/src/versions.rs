@@ -324,6 +324,13 @@ impl VersionTable {
             Some(&SHARED) => {}
             Some(&gid) => return Ok((self.versions[gid as usize].obj == obj).then_some(gid)),
         }
+        self.searched(obj, value)
+    }
+
+    /// [`Self::by_value`] by the binary search among the object's versions alone: what a
+    /// value several versions hold takes, and the reference the one-lookup table is tested
+    /// against.
+    fn searched(&self, obj: ObjId, value: ValueId) -> Result<Option<u32>, u32> {
         match self.holding(obj, value) {
             [] => Ok(None),
             [(_, gid)] => Ok(Some(*gid)),
@@ -556,23 +563,6 @@ mod tests {
     use super::*;
     use isocert_gen::{generate, DataModel, GenConfig, Injection};
 
-    /// What `by_value` answered before the one-lookup table: the binary search among the
-    /// object's versions alone.
-    fn searched(vt: &VersionTable, obj: ObjId, value: ValueId) -> Result<Option<u32>, u32> {
-        match vt.holding(obj, value) {
-            [] => Ok(None),
-            [(_, gid)] => Ok(Some(*gid)),
-            [(_, first), ..]
-                if value != ValueId::ABSENT
-                    && !vt.shared_opaque.contains(&(obj, value))
-                    && !vt.repeated.contains(&(obj, value)) =>
-            {
-                Ok(Some(*first))
-            }
-            _ => Err(vt.holding(obj, ValueId::ABSENT).len() as u32),
-        }
-    }
-
     /// `by_value` against the search for every object and every value id (the history's,
     /// the checker's computed lists, and one beyond them all), over generated item, list and
     /// SQL-row histories with every injection (duplicate writes, reads of aborted and
@@ -616,7 +606,7 @@ mod tests {
                             let value = ValueId::from_index(v);
                             assert_eq!(
                                 vt.by_value(obj, value),
-                                searched(&vt, obj, value),
+                                vt.searched(obj, value),
                                 "{cfg:?} {obj:?} {value:?}"
                             );
                             compared += 1;

@@ -172,24 +172,17 @@ impl Tenants {
         let mut tenants = Tenants::default();
         for (i, t) in raw.tenant.into_iter().enumerate() {
             let at = format!("tenant {} ({:?})", i + 1, t.name);
-            let grants = t
-                .tables
-                .iter()
-                .map(|g| {
-                    Grant::parse(g).ok_or_else(|| {
-                        invalid(format!("{at}: tables: {g:?} is not schema.table or schema.*"))
+            let grants_of = |field: &str, list: &[String]| {
+                list.iter()
+                    .map(|g| {
+                        Grant::parse(g).ok_or_else(|| {
+                            invalid(format!("{at}: {field}: {g:?} is not schema.table or schema.*"))
+                        })
                     })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let reveal_foreign_values = t
-                .reveal_foreign_values
-                .iter()
-                .map(|g| {
-                    Grant::parse(g).ok_or_else(|| {
-                        invalid(format!("{at}: reveal_foreign_values: {g:?} is not schema.table or schema.*"))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            let grants = grants_of("tables", &t.tables)?;
+            let reveal_foreign_values = grants_of("reveal_foreign_values", &t.reveal_foreign_values)?;
             let requests_per_second = t.requests_per_second.unwrap_or(DEFAULT_REQUESTS_PER_SECOND);
             if requests_per_second == 0 {
                 return Err(invalid(format!("{at}: requests_per_second must be at least 1")));
