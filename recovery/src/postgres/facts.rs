@@ -64,15 +64,15 @@ fn shown<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<
 
 /// A transaction id as histories write it: a number, or its decimal text.
 fn xid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    match Json::deserialize(d)? {
+    xid_of(&Json::deserialize(d)?).map_err(D::Error::custom)
+}
+
+/// [`xid`] on a JSON value already parsed: `null` is none; otherwise why it is not one.
+fn xid_of(value: &Json) -> Result<Option<u64>, String> {
+    match value {
         Json::Null => Ok(None),
-        Json::String(s) => {
-            s.parse().map(Some).map_err(|_| D::Error::custom(format!("{s:?} is not a transaction id")))
-        }
-        value => value
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| D::Error::custom(format!("{value} is not a transaction id"))),
+        Json::String(s) => s.parse().map(Some).map_err(|_| format!("{s:?} is not a transaction id")),
+        value => value.as_u64().map(Some).ok_or_else(|| format!("{value} is not a transaction id")),
     }
 }
 
@@ -128,7 +128,7 @@ pub(crate) fn read_facts(h: &History) -> Result<Vec<TxnFacts>, RecoveryError> {
 /// Each transaction's recorded xid (`meta.xid`), read without the rest of its facts: what
 /// telling foreign writers from the history's transactions needs, several times per
 /// certificate in `isocert serve`, where reading every fact was a fifth of a request's CPU
-/// (`perf`, issue 32). Accepts exactly what [`PgTxnFacts::xid`] accepts.
+/// (`perf`, issue 32). The same parser as [`PgTxnFacts::xid`]'s.
 ///
 /// # Errors
 /// [`RecoveryError::Meta`] naming the transaction when its `xid` is not a transaction id.
@@ -142,16 +142,7 @@ pub(crate) fn read_xids(h: &History) -> Result<Vec<Option<u64>>, RecoveryError> 
             };
             match h.txn(t).meta.as_deref() {
                 None => Ok(None),
-                Some(Json::Object(map)) => match map.get("xid") {
-                    None | Some(Json::Null) => Ok(None),
-                    Some(Json::String(s)) => {
-                        s.parse().map(Some).map_err(|_| bad("xid", format!("{s:?} is not a transaction id")))
-                    }
-                    Some(value) => value
-                        .as_u64()
-                        .map(Some)
-                        .ok_or_else(|| bad("xid", format!("{value} is not a transaction id"))),
-                },
+                Some(Json::Object(map)) => map.get("xid").map_or(Ok(None), xid_of).map_err(|m| bad("xid", m)),
                 Some(_) => Err(bad("meta", "is not an object".into())),
             }
         })
