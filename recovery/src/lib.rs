@@ -49,8 +49,7 @@ pub use mongodb::{
     mongo_txn_xid, read_change_stream, read_oplog, recover_mongodb, ClusterTime, MongoTxnFacts,
 };
 pub use postgres::{
-    add_foreign_writers, hide_foreign_values, recover_postgres, values_the_history_holds, PgOpFacts,
-    PgTxnFacts, PostgresRecovery,
+    add_foreign_writers, hide_foreign_values, recover_postgres, PgOpFacts, PgTxnFacts, PostgresRecovery,
 };
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use recovered::{Recovered, RecoveryStats, RowMatcher};

@@ -6,7 +6,7 @@
 //! and never reveals their xids or (unless the history read them) their values.
 
 use isocert_history::{History, ObjId, Op, Scalar, Status, Transaction, TxnId, ValueId};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use serde_json::json;
 
 use super::facts::read_xids;
@@ -115,32 +115,4 @@ pub fn hide_foreign_values(h: &History, log: &RawLog) -> Result<Option<RawLog>, 
         out.push(ct);
     }
     Ok(Some(out))
-}
-
-/// Per foreign writer and object, whether the history itself read that version's value (an
-/// item read, or a row a select returned): only those values may be shown to the
-/// history's owner.
-pub fn values_the_history_holds(h: &History, foreign: &[TxnId]) -> FxHashMap<(TxnId, ObjId), bool> {
-    let foreign_set: FxHashSet<TxnId> = foreign.iter().copied().collect();
-    let mut seen: FxHashSet<(ObjId, ValueId)> = FxHashSet::default();
-    for t in h.txn_ids().filter(|t| !foreign_set.contains(t)) {
-        for op in &h.txn(t).ops {
-            match op {
-                Op::Read { obj, value } => {
-                    seen.insert((*obj, *value));
-                }
-                Op::Select { rows, .. } => seen.extend(rows.iter().map(|r| (r.obj, r.value))),
-                _ => {}
-            }
-        }
-    }
-    let mut out = FxHashMap::default();
-    for &t in foreign {
-        for op in &h.txn(t).ops {
-            if let Op::Write { obj, value } = op {
-                out.insert((t, *obj), seen.contains(&(*obj, *value)));
-            }
-        }
-    }
-    out
 }

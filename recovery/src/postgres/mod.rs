@@ -22,7 +22,7 @@ use isocert_history::{Certificate, History};
 use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
 pub use facts::{PgOpFacts, PgTxnFacts};
-pub use foreign::{add_foreign_writers, hide_foreign_values, values_the_history_holds};
+pub use foreign::{add_foreign_writers, hide_foreign_values};
 
 /// The former name of [`Recovered`].
 pub type PostgresRecovery = Recovered;
