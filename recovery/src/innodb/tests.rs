@@ -169,3 +169,81 @@ fn malformed_facts_and_missing_writes_are_errors_naming_them() {
     let e = recover_innodb(&mut h, &RawLog::new(), &never_matches()).unwrap_err().to_string();
     assert!(e.contains("T1") && e.contains("kv[1]"), "{e}");
 }
+
+/// A REPEATABLE READ history: T1 writes key 1 = 10 (log 1), T2 writes key 1 = 20 (log 2),
+/// then T3 (snapshot `reported`) reads key 1 = `read` and writes key `written` (log 3).
+/// T3 is invoked at `invoked`; T1 and T2 completed at 10 and 20.
+fn rr_history(reported: u64, read: i64, written: i64, invoked: i64) -> (History, Recovered) {
+    let rr = |extra: String| format!("\"meta\":{{\"isolation\":\"repeatable-read\",{extra}}}");
+    let text = format!(
+        "{HEADER}\n\
+         {{\"id\":1,\"session\":1,\"invoked_at\":1,\"completed_at\":10,\"ops\":[{{\"f\":\"w\",\"key\":1,\"value\":10}}],{}}}\n\
+         {{\"id\":2,\"session\":2,\"invoked_at\":11,\"completed_at\":20,\"ops\":[{{\"f\":\"w\",\"key\":1,\"value\":20}}],{}}}\n\
+         {{\"id\":3,\"session\":3,\"invoked_at\":{invoked},\"completed_at\":40,\"ops\":[{{\"f\":\"r\",\"key\":1,\"value\":{read}}},{{\"f\":\"w\",\"key\":{written},\"value\":30}}],{}}}",
+        rr(format!("{},\"gtid\":\"0-1-1\"", snap(0))),
+        rr(format!("{},\"gtid\":\"0-1-2\"", snap(1))),
+        rr(format!("{},\"gtid\":\"0-1-3\"", snap(reported))),
+    );
+    let mut h = v1::read_history(text.as_bytes()).unwrap();
+    let log = log(vec![
+        logged(1, &[(1, Some(10))]),
+        logged(2, &[(1, Some(20))]),
+        logged(3, &[(written, Some(30))]),
+    ]);
+    let r = recover_innodb(&mut h, &log, &never_matches()).unwrap();
+    (h, r)
+}
+
+/// Whether T3 started after T2 committed, by the recovered timestamps.
+fn started_after_t2(h: &History) -> bool {
+    h.txn(t(h, 3)).start_ts.unwrap().wall > h.txn(t(h, 2)).commit_ts.unwrap().wall
+}
+
+#[test]
+fn a_reported_snapshot_position_the_reads_rule_out_is_placed_where_they_put_it() {
+    // MariaDB reported T3's snapshot after T1 only, yet T3 read T2's 20: its read view held
+    // T2 (docs/MARIADB.md). The start is placed after T2, with a warning.
+    let (h, r) = rr_history(1, 20, 2, 30);
+    assert!(started_after_t2(&h));
+    assert!(r.warnings.iter().any(|w| w.contains("1 REPEATABLE READ snapshot position")), "{:?}", r.warnings);
+    // Near-twin: the reported position agrees with the read; nothing moves, nothing said.
+    let (h, r) = rr_history(1, 10, 2, 30);
+    assert!(!started_after_t2(&h));
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
+#[test]
+fn a_lost_update_the_reads_prove_stays_and_one_they_cannot_prove_is_not_claimed() {
+    // T3 read T1's 10 (so its snapshot is before T2) and then overwrote T2's 20: at every
+    // position its read allows, it overwrote a version it did not see. Start kept.
+    let (h, r) = rr_history(1, 10, 1, 30);
+    assert!(!started_after_t2(&h), "the lost update is provable");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    // T3 read key 2 (never written: no evidence) and overwrote T2's version of key 1 with a
+    // reported snapshot before T2: only the reported position says it missed T2, and that
+    // position is not exactly the read view, so the start moves after T2 and it is said.
+    let text = format!(
+        "{HEADER}\n\
+         {{\"id\":1,\"session\":1,\"ops\":[{{\"f\":\"w\",\"key\":1,\"value\":10}}],\"meta\":{{\"isolation\":\"repeatable-read\",{},\"gtid\":\"0-1-1\"}}}}\n\
+         {{\"id\":3,\"session\":3,\"ops\":[{{\"f\":\"r\",\"key\":2,\"value\":0}},{{\"f\":\"w\",\"key\":1,\"value\":30}}],\"meta\":{{\"isolation\":\"repeatable-read\",{},\"gtid\":\"0-1-2\"}}}}",
+        snap(0),
+        snap(0)
+    );
+    let mut h = v1::read_history(text.as_bytes()).unwrap();
+    let log = log(vec![logged(1, &[(1, Some(10))]), logged(2, &[(1, Some(30))])]);
+    let r = recover_innodb(&mut h, &log, &never_matches()).unwrap();
+    assert!(h.txn(t(&h, 3)).start_ts.unwrap().wall > h.txn(t(&h, 1)).commit_ts.unwrap().wall);
+    assert!(r.warnings.iter().any(|w| w.contains("no anomaly is claimed")), "{:?}", r.warnings);
+}
+
+#[test]
+fn a_commit_acknowledged_before_a_transaction_began_is_in_its_snapshot() {
+    // T3 was invoked (25) after T2's commit was acknowledged (20), but MariaDB reported its
+    // snapshot after T1 only; its read of key 1 = 20 agrees with the acknowledgement.
+    let (h, _) = rr_history(1, 20, 2, 25);
+    assert!(started_after_t2(&h));
+    // Invoked before T2 was acknowledged, with a read of 10: the reported position stands.
+    let (h, r) = rr_history(1, 10, 2, 15);
+    assert!(!started_after_t2(&h));
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
