@@ -13,7 +13,7 @@ use isocert_history::{opaque_value, History, ObjId, Status, ValueId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value as Json;
 
-use super::facts::read_facts;
+use super::facts::read_placement;
 use crate::matching::logged_value;
 use crate::{widen_xid, CommittedTxn, RawLog, RecoveryError, RowChange};
 
@@ -35,21 +35,21 @@ use crate::{widen_xid, CommittedTxn, RawLog, RecoveryError, RowChange};
 /// # Errors
 /// [`RecoveryError::Meta`] when the history's facts are malformed.
 pub fn initial_load(h: &History, log: &RawLog) -> Result<usize, RecoveryError> {
-    let facts = read_facts(h)?;
+    let placement = read_placement(h)?;
     let unplaced = h.txn_ids().any(|t| {
-        let f = &facts[t.index()];
-        h.txn(t).status == Status::Unknown && f.xid.is_none() && f.snapshots().next().is_none()
+        h.txn(t).status == Status::Unknown
+            && placement.xids[t.index()].is_none()
+            && !placement.has_snapshot[t.index()]
     });
-    let Some(least_xmax) = facts.iter().flat_map(|f| f.snapshots()).map(|s| s.xmax).min() else {
+    let Some(least_xmax) = placement.snapshots.iter().map(|s| s.xmax).min() else {
         return Ok(0);
     };
     if unplaced {
         return Ok(0);
     }
-    let running: FxHashSet<u64> =
-        facts.iter().flat_map(|f| f.snapshots()).flat_map(|s| s.xip.iter().copied()).collect();
+    let running: FxHashSet<u64> = placement.snapshots.iter().flat_map(|s| s.xip.iter().copied()).collect();
     // The stream carries 32-bit xids; the client records full 64-bit ones.
-    let recorded: FxHashSet<u32> = facts.iter().filter_map(|f| f.xid).map(|x| x as u32).collect();
+    let recorded: FxHashSet<u32> = placement.xids.iter().flatten().map(|&x| x as u32).collect();
     let seen_by_all = |xid: u64| {
         let full = widen_xid(xid as u32, least_xmax);
         full < least_xmax && !running.contains(&full)
