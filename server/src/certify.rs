@@ -32,8 +32,9 @@ pub trait Backend: Send + Sync + 'static {
     /// `log` without the history's initial load ([`Database::initial_load`]: decided by
     /// position, never by value), whose effect becomes `h`'s initial versions whatever it
     /// claims ([`Database::settle_initial`]), after the log's foreign writers were added to
-    /// `h` ([`Database::add_foreign_writers`]); returns them as the certificate may show them. Unless `reveal`, their values are
-    /// hidden before anything is computed ([`Database::hide_foreign_values`]) and the
+    /// `h` ([`Database::add_foreign_writers`]); returns them and the initial versions as the
+    /// certificate may show them. Unless `reveal`, foreign values (initial ones included)
+    /// are hidden before anything is computed ([`Database::hide_foreign_values`]) and the
     /// certificate marks the operations whose outcome rests on them
     /// ([`Certificate::hidden_reads`]).
     fn recover(&self, h: &mut History, log: &RawLog, reveal: bool) -> Result<Recovery, CertifyError>;
