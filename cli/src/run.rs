@@ -26,7 +26,7 @@ use isocert_adapters::{
 };
 use isocert_certify::{check, Interpreter};
 use isocert_checker::{render_json, render_text, CheckerKind, HtmlOptions, IsolationLevel, Report};
-use isocert_history::{v1, History};
+use isocert_history::{v1, History, ObjId, ValueId};
 use isocert_recovery::{RawLog, Recovered};
 use isocert_workload::{Distribution, WorkloadConfig, WorkloadKind};
 use serde_json::json;
@@ -276,7 +276,11 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(recovered) = fetched {
         stats.recovery_lag_secs = Some(last_commit.elapsed().as_secs_f64());
         let fetched = recovered?;
-        let sent = Some((&fetched.document[..], fetched.submitted));
+        let sent = Some(Sent {
+            document: &fetched.document[..],
+            submitted: fetched.submitted,
+            claimed_initial: &fetched.claimed_initial,
+        });
         let interpreter = Interpreter::new(&history).context("compiling the history's predicates")?;
         let checking = ToCheck { history, recovered: fetched.recovered, interpreter };
         return finish::<D>(&args, checking, stats, level, sent, emit.as_ref());
@@ -477,9 +481,15 @@ async fn fetch_certificate(
         .await
         .with_context(|| format!("fetching the certificate (the history is in {})", path.display()))?;
     let submitted = history.txns.len();
+    let claimed_initial = history.initial.clone();
     let certificate =
         v1::read_certificate(&body[..], history).context("reading the certificate the API sent")?;
-    Ok(Fetched { recovered: Recovered { certificate, ..Recovered::default() }, document: body, submitted })
+    Ok(Fetched {
+        recovered: Recovered { certificate, ..Recovered::default() },
+        document: body,
+        submitted,
+        claimed_initial,
+    })
 }
 
 /// A certificate from the API: as read (the history now holds its foreign writers after
@@ -489,6 +499,17 @@ struct Fetched {
     recovered: Recovered,
     document: Vec<u8>,
     submitted: usize,
+    /// The initial versions the client read, which the certificate's (what the server's
+    /// feed saw, some perhaps hidden) replaced in the history it checks.
+    claimed_initial: Vec<(ObjId, ValueId)>,
+}
+
+/// A certificate from the API as [`finish`] saves it: the document as sent, how many
+/// transactions the client submitted, and the initial versions it recorded.
+struct Sent<'a> {
+    document: &'a [u8],
+    submitted: usize,
+    claimed_initial: &'a [(ObjId, ValueId)],
 }
 
 /// A history with its certificate (recovered, or from the API) and the predicate
@@ -500,14 +521,15 @@ struct ToCheck {
 }
 
 /// Writes the history and certificate (from the API: as it sent it, and the history
-/// without the foreign writers its certificate adds), checks, writes the reports, prints
+/// without the foreign writers its certificate adds, with the initial versions its client
+/// read), checks, writes the reports, prints
 /// the verdict, and with `--emit` publishes the history with its certificate's timestamps.
 fn finish<D: Database>(
     args: &RunArgs,
     checking: ToCheck,
     mut stats: RunStats,
     level: IsolationLevel,
-    sent: Option<(&[u8], usize)>,
+    sent: Option<Sent<'_>>,
     emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<ExitCode> {
     let ToCheck { history, mut recovered, interpreter } = checking;
@@ -519,9 +541,10 @@ fn finish<D: Database>(
             write_history(&args.out.join("history.jsonl"), &history)?;
             write_certificate(&args.out.join("certificate.json"), &history, &recovered)?;
         }
-        Some((document, submitted)) => {
+        Some(Sent { document, submitted, claimed_initial }) => {
             let mut own = history.clone();
             own.txns.truncate(submitted);
+            own.initial = claimed_initial.to_vec();
             write_history(&args.out.join("history.jsonl"), &own)?;
             write_text(&args.out.join("certificate.json"), &String::from_utf8_lossy(document))?;
         }

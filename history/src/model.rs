@@ -349,6 +349,10 @@ pub struct History {
     pub dialect: Dialect,
     /// Versions that exist before the first transaction (the implicit initial transaction).
     pub initial: Vec<(ObjId, ValueId)>,
+    /// Facts an adapter recorded about the history as a whole (the header's `meta`), e.g.
+    /// PostgreSQL's `initial_xids`: the writers of the initial versions its client read,
+    /// which `isocert serve` shows rather than hides (docs/POSTGRES.md). Checkers ignore it.
+    pub meta: Option<Box<serde_json::Value>>,
     /// Transactions in file order; a [`TxnId`] indexes this vector.
     pub txns: Vec<Transaction>,
     tables: Vec<Table>,
@@ -381,6 +385,7 @@ impl History {
         History {
             dialect: self.dialect,
             initial: self.initial.clone(),
+            meta: self.meta.clone(),
             txns: Vec::new(),
             tables: self.tables.clone(),
             objects: self.objects.clone(),

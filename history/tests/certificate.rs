@@ -106,7 +106,7 @@ fn the_transactions_extension_sets_outcomes_and_timestamps_and_round_trips() {
     assert_eq!(t2.start_ts, Some(isocert_history::Timestamp::new(3)), "a field left out keeps the history's");
     assert_eq!(t2.commit_ts, Some(isocert_history::Timestamp::new(9)));
     let mut out = Vec::new();
-    v1::write_certificate_with_facts(&h, &c, &[TxnId(0), TxnId(1)], &[], &mut out).unwrap();
+    v1::write_certificate_with_facts(&h, &c, &[TxnId(0), TxnId(1)], &[], None, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains(r#""transactions":[{"txn":1,"status":"committed","start_ts":1,"commit_ts":"7.0000000002"},{"txn":2,"status":"committed","start_ts":3,"commit_ts":9}]"#),
@@ -161,7 +161,7 @@ fn hidden_reads_resolve_round_trip_and_errors_name_the_field() {
     let kv = h.table_by_name("kv").unwrap();
     let k5 = h.object_by_key(kv, &Scalar::Int(5)).unwrap();
     let foreign = [isocert_history::ForeignWriter { txn: TxnId(1), writes: vec![(k5, None)] }];
-    v1::write_certificate_with_facts(&h, &c, &[], &foreign, &mut out).unwrap();
+    v1::write_certificate_with_facts(&h, &c, &[], &foreign, None, &mut out).unwrap();
     let again = String::from_utf8(out).unwrap();
     assert_eq!(again, cert.replace("]}\n", "],\"transactions\":[]}\n"));
     let e = cert_error(r#"{"hidden_reads":[{"txn":40,"op":0,"why":"a guess"}]}"#);
@@ -170,6 +170,38 @@ fn hidden_reads_resolve_round_trip_and_errors_name_the_field() {
     assert!(e.contains("hidden_reads[0].op"), "{e}");
     let e = cert_error(r#"{"hidden_reads":[{"txn":41,"op":0,"why":"predicate-over-hidden"}]}"#);
     assert!(e.contains("hidden_reads[0].txn"), "{e}");
+}
+
+/// Issue 32: a certificate's `initial` versions (what `isocert serve` answers) replace the
+/// history's claimed ones, a row without a value being the opaque stand-in; they round-trip
+/// and a bad one is named by field.
+#[test]
+fn initial_versions_of_a_certificate_replace_the_claimed_ones_and_round_trip() {
+    let history = "{\"format\":\"isocert-history\",\"version\":1,\"initial\":[{\"key\":5,\"value\":-3},{\"key\":7,\"value\":1}],\"meta\":{\"initial_xids\":[4]}}\n\
+                   {\"id\":1,\"session\":0,\"ops\":[{\"f\":\"r\",\"key\":5,\"value\":-3}]}\n";
+    let cert = r#"{"format":"isocert-certificate","version":1,"initial":[{"key":5},{"key":6,"value":2}],"version_order":[]}
+"#;
+    let mut h = v1::read_history(history.as_bytes()).unwrap();
+    assert_eq!(h.meta.as_deref().unwrap()["initial_xids"][0], 4);
+    let c = v1::read_certificate(cert.as_bytes(), &mut h).unwrap();
+    let kv = h.table_by_name("kv").unwrap();
+    let key = |k: i64| h.object_by_key(kv, &Scalar::Int(k)).unwrap();
+    let (k5, k6) = (key(5), key(6));
+    assert_eq!(h.initial.len(), 2, "row 7 is no longer listed: it starts unborn");
+    assert!(isocert_history::is_opaque_value(&h, k5, h.initial[0].1) && h.initial[0].0 == k5);
+    assert_eq!((h.initial[1].0, h.value_label(k6, h.initial[1].1)), (k6, "2".to_string()));
+    let mut out = Vec::new();
+    let shown = [(k5, None), (k6, Some(h.initial[1].1))];
+    v1::write_certificate_with_facts(&h, &c, &[], &[], Some(&shown), &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), cert.replace("]}\n", "],\"transactions\":[]}\n"));
+    // The header's facts are written back as read.
+    let mut text = Vec::new();
+    v1::write_history(&v1::read_history(history.as_bytes()).unwrap(), &mut text).unwrap();
+    assert_eq!(String::from_utf8(text).unwrap(), history);
+    let e = cert_error(r#"{"initial":[{"key":5},{"key":5}]}"#);
+    assert!(e.contains("initial[1].key"), "{e}");
+    let e = cert_error(r#"{"initial":[{"key":[1]}]}"#);
+    assert!(e.contains("initial[0].key"), "{e}");
 }
 
 /// A table `t` of three rows, two writers with commit timestamps, and a reader whose

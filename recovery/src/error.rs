@@ -82,6 +82,17 @@ pub enum RecoveryError {
         /// What the history says.
         recorded: String,
     },
+    /// The history's claimed initial version of a row is not the one its own initial load
+    /// (a value it may see) left before its first snapshot.
+    #[error("the history's initial version of {object} is {claimed}, but {found}")]
+    InitialMismatch {
+        /// The object.
+        object: String,
+        /// What the history claims.
+        claimed: String,
+        /// What the log shows before the history's first snapshot.
+        found: String,
+    },
     /// A history operation the PostgreSQL rule cannot place (e.g. a list append).
     #[error("{txn} op {op}: {message}")]
     Unsupported {

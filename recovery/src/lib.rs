@@ -44,12 +44,12 @@ pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpF
 pub use dgraph::{recover_dgraph, DgraphTxnFacts};
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
-pub use matching::without_initial_load;
 pub use mongodb::{
     mongo_txn_xid, read_change_stream, read_oplog, recover_mongodb, ClusterTime, MongoTxnFacts,
 };
 pub use postgres::{
-    add_foreign_writers, hide_foreign_values, recover_postgres, PgOpFacts, PgTxnFacts, PostgresRecovery,
+    add_foreign_writers, hide_foreign_values, initial_load, recover_postgres, settle_initial, InitialVersion,
+    PgOpFacts, PgTxnFacts, PostgresRecovery,
 };
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use recovered::{Recovered, RecoveryStats, RowMatcher};

@@ -14,7 +14,7 @@ use isocert_history::{
     Writer,
 };
 use isocert_oracle::Interpreter;
-use isocert_recovery::{CommittedTxn, RawLog, Recovered, RecoveryError};
+use isocert_recovery::{CommittedTxn, InitialVersion, RawLog, Recovered, RecoveryError};
 use rustc_hash::FxHashSet;
 
 use crate::cpu::CpuPool;
@@ -28,22 +28,33 @@ use crate::tenants::Tenant;
 pub trait Backend: Send + Sync + 'static {
     /// The database's change-stream position now ([`Database::stream_position`]).
     fn stream_position(&self) -> BoxFuture<'_, Result<u64, AdapterError>>;
-    /// The recovery rule ([`Database::recover`]) with the SQL predicate interpreter, after
-    /// the log's foreign writers were added to `h` ([`Database::add_foreign_writers`]);
-    /// returns them as the certificate may show them. Unless `reveal`, their values are
-    /// hidden before anything is computed ([`Database::hide_foreign_values`]) and the
+    /// The recovery rule ([`Database::recover`]) with the SQL predicate interpreter, on
+    /// `log` without the history's initial load ([`Database::initial_load`]: decided by
+    /// position, never by value), whose effect becomes `h`'s initial versions whatever it
+    /// claims ([`Database::settle_initial`]), after the log's foreign writers were added to
+    /// `h` ([`Database::add_foreign_writers`]); returns them and the initial versions as the
+    /// certificate may show them. Unless `reveal`, foreign values (initial ones included)
+    /// are hidden before anything is computed ([`Database::hide_foreign_values`]) and the
     /// certificate marks the operations whose outcome rests on them
     /// ([`Certificate::hidden_reads`]).
-    fn recover(
-        &self,
-        h: &mut History,
-        log: &RawLog,
-        reveal: bool,
-    ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError>;
+    fn recover(&self, h: &mut History, log: &RawLog, reveal: bool) -> Result<Recovery, CertifyError>;
     /// How many of `writers` (commit position, database id: the transactions of one table
     /// incarnation) are transactions `h` records, as [`Database::add_foreign_writers`]
     /// tells them from foreign ones; 0 when the adapter cannot tell.
     fn recorded(&self, h: &History, writers: &[(u64, u64)]) -> usize;
+}
+
+/// What [`Backend::recover`] gives: the certificate, the foreign writers and the initial
+/// versions as the certificate may show them.
+#[derive(Debug)]
+pub struct Recovery {
+    /// The certificate.
+    pub recovered: Recovered,
+    /// The foreign writers.
+    pub foreign: Vec<ForeignWriter>,
+    /// The initial versions the initial load left (`None` per row: hidden), or `None` when
+    /// the adapter has no rule for them and the history's claims stand.
+    pub initial: Option<Vec<InitialVersion>>,
 }
 
 /// [`Backend`] for an adapter of the seam.
@@ -55,12 +66,17 @@ impl<D: Database> Backend for SeamBackend<D> {
         Box::pin(self.0.stream_position())
     }
 
-    fn recover(
-        &self,
-        h: &mut History,
-        log: &RawLog,
-        reveal: bool,
-    ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
+    fn recover(&self, h: &mut History, log: &RawLog, reveal: bool) -> Result<Recovery, CertifyError> {
+        let disagrees = |e: RecoveryError| CertifyError::Disagrees(e.to_string());
+        let load = D::initial_load(h, log).map_err(disagrees)?;
+        let initial = D::settle_initial(h, &log.txns()[..load], reveal).map_err(disagrees)?;
+        let hidden_initial: Vec<ObjId> =
+            initial.iter().flatten().filter(|(_, v)| v.is_none()).map(|(o, _)| *o).collect();
+        let mut rest = RawLog::new();
+        for txn in &log.txns()[load..] {
+            rest.push(txn.clone());
+        }
+        let log = &rest;
         let hidden = if reveal {
             None
         } else {
@@ -82,10 +98,11 @@ impl<D: Database> Backend for SeamBackend<D> {
             other => CertifyError::Disagrees(other.to_string()),
         })?;
         let mut recovered = recovered;
-        if !reveal && !foreign.is_empty() {
-            recovered.certificate.hidden_reads = hidden_reads(h, submitted, &recovered.certificate, &foreign);
+        if !reveal && (!foreign.is_empty() || !hidden_initial.is_empty()) {
+            recovered.certificate.hidden_reads =
+                hidden_reads(h, submitted, &recovered.certificate, &foreign, &hidden_initial);
         }
-        Ok((recovered, foreign_writers(h, &foreign, reveal)))
+        Ok(Recovery { recovered, foreign: foreign_writers(h, &foreign, reveal), initial })
     }
 
     fn recorded(&self, h: &History, writers: &[(u64, u64)]) -> usize {
@@ -129,12 +146,21 @@ fn foreign_writers(h: &History, foreign: &[TxnId], reveal: bool) -> Vec<ForeignW
 }
 
 /// The operations of the submitted history (its first `submitted` transactions) whose
-/// outcome rests on a hidden foreign value: an item read or a returned row, of a row a
-/// foreign writer wrote, whose value no submitted transaction wrote and that is not the
-/// initial value (decided from the history alone); a predicate operation whose version set
-/// holds a foreign version (decided by snapshots and positions, not values).
-fn hidden_reads(h: &History, submitted: usize, cert: &Certificate, foreign: &[TxnId]) -> Vec<HiddenRead> {
+/// outcome rests on a hidden value: an item read or a returned row, of a row a foreign
+/// writer wrote or whose initial version is hidden (`hidden_initial`), whose value no
+/// submitted transaction wrote and that is not a shown initial value (decided from the
+/// history alone; a hidden initial version is the stand-in, never the value claimed); a
+/// predicate operation whose version set holds a foreign version or a hidden initial one
+/// (decided by snapshots and positions, not values).
+fn hidden_reads(
+    h: &History,
+    submitted: usize,
+    cert: &Certificate,
+    foreign: &[TxnId],
+    hidden_initial: &[ObjId],
+) -> Vec<HiddenRead> {
     let is_foreign: FxHashSet<TxnId> = foreign.iter().copied().collect();
+    let hidden_initial: FxHashSet<ObjId> = hidden_initial.iter().copied().collect();
     let foreign_rows: FxHashSet<ObjId> = foreign
         .iter()
         .flat_map(|&t| h.txn(t).ops.iter())
@@ -142,6 +168,7 @@ fn hidden_reads(h: &History, submitted: usize, cert: &Certificate, foreign: &[Tx
             Op::Write { obj, .. } => Some(*obj),
             _ => None,
         })
+        .chain(hidden_initial.iter().copied())
         .collect();
     let mut sourced: FxHashSet<(ObjId, ValueId)> = h.initial.iter().copied().collect();
     let submitted_ids = || h.txn_ids().take(submitted);
@@ -180,7 +207,10 @@ fn hidden_reads(h: &History, submitted: usize, cert: &Certificate, foreign: &[Tx
     }
     for (at, seen) in cert.version_sets.iter().flatten() {
         let predicate = h.txn(at.txn).ops[at.op as usize].predicate().is_some();
-        let over_hidden = seen.iter().any(|s| matches!(s.writer, Writer::Txn(w) if is_foreign.contains(&w)));
+        let over_hidden = seen.iter().any(|s| match s.writer {
+            Writer::Txn(w) => is_foreign.contains(&w),
+            Writer::Initial => hidden_initial.contains(&s.obj),
+        });
         if predicate && over_hidden && at.txn.index() < submitted {
             out.push(HiddenRead { at: *at, why: HiddenReason::PredicateOverHidden });
         }
@@ -266,6 +296,8 @@ pub struct Certified {
     pub recovered: Recovered,
     /// The foreign writers as the certificate shows them.
     pub foreign: Vec<ForeignWriter>,
+    /// The initial versions as the certificate shows them ([`Recovery::initial`]).
+    pub initial: Option<Vec<InitialVersion>>,
 }
 
 impl Certified {
@@ -279,6 +311,7 @@ impl Certified {
             &self.recovered.certificate,
             &txns,
             &self.foreign,
+            self.initial.as_deref(),
             &mut out,
         )
         .expect("writing to memory");
@@ -501,10 +534,9 @@ pub async fn recover(
     cx.cpu
         .run(move || {
             let mut h = h;
-            let log = isocert_recovery::without_initial_load(&h, &log);
             let submitted = h.txns.len();
-            let (recovered, foreign) = backend.recover(&mut h, &log, reveal)?;
-            Ok(Certified { history: h, submitted, recovered, foreign })
+            let Recovery { recovered, foreign, initial } = backend.recover(&mut h, &log, reveal)?;
+            Ok(Certified { history: h, submitted, recovered, foreign, initial })
         })
         .await
         .map_err(|e| match e {

@@ -51,8 +51,10 @@ mod tests {
 
     use futures_util::future::BoxFuture;
     use isocert_adapters::AdapterError;
-    use isocert_history::{ForeignWriter, History};
-    use isocert_recovery::{RawLog, Recovered};
+    use isocert_history::History;
+    use isocert_recovery::RawLog;
+
+    use crate::certify::Recovery;
 
     use super::*;
 
@@ -70,12 +72,7 @@ mod tests {
                 Ok(n * 100)
             })
         }
-        fn recover(
-            &self,
-            _: &mut History,
-            _: &RawLog,
-            _: bool,
-        ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
+        fn recover(&self, _: &mut History, _: &RawLog, _: bool) -> Result<Recovery, CertifyError> {
             Err(CertifyError::NotReady)
         }
         fn recorded(&self, _: &History, _: &[(u64, u64)]) -> usize {

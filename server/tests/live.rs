@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use isocert_adapters::postgres::Postgres;
 use isocert_adapters::{AdapterError, FeedProgress, FeedTxn, TableIncarnation};
-use isocert_history::{ForeignWriter, History, Scalar};
-use isocert_recovery::{CommittedTxn, RawLog, Recovered, RowChange};
+use isocert_history::{History, Scalar};
+use isocert_recovery::{CommittedTxn, RawLog, RowChange};
 use isocert_server::api::{router, ApiConfig, AppState};
-use isocert_server::certify::{Backend, CertifyError, SeamBackend};
+use isocert_server::certify::{Backend, CertifyError, Recovery, SeamBackend};
 use isocert_server::cpu::CpuPool;
 use isocert_server::listen::{serve, ConnectionLimits};
 use isocert_server::store::VersionStore;
@@ -31,12 +31,7 @@ impl Backend for Offline {
     fn stream_position(&self) -> BoxFuture<'_, Result<u64, AdapterError>> {
         Box::pin(async { Ok(1) })
     }
-    fn recover(
-        &self,
-        h: &mut History,
-        log: &RawLog,
-        reveal: bool,
-    ) -> Result<(Recovered, Vec<ForeignWriter>), CertifyError> {
+    fn recover(&self, h: &mut History, log: &RawLog, reveal: bool) -> Result<Recovery, CertifyError> {
         self.0.recover(h, log, reveal)
     }
     fn recorded(&self, h: &History, writers: &[(u64, u64)]) -> usize {

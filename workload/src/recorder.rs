@@ -128,6 +128,11 @@ impl Recorder {
         self.add_initial(0, rows);
     }
 
+    /// Records the adapter's facts about the initial rows (the header's `meta`).
+    pub fn set_meta(&mut self, meta: Option<serde_json::Value>) {
+        self.history.meta = meta.map(Box::new);
+    }
+
     /// Adds table `t`'s rows to those that exist before the first transaction.
     pub fn add_initial(&mut self, t: usize, rows: &[Vec<Scalar>]) {
         for r in rows {

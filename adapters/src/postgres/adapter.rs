@@ -148,6 +148,21 @@ impl Database for Postgres {
         Ok(())
     }
 
+    async fn initial_facts(&self, table: &TableSpec) -> Result<Option<serde_json::Value>, DbError> {
+        let client = self.admin_client().await?;
+        let sql = format!("SELECT DISTINCT xmin::text FROM {}", table.name);
+        let rows = client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))?;
+        let mut xids: Vec<u64> = rows
+            .iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|x| x.parse().ok()),
+                _ => None,
+            })
+            .collect();
+        xids.sort_unstable();
+        Ok(Some(serde_json::json!({ "initial_xids": xids })))
+    }
+
     async fn table_exists(&self, table: &TableSpec) -> Result<bool, DbError> {
         let client = self.admin_client().await?;
         let sql = "SELECT to_regclass($1) IS NOT NULL";
@@ -239,6 +254,18 @@ impl Database for Postgres {
         log: &RawLog,
     ) -> Result<Vec<isocert_history::TxnId>, RecoveryError> {
         isocert_recovery::add_foreign_writers(h, log)
+    }
+
+    fn initial_load(h: &History, log: &RawLog) -> Result<usize, RecoveryError> {
+        isocert_recovery::initial_load(h, log)
+    }
+
+    fn settle_initial(
+        h: &mut History,
+        load: &[isocert_recovery::CommittedTxn],
+        reveal: bool,
+    ) -> Result<Option<Vec<isocert_recovery::InitialVersion>>, RecoveryError> {
+        isocert_recovery::settle_initial(h, load, reveal).map(Some)
     }
 
     fn hide_foreign_values(h: &History, log: &RawLog) -> Result<Option<RawLog>, RecoveryError> {

@@ -508,6 +508,50 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// How many of `log`'s first transactions (commit order) are the history's initial
+    /// load, in a change feed over whole tables (`isocert serve`): the table's setup and
+    /// whatever else committed before the history began, decided by position (the
+    /// database's transaction ids and snapshots), never by comparing values (issue 32).
+    /// Default: 0, the whole log is in scope (an adapter without snapshot facts cannot
+    /// place the history's start; its unknown writers are then refused).
+    ///
+    /// # Errors
+    /// [`RecoveryError`] when the history's facts are malformed.
+    fn initial_load(h: &History, log: &RawLog) -> Result<usize, RecoveryError> {
+        let _ = (h, log);
+        Ok(0)
+    }
+
+    /// Sets `h`'s initial versions to what its initial `load` ([`Database::initial_load`])
+    /// left on the rows it names, whatever the history claims, and returns them as a
+    /// certificate shows them (`None`: hidden), or `None` when the adapter has no rule, in
+    /// which case the claims stand. Only values the history may see (its own, or all when
+    /// `reveal`) are shown or compared with its claims. Default: no rule (the default
+    /// [`Database::initial_load`] takes no load, so every logged writer stays in scope).
+    ///
+    /// # Errors
+    /// [`RecoveryError`] when a claim the history may check is wrong, naming the row.
+    fn settle_initial(
+        h: &mut History,
+        load: &[isocert_recovery::CommittedTxn],
+        reveal: bool,
+    ) -> Result<Option<Vec<isocert_recovery::InitialVersion>>, RecoveryError> {
+        let _ = (h, load, reveal);
+        Ok(None)
+    }
+
+    /// Facts about the rows [`Database::read_table`] is about to return, for the history's
+    /// header `meta` (PostgreSQL: `initial_xids`, the writers of the initial versions, read
+    /// **before** the rows, so that a writer committing in between is never taken for the
+    /// history's own). Default: none.
+    fn initial_facts(
+        &self,
+        table: &TableSpec,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, DbError>> + Send {
+        let _ = table;
+        async { Ok(None) }
+    }
+
     /// `log` with the values of the transactions [`Database::add_foreign_writers`] would take
     /// for foreign hidden (`isocert serve` without a grant to reveal them), decided without
     /// comparing any value; `None` when there is nothing to hide. Default: `None` (no

@@ -242,6 +242,9 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                         .parse()
                         .map_err(|e: UnknownName| Fail::bad(e.to_string()).at("dialect"))?;
                 }
+                // Adapter facts about the whole history (PostgreSQL's `initial_xids`):
+                // recovery reads them, checkers ignore them.
+                b"meta" => s.skip_value().map_err(|f| f.at("meta"))?,
                 b"initial" => {
                     if s.open_array()? {
                         let mut i = 0;

@@ -9,7 +9,7 @@ use serde_json::{json, Value as Json};
 use super::json as j;
 use crate::certificate::{ForeignWriter, HiddenRead, HiddenReason, OpRef, SeenVersion, Writer};
 use crate::model::KV_TABLE;
-use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, SnapshotSet, Transaction, TxnId};
+use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, SnapshotSet, Transaction, TxnId, ValueId};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,6 +26,10 @@ struct RawCertificate<'a> {
     transactions: Option<Vec<RawTxnFacts>>,
     #[serde(default)]
     foreign_writers: Option<Vec<RawForeign>>,
+    /// The initial versions as the certificate's source knows them (isocert extension,
+    /// what `isocert serve` answers): they replace the history's claimed ones.
+    #[serde(default)]
+    initial: Option<Vec<RawForeignWrite>>,
     #[serde(default)]
     hidden_reads: Option<Vec<RawHiddenRead>>,
     /// `"writer"` or `"value"` (isocert extension, [`Certificate::writer_identity`]).
@@ -47,7 +51,7 @@ struct RawForeignWrite {
     #[serde(default)]
     table: Option<String>,
     key: Json,
-    /// The value, when the history read it; absent: opaque.
+    /// The value, when it is shown; absent: opaque.
     #[serde(default)]
     value: Option<Json>,
 }
@@ -232,6 +236,9 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
     let mut cert = Certificate { writer_identity: writer_identity(&raw)?, ..Certificate::default() };
     if let Some(foreign) = &raw.foreign_writers {
         add_foreign_writers(h, foreign)?;
+    }
+    if let Some(initial) = &raw.initial {
+        h.initial = read_initial(h, initial)?;
     }
     if let Some(orders) = raw.version_order {
         cert.version_order = Some(read_version_orders(h, orders)?);
@@ -562,6 +569,29 @@ fn read_hidden_reads(h: &History, hidden: &[RawHiddenRead]) -> Result<Vec<Hidden
     Ok(out)
 }
 
+/// The `initial` extension: each object's initial version, its value or (without one) the
+/// opaque stand-in; an object not listed starts unborn.
+fn read_initial(h: &mut History, initial: &[RawForeignWrite]) -> Result<Vec<(ObjId, ValueId)>, FormatError> {
+    let bad = |field: String, message: String| FormatError::invalid(0, field, message);
+    let mut out: Vec<(ObjId, ValueId)> = Vec::with_capacity(initial.len());
+    let mut listed = FxHashSet::default();
+    for (i, entry) in initial.iter().enumerate() {
+        let field = format!("initial[{i}]");
+        let table = h.intern_table(entry.table.as_deref().unwrap_or(KV_TABLE));
+        let key = j::key(&entry.key).map_err(|m| bad(format!("{field}.key"), m))?;
+        let obj = h.intern_object(table, key);
+        if !listed.insert(obj) {
+            return Err(bad(format!("{field}.key"), "object listed twice in initial".into()));
+        }
+        let value = match &entry.value {
+            None => crate::opaque_value(h, obj),
+            Some(v) => j::value(h, table, v).map_err(|m| bad(format!("{field}.value"), m))?,
+        };
+        out.push((obj, value));
+    }
+    Ok(out)
+}
+
 /// Adds a committed transaction of its own session for each foreign writer (see
 /// [`ForeignWriter`]), writing the given values or the opaque stand-in.
 fn add_foreign_writers(h: &mut History, foreign: &[RawForeign]) -> Result<(), FormatError> {
@@ -600,13 +630,15 @@ fn add_foreign_writers(h: &mut History, foreign: &[RawForeign]) -> Result<(), Fo
 /// # Errors
 /// I/O errors of `out`.
 pub fn write_certificate<W: Write>(h: &History, cert: &Certificate, out: &mut W) -> Result<(), FormatError> {
-    write_certificate_doc(h, cert, None, &[], out)
+    write_certificate_doc(h, cert, None, &[], None, out)
 }
 
 /// Writes a certificate as [`write_certificate`] does, plus the `transactions` extension
 /// for `txns` (each one's status and timestamps as `h` holds them after recovery, so that
-/// a reader of the history as its client recorded it learns them) and the
-/// `foreign_writers` extension (what `isocert serve` answers).
+/// a reader of the history as its client recorded it learns them), the
+/// `foreign_writers` extension and, when given, the `initial` extension: each object's
+/// initial version with its value, or `None` for the opaque stand-in (what `isocert serve`
+/// answers).
 ///
 /// # Errors
 /// I/O errors of `out`.
@@ -615,9 +647,10 @@ pub fn write_certificate_with_facts<W: Write>(
     cert: &Certificate,
     txns: &[TxnId],
     foreign: &[ForeignWriter],
+    initial: Option<&[(ObjId, Option<ValueId>)]>,
     out: &mut W,
 ) -> Result<(), FormatError> {
-    write_certificate_doc(h, cert, Some(txns), foreign, out)
+    write_certificate_doc(h, cert, Some(txns), foreign, initial, out)
 }
 
 fn write_certificate_doc<W: Write>(
@@ -625,6 +658,7 @@ fn write_certificate_doc<W: Write>(
     cert: &Certificate,
     facts: Option<&[TxnId]>,
     foreign: &[ForeignWriter],
+    initial: Option<&[(ObjId, Option<ValueId>)]>,
     out: &mut W,
 ) -> Result<(), FormatError> {
     let obj_json = |obj, m: &mut serde_json::Map<String, Json>| {
@@ -662,6 +696,22 @@ fn write_certificate_doc<W: Write>(
             })
             .collect();
         doc.insert("foreign_writers".into(), Json::Array(list));
+    }
+    if let Some(initial) = initial {
+        let mut sorted = initial.to_vec();
+        sorted.sort_unstable_by_key(|(obj, _)| *obj);
+        let list: Vec<Json> = sorted
+            .iter()
+            .map(|&(obj, value)| {
+                let mut m = serde_json::Map::new();
+                obj_json(obj, &mut m);
+                if let Some(v) = value {
+                    m.insert("value".into(), j::value_to_json(h, h.object(obj).table, v));
+                }
+                Json::Object(m)
+            })
+            .collect();
+        doc.insert("initial".into(), Json::Array(list));
     }
     if !cert.hidden_reads.is_empty() {
         let mut marks = cert.hidden_reads.clone();

@@ -22,6 +22,8 @@ struct RawHeader {
     initial: Vec<RawInitial>,
     #[serde(default)]
     dialect: Option<String>,
+    #[serde(default)]
+    meta: Option<Json>,
 }
 
 #[derive(Deserialize)]
@@ -263,6 +265,7 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
             format!("this isocert reads version 1, found {}", raw.version),
         ));
     }
+    h.meta = raw.meta.filter(|m| !m.is_null()).map(Box::new);
     if let Some(d) = raw.dialect {
         h.dialect =
             d.parse().map_err(|e: UnknownName| FormatError::invalid(line, "dialect", e.to_string()))?;

@@ -8,12 +8,13 @@ use super::json::value_to_json;
 use crate::model::{Dialect, KV_TABLE};
 use crate::{FormatError, History, Op, TxnId};
 
-/// Writes the header line when the history needs one (initial versions or a dialect).
+/// Writes the header line when the history needs one (initial versions, a dialect or
+/// header facts).
 ///
 /// # Errors
 /// I/O errors of `out`.
 pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError> {
-    if h.initial.is_empty() && h.dialect == Dialect::Postgres {
+    if h.initial.is_empty() && h.dialect == Dialect::Postgres && h.meta.is_none() {
         return Ok(());
     }
     let mut header = Map::new();
@@ -39,6 +40,9 @@ pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatErro
             })
             .collect();
         header.insert("initial".into(), Json::Array(initial));
+    }
+    if let Some(meta) = &h.meta {
+        header.insert("meta".into(), Json::clone(meta));
     }
     serde_json::to_writer(&mut *out, &Json::Object(header)).map_err(std::io::Error::from)?;
     out.write_all(b"\n")?;

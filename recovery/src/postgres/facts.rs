@@ -149,6 +149,49 @@ pub(crate) fn read_xids(h: &History) -> Result<Vec<Option<u64>>, RecoveryError> 
         .collect()
 }
 
+/// What placing the history's start needs of its facts: every recorded xid and every
+/// snapshot (transaction and statement snapshots), read without the rest of the facts, as
+/// [`read_xids`] is and for the same reason (once per certificate in `isocert serve`).
+pub(crate) struct Placement {
+    /// Each transaction's recorded xid, in history order.
+    pub(crate) xids: Vec<Option<u64>>,
+    /// Per transaction, whether it recorded any snapshot.
+    pub(crate) has_snapshot: Vec<bool>,
+    /// Every snapshot recorded.
+    pub(crate) snapshots: Vec<PgSnapshot>,
+}
+
+/// Reads a [`Placement`]; the same parsers as [`PgTxnFacts`]'s and [`PgOpFacts`]'s.
+///
+/// # Errors
+/// [`RecoveryError::Meta`] naming the transaction and field of a malformed xid or snapshot.
+pub(crate) fn read_placement(h: &History) -> Result<Placement, RecoveryError> {
+    let xids = read_xids(h)?;
+    let mut has_snapshot = Vec::with_capacity(xids.len());
+    let mut snapshots = Vec::new();
+    for t in h.txn_ids() {
+        let txn = h.txn(t);
+        let bad =
+            |field: String, message: String| RecoveryError::Meta { txn: h.txn_label(t), field, message };
+        let snapshot_of = |meta: &Json, field: &dyn Fn() -> String| match meta.get("snapshot") {
+            None | Some(Json::Null) => Ok(None),
+            Some(Json::String(text)) => {
+                text.parse::<PgSnapshot>().map(Some).map_err(|e| bad(field(), e.to_string()))
+            }
+            Some(other) => Err(bad(field(), format!("{other} is not a snapshot string"))),
+        };
+        let before = snapshots.len();
+        if let Some(meta) = txn.meta.as_deref() {
+            snapshots.extend(snapshot_of(meta, &|| "snapshot".into())?);
+        }
+        for (op, meta) in &txn.op_meta {
+            snapshots.extend(snapshot_of(meta, &|| format!("ops[{op}].meta.snapshot"))?);
+        }
+        has_snapshot.push(snapshots.len() > before);
+    }
+    Ok(Placement { xids, has_snapshot, snapshots })
+}
+
 /// `meta` read as `T`, or the field whose value does not fit and why.
 fn read_meta<T: DeserializeOwned + Default>(meta: Option<&Json>) -> Result<T, (String, String)> {
     match meta {
@@ -242,6 +285,28 @@ mod tests {
             let line = format!(r#"{{"id":1,"session":0,"ops":[],"meta":{bad}}}"#);
             let h = isocert_history::v1::read_history(line.as_bytes()).unwrap();
             assert!(read_xids(&h).is_err() && read_facts(&h).is_err(), "{bad}");
+        }
+    }
+
+    /// The placement reader sees the snapshots and xids reading every fact sees.
+    #[test]
+    fn placement_reads_as_the_facts_do() {
+        let lines = [
+            r#"{"id":1,"session":0,"ops":[],"meta":{"xid":7,"snapshot":"7:7:"}}"#,
+            r#"{"id":2,"session":0,"ops":[{"f":"r","key":1,"value":0,"meta":{"snapshot":"8:9:8"}},{"f":"r","key":1,"value":0}],"meta":{"xid":"8","isolation":"read-committed"}}"#,
+            r#"{"id":3,"session":0,"ops":[],"meta":{"xid":null}}"#,
+        ];
+        let h = isocert_history::v1::read_history(lines.join("\n").as_bytes()).unwrap();
+        let facts = read_facts(&h).unwrap();
+        let placement = read_placement(&h).unwrap();
+        let snapshots: Vec<PgSnapshot> = facts.iter().flat_map(|f| f.snapshots().cloned()).collect();
+        assert_eq!(placement.snapshots, snapshots);
+        assert_eq!(placement.xids, facts.iter().map(|f| f.xid).collect::<Vec<_>>());
+        assert_eq!(placement.has_snapshot, [true, true, false]);
+        for bad in [r#"{"snapshot":7}"#, r#"{"snapshot":"9:8:"}"#] {
+            let line = format!(r#"{{"id":1,"session":0,"ops":[],"meta":{bad}}}"#);
+            let h = isocert_history::v1::read_history(line.as_bytes()).unwrap();
+            assert!(read_placement(&h).is_err() && read_facts(&h).is_err(), "{bad}");
         }
     }
 

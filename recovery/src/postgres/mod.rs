@@ -12,6 +12,7 @@
 
 mod facts;
 mod foreign;
+mod initial;
 mod item_reads;
 mod serial;
 mod timeline;
@@ -23,6 +24,7 @@ use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
 pub use facts::{PgOpFacts, PgTxnFacts};
 pub use foreign::{add_foreign_writers, hide_foreign_values};
+pub use initial::{initial_load, settle_initial, InitialVersion};
 
 /// The former name of [`Recovered`].
 pub type PostgresRecovery = Recovered;

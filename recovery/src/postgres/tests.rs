@@ -458,29 +458,124 @@ fn ambiguous_item_reads_name_the_version_their_snapshot_sees() {
     assert!(at(3) < at(1) && at(2) < at(4) && at(4) < at(7), "{order:?}");
 }
 
+/// Issue 32: the initial load is decided by position (snapshots and xids), never by the
+/// history's claimed initial values.
 #[test]
-fn the_initial_load_is_the_longest_prefix_that_produces_the_initial_versions() {
-    let h = history(&[
-        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":0},{"key":2,"value":-7}]}"#,
-        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":20}}"#,
-    ]);
-    // The setup inserts 0 and 0; another client sets key 2 to -7 before the run reads its
-    // initial rows; then the history's transaction; then another foreign change.
+fn the_initial_load_is_what_committed_before_every_snapshot_of_the_history() {
+    let xids = |log: &RawLog, n: usize| log.txns()[..n].iter().map(|t| t.xid).collect::<Vec<_>>();
+    // The setup (10), another client's change (11), the history's T1 (20) and another
+    // foreign change (12, committed after T2's snapshot was taken: 12 is running in it).
     let full = log(vec![
         logged(10, 100, &[(1, Some(0)), (2, Some(0))]),
         logged(11, 110, &[(2, Some(-7))]),
         logged(20, 120, &[(1, Some(5))]),
         logged(12, 130, &[(2, Some(-8))]),
     ]);
-    let rest = crate::without_initial_load(&h, &full);
-    assert_eq!(rest.txns().iter().map(|t| t.xid).collect::<Vec<_>>(), [20, 12]);
-    // The setup alone does not produce the initial versions (key 2 holds 0, not -7), so a
-    // log without the second change keeps everything: nothing is taken for the setup.
-    let partial = log(vec![logged(10, 100, &[(1, Some(0)), (2, Some(0))]), logged(20, 120, &[(1, Some(5))])]);
-    assert_eq!(crate::without_initial_load(&h, &partial).len(), 2);
-    // A row the history never names ends the prefix.
-    let other = log(vec![logged(9, 90, &[(3, Some(1))]), logged(10, 100, &[(1, Some(0)), (2, Some(-7))])]);
-    assert_eq!(crate::without_initial_load(&h, &other).len(), 2);
+    let claims = |initial: &str| {
+        history(&[
+            &format!(r#"{{"format":"isocert-history","version":1,"initial":[{initial}]}}"#),
+            r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":20,"snapshot":"12:20:12"}}"#,
+            r#"{"id":2,"session":1,"ops":[{"f":"r","key":2,"value":-7}],"meta":{"xid":null,"snapshot":"12:21:12"}}"#,
+        ])
+    };
+    // Whatever the history claims, right or wrong, the same prefix: 10 and 11.
+    for initial in
+        [r#"{"key":1,"value":0},{"key":2,"value":-7}"#, r#"{"key":1,"value":3},{"key":2,"value":9}"#, ""]
+    {
+        let h = claims(initial);
+        assert_eq!(crate::initial_load(&h, &full).unwrap(), 2, "{initial}");
+    }
+    // A transaction running in some snapshot (xip) ends the prefix, even one below xmin of
+    // another snapshot: 11 runs in T2's snapshot.
+    let h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":20,"snapshot":"12:20:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":2,"value":-7}],"meta":{"xid":null,"snapshot":"11:21:11"}}"#,
+    ]);
+    assert_eq!(xids(&full, crate::initial_load(&h, &full).unwrap()), [10]);
+    // Committed after the first snapshot (xmax 11: 11 is not seen) but before a later one:
+    // not in the prefix, though the later snapshot sees it.
+    let h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"r","key":2,"value":0}],"meta":{"xid":null,"snapshot":"11:11:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":2,"value":-7}],"meta":{"xid":null,"snapshot":"20:20:"}}"#,
+    ]);
+    assert_eq!(xids(&full, crate::initial_load(&h, &full).unwrap()), [10]);
+    // Read committed: every statement's snapshot counts; the second statement's is the
+    // first one that 11 committed before, the first statement's does not see it.
+    let h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"r","key":1,"value":0,"meta":{"snapshot":"11:11:"}},{"f":"r","key":2,"value":-7,"meta":{"snapshot":"12:12:"}}],"meta":{"xid":null,"isolation":"read-committed"}}"#,
+    ]);
+    assert_eq!(xids(&full, crate::initial_load(&h, &full).unwrap()), [10]);
+    // A history transaction's own xid ends the prefix even when every snapshot sees it.
+    let h = history(&[
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":2,"value":-7}],"meta":{"xid":11}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":2,"value":-7}],"meta":{"xid":null,"snapshot":"30:30:"}}"#,
+    ]);
+    assert_eq!(xids(&full, crate::initial_load(&h, &full).unwrap()), [10]);
+    // No snapshot recorded: nothing places the history's start, so no prefix is taken.
+    let h = history(&[r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":20}}"#]);
+    assert_eq!(crate::initial_load(&h, &full).unwrap(), 0);
+    // An unknown outcome with neither xid nor snapshot may be any of the early commits.
+    let h = history(&[
+        r#"{"id":1,"session":0,"status":"unknown","ops":[{"f":"w","key":2,"value":-7}],"meta":{"xid":null}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":2,"value":-7}],"meta":{"xid":null,"snapshot":"30:30:"}}"#,
+    ]);
+    assert_eq!(crate::initial_load(&h, &full).unwrap(), 0);
+    // 32-bit stream xids next to 64-bit snapshots of epoch 1.
+    let epoch = 1u64 << 32;
+    let wide = log(vec![logged(10, 100, &[(1, Some(0))]), logged(11, 110, &[(2, Some(-7))])]);
+    let h = history(&[&format!(
+        r#"{{"id":1,"session":0,"ops":[{{"f":"r","key":2,"value":0}}],"meta":{{"xid":null,"snapshot":"{}:{}:"}}}}"#,
+        epoch + 11,
+        epoch + 11
+    )]);
+    assert_eq!(xids(&wide, crate::initial_load(&h, &wide).unwrap()), [10]);
+}
+
+/// Issue 32: the initial versions are what the initial load left, whatever the history
+/// claims: its own rows shown (a wrong claim of them named), others' hidden unless revealed.
+#[test]
+fn initial_versions_are_the_loads_effect_and_never_depend_on_a_hidden_claim() {
+    let load = log(vec![logged(10, 100, &[(1, Some(0)), (2, Some(0))]), logged(11, 110, &[(2, Some(-7))])]);
+    let claiming = |initial: &str, meta: &str| {
+        history(&[
+            &format!(r#"{{"format":"isocert-history","version":1,"initial":[{initial}]{meta}}}"#),
+            r#"{"id":1,"session":0,"ops":[{"f":"r","key":2,"value":-7}],"meta":{"xid":null,"snapshot":"12:12:"}}"#,
+        ])
+    };
+    let own = r#","meta":{"initial_xids":[10]}"#;
+    let settled = |initial: &str, meta: &str, reveal: bool| {
+        let mut h = claiming(initial, meta);
+        let shown = crate::settle_initial(&mut h, load.txns(), reveal);
+        shown.map(|s| {
+            let label =
+                |(o, v): (ObjId, Option<ValueId>)| (h.object_label(o), v.map(|v| h.value_label(o, v)));
+            let initial: Vec<_> = h.initial.iter().map(|&(o, v)| label((o, Some(v)))).collect();
+            (s.into_iter().map(label).collect::<Vec<_>>(), initial)
+        })
+    };
+    // Row 2's last writer before the snapshot is another client's: hidden, whether the
+    // history's claim of it is right (-7), wrong (9) or absent.
+    let right = settled(r#"{"key":1,"value":0},{"key":2,"value":-7}"#, own, false).unwrap();
+    for wrong in [r#"{"key":1,"value":0},{"key":2,"value":9}"#, r#"{"key":1,"value":0}"#] {
+        assert_eq!(settled(wrong, own, false).unwrap(), right, "{wrong}");
+    }
+    let kv = |k: i64| format!("kv[{k}]");
+    assert_eq!(right.0, [(kv(1), Some("0".to_string())), (kv(2), None)]);
+    assert!(right.1[1].1.as_deref().is_some_and(|v| !v.contains('7')), "the stand-in: {:?}", right.1);
+    // Its own row, claimed wrong: an error naming the row.
+    let e = settled(r#"{"key":1,"value":3}"#, own, false).unwrap_err().to_string();
+    assert!(e.contains("kv[1]") && e.contains("own initial load"), "{e}");
+    // A claimed row the load never wrote: an error too (a position, not a value).
+    let e = settled(r#"{"key":1,"value":0},{"key":5,"value":1}"#, own, false).unwrap_err().to_string();
+    assert!(e.contains("kv[5]") && e.contains("no change committed before"), "{e}");
+    // Revealed: the logged value, whatever the claim of the other client's row.
+    let revealed = settled(r#"{"key":1,"value":0},{"key":2,"value":9}"#, own, true).unwrap();
+    assert_eq!(revealed.0, [(kv(1), Some("0".to_string())), (kv(2), Some("-7".to_string()))]);
+    // Without `initial_xids`, no row is the history's own: everything is hidden.
+    let none = settled(r#"{"key":1,"value":3}"#, "", false).unwrap();
+    assert_eq!(none.0, [(kv(1), None), (kv(2), None)]);
+    let e = settled("", r#","meta":{"initial_xids":"10"}"#, false).unwrap_err().to_string();
+    assert!(e.contains("initial_xids"), "{e}");
 }
 
 #[test]
@@ -571,4 +666,54 @@ fn list_appends_are_matched_by_the_elements_the_logged_list_ends_with() {
     let bad = log(vec![logged_list(100, 1, 7, "1"), logged_list(101, 2, 7, "1,3,2")]);
     let e = recover(&mut h, &bad).unwrap_err().to_string();
     assert!(e.contains("a list ending with [2,3]") && e.contains("1,3,2"), "{e}");
+}
+
+/// Issue 32, list tables: a foreign append is masked like any foreign write (its row becomes
+/// the stand-in, which its synthetic writer installs), recovery still matches the history's
+/// appends against the logged lists (which hold the foreign element) and places the foreign
+/// version between them, and a right or wrong guess of the list a history read changes
+/// nothing recovery computes.
+#[test]
+fn a_foreign_append_is_masked_as_a_stand_in_and_the_lists_still_match() {
+    let lines = |read: &str| {
+        history(&[
+            r#"{"id":1,"session":0,"ops":[{"f":"append","table":"append","key":7,"value":1}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+            &format!(
+                r#"{{"id":2,"session":1,"ops":[{{"f":"r","table":"append","key":7,"value":{read}}},{{"f":"append","table":"append","key":7,"value":2}}],"meta":{{"xid":102,"snapshot":"102:102:"}}}}"#
+            ),
+            r#"{"id":3,"session":2,"ops":[{"f":"r","table":"append","key":7,"value":[1,9,2]}],"meta":{"snapshot":"103:103:"}}"#,
+        ])
+    };
+    // Another client (xid 101) appends 9 between T1 and T2.
+    let full = log(vec![
+        logged_list(100, 1, 7, "1"),
+        logged_list(101, 2, 7, "1,9"),
+        logged_list(102, 3, 7, "1,9,2"),
+    ]);
+    let outcome = |read: &str| {
+        let mut h = lines(read);
+        let hidden = crate::hide_foreign_values(&h, &full).unwrap().expect("a foreign transaction");
+        let masked = &hidden.txns()[1].changes[0];
+        assert_eq!(masked.row.as_deref(), Some(&[][..]), "the foreign append's row is the stand-in");
+        let foreign = crate::add_foreign_writers(&mut h, &hidden).unwrap();
+        let r = recover(&mut h, &hidden).unwrap();
+        let o = h.object_by_key(h.table_by_name("append").unwrap(), &Scalar::Int(7)).unwrap();
+        let order = r.certificate.version_order.as_ref().unwrap()[&o].clone();
+        assert_eq!(order, vec![t(&h, 1), foreign[0], t(&h, 2)]);
+        let stand_in = h.txn(foreign[0]).ops.iter().find_map(|op| match op {
+            isocert_history::Op::Write { value, .. } => Some(*value),
+            _ => None,
+        });
+        assert!(isocert_history::is_opaque_value(&h, o, stand_in.unwrap()));
+        let mut sets: Vec<String> = r
+            .certificate
+            .version_sets
+            .iter()
+            .flatten()
+            .map(|(at, seen)| format!("{at:?} {seen:?}"))
+            .collect();
+        sets.sort();
+        format!("{order:?} {sets:?} {:?}", r.certificate.serialization_order)
+    };
+    assert_eq!(outcome("[1,9]"), outcome("[1,8]"), "a guess of the foreign element changed the outcome");
 }
