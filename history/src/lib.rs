@@ -51,7 +51,7 @@ pub use model::{
     KV_TABLE,
 };
 pub use name::UnknownName;
-pub use open::{open, open_input, open_kv, read_all, OpenError};
+pub use open::{open, open_input, open_kv, OpenError};
 pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::Timestamp;
 pub use value::{Row, Scalar, Value};

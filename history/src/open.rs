@@ -3,11 +3,12 @@
 //! checkers' key-value model ([`open_kv`]).
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use crate::chronos::read_chronos;
 use crate::formats::{Format, Imported};
+use crate::kv::read_history_through;
 use crate::{read_kv_v1, read_kv_v1_file, v1, FormatError, History, KvHistory};
 
 /// Why a history file could not be read; each names the file (or the format) as the
@@ -68,18 +69,24 @@ pub enum OpenError {
     NotKeyValue(FormatError),
 }
 
-/// Reads the history at `path` in `format` into the one model. A v1 file's bytes are read
-/// by `read_bytes` (the CLI draws a progress bar while it reads), then parsed by the fast
-/// reader where it can ([`v1::read_history_vec`], with `facts`); other formats by their
-/// importer ([`Format::read_path`]), with the certificate facts and notes it returns.
+/// Reads the history at `path` in `format` into the one model. A v1 file is read through
+/// `watch` (the CLI draws a progress bar while it reads) and parsed by the fast reader
+/// where it can, with `facts` ([`v1::read_history_bytes`] says what it reads); other
+/// formats by their importer ([`Format::read_path`]), with the certificate facts and notes
+/// it returns.
+///
+/// A regular file streams through the fast reader's window and is never held whole (issue
+/// 34: holding a 42 MB history cost a fifth of a check's page faults); when the fast reader
+/// refuses it, the general reader reads it again from its start, so errors are the general
+/// reader's. A pipe or FIFO cannot be read twice: it is read whole into memory first.
 ///
 /// # Errors
 /// An [`OpenError`] naming the file, or the format and the reader's error.
-pub fn open(
+pub fn open<W: Read>(
     path: &Path,
     format: Format,
     facts: v1::AdapterFacts,
-    read_bytes: impl FnOnce(File) -> std::io::Result<Vec<u8>>,
+    mut watch: impl FnMut(File) -> W,
 ) -> Result<Imported, OpenError> {
     if format != Format::V1 {
         return format.read_path(path).map_err(|source| OpenError::Format { format, source });
@@ -89,24 +96,29 @@ pub fn open(
         Some(other) if other != Format::V1 => format!(" (try --format {other})"),
         _ => String::new(),
     };
-    let bytes = read_bytes(file).map_err(|source| OpenError::Read { path: path.into(), source })?;
-    let history = v1::read_history_vec(bytes, facts).map_err(|source| OpenError::Malformed {
-        path: path.into(),
-        hint,
-        source,
-    })?;
+    let read = |source| OpenError::Read { path: path.into(), source };
+    let malformed = |source| OpenError::Malformed { path: path.into(), hint: hint.clone(), source };
+    if !file.metadata().map_err(read)?.is_file() {
+        let mut bytes = Vec::new();
+        watch(file).read_to_end(&mut bytes).map_err(read)?;
+        return v1::read_history_vec(bytes, facts).map(Imported::plain).map_err(malformed);
+    }
+    let mut again = file.try_clone().map_err(read)?;
+    match read_history_through(watch(file), STREAM_WINDOW) {
+        Ok((history, skipped_meta)) if facts == v1::AdapterFacts::Skip || !skipped_meta => {
+            return Ok(Imported::plain(history))
+        }
+        _ => {}
+    }
+    again.rewind().map_err(read)?;
+    let history = v1::read_history(BufReader::new(watch(again))).map_err(malformed)?;
     Ok(Imported::plain(history))
 }
 
-/// Reads every byte of `file`: [`open`]'s `read_bytes` when nothing watches the reading.
-///
-/// # Errors
-/// The I/O error that stopped the read.
-pub fn read_all(mut file: File) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize));
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
+/// The window a v1 file streams through on its way to the fast reader: small enough that
+/// the bytes are still in the cache when they are parsed, large enough that reading costs
+/// few system calls.
+const STREAM_WINDOW: usize = 1 << 18;
 
 /// Reads the history at `path` (`-`: standard input, for v1 and Chronos) in `format` into
 /// the key-value model the timestamp checkers take: Chronos and v1 by the fast readers (a
@@ -172,7 +184,7 @@ fn key_value(h: &History) -> Result<KvHistory, OpenError> {
 mod tests {
     use std::path::Path;
 
-    use super::{open, open_kv, read_all, OpenError};
+    use super::{open, open_kv, OpenError};
     use crate::formats::Format;
     use crate::v1::AdapterFacts;
 
@@ -195,10 +207,107 @@ mod tests {
     fn a_malformed_v1_file_named_as_another_format_gets_a_hint() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = file(dir.path(), "h.edn", "{:type :ok}\n");
-        let e = open(&path, Format::V1, AdapterFacts::Keep, read_all).expect_err("not v1");
+        let e = open(&path, Format::V1, AdapterFacts::Keep, |f| f).expect_err("not v1");
         assert!(e.to_string().ends_with(" (try --format elle)"), "{e}");
         let path = file(dir.path(), "h.jsonl", KV);
-        assert_eq!(open(&path, Format::V1, AdapterFacts::Keep, read_all).expect("v1").history.txns.len(), 2);
+        assert_eq!(open(&path, Format::V1, AdapterFacts::Keep, |f| f).expect("v1").history.txns.len(), 2);
+    }
+
+    /// A reader that counts its callers' reads and the largest buffer one of them offered.
+    struct Watched<'a> {
+        file: std::fs::File,
+        largest: &'a std::cell::Cell<usize>,
+    }
+
+    impl std::io::Read for Watched<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.largest.set(self.largest.get().max(buf.len()));
+            self.file.read(buf)
+        }
+    }
+
+    /// The history `text` as the general reader reads it, written back as v1 text.
+    fn general(h: &crate::History) -> String {
+        let mut out = Vec::new();
+        crate::v1::write_history(h, &mut out).expect("writing to memory");
+        String::from_utf8(out).expect("v1 text")
+    }
+
+    #[test]
+    fn a_v1_file_streams_through_a_window_and_is_never_held_whole() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        // Many short lines, then one longer than the window (but not twice as long).
+        let mut text = String::new();
+        for i in 0..40_000 {
+            text.push_str(&format!(
+                "{{\"id\":{i},\"session\":{},\"ops\":[{{\"f\":\"w\",\"key\":{},\"value\":{i}}}]}}\n",
+                i % 7,
+                i % 100
+            ));
+        }
+        let ops: Vec<String> =
+            (0..8_000).map(|k| format!("{{\"f\":\"r\",\"key\":{k},\"value\":null}}")).collect();
+        text.push_str(&format!("{{\"id\":\"long\",\"session\":1,\"ops\":[{}]}}\n", ops.join(",")));
+        assert!(text.len() > 8 * super::STREAM_WINDOW);
+        let longest = text.lines().map(str::len).max().unwrap_or(0);
+        assert!((super::STREAM_WINDOW..2 * super::STREAM_WINDOW).contains(&longest), "{longest}");
+        let path = file(dir.path(), "long.jsonl", &text);
+        let (largest, calls) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        let watch = |file| {
+            calls.set(calls.get() + 1);
+            Watched { file, largest: &largest }
+        };
+        let h = open(&path, Format::V1, AdapterFacts::Skip, watch).expect("a kv history").history;
+        assert_eq!(general(&h), general(&crate::v1::read_history(text.as_bytes()).expect("valid")));
+        assert_eq!(calls.get(), 1, "read once");
+        // The window doubled for the long line, and never held the file.
+        assert!(largest.get() <= 2 * super::STREAM_WINDOW, "a read of {} bytes", largest.get());
+    }
+
+    #[test]
+    fn a_v1_file_the_fast_reader_refuses_is_read_again_by_the_general_reader() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let calls = std::cell::Cell::new(0);
+        let watch = |f| {
+            calls.set(calls.get() + 1);
+            f
+        };
+        let h = open(&file(dir.path(), "p.jsonl", PREDICATE), Format::V1, AdapterFacts::Skip, watch)
+            .expect("a predicate history")
+            .history;
+        assert!(h.txns[0].ops[0].predicate().is_some());
+        assert_eq!(calls.get(), 2, "the fast reader refused, the general reader read it again");
+        // A malformed line gets the general reader's error, naming its line.
+        let bad = format!("{KV}{{\"id\":3,\"session\":0,\"ops\":[{{\"f\":\"r\",\"key\":1}}]}}\n");
+        let e = open(&file(dir.path(), "bad.jsonl", &bad), Format::V1, AdapterFacts::Skip, |f| f)
+            .expect_err("a read without a value");
+        let general = crate::v1::read_history(bad.as_bytes()).expect_err("malformed");
+        assert_eq!(std::error::Error::source(&e).map(|s| s.to_string()), Some(general.to_string()));
+        assert!(general.to_string().contains("line 3"), "{general}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_v1_history_from_a_fifo_is_read_once_whole() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("h.fifo");
+        let made = std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo runs");
+        assert!(made.success());
+        for text in [KV, PREDICATE] {
+            let writer = {
+                let path = path.clone();
+                std::thread::spawn(move || std::fs::write(path, text).expect("writing the FIFO"))
+            };
+            let calls = std::cell::Cell::new(0);
+            let watch = |f| {
+                calls.set(calls.get() + 1);
+                f
+            };
+            let h = open(&path, Format::V1, AdapterFacts::Skip, watch).expect("a history").history;
+            writer.join().expect("the writer finished");
+            assert_eq!(general(&h), general(&crate::v1::read_history(text.as_bytes()).expect("valid")));
+            assert_eq!(calls.get(), 1);
+        }
     }
 
     #[test]

@@ -4,13 +4,13 @@
 //! timestamp checkers apply; the options, the reader choice and the output are this module's.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
 use isocert_checker::{
     check_with, partial_version_order, render_dot, render_html, render_json, render_text,
     render_text_verbose, CheckError, CheckerKind, GraphLayout, HtmlOptions, IsolationLevel, Report,
@@ -170,14 +170,10 @@ pub(crate) fn load(
         }
         return Ok((imported.history, imported.certificate.unwrap_or_default()));
     }
-    let read_bytes = |file: File| {
-        let bar = reading_bar(&file, history);
-        let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize));
-        bar.wrap_read(file).read_to_end(&mut bytes)?;
-        bar.finish_and_clear();
-        Ok(bytes)
-    };
-    let imported = isocert_history::open(history, format, facts, read_bytes)?;
+    // The bar is cleared when the reader is dropped, once the file has been read.
+    let watch =
+        |file: File| reading_bar(&file, history).with_finish(ProgressFinish::AndClear).wrap_read(file);
+    let imported = isocert_history::open(history, format, facts, watch)?;
     for note in &imported.notes {
         tracing::warn!("{}: {note}", history.display());
     }
@@ -209,8 +205,11 @@ pub(crate) fn reading_bar(file: &File, path: &Path) -> ProgressBar {
 
 /// Reads a v1 certificate for `h`, naming the file in errors.
 pub(crate) fn read_v1_certificate(path: &Path, h: &mut History) -> anyhow::Result<Certificate> {
-    let file = File::open(path).with_context(|| format!("cannot open certificate {}", path.display()))?;
-    v1::read_certificate(BufReader::new(file), h).with_context(|| format!("certificate {}", path.display()))
+    let mut file = File::open(path).with_context(|| format!("cannot open certificate {}", path.display()))?;
+    // Read at the file's size into memory, where it is parsed (a growing buffer copied it).
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).with_context(|| format!("certificate {}", path.display()))?;
+    v1::read_certificate_bytes(&bytes, h).with_context(|| format!("certificate {}", path.display()))
 }
 
 /// Runs `isocert check`.

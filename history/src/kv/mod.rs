@@ -10,6 +10,7 @@
 //! [`crate::chronos`]) fill it straight from the bytes without building a JSON tree.
 
 mod build;
+mod convert;
 mod parallel;
 pub(crate) mod scan;
 pub(crate) mod v1_fast;
@@ -21,7 +22,9 @@ use crate::{
 };
 
 pub(crate) use build::{RecordError, RecordReader};
+pub(crate) use convert::HistoryBuilder;
 pub use parallel::{read_kv_v1_chunks, read_kv_v1_file, ChunkFailed, KvV1Chunks};
+pub(crate) use v1_fast::read_history_through;
 pub use v1_fast::{read_kv_v1, read_kv_v1_bytes, KvV1Reader};
 
 /// A value as the kv checkers compare it: absent, an inline integer, or an interned value.
@@ -660,75 +663,28 @@ impl KvHistory {
     /// # Panics
     /// If a checker freed a block of operations.
     pub fn into_history(mut self) -> History {
-        let mut h = std::mem::take(&mut self.dict);
-        let old = h.take_values();
-        let mut renumbered = vec![u32::MAX; old.len()];
-        let mut renumber = |h: &mut History, id: ValueId| -> ValueId {
-            let slot = &mut renumbered[id.index()];
-            if *slot == u32::MAX {
-                *slot = h.intern_value(old[id.index()].clone()).0;
-            }
-            ValueId(*slot)
-        };
-        let initial = std::mem::take(&mut h.initial);
-        for (obj, id) in initial {
-            let id = renumber(&mut h, id);
-            h.initial.push((obj, id));
-        }
-        let mut value_id = |h: &mut History, v: KvValue| match v {
-            KvValue::Absent => ValueId::ABSENT,
-            KvValue::Int(i) => h.intern_value(Value::Scalar(Scalar::Int(i))),
-            KvValue::Interned(id) => renumber(h, id),
-        };
-        let element = |v: KvValue| match v {
-            KvValue::Absent => Scalar::Null,
-            KvValue::Int(i) => Scalar::Int(i),
-            KvValue::Interned(id) => match &old[id.index()] {
-                Value::Scalar(s) => s.clone(),
-                _ => Scalar::Null,
-            },
-        };
         // Transactions go straight into the history, reserved at its exact size, and each
         // block of operations is freed once converted, so the history's operations reuse
         // its memory (a doubling transaction vector and every block held to the end cost
         // page faults: issue 34).
-        h.txns.reserve_exact(self.len());
+        let mut built = HistoryBuilder::default();
+        built.reserve_exact(self.len());
         for t in self.txn_ids() {
             let (b, i) = (t.index() / Self::BLOCK, t.index());
             if i % Self::BLOCK == 0 && b > 0 {
                 self.blocks[b - 1] = None;
             }
-            let ops = self
-                .ops(t)
-                .iter()
-                .map(|op| match op.kind() {
-                    KvOpKind::Read => Op::Read { obj: op.obj(), value: value_id(&mut h, op.value()) },
-                    KvOpKind::Write => Op::Write { obj: op.obj(), value: value_id(&mut h, op.value()) },
-                    KvOpKind::Append => Op::Append { obj: op.obj(), element: element(op.value()) },
-                })
-                .collect();
-            let mut txn = crate::Transaction::new(
-                std::mem::replace(&mut self.names[i], Scalar::Null),
-                self.sessions[i],
-                ops,
-            );
-            txn.status = self.status[i];
-            txn.start_ts = self.start[i];
-            txn.commit_ts = self.commit[i];
-            txn.real_time = self.real_time(t);
-            h.push_txn(txn).expect("a KvHistory has unique transaction names");
+            let fields = KvTxnFields {
+                name: std::mem::replace(&mut self.names[i], Scalar::Null),
+                session: self.sessions[i],
+                status: self.status[i],
+                start: self.start[i],
+                commit: self.commit[i],
+                real_time: self.real_time(t),
+            };
+            built.push(&self.dict, fields, self.ops(t)).expect("a KvHistory has unique transaction names");
         }
-        if let Some(default) = self.default_initial {
-            let listed: rustc_hash::FxHashSet<ObjId> = h.initial.iter().map(|(o, _)| *o).collect();
-            let value = value_id(&mut h, default);
-            for o in 0..h.object_count() {
-                let obj = ObjId::from_index(o);
-                if !listed.contains(&obj) && value != ValueId::ABSENT {
-                    h.initial.push((obj, value));
-                }
-            }
-        }
-        h
+        built.finish(self)
     }
 }
 

@@ -10,9 +10,9 @@ use std::io::Read;
 
 use super::build::{RecordError, RecordReader};
 use super::scan::{Fail, Number, Scan, Scanned};
-use super::{KvHistory, KvOp, KvOpKind, KvTxnFields, KvValue};
+use super::{HistoryBuilder, KvHistory, KvOp, KvOpKind, KvTxnFields, KvValue};
 use crate::model::KV_TABLE;
-use crate::{FormatError, ObjId, RealTime, Scalar, Status, Timestamp, TxnId, UnknownName, Value};
+use crate::{FormatError, History, ObjId, RealTime, Scalar, Status, Timestamp, TxnId, UnknownName, Value};
 
 /// The format name in [`FormatError::Unsupported`] errors of this reader.
 const FAST: &str = "the fast key-value reader (use the general v1 reader)";
@@ -158,6 +158,16 @@ impl<R: Read> KvV1Reader<R> {
     /// # Errors
     /// As [`read_kv_v1`].
     pub fn next_txn(&mut self) -> Result<Option<TxnId>, FormatError> {
+        let Some((line, fields)) = self.next_fields()? else { return Ok(None) };
+        match self.history.push_txn(fields, &self.ops) {
+            Ok(id) => Ok(Some(id)),
+            Err(name) => Err(repeated_id(line, &name)),
+        }
+    }
+
+    /// Parses the next transaction (after the header, if any) into its fields and the
+    /// operations left in `self.ops`, without storing it; returns its line too.
+    fn next_fields(&mut self) -> Result<Option<(usize, KvTxnFields)>, FormatError> {
         loop {
             let Some(b) = self.records.peek_byte()? else { return Ok(None) };
             let line = self.records.line();
@@ -185,12 +195,7 @@ impl<R: Read> KvV1Reader<R> {
             }
             let fields = self.records.record(|s| parse_txn(s, history, ops)).map_err(fail)?;
             self.one_line(line)?;
-            return match self.history.push_txn(fields, &self.ops) {
-                Ok(id) => Ok(Some(id)),
-                Err(name) => {
-                    Err(FormatError::invalid(line, "id", format!("transaction id {name} appears twice")))
-                }
-            };
+            return Ok(Some((line, fields)));
         }
     }
 
@@ -202,6 +207,37 @@ impl<R: Read> KvV1Reader<R> {
         self.last_line = line;
         Ok(())
     }
+}
+
+/// The error for a transaction id that an earlier line already used.
+fn repeated_id(line: usize, name: &Scalar) -> FormatError {
+    FormatError::invalid(line, "id", format!("transaction id {name} appears twice"))
+}
+
+/// Reads a whole v1 kv/list history from `input` through a window of `window` bytes
+/// straight into a [`History`], as [`KvHistory::into_history`] of [`read_kv_v1`]'s history
+/// would give it, but without storing the operations in a [`KvHistory`] first: each
+/// transaction is converted as soon as it is parsed ([`HistoryBuilder`]), so the 16-byte
+/// operations, the transactions' columns and their name index are never built (issue 34:
+/// filling the key-value history's blocks was a sixth of an Emme check's page faults).
+/// Also returns whether adapter facts (`meta`) were skipped.
+///
+/// # Errors
+/// As [`read_kv_v1`].
+pub(crate) fn read_history_through<R: Read>(input: R, window: usize) -> Result<(History, bool), FormatError> {
+    let mut reader = KvV1Reader {
+        records: RecordReader::with_window(input, window),
+        history: KvHistory::new(),
+        ops: Vec::new(),
+        seen_content: false,
+        last_line: 0,
+    };
+    let mut built = HistoryBuilder::default();
+    while let Some((line, fields)) = reader.next_fields()? {
+        built.push(reader.history.dict(), fields, &reader.ops).map_err(|name| repeated_id(line, &name))?;
+    }
+    let skipped_meta = reader.history.skipped_meta();
+    Ok((built.finish(reader.history), skipped_meta))
 }
 
 /// Whether the object at the cursor has a top-level `format` key (the header); consumes nothing.

@@ -17,7 +17,9 @@ pub(crate) mod raw;
 mod read;
 mod write;
 
-pub use certificate::{read_certificate, write_certificate, write_certificate_with_facts};
+pub use certificate::{
+    read_certificate, read_certificate_bytes, write_certificate, write_certificate_with_facts,
+};
 pub(crate) use read::HEADER_NOT_FIRST;
 pub use read::{read_history, read_history_bytes, read_history_vec, AdapterFacts, HistoryReader};
 pub use write::{write_header, write_history, write_txn};

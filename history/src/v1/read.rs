@@ -203,7 +203,8 @@ pub enum AdapterFacts {
 }
 
 /// Reads a whole v1 history held in memory, through the fast key-value reader
-/// ([`crate::read_kv_v1_bytes`]) when the history has only item reads, writes and appends
+/// (the parser of [`crate::read_kv_v1_bytes`], each transaction converted as it is parsed)
+/// when the history has only item reads, writes and appends
 /// of table `kv`, else through the general reader ([`read_history`]).
 ///
 /// The result is the general reader's: the same transactions and the same interned ids
@@ -214,24 +215,23 @@ pub enum AdapterFacts {
 /// # Errors
 /// A [`FormatError`] naming the line and field of the first malformed line.
 pub fn read_history_bytes(bytes: &[u8], facts: AdapterFacts) -> Result<History, FormatError> {
-    match crate::read_kv_v1_bytes(bytes) {
-        Ok(kv) if facts == AdapterFacts::Skip || !kv.skipped_meta() => Ok(kv.into_history()),
+    // The reading window sized to the input, up to the usual 4 MB, as `read_kv_v1_bytes`.
+    let window = (bytes.len() + 1).next_power_of_two().clamp(1 << 12, 1 << 22);
+    match crate::kv::read_history_through(bytes, window) {
+        Ok((history, skipped_meta)) if facts == AdapterFacts::Skip || !skipped_meta => Ok(history),
         _ => read_history(bytes),
     }
 }
 
-/// As [`read_history_bytes`], taking the bytes: they are freed as soon as the fast reader
-/// has parsed them, before the history is built, so the history reuses their memory
-/// instead of faulting in fresh pages beside them (issue 34).
+/// As [`read_history_bytes`], taking the bytes (a pipe's input, read whole because the
+/// general reader may need it a second time; [`crate::open`] streams a file instead).
 ///
 /// # Errors
 /// As [`read_history_bytes`].
 pub fn read_history_vec(bytes: Vec<u8>, facts: AdapterFacts) -> Result<History, FormatError> {
-    match crate::read_kv_v1_bytes(&bytes) {
-        Ok(kv) if facts == AdapterFacts::Skip || !kv.skipped_meta() => {
-            drop(bytes);
-            Ok(kv.into_history())
-        }
+    let window = (bytes.len() + 1).next_power_of_two().clamp(1 << 12, 1 << 22);
+    match crate::kv::read_history_through(bytes.as_slice(), window) {
+        Ok((history, skipped_meta)) if facts == AdapterFacts::Skip || !skipped_meta => Ok(history),
         _ => read_history(bytes.as_slice()),
     }
 }
