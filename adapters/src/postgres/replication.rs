@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use isocert_recovery::RawLog;
+use isocert_recovery::{CommittedTxn, RawLog};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
@@ -344,6 +344,11 @@ impl ReplicationConsumer {
     /// How many committed transactions are recorded so far.
     pub fn recorded(&self) -> usize {
         self.shared.log.lock().expect("log lock").len()
+    }
+
+    /// The committed transactions recorded from the `from`-th on (a live run's share).
+    pub fn committed_since(&self, from: usize) -> Vec<CommittedTxn> {
+        self.shared.log.lock().expect("log lock").txns().get(from..).unwrap_or_default().to_vec()
     }
 
     /// The server pid of the consumer's current connection, if connected (for tests that
