@@ -3,8 +3,8 @@
 //! until no transaction is in flight), takes the transactions recorded since the last
 //! cut and the change stream's commits up to then, has the database's incremental rule
 //! ([`isocert_adapters::LiveTicks`]) give them their final start and commit ticks, and
-//! publishes them with a watermark. Database-neutral: the seam gives the rule, the
-//! stream and the stream position.
+//! publishes them with a watermark. Database-neutral: the seam gives the rule and the
+//! stream's commits up to the cut.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -121,18 +121,18 @@ impl LiveDriver {
     /// Cuts and publishes every [`CUT_EVERY`] until `stopped` (the workload ended), or
     /// until a group cannot be published live (recorded in the state: the rest goes
     /// after recovery).
-    pub(crate) async fn run<D: Database>(&mut self, db: &D, capture: &mut D::Capture, stopped: &AtomicBool) {
+    pub(crate) async fn run<D: Database>(&mut self, capture: &mut D::Capture, stopped: &AtomicBool) {
         while !stopped.load(Ordering::SeqCst) {
             tokio::time::sleep(CUT_EVERY).await;
-            if !self.step(db, capture).await {
+            if !self.step::<D>(capture).await {
                 return;
             }
         }
     }
 
     /// The last group (the workload has ended), then the producer's end.
-    pub(crate) async fn finish<D: Database>(mut self, db: &D, capture: &mut D::Capture) {
-        if !self.step(db, capture).await {
+    pub(crate) async fn finish<D: Database>(mut self, capture: &mut D::Capture) {
+        if !self.step::<D>(capture).await {
             return;
         }
         let mut state = self.state.lock().expect("live state lock");
@@ -148,11 +148,11 @@ impl LiveDriver {
     }
 
     /// One cut and its group; `false` once live publishing has stopped.
-    async fn step<D: Database>(&mut self, db: &D, capture: &mut D::Capture) -> bool {
+    async fn step<D: Database>(&mut self, capture: &mut D::Capture) -> bool {
         if self.state.lock().expect("live state lock").stopped.is_some() {
             return false;
         }
-        match self.publish_group(db, capture).await {
+        match self.publish_group::<D>(capture).await {
             Ok(()) => true,
             Err(e) => {
                 let mut state = self.state.lock().expect("live state lock");
@@ -167,7 +167,8 @@ impl LiveDriver {
         }
     }
 
-    async fn publish_group<D: Database>(&mut self, db: &D, capture: &mut D::Capture) -> anyhow::Result<()> {
+    async fn publish_group<D: Database>(&mut self, capture: &mut D::Capture) -> anyhow::Result<()> {
+        let began = std::time::Instant::now();
         let (group, header) = {
             // The cut: no attempt is in flight, every one begun is recorded.
             let _cut = self.gate.write().await;
@@ -180,8 +181,9 @@ impl LiveDriver {
         if group.is_empty() {
             return Ok(());
         }
-        let position = db.stream_position().await.context("reading the change stream's position")?;
-        self.stream.extend(capture.take_committed(position).await.context("reading the change stream")?);
+        let cut = began.elapsed();
+        self.stream.extend(capture.take_committed().await.context("reading the change stream")?);
+        let streamed = began.elapsed();
         let refs: Vec<(TxnId, &Transaction)> = group.iter().map(|s| (s.id, &s.txn)).collect();
         let ticks = self.rule.group(&refs, &mut self.stream)?;
         let low = self.rule.low();
@@ -229,6 +231,13 @@ impl LiveDriver {
             state.delays_ms.push(u64::try_from(published_at - seen.completed_ms).unwrap_or(0));
         }
         state.emitter.as_mut().expect("connected").mark(Watermark { start: low, commit: low })?;
+        tracing::debug!(
+            txns = group.len(),
+            cut_ms = cut.as_secs_f64() * 1e3,
+            stream_ms = streamed.as_secs_f64() * 1e3,
+            total_ms = began.elapsed().as_secs_f64() * 1e3,
+            "--emit: a group published"
+        );
         Ok(())
     }
 }

@@ -180,7 +180,6 @@ impl LiveDriver {
     /// As the `kafka` build's; there is no value to call it on.
     pub(crate) async fn run<D: isocert_adapters::Database>(
         &mut self,
-        _db: &D,
         _capture: &mut D::Capture,
         _stopped: &std::sync::atomic::AtomicBool,
     ) {
@@ -188,7 +187,7 @@ impl LiveDriver {
     }
 
     /// As the `kafka` build's; there is no value to call it on.
-    pub(crate) async fn finish<D: isocert_adapters::Database>(self, _db: &D, _capture: &mut D::Capture) {
+    pub(crate) async fn finish<D: isocert_adapters::Database>(self, _capture: &mut D::Capture) {
         match self {}
     }
 }

@@ -708,9 +708,9 @@ async fn run_workload<D: Database>(
                 stopped.store(true, Ordering::SeqCst);
                 r
             };
-            let (result, ()) = tokio::join!(workload, driver.run(db, &mut *c, &stopped));
+            let (result, ()) = tokio::join!(workload, driver.run::<D>(&mut *c, &stopped));
             if result.is_ok() {
-                driver.finish(db, c).await;
+                driver.finish::<D>(c).await;
             }
             result
         }

@@ -300,8 +300,9 @@ impl ChangeCapture for PgCapture {
         self.consumer.recorded()
     }
 
-    async fn take_committed(&mut self, position: u64) -> Result<Vec<CommittedTxn>, AdapterError> {
+    async fn take_committed(&mut self) -> Result<Vec<CommittedTxn>, AdapterError> {
         let mode = self.mode;
+        let position = self.consumer.flushed_position().await?;
         self.consumer.wait_for(position).await.map_err(|e| explain(mode, "reading", e))?;
         let taken = self.consumer.committed_since(self.taken);
         self.taken += taken.len();

@@ -287,16 +287,11 @@ pub trait ChangeCapture: Send + 'static {
     /// Committed transactions recorded so far (for the progress bar).
     fn recorded(&self) -> usize;
 
-    /// Waits until every transaction that committed before `position` (a
-    /// [`Database::stream_position`]) is recorded and returns the commits recorded since
-    /// the previous call, in stream order (which may include later commits): what a live
-    /// run feeds its [`LiveTicks`] while the workload runs. Default: this capture hands out
-    /// nothing before [`ChangeCapture::finish`].
-    fn take_committed(
-        &mut self,
-        position: u64,
-    ) -> impl Future<Output = Result<Vec<CommittedTxn>, AdapterError>> + Send {
-        let _ = position;
+    /// Waits until every transaction that committed before this call is recorded and
+    /// returns the commits recorded since the previous call, in stream order (which may
+    /// include later commits): what a live run feeds its [`LiveTicks`] while the workload
+    /// runs. Default: this capture hands out nothing before [`ChangeCapture::finish`].
+    fn take_committed(&mut self) -> impl Future<Output = Result<Vec<CommittedTxn>, AdapterError>> + Send {
         async {
             Err(AdapterError::NotSupportedHere {
                 message: "this change capture gives its log only when the run is finished".into(),
