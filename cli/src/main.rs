@@ -16,6 +16,8 @@ mod convert;
 mod exit;
 mod gen;
 mod hunt;
+#[cfg(feature = "kafka")]
+mod live_emit;
 mod memory;
 mod online;
 mod output;

@@ -79,9 +79,10 @@ pub(crate) struct OnlineCheckArgs {
 pub(crate) struct RunEmitArgs {
     /// Publish the run's transactions to `kafka://BROKER:PORT/TOPIC` for `isocert check
     /// --online` (needs a binary built with `--features kafka`; docs/ONLINE.md). Each goes
-    /// with the start and commit timestamps its certificate gives it, so they are published
-    /// once the certificate is known, after the run's own verdict; the broker is checked
-    /// before the workload starts. Item workloads only (not `predicate`), and not with --no-recovery.
+    /// with the start and commit timestamps its certificate gives it: on PostgreSQL while
+    /// the workload runs (a group every 25 ms, ticks final when sent), on other databases
+    /// after recovery; the broker is checked before the workload starts. Item workloads
+    /// only (not `predicate`), and not with --no-recovery.
     #[arg(long, value_name = "KAFKA_URL")]
     pub(crate) emit: Option<String>,
     /// --emit: this run's producer id, unique among the topic's producers (default: host
@@ -97,7 +98,8 @@ pub(crate) struct RunEmitArgs {
     /// members).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub(crate) emit_partitions: u32,
-    /// --emit: a watermark every this many transactions.
+    /// --emit: a watermark every this many transactions published after recovery (those
+    /// published during the run get one per group).
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub(crate) emit_mark_every: usize,
 }
@@ -159,14 +161,48 @@ impl RunEmit {
     }
 }
 
+#[cfg(not(feature = "kafka"))]
+impl RunEmit {
+    /// As the `kafka` build's; there is no value to call it on.
+    pub(crate) fn live_driver<D: isocert_adapters::Database>(
+        &self,
+    ) -> Option<(isocert_workload::Observe, LiveDriver)> {
+        match *self {}
+    }
+}
+
+/// The driver of live publishing: a binary without the `kafka` feature has none.
+#[cfg(not(feature = "kafka"))]
+pub(crate) enum LiveDriver {}
+
+#[cfg(not(feature = "kafka"))]
+impl LiveDriver {
+    /// As the `kafka` build's; there is no value to call it on.
+    pub(crate) async fn run<D: isocert_adapters::Database>(
+        &mut self,
+        _capture: &mut D::Capture,
+        _stopped: &std::sync::atomic::AtomicBool,
+    ) {
+        match *self {}
+    }
+
+    /// As the `kafka` build's; there is no value to call it on.
+    pub(crate) async fn finish<D: isocert_adapters::Database>(self, _capture: &mut D::Capture) {
+        match self {}
+    }
+}
+
 #[cfg(feature = "kafka")]
-pub(crate) use with_kafka::{check, emit, prepare_run_emit, RunEmit};
+pub(crate) use with_kafka::{check, emit, prefixed, prepare_run_emit, LiveTarget, RunEmit};
 
 #[cfg(feature = "kafka")]
 mod with_kafka {
     use std::io::Write as _;
     use std::process::ExitCode;
+    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
+
+    use crate::live_emit::LiveState;
 
     use anyhow::Context as _;
     use isocert_checker::CheckerKind;
@@ -179,14 +215,27 @@ mod with_kafka {
     use crate::check::CheckArgs;
     use crate::exit;
 
-    /// Where `isocert run --emit` publishes, checked before the workload runs.
-    #[derive(Debug)]
+    /// Where and as whom `isocert run --emit` publishes.
+    #[derive(Clone, Debug)]
+    pub(crate) struct LiveTarget {
+        pub(crate) target: OnlineTarget,
+        pub(crate) producer_id: String,
+        pub(crate) prefix: Option<String>,
+        pub(crate) partitions: u32,
+    }
+
+    /// Where `isocert run --emit` publishes, checked before the workload runs, and what
+    /// it published while the workload ran.
     pub(crate) struct RunEmit {
-        target: OnlineTarget,
-        producer_id: String,
-        prefix: Option<String>,
-        partitions: u32,
+        target: LiveTarget,
         mark_every: usize,
+        live: Arc<Mutex<LiveState>>,
+    }
+
+    impl std::fmt::Debug for RunEmit {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("RunEmit").field("target", &self.target).finish_non_exhaustive()
+        }
     }
 
     /// `isocert run --emit`: refuses what cannot be published (a predicate workload, a run
@@ -225,21 +274,161 @@ mod with_kafka {
                 })?;
         tracing::info!(topic = target.topic, partitions, "--emit: the topic is ready");
         Ok(Some(RunEmit {
-            target,
-            producer_id: args.emit_producer_id.clone().unwrap_or_else(default_producer_id),
-            prefix: args.emit_prefix.clone(),
-            partitions: args.emit_partitions.max(1),
+            target: LiveTarget {
+                target,
+                producer_id: args.emit_producer_id.clone().unwrap_or_else(default_producer_id),
+                prefix: args.emit_prefix.clone(),
+                partitions: args.emit_partitions.max(1),
+            },
             mark_every: args.emit_mark_every.max(1),
+            live: Arc::new(Mutex::new(LiveState {
+                emitter: None,
+                header: None,
+                published: Vec::new(),
+                sent: 0,
+                empty: 0,
+                ended: false,
+                stopped: None,
+                delays_ms: Vec::new(),
+            })),
         }))
     }
 
     impl RunEmit {
+        /// The workload's hooks and the driver that publishes each group of transactions
+        /// while the workload runs, when the database has an incremental tick rule
+        /// (`None`: everything is published after recovery).
+        pub(crate) fn live_driver<D: isocert_adapters::Database>(
+            &self,
+        ) -> Option<(isocert_workload::Observe, crate::live_emit::LiveDriver)> {
+            crate::live_emit::LiveDriver::new::<D>(self.target.clone(), Arc::clone(&self.live))
+        }
+
+        /// Publishes what was not published while the workload ran (normally nothing),
+        /// after checking that every transaction published live got the ticks recovery
+        /// gave it, then ends the producer; without live publishing, as
+        /// [`RunEmit::publish_recovered`].
+        pub(crate) fn publish(
+            &self,
+            h: &isocert_history::History,
+            database: &str,
+            out: &std::path::Path,
+        ) -> anyhow::Result<u64> {
+            let mut live = self.live.lock().expect("live state lock");
+            if live.sent == 0 && live.emitter.is_none() && !live.ended {
+                drop(live);
+                return self.publish_recovered(h, database, out);
+            }
+            for (i, ticks) in live.published.iter().enumerate() {
+                let Some((start, commit)) = ticks else { continue };
+                let txn = &h.txns[i];
+                if txn.start_ts != Some(*start) || txn.commit_ts != Some(*commit) {
+                    anyhow::bail!(
+                        "--emit: T{} was published during the run with start {start} and commit {commit}, but \
+                         recovery gives it {:?} and {:?}: the topic's verdict may differ from the run's (a bug; \
+                         the run's results are in {})",
+                        txn.name,
+                        txn.start_ts.map(|t| t.to_string()),
+                        txn.commit_ts.map(|t| t.to_string()),
+                        out.display()
+                    );
+                }
+            }
+            let mut delays = live.delays_ms.clone();
+            delays.sort_unstable();
+            let pct =
+                |q: f64| delays.get(((delays.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
+            tracing::info!(
+                published_live = live.sent,
+                delay_ms_p50 = pct(0.5),
+                delay_ms_p99 = pct(0.99),
+                "--emit: from a transaction's completion to its publication"
+            );
+            if live.ended {
+                crate::output::note!(
+                    "isocert: published {} transactions to {} as producer {} during the run (from completion to \
+                     publication: p50 {} ms, p99 {} ms)",
+                    live.sent,
+                    self.target.target.topic,
+                    self.target.producer_id,
+                    pct(0.5),
+                    pct(0.99)
+                );
+                return Ok(live.sent);
+            }
+            self.publish_rest(&mut live, h, database, out)
+        }
+
+        /// The transactions live publishing did not reach, from the recovered history,
+        /// with the exact watermark of those still to come, then the end.
+        fn publish_rest(
+            &self,
+            live: &mut LiveState,
+            h: &isocert_history::History,
+            database: &str,
+            out: &std::path::Path,
+        ) -> anyhow::Result<u64> {
+            let rest: Vec<isocert_history::TxnId> = h
+                .txn_ids()
+                .filter(|t| live.published.get(t.index()).is_none_or(Option::is_none))
+                .filter(|t| h.txn(*t).is_committed() && !h.txn(*t).ops.is_empty())
+                .collect();
+            if let Some(t) =
+                rest.iter().find(|t| h.txn(**t).start_ts.is_none() || h.txn(**t).commit_ts.is_none())
+            {
+                anyhow::bail!(
+                    "--emit: {} has operations but no start or commit timestamp after {database}'s recovery: \
+                     the {} transactions published during the run stand, the rest is not published and the \
+                     producer does not end (the run's results are in {})",
+                    h.txn_label(*t),
+                    live.sent,
+                    out.display()
+                );
+            }
+            let mut emitter = match live.emitter.take() {
+                Some(e) => e,
+                None => {
+                    let mut e = Emitter::connect(
+                        &self.target.target,
+                        &self.target.producer_id,
+                        self.target.partitions,
+                    )?;
+                    let mut header = Vec::new();
+                    isocert_history::v1::write_header(h, &mut header)?;
+                    let header = self.target.renamed(header.trim_ascii_end())?;
+                    if !header.is_empty() {
+                        e.header(&header)?;
+                    }
+                    e
+                }
+            };
+            let mut text = Vec::new();
+            for &t in &rest {
+                isocert_history::v1::write_txn(h, t, &mut text)?;
+            }
+            if let Some(prefix) = &self.target.prefix {
+                text = prefixed(&text, prefix)?;
+            }
+            let sent = isocert_online::emit_lines(&mut emitter, &text, self.mark_every)
+                .with_context(|| format!("--emit: publishing to {}", self.target.target.topic))?;
+            emitter.finish().with_context(|| format!("--emit: ending on {}", self.target.target.topic))?;
+            live.ended = true;
+            crate::output::note!(
+                "isocert: published {} transactions to {} as producer {} during the run and {sent} after recovery ({})",
+                live.sent,
+                self.target.target.topic,
+                self.target.producer_id,
+                live.stopped.as_deref().unwrap_or("")
+            );
+            Ok(live.sent + sent)
+        }
+
         /// Publishes every transaction of the run's history `h` (its certificate's
         /// timestamps applied) but committed ones without operations, in the history's order, with the exact watermark of the
         /// transactions still to come, as `isocert emit` publishes a file. Refuses, naming
         /// the database, when a committed transaction with operations has no start or
         /// commit timestamp (nothing is published then).
-        pub(crate) fn publish(
+        fn publish_recovered(
             &self,
             h: &isocert_history::History,
             database: &str,
@@ -280,22 +469,23 @@ mod with_kafka {
                      and no snapshot to give them timestamps) are not published"
                 );
             }
-            if let Some(prefix) = &self.prefix {
+            if let Some(prefix) = &self.target.prefix {
                 text = prefixed(&text, prefix)?;
             }
             let started = Instant::now();
-            let emitter = Emitter::connect(&self.target, &self.producer_id, self.partitions)?;
+            let emitter =
+                Emitter::connect(&self.target.target, &self.target.producer_id, self.target.partitions)?;
             let sent = emit_file(emitter, &text, self.mark_every, None).with_context(|| {
                 format!(
                     "--emit: publishing to {} (the run's results are in {})",
-                    self.target.topic,
+                    self.target.target.topic,
                     out.display()
                 )
             })?;
             crate::output::note!(
                 "isocert: published {sent} transactions to {} as producer {} in {:.2} s",
-                self.target.topic,
-                self.producer_id,
+                self.target.target.topic,
+                self.target.producer_id,
                 started.elapsed().as_secs_f64()
             );
             Ok(sent)
@@ -308,7 +498,7 @@ mod with_kafka {
     /// refuses a table that exists), so their objects must not meet either; a key, unlike
     /// a table name, can change without changing what a value is (v1: a `kv` value is a
     /// scalar, another table's a row).
-    fn prefixed(text: &[u8], prefix: &str) -> anyhow::Result<Vec<u8>> {
+    pub(crate) fn prefixed(text: &[u8], prefix: &str) -> anyhow::Result<Vec<u8>> {
         fn rename(v: &mut serde_json::Value, prefix: &str) {
             let name = match &*v {
                 serde_json::Value::String(s) => s.clone(),

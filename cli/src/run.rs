@@ -254,7 +254,7 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     // step below reports it.
     let server_version =
         rt.block_on(async { tokio::time::timeout(answer, db.server_version()).await.ok().flatten() });
-    let outcome = rt.block_on(record(&db, &args, &cfg, capture, api.as_ref(), &interrupt));
+    let outcome = rt.block_on(record(&db, &args, &cfg, capture, api.as_ref(), &interrupt, emit.as_ref()));
     if let Some(server) = server {
         if let Err(e) = rt.block_on(server.shutdown()) {
             tracing::warn!("stopping the embedded {name}: {e}");
@@ -326,6 +326,7 @@ async fn record<D: Database>(
     capture: Option<CaptureOptions>,
     api: Option<&isocert_server::client::CertificateClient>,
     interrupt: &Arc<AtomicBool>,
+    emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<Recorded> {
     let table = cfg.kind.table_spec();
     let answer = Duration::from_secs(args.answer_timeout_secs);
@@ -333,7 +334,7 @@ async fn record<D: Database>(
         prepare_user_database(db, url, &table, answer, args.reset_tables).await?;
     }
     let limit = args.db.as_deref().map(|url| (answer, url));
-    let mut outcome = run_workload(db, cfg, capture, interrupt, limit).await;
+    let mut outcome = run_workload(db, cfg, capture, interrupt, limit, emit).await;
     // From the API before the table is dropped: its change feed must still find the
     // table's primary key when it reaches the table's first change.
     let fetched = match (&mut outcome, api) {
@@ -677,6 +678,7 @@ async fn run_workload<D: Database>(
     capture: Option<CaptureOptions>,
     interrupt: &Arc<AtomicBool>,
     limit: Option<(Duration, &str)>,
+    emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<Outcome> {
     // A user's server (`--db`) must answer the setup within the answer time limit; a
     // throwaway server is isocert's own and has just answered its start-up.
@@ -691,7 +693,7 @@ async fn run_workload<D: Database>(
         }
     }
     step(limit, "setting up the workload table", isocert_workload::setup_on(db, cfg)).await?;
-    let consumer = match &capture {
+    let mut consumer = match &capture {
         Some(options) => {
             let mut consumer =
                 step(limit, "starting the change capture", db.start_capture(&cfg.kind.table_spec(), options))
@@ -708,15 +710,45 @@ async fn run_workload<D: Database>(
             .progress_chars("=> "),
     );
     let started = Instant::now();
-    let result = isocert_workload::run_until(db, cfg, Arc::clone(interrupt), |done| {
-        bar.set_position(done);
-        if let Some(c) = &consumer {
-            if done % 64 == 0 {
-                bar.set_message(format!("({} commits recovered)", c.recorded()));
+    // With --emit on a database with an incremental tick rule, the transactions are
+    // published while the workload runs (docs/ONLINE.md).
+    let live = match (emit, &consumer) {
+        (Some(emit), Some(_)) => emit.live_driver::<D>(),
+        _ => None,
+    };
+    let result = match (live, consumer.as_mut()) {
+        (Some((observe, mut driver)), Some(c)) => {
+            let stopped = AtomicBool::new(false);
+            let workload = async {
+                let r = isocert_workload::run_observed(
+                    db,
+                    cfg,
+                    Arc::clone(interrupt),
+                    |done| bar.set_position(done),
+                    Some(observe),
+                )
+                .await;
+                stopped.store(true, Ordering::SeqCst);
+                r
+            };
+            let (result, ()) = tokio::join!(workload, driver.run::<D>(&mut *c, &stopped));
+            if result.is_ok() {
+                driver.finish::<D>(c).await;
             }
+            result
         }
-    })
-    .await;
+        _ => {
+            isocert_workload::run_until(db, cfg, Arc::clone(interrupt), |done| {
+                bar.set_position(done);
+                if let Some(c) = &consumer {
+                    if done % 64 == 0 {
+                        bar.set_message(format!("({} commits recovered)", c.recorded()));
+                    }
+                }
+            })
+            .await
+        }
+    };
     let last_commit = Instant::now();
     let workload_secs = started.elapsed().as_secs_f64();
     bar.finish_and_clear();

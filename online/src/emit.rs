@@ -109,14 +109,34 @@ impl Emitter {
         session: u32,
         op_partitions: &[u32],
     ) -> Result<(), OnlineError> {
+        self.transaction_completed_at(line, session, op_partitions, None)
+    }
+
+    /// [`Emitter::transaction`] for a transaction that completed at `completed_ms`
+    /// (milliseconds since the Unix epoch; `None`: now): a message's create time is the
+    /// earliest of its shares', so a member's latency counts from the commit, not from
+    /// the publication (`isocert run --emit` publishes a transaction a cut after it
+    /// completes).
+    ///
+    /// # Errors
+    /// As [`Emitter::transaction`].
+    pub fn transaction_completed_at(
+        &mut self,
+        line: &[u8],
+        session: u32,
+        op_partitions: &[u32],
+        completed_ms: Option<i64>,
+    ) -> Result<(), OnlineError> {
         let parts = Partitioning::split_line(line, session, op_partitions).map_err(|what| {
             OnlineError::Unsupported { what: format!("transaction {}: {what}", self.sent + 1) }
         })?;
         let now = Instant::now();
         for part in parts {
             let batch = &mut self.batches[part.partition as usize];
-            if batch.since.is_none() {
-                batch.since = Some((now, crate::checking::now_ms()));
+            let created = completed_ms.unwrap_or_else(crate::checking::now_ms);
+            match &mut batch.since {
+                None => batch.since = Some((now, created)),
+                Some((_, ms)) => *ms = (*ms).min(created),
             }
             push_part(&mut batch.value, &part.ops, op_partitions.len(), &part.line);
             batch.shares += 1;
@@ -265,6 +285,32 @@ pub fn emit_file(
     }
     debug_assert_eq!(t, kv.len());
     emitter.finish()
+}
+
+/// Publishes v1 transaction lines (`bytes`, no header) through `emitter`, which has
+/// published others before (`isocert run --emit` after recovery, for the transactions it
+/// could not publish during the run): each line's shares, with a watermark every
+/// `mark_every` transactions (the lowest start and commit timestamps of the lines after
+/// it). The caller ends the producer. Returns how many transactions were published.
+///
+/// # Errors
+/// The lines do not read (the error names the line), or the producer fails.
+pub fn emit_lines(emitter: &mut Emitter, bytes: &[u8], mark_every: usize) -> Result<u64, OnlineError> {
+    let kv = read_kv_v1_bytes(bytes)?;
+    let bounds = suffix_watermarks(&kv);
+    let partitioning = emitter.partitioning();
+    let lines = bytes.split(|&b| b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    let mut t = 0;
+    for line in lines {
+        let txn = TxnId::from_index(t);
+        let session = partitioning.of_session(kv.dict().session_name(kv.session(txn)));
+        emitter.transaction(line, session, &partitioning.of_ops(&kv, txn))?;
+        t += 1;
+        if t % mark_every.max(1) == 0 && t < kv.len() {
+            emitter.mark(bounds[t])?;
+        }
+    }
+    Ok(t as u64)
 }
 
 /// For each position `i`, the lowest start and commit timestamps of transactions `i..`

@@ -25,7 +25,7 @@ mod results;
 mod target;
 
 pub use admin::{ensure_topic, partition_count};
-pub use emit::{default_producer_id, emit_file, Emitter, LiveEmitter};
+pub use emit::{default_producer_id, emit_file, emit_lines, Emitter, LiveEmitter};
 pub use error::OnlineError;
 pub use member::{run_member, MemberEvent, MemberOptions, Summary};
 pub use results::{scalar_json, AnomalyRecord, DoneRecord, LateRecord, ResultRecord, Results};

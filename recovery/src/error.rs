@@ -93,6 +93,14 @@ pub enum RecoveryError {
         /// What the log shows before the history's first snapshot.
         found: String,
     },
+    /// A live run's transactions cannot be given final ticks as they complete (an outcome
+    /// only the whole log settles, a stream out of the run's order); recovery after the
+    /// run still can.
+    #[error("live ticks: {message}")]
+    Live {
+        /// What stopped them.
+        message: String,
+    },
     /// A history operation the PostgreSQL rule cannot place (e.g. a list append).
     #[error("{txn} op {op}: {message}")]
     Unsupported {

@@ -30,6 +30,7 @@ mod cockroach;
 mod dgraph;
 mod error;
 mod innodb;
+mod live;
 mod matching;
 mod meta;
 mod mongodb;
@@ -44,6 +45,7 @@ pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpF
 pub use dgraph::{recover_dgraph, DgraphTxnFacts};
 pub use error::RecoveryError;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
+pub use live::{LiveTicks, PgLiveTicks};
 pub use mongodb::{
     mongo_txn_xid, read_change_stream, read_oplog, recover_mongodb, ClusterTime, MongoTxnFacts,
 };

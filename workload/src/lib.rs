@@ -55,6 +55,6 @@ mod session;
 pub use config::{Distribution, WorkloadConfig, WorkloadKind};
 pub use error::WorkloadError;
 pub use plan::client_aborted_plans;
-pub use recorder::{RawTxn, Recorder};
-pub use run::{run, run_on, run_until, setup, setup_on};
+pub use recorder::{ObserverFn, RawTxn, Recorder};
+pub use run::{run, run_observed, run_on, run_until, setup, setup_on, Observe};
 pub use session::raw_txn;

@@ -2,7 +2,7 @@
 
 use isocert_history::{
     ColId, Dialect, History, ObjId, Op, RealTime, ResultRow, Scalar, SessionId, Status, TableId, Transaction,
-    Value, ValueId,
+    TxnId, Value, ValueId,
 };
 use serde_json::{Map, Value as Json};
 
@@ -42,6 +42,20 @@ pub struct Recorder {
     history: History,
     tables: Vec<Recorded>,
     sessions: Vec<SessionId>,
+    observer: Option<Observer>,
+}
+
+/// What [`Recorder::observe`] calls: with the history so far, and the id of the
+/// transaction just recorded (`None` once, when observing starts).
+pub type ObserverFn = Box<dyn FnMut(&History, Option<TxnId>) + Send>;
+
+/// An [`ObserverFn`] (a closure is not `Debug`).
+struct Observer(ObserverFn);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 impl Recorder {
@@ -66,7 +80,7 @@ impl Recorder {
             })
             .collect();
         let sessions = (0..sessions).map(|s| history.intern_session(Scalar::Int(i64::from(s)))).collect();
-        Recorder { history, tables, sessions }
+        Recorder { history, tables, sessions, observer: None }
     }
 
     /// Records reads of table `t` as lists (Elle's list-append reads): the row's last
@@ -141,6 +155,14 @@ impl Recorder {
         }
     }
 
+    /// Calls `observer` now with the history so far (its header: initial values), then
+    /// after each transaction is recorded, under the recorder's lock: what a live run
+    /// publishes from (`isocert run --emit`).
+    pub fn observe(&mut self, mut observer: ObserverFn) {
+        observer(&self.history, None);
+        self.observer = Some(Observer(observer));
+    }
+
     /// Appends a finished transaction with the next id.
     pub fn push(&mut self, raw: RawTxn) {
         self.push_on(raw, &[]);
@@ -165,6 +187,9 @@ impl Recorder {
         txn.real_time = raw.real_time;
         // Ids are the position in the history, so they cannot collide.
         let _ = self.history.push_txn(txn);
+        if let Some(Observer(observer)) = &mut self.observer {
+            observer(&self.history, Some(TxnId::from_index(self.history.txns.len() - 1)));
+        }
     }
 
     fn op(&mut self, t: usize, op: RecordedOp) -> Op {

@@ -60,6 +60,37 @@ pub async fn run_until<D: Database>(
     interrupt: Arc<AtomicBool>,
     progress: impl Fn(u64),
 ) -> Result<History, WorkloadError> {
+    run_observed(db, cfg, interrupt, progress, None).await
+}
+
+/// What a live consumer of a run (`isocert run --emit`) hooks in: the history as each
+/// transaction is recorded, and a way to hold every session back.
+pub struct Observe {
+    /// Every attempt holds it shared from before its first statement until it is
+    /// recorded: whoever holds it exclusively sees no transaction in flight, and every
+    /// transaction begun before is recorded (a *cut*).
+    pub gate: Arc<tokio::sync::RwLock<()>>,
+    /// Called under the recorder's lock (keep it short), see [`Recorder::observe`].
+    pub observer: crate::recorder::ObserverFn,
+}
+
+impl std::fmt::Debug for Observe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observe").finish_non_exhaustive()
+    }
+}
+
+/// [`run_until`], with `observe` hooked in (`None`: as [`run_until`]).
+///
+/// # Errors
+/// As [`run_on`].
+pub async fn run_observed<D: Database>(
+    db: &D,
+    cfg: &WorkloadConfig,
+    interrupt: Arc<AtomicBool>,
+    progress: impl Fn(u64),
+    observe: Option<Observe>,
+) -> Result<History, WorkloadError> {
     cfg.validate()?;
     let schema = Schema::of(cfg.kind);
     // The initial rows' writers first: one that commits before the rows are read is then
@@ -80,6 +111,13 @@ pub async fn run_until<D: Database>(
     if schema.is_list() {
         recorder.set_lists(0);
     }
+    let gate = match observe {
+        Some(Observe { gate, observer }) => {
+            recorder.observe(observer);
+            gate
+        }
+        None => Arc::default(),
+    };
     let shared = Arc::new(Shared {
         db: db.clone(),
         cfg: cfg.clone(),
@@ -90,7 +128,7 @@ pub async fn run_until<D: Database>(
         stop: AtomicBool::new(false),
         interrupt,
         recorder: Mutex::new(recorder),
-        gate: tokio::sync::RwLock::new(()),
+        gate,
         epoch: std::time::Instant::now(),
     });
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();

@@ -39,8 +39,9 @@ pub(crate) struct Shared<D> {
     /// Set from outside (Ctrl-C): sessions finish the attempt in flight and take no new plan.
     pub(crate) interrupt: Arc<AtomicBool>,
     pub(crate) recorder: Mutex<Recorder>,
-    /// Attempts hold it shared; a plan that aborted too often takes it exclusively.
-    pub(crate) gate: RwLock<()>,
+    /// Attempts hold it shared; a plan that aborted too often takes it exclusively, and so
+    /// does a live observer making a cut ([`crate::Observe`]).
+    pub(crate) gate: Arc<RwLock<()>>,
     /// When the run started: transactions' real times are nanoseconds since then.
     pub(crate) epoch: Instant,
 }

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use isocert_history::{History, Scalar};
-use isocert_recovery::{recover_postgres, RawLog, Recovered, RecoveryError, RowMatcher};
+use isocert_recovery::{
+    recover_postgres, CommittedTxn, LiveTicks, PgLiveTicks, RawLog, Recovered, RecoveryError, RowMatcher,
+};
 
 use super::client::{db_error, typed_row, PgSession};
 use super::{
@@ -216,6 +218,10 @@ impl Database for Postgres {
         }))
     }
 
+    fn live_ticks() -> Option<Box<dyn LiveTicks>> {
+        Some(Box::new(PgLiveTicks::new()))
+    }
+
     async fn start_capture(
         &self,
         table: &TableSpec,
@@ -226,7 +232,11 @@ impl Database for Postgres {
             None => ReplicationMode::default(),
         };
         let slot = ReplicationSlot::create(&self.url, &options.run_name, &[table.name]).await?;
-        Ok(PgCapture { consumer: slot.mode(mode).poll_interval(options.poll_interval).start(), mode })
+        Ok(PgCapture {
+            consumer: slot.mode(mode).poll_interval(options.poll_interval).start(),
+            mode,
+            taken: 0,
+        })
     }
 
     async fn open_feed(&self, name: &str) -> Result<u64, AdapterError> {
@@ -283,6 +293,8 @@ impl Database for Postgres {
 pub struct PgCapture {
     consumer: ReplicationConsumer,
     mode: ReplicationMode,
+    /// Commits handed out by `take_committed` so far.
+    taken: usize,
 }
 
 impl PgCapture {
@@ -313,6 +325,15 @@ impl ChangeCapture for PgCapture {
 
     fn recorded(&self) -> usize {
         self.consumer.recorded()
+    }
+
+    async fn take_committed(&mut self) -> Result<Vec<CommittedTxn>, AdapterError> {
+        let mode = self.mode;
+        let position = self.consumer.flushed_position().await?;
+        self.consumer.wait_for(position).await.map_err(|e| explain(mode, "reading", e))?;
+        let taken = self.consumer.committed_since(self.taken);
+        self.taken += taken.len();
+        Ok(taken)
     }
 
     async fn finish(self, _history: Option<&History>) -> Result<RawLog, AdapterError> {

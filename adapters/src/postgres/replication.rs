@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use isocert_recovery::RawLog;
+use isocert_recovery::{CommittedTxn, RawLog};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
@@ -225,7 +225,7 @@ impl ReplicationSlot {
         let shared = Arc::new(Shared::default());
         let (stop_tx, stop_rx) = watch::channel(false);
         let task = tokio::spawn(consume(self.clone(), shared.clone(), stop_rx));
-        ReplicationConsumer { slot: self, shared, stop: stop_tx, task, cleaned: false }
+        ReplicationConsumer { slot: self, shared, stop: stop_tx, task, cleaned: false, position_client: None }
     }
 
     /// Drops the slot and the publication.
@@ -338,12 +338,32 @@ pub struct ReplicationConsumer {
     /// Whether [`finish`](Self::finish) dropped (or tried to drop) the slot; if not, dropping
     /// the consumer does it.
     cleaned: bool,
+    /// The connection [`flushed_position`](Self::flushed_position) keeps.
+    position_client: Option<Client>,
 }
 
 impl ReplicationConsumer {
     /// How many committed transactions are recorded so far.
     pub fn recorded(&self) -> usize {
         self.shared.log.lock().expect("log lock").len()
+    }
+
+    /// The WAL position every transaction that committed before this call ends before
+    /// ([`flush_wal`]), read on a connection kept for it: a live run asks at every cut,
+    /// and a new connection each time cost 50 to 75 ms (docs/PERFORMANCE.md).
+    ///
+    /// # Errors
+    /// The server's, connecting or reading the position.
+    pub async fn flushed_position(&mut self) -> Result<u64, AdapterError> {
+        if self.position_client.as_ref().is_none_or(Client::is_closed) {
+            self.position_client = Some(connect(&self.slot.url).await?);
+        }
+        flush_wal(self.position_client.as_ref().expect("connected")).await
+    }
+
+    /// The committed transactions recorded from the `from`-th on (a live run's share).
+    pub fn committed_since(&self, from: usize) -> Vec<CommittedTxn> {
+        self.shared.log.lock().expect("log lock").txns().get(from..).unwrap_or_default().to_vec()
     }
 
     /// The server pid of the consumer's current connection, if connected (for tests that

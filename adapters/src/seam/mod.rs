@@ -39,7 +39,7 @@ use isocert_history::{Dialect, History, Scalar};
 /// re-exported for the seam.
 pub use isocert_history::{IsolationLevel, UnknownName};
 /// The recovery types the seam's signatures use, re-exported for implementers.
-pub use isocert_recovery::{RawLog, Recovered, RecoveryError, RowMatcher};
+pub use isocert_recovery::{CommittedTxn, LiveTicks, RawLog, Recovered, RecoveryError, RowMatcher};
 use serde::Serialize;
 
 use crate::AdapterError;
@@ -287,6 +287,17 @@ pub trait ChangeCapture: Send + 'static {
     /// Committed transactions recorded so far (for the progress bar).
     fn recorded(&self) -> usize;
 
+    /// Waits until every transaction that committed before this call is recorded and
+    /// returns the commits recorded since the previous call, in stream order (which may
+    /// include later commits): what a live run feeds its [`LiveTicks`] while the workload
+    /// runs. Default: this capture hands out nothing before [`ChangeCapture::finish`].
+    fn take_committed(&mut self) -> impl Future<Output = Result<Vec<CommittedTxn>, AdapterError>> + Send {
+        async {
+            Err(AdapterError::NotSupportedHere {
+                message: "this change capture gives its log only when the run is finished".into(),
+            })
+        }
+    }
     /// Waits until everything committed so far is recorded, cleans up, and returns the log.
     /// `history` is the run's recorded history (`None` when the run failed before it was
     /// complete): a version source read per row after the run (TiDB's MVCC API) asks for
@@ -435,6 +446,14 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         async { Ok(false) }
     }
 
+    /// The database's incremental tick rule, for publishing each transaction with its
+    /// start and commit ticks while the workload runs (`isocert run --emit`): fed closed
+    /// groups of transactions with the stream's commits ([`ChangeCapture::take_committed`]),
+    /// it gives the ticks [`Database::recover`] will give them. Default: none (the run
+    /// publishes after recovery).
+    fn live_ticks() -> Option<Box<dyn LiveTicks>> {
+        None
+    }
     /// Starts consuming the change stream for `table`.
     fn start_capture(
         &self,

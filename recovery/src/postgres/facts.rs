@@ -4,7 +4,7 @@
 //! transaction id may be a number or its decimal text (other tools' histories); unknown
 //! keys are ignored.
 
-use isocert_history::{History, TxnId};
+use isocert_history::{History, Transaction, TxnId};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value as Json;
@@ -203,9 +203,16 @@ fn read_meta<T: DeserializeOwned + Default>(meta: Option<&Json>) -> Result<T, (S
 }
 
 fn read_txn(h: &History, t: TxnId) -> Result<TxnFacts, RecoveryError> {
-    let txn = h.txn(t);
-    let bad =
-        |(field, message): (String, String)| RecoveryError::Meta { txn: h.txn_label(t), field, message };
+    read_txn_facts(h.txn(t))
+}
+
+/// The facts one transaction recorded (what a live run reads as each transaction completes).
+pub(crate) fn read_txn_facts(txn: &Transaction) -> Result<TxnFacts, RecoveryError> {
+    let bad = |(field, message): (String, String)| RecoveryError::Meta {
+        txn: format!("T{}", txn.name),
+        field,
+        message,
+    };
     let recorded: PgTxnFacts = read_meta(txn.meta.as_deref()).map_err(bad)?;
     let mut facts = TxnFacts {
         xid: recorded.xid,

@@ -10,12 +10,12 @@
 //!   start-dependencies (see the timeline module).
 //! - Serialization order: a dependency-respecting order for Enne.
 
-mod facts;
+pub(crate) mod facts;
 mod foreign;
 mod initial;
 mod item_reads;
 mod serial;
-mod timeline;
+pub(crate) mod timeline;
 mod version_sets;
 
 use isocert_history::{Certificate, History};
