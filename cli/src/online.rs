@@ -163,7 +163,9 @@ impl RunEmit {
 
 #[cfg(not(feature = "kafka"))]
 impl RunEmit {
-    /// As the `kafka` build's; there is no value to call it on.
+    /// As the `kafka` build's; there is no value to call it on. `D` is unused here but
+    /// kept so that `run` calls both builds alike.
+    #[allow(clippy::extra_unused_type_parameters)]
     pub(crate) fn live_driver<D: isocert_adapters::Database>(
         &self,
     ) -> Option<(isocert_workload::Observe, LiveDriver)> {
