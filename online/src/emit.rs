@@ -255,8 +255,6 @@ pub fn emit_file(
     rate: Option<f64>,
 ) -> Result<u64, OnlineError> {
     let kv = read_kv_v1_bytes(bytes)?;
-    let bounds = suffix_watermarks(&kv);
-    let partitioning = emitter.partitioning();
     let mut lines = bytes.split(|&b| b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace));
     let mut pending = lines.next();
     if let Some(first) = pending {
@@ -265,24 +263,16 @@ pub fn emit_file(
             pending = lines.next();
         }
     }
-    let mut t = 0;
     let started = std::time::Instant::now();
-    while let Some(line) = pending {
+    let pace = |t: usize| {
         if let Some(rate) = rate.filter(|r| *r > 0.0) {
             let due = started + Duration::from_secs_f64(t as f64 / rate);
             if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
                 std::thread::sleep(wait);
             }
         }
-        let txn = TxnId::from_index(t);
-        let session = partitioning.of_session(kv.dict().session_name(kv.session(txn)));
-        emitter.transaction(line, session, &partitioning.of_ops(&kv, txn))?;
-        t += 1;
-        if t % mark_every.max(1) == 0 && t < kv.len() {
-            emitter.mark(bounds[t])?;
-        }
-        pending = lines.next();
-    }
+    };
+    let t = publish_lines(&mut emitter, &kv, pending.into_iter().chain(lines), mark_every, pace)?;
     debug_assert_eq!(t, kv.len());
     emitter.finish()
 }
@@ -297,20 +287,34 @@ pub fn emit_file(
 /// The lines do not read (the error names the line), or the producer fails.
 pub fn emit_lines(emitter: &mut Emitter, bytes: &[u8], mark_every: usize) -> Result<u64, OnlineError> {
     let kv = read_kv_v1_bytes(bytes)?;
-    let bounds = suffix_watermarks(&kv);
-    let partitioning = emitter.partitioning();
     let lines = bytes.split(|&b| b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    Ok(publish_lines(emitter, &kv, lines, mark_every, |_| {})? as u64)
+}
+
+/// Publishes `lines` (the transaction lines of `kv`, in order) through `emitter`, calling
+/// `pace` with each line's index before it; a watermark follows every `mark_every`
+/// transactions but the last. Returns how many were published.
+fn publish_lines<'a>(
+    emitter: &mut Emitter,
+    kv: &KvHistory,
+    lines: impl Iterator<Item = &'a [u8]>,
+    mark_every: usize,
+    mut pace: impl FnMut(usize),
+) -> Result<usize, OnlineError> {
+    let bounds = suffix_watermarks(kv);
+    let partitioning = emitter.partitioning();
     let mut t = 0;
     for line in lines {
+        pace(t);
         let txn = TxnId::from_index(t);
         let session = partitioning.of_session(kv.dict().session_name(kv.session(txn)));
-        emitter.transaction(line, session, &partitioning.of_ops(&kv, txn))?;
+        emitter.transaction(line, session, &partitioning.of_ops(kv, txn))?;
         t += 1;
         if t % mark_every.max(1) == 0 && t < kv.len() {
             emitter.mark(bounds[t])?;
         }
     }
-    Ok(t as u64)
+    Ok(t)
 }
 
 /// For each position `i`, the lowest start and commit timestamps of transactions `i..`

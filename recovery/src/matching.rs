@@ -87,6 +87,24 @@ fn logged_list(change: &RowChange) -> Option<Vec<Scalar>> {
     )
 }
 
+/// The value a logged row change installed, interned into `h`: the history's value for it
+/// ([`logged_value`]), or a row of the logged columns when the history never saw one of
+/// them (a foreign writer's row).
+pub(crate) fn intern_logged_value(h: &mut History, table: TableId, change: &RowChange) -> ValueId {
+    match logged_value(h, table, change) {
+        Some(v) => h.intern_value(v),
+        None => {
+            let cells: Vec<_> = change
+                .row
+                .iter()
+                .flatten()
+                .map(|(name, v)| (h.intern_column(table, name), v.clone()))
+                .collect();
+            h.intern_row(&cells)
+        }
+    }
+}
+
 /// The history's value for a logged row change, or `None` when the row has a non-NULL
 /// column the history never saw (so no recorded value can equal it).
 pub(crate) fn logged_value(h: &History, table: TableId, change: &RowChange) -> Option<Value> {

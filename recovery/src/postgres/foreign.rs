@@ -10,7 +10,7 @@ use rustc_hash::FxHashSet;
 use serde_json::json;
 
 use super::facts::read_xids;
-use crate::matching::{final_writes, logged_value};
+use crate::matching::{final_writes, intern_logged_value};
 use crate::{widen_xid, RawLog, RecoveryError};
 
 /// Adds a synthetic committed transaction, named `~1`, `~2`, ... in commit order, for every
@@ -39,18 +39,7 @@ pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, 
         for change in &ct.changes {
             let table = h.intern_table(&change.table);
             let obj = h.intern_object(table, change.key.clone());
-            let value = match logged_value(h, table, change) {
-                Some(v) => h.intern_value(v),
-                None => {
-                    let cells: Vec<_> = change
-                        .row
-                        .iter()
-                        .flatten()
-                        .map(|(name, v)| (h.intern_column(table, name), v.clone()))
-                        .collect();
-                    h.intern_row(&cells)
-                }
-            };
+            let value = intern_logged_value(h, table, change);
             match writes.iter_mut().find(|(o, _)| *o == obj) {
                 Some(slot) => slot.1 = value,
                 None => writes.push((obj, value)),

@@ -14,7 +14,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value as Json;
 
 use super::facts::read_placement;
-use crate::matching::logged_value;
+use crate::matching::intern_logged_value;
 use crate::{widen_xid, CommittedTxn, RawLog, RecoveryError, RowChange};
 
 /// How many of `log`'s first transactions (commit order) are the history's initial load:
@@ -114,18 +114,7 @@ pub fn settle_initial(
             shown.push((obj, None));
             continue;
         }
-        let value = match logged_value(h, table, change) {
-            Some(v) => h.intern_value(v),
-            None => {
-                let cells: Vec<_> = change
-                    .row
-                    .iter()
-                    .flatten()
-                    .map(|(name, v)| (h.intern_column(table, name), v.clone()))
-                    .collect();
-                h.intern_row(&cells)
-            }
-        };
+        let value = intern_logged_value(h, table, change);
         if own && claimed(obj) != value {
             return Err(RecoveryError::InitialMismatch {
                 object: h.object_label(obj),
