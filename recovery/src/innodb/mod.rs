@@ -119,9 +119,9 @@ pub fn recover_innodb(
         };
         let commit_point_known = own_pos.is_some() || f.before_commit_gtid.is_some();
         let session = h.txn(t).session;
+        let cx = TxnContext { h, t, versions: &versions, matched: &matched, matcher };
         if let (Some(reported), "repeatable-read") = (snapshot_pos, f.isolation.as_str()) {
             let floor = session_floor.get(&session).copied().unwrap_or(0).max(acknowledged.floor(h, t));
-            let cx = TxnContext { h, t, versions: &versions, matched: &matched, matcher };
             let (placed, allowed) = snapshot_placement(&cx, &objects_of, reported, floor, end)?;
             if placed != reported {
                 if allowed.contains(reported) {
@@ -146,7 +146,6 @@ pub fn recover_innodb(
         let start_ts = 2 * start_pos as u64 + 1;
         session_floor.insert(session, own_pos.map_or(start_pos, |p| p + 1));
         times[t.index()] = (Some(start_ts), Some(own_pos.map_or(start_ts, |p| 2 * p as u64 + 2)));
-        let cx = TxnContext { h, t, versions: &versions, matched: &matched, matcher };
         let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
         for (i, op) in h.txn(t).ops.iter().enumerate() {
             let at = OpRef { txn: t, op: i as u32 };
@@ -272,9 +271,6 @@ fn snapshot_placement(
     end: usize,
 ) -> Result<(usize, placement::PositionSet), RecoveryError> {
     let (h, t) = (cx.h, cx.t);
-    let others = |obj: ObjId| -> Vec<Version> {
-        cx.versions(obj).iter().copied().filter(|v| v.writer != Writer::Txn(t)).collect()
-    };
     let mut read = placement::PositionSet::between(floor, end);
     let admit = |read: &mut placement::PositionSet, set: Option<placement::PositionSet>| {
         if let Some(set) = set {
@@ -290,12 +286,12 @@ fn snapshot_placement(
             Op::Read { obj, value } if !own.contains_key(obj) => {
                 let locking = h.txn(t).op_meta(i).is_some() && facts::read_op(h, t, i)?.locking;
                 if !locking {
-                    admit(&mut read, placement::read_admits(&others(*obj), *value));
+                    admit(&mut read, placement::read_admits(&cx.others(*obj), *value));
                 }
             }
             Op::Select { predicate, rows } => {
                 for r in rows.iter().filter(|r| !own.contains_key(&r.obj)) {
-                    admit(&mut read, placement::read_admits(&others(r.obj), r.value));
+                    admit(&mut read, placement::read_admits(&cx.others(r.obj), r.value));
                 }
                 let table = h.predicate(*predicate).table;
                 let missing = objects_of[table.index()]
@@ -322,7 +318,7 @@ fn snapshot_placement(
     }
     for (op, predicate, missing) in unreturned {
         for obj in missing {
-            let versions = others(obj);
+            let versions = cx.others(obj);
             let mut unmatched = Vec::new();
             for v in &versions {
                 let matches = v.value != ValueId::ABSENT
@@ -459,11 +455,16 @@ impl TxnContext<'_> {
         self.versions(obj).first().is_none_or(|v| v.value == ValueId::ABSENT)
     }
 
+    /// The versions of `obj`, oldest first, but the reader's own (it reads its own writes
+    /// through its own map, not through the log).
+    fn others(&self, obj: ObjId) -> Vec<Version> {
+        self.versions(obj).iter().copied().filter(|v| v.writer != Writer::Txn(self.t)).collect()
+    }
+
     /// The versions of `obj` that were the newest at some position of `window`, oldest
     /// first, leaving out the reader's own (it reads its own writes through `own`).
     fn candidates(&self, obj: ObjId, window: Window) -> Vec<Version> {
-        let all: Vec<Version> =
-            self.versions(obj).iter().copied().filter(|v| v.writer != Writer::Txn(self.t)).collect();
+        let all = self.others(obj);
         // The newest version committed before `lo`: the last with pos < lo (initial: always).
         let first = all.iter().rposition(|v| v.pos.is_none_or(|p| p < window.lo)).unwrap_or(0);
         all[first..].iter().copied().filter(|v| v.pos.is_none_or(|p| p < window.hi.max(window.lo))).collect()
