@@ -1,8 +1,10 @@
 //! Values a checker computes that the history may not hold (lists built by appends), and
 //! the column of a version that predicates and indexes look at.
 
-use isocert_history::{ColId, History, ObjId, Scalar, Value, ValueId};
+use isocert_history::{History, ObjId, Scalar, Value, ValueId};
 use rustc_hash::FxHashMap;
+
+pub(crate) use isocert_oracle::column_value;
 
 /// The history's interned values plus lists computed by replaying appends. A computed list
 /// the history also holds gets the history's id, so equal values always share one id.
@@ -83,30 +85,4 @@ impl<'h> ValueStore<'h> {
             "?".to_string()
         }
     }
-}
-
-/// Column `col` of version `value` of `obj`, as a predicate sees it: for table `kv`,
-/// column 0 is the object's key and column 1 the scalar value; for other tables, the
-/// row's column. `None` when the version has no such column (absent, list, NULL, or a
-/// value computed by the checker).
-pub(crate) fn column_value(h: &History, obj: ObjId, value: ValueId, col: ColId) -> Option<&Scalar> {
-    if value.index() >= h.value_count() {
-        return None;
-    }
-    let key = h.object(obj);
-    let s = match h.value(value) {
-        Value::Absent | Value::List(_) => return None,
-        Value::Scalar(s) => {
-            if !h.table(key.table).is_kv() {
-                return None;
-            }
-            match col.index() {
-                0 => &key.key,
-                1 => s,
-                _ => return None,
-            }
-        }
-        Value::Row(row) => row.get(col),
-    };
-    (!s.is_null()).then_some(s)
 }

@@ -39,6 +39,7 @@ mod calls;
 mod compile;
 #[cfg(feature = "database")]
 mod database;
+pub mod dependence;
 mod dql;
 mod error;
 mod eval;
@@ -61,6 +62,7 @@ use isocert_history::{ColId, History, ObjId, PredId, Scalar, ValueId};
 
 #[cfg(feature = "database")]
 pub use database::PostgresOracle;
+pub use dependence::column_value;
 pub use error::OracleError;
 #[cfg(feature = "database")]
 pub use fallback::FallbackOracle;

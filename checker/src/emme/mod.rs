@@ -12,7 +12,6 @@
 //!    elements), which needs no version order.
 
 mod cycles;
-mod dependence;
 mod explain;
 mod item;
 mod lists;

@@ -15,7 +15,6 @@ use isocert_history::{
 use isocert_oracle::MatchesOracle;
 use rustc_hash::FxHashMap;
 
-use super::dependence::Dependence;
 use super::item::ItemPass;
 use super::witness::Obligations;
 use super::RawEdge;
@@ -24,6 +23,7 @@ use crate::colindex::{key_of, usable_constraints, ColumnIndex, Range};
 use crate::values::column_value;
 use crate::versions::{VersionTable, INITIAL};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, EdgeKind, IsolationLevel};
+use isocert_oracle::dependence::Dependence;
 
 /// How witness mode walks an operation's compact version set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

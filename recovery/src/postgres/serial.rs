@@ -5,12 +5,18 @@
 //! read-write anti-dependency against commit order). The order given here is a topological
 //! order of the dependencies the certificate fixes (version order, item reads, and the rows
 //! predicate operations returned or changed), breaking ties by the visibility timeline, so
-//! that a correct execution replays without a mismatch.
+//! that a correct execution replays without a mismatch. An aggregate depends on what decides
+//! its result, not on every match (`isocert_oracle::dependence`, the notion Emme's checker
+//! uses): ordering it against a row that cannot change its result would make cycles where
+//! the execution has none (CI saw a `max(c2) WHERE c2 = 3` read ordered before a
+//! transaction that moved one of several rows holding 3 out of the predicate, which in turn
+//! had to follow it: Enne then replayed a correct run to false divergences).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use isocert_history::{ObjId, Op, OpRef, PredId, SeenVersion, TxnId, ValueId, Writer};
+use isocert_oracle::dependence::{Dependence, Key};
 use rustc_hash::FxHashMap;
 
 use super::version_sets::Context;
@@ -83,7 +89,14 @@ pub(crate) fn order(
                 _ => {}
             }
             if let (Some(pred), Some(set)) = (op.predicate(), sets.get(&r)) {
-                predicate_edges(cx, &mut cache, &position, r, pred, set, &saw, &mut edges)?;
+                match op {
+                    Op::Aggregate { function, column, result, .. } => {
+                        let expected = matched_rows(cx, &mut cache, &position, r, pred, set)?;
+                        let dependence = Dependence::of(h, *function, *column, result, &expected);
+                        aggregate_edges(cx, &mut cache, &position, r, pred, set, &dependence, &mut edges)?;
+                    }
+                    _ => predicate_edges(cx, &mut cache, &position, r, pred, set, &saw, &mut edges)?,
+                }
             }
         }
     }
@@ -267,6 +280,133 @@ fn predicate_edges(
                 break;
             }
             if cache.matches(cx, r, pred, obj, j)? {
+                edges.push((t, s));
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rows `r`'s version set matches, as (object, value) sorted by object: what an
+/// aggregate computed over. A row the reader wrote itself has the value it had written by
+/// then (the version set names the reader, whose final value may come later).
+fn matched_rows(
+    cx: &Context<'_>,
+    cache: &mut MatchCache,
+    position: &FxHashMap<(TxnId, ObjId), usize>,
+    r: OpRef,
+    pred: PredId,
+    set: &[SeenVersion],
+) -> Result<Vec<(ObjId, ValueId)>, RecoveryError> {
+    let mut rows = Vec::new();
+    for seen in set {
+        let (value, matches) = match seen.writer {
+            Writer::Txn(w) if w == r.txn => {
+                let value = own_value_before(cx, r, seen.obj);
+                (value, value != ValueId::ABSENT && cx.matches(r, pred, seen.obj, value)?)
+            }
+            Writer::Txn(w) => match position.get(&(w, seen.obj)) {
+                Some(&k) => (cx.value_of(seen.obj, seen.writer), cache.matches(cx, r, pred, seen.obj, k)?),
+                None => continue,
+            },
+            Writer::Initial => {
+                let value = cx.value_of(seen.obj, Writer::Initial);
+                (value, value != ValueId::ABSENT && cx.matches(r, pred, seen.obj, value)?)
+            }
+        };
+        if matches {
+            rows.push((seen.obj, value));
+        }
+    }
+    rows.sort_unstable();
+    Ok(rows)
+}
+
+/// The value `obj` has after the writes of `r`'s transaction before operation `r`.
+fn own_value_before(cx: &Context<'_>, r: OpRef, obj: ObjId) -> ValueId {
+    let mut value = ValueId::ABSENT;
+    for op in &cx.h.txn(r.txn).ops[..r.op as usize] {
+        match op {
+            Op::Write { obj: o, value: v } if *o == obj => value = *v,
+            Op::Update { rows, .. } => {
+                if let Some(row) = rows.iter().find(|row| row.obj == obj) {
+                    value = row.value;
+                }
+            }
+            Op::Delete { rows, .. } if rows.iter().any(|row| row.obj == obj) => value = ValueId::ABSENT,
+            _ => {}
+        }
+    }
+    value
+}
+
+/// Orders an aggregate read against the writers of every row of its table by dependence
+/// keys: after the writer of the version where the key of the version it saw began, before
+/// the first later version whose key differs. Versions that keep the key (a row that
+/// neither beats the extremum nor is its witness, an unmatched row staying unmatched) give
+/// no edge, as in Emme.
+#[allow(clippy::too_many_arguments)]
+fn aggregate_edges(
+    cx: &Context<'_>,
+    cache: &mut MatchCache,
+    position: &FxHashMap<(TxnId, ObjId), usize>,
+    r: OpRef,
+    pred: PredId,
+    set: &[SeenVersion],
+    dependence: &Dependence<'_>,
+    edges: &mut Vec<(TxnId, TxnId)>,
+) -> Result<(), RecoveryError> {
+    let (h, t) = (cx.h, r.txn);
+    let table = h.predicate(pred).table;
+    let objects = cx.objects_of.get(table.index()).map(Vec::as_slice).unwrap_or(&[]);
+    for &obj in objects {
+        let Some(order) = cx.m.version_order.get(&obj) else { continue };
+        let writer = set.binary_search_by_key(&obj, |v| v.obj).ok().map(|k| set[k].writer);
+        // The index of the version seen; `None` for the initial version or an unborn row.
+        let seen = match writer {
+            None | Some(Writer::Initial) => None,
+            Some(Writer::Txn(w)) if w == t => continue,
+            Some(Writer::Txn(w)) => match position.get(&(w, obj)) {
+                Some(&k) => Some(k),
+                None => continue,
+            },
+        };
+        let initial_key = if cx.initial_has(obj) {
+            let value = cx.value_of(obj, Writer::Initial);
+            dependence.key(h, obj, value, cx.matches(r, pred, obj, value)?)
+        } else {
+            Key::Silent
+        };
+        let mut key_at = |j: usize| -> Result<Key<'_>, RecoveryError> {
+            let value = cx.value_of(obj, Writer::Txn(order[j]));
+            Ok(dependence.key(h, obj, value, cache.matches(cx, r, pred, obj, j)?))
+        };
+        let (seen_key, from) = match seen {
+            None if writer.is_none() => (Key::Silent, 0),
+            None => (initial_key, 0),
+            Some(k) => {
+                let seen_key = key_at(k)?;
+                for j in (0..=k).rev() {
+                    let before = match j.checked_sub(1) {
+                        Some(p) => key_at(p)?,
+                        None => initial_key,
+                    };
+                    if before != key_at(j)? {
+                        if order[j] != t {
+                            edges.push((order[j], t));
+                        }
+                        break;
+                    }
+                }
+                (seen_key, k + 1)
+            }
+        };
+        for (j, &s) in order.iter().enumerate().skip(from) {
+            if s == t {
+                break;
+            }
+            if key_at(j)? != seen_key {
                 edges.push((t, s));
                 break;
             }

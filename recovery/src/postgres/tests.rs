@@ -717,3 +717,40 @@ fn a_foreign_append_is_masked_as_a_stand_in_and_the_lists_still_match() {
     };
     assert_eq!(outcome("[1,9]"), outcome("[1,8]"), "a guess of the foreign element changed the outcome");
 }
+
+/// The history of [`an_aggregate_is_ordered_only_against_what_decides_its_result`]: key 1
+/// and `key2` hold the initial values 10 and `value2`; T1 reads key 3 and moves `moved` out
+/// of `value > 5`; T2, on the same snapshot, reads `max(value)` of `value > 5` (10) and
+/// overwrites key 3, so T1 precedes T2.
+fn max_read_beside_a_moved_row(value2: i64, moved: i64) -> (History, PostgresRecovery) {
+    let initial = format!(
+        r#"{{"format":"isocert-history","version":1,"initial":[{{"key":1,"value":10}},{{"key":2,"value":{value2}}},{{"key":3,"value":0}}]}}"#
+    );
+    let t1 = format!(
+        r#"{{"id":1,"session":0,"ops":[{{"f":"r","key":3,"value":0}},{{"f":"w","key":{moved},"value":1}}],"meta":{{"xid":100,"snapshot":"100:100:"}}}}"#
+    );
+    let mut h = history(&[
+        &initial,
+        &t1,
+        r#"{"id":2,"session":1,"ops":[{"f":"aggregate","table":"kv","where":"value > 5","function":"max","column":"value","result":10},{"f":"w","key":3,"value":3}],"meta":{"xid":101,"snapshot":"100:100:"}}"#,
+    ]);
+    let r = recover(&mut h, &log(vec![logged(100, 1, &[(moved, Some(1))]), logged(101, 2, &[(3, Some(3))])]))
+        .unwrap();
+    (h, r)
+}
+
+#[test]
+fn an_aggregate_is_ordered_only_against_what_decides_its_result() {
+    // Key 2 also held 10: the max stays 10 whichever of T1 and T2 runs first, so T1's
+    // change of key 2 is no dependency of T2's read, and T1 then T2 is serial. Ordering
+    // the read before every change of its matches made a cycle (CI: Enne replayed a
+    // correct SERIALIZABLE run to false divergences).
+    let (h, r) = max_read_beside_a_moved_row(10, 2);
+    assert!(!r.stats.serialization_cycle);
+    assert_eq!(r.certificate.serialization_order, Some(vec![t(&h, 1), t(&h, 2)]));
+
+    // The twin: key 1 was the only row holding the max, and T1 moved it. T2 must precede
+    // T1 (its max would differ after) and follow it (key 3): a write skew.
+    let (_, r) = max_read_beside_a_moved_row(0, 1);
+    assert!(r.stats.serialization_cycle);
+}

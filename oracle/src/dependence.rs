@@ -1,4 +1,6 @@
-//! What an aggregate read's result depends on, object by object.
+//! What an aggregate read's result depends on, object by object: one notion shared by the
+//! checkers (Emme's predicate dependencies) and recovery (the serialization order PostgreSQL's
+//! rule derives for Enne), so that both see the same dependencies.
 //!
 //! Adya's predicate dependencies follow a predicate's *matches*: a version that makes an
 //! object enter or leave the matched set is a dependency of every read of the predicate.
@@ -27,14 +29,13 @@
 
 use std::cmp::Ordering;
 
-use isocert_history::{AggregateFn, ColId, History, ObjId, Scalar, ValueId};
-use isocert_oracle::sql_cmp;
+use isocert_history::{AggregateFn, ColId, History, ObjId, Scalar, Value, ValueId};
 
-use crate::values::column_value;
+use crate::value::sql_cmp;
 
 /// What one aggregate read's result depends on (see the module documentation).
 #[derive(Debug)]
-pub(super) enum Dependence<'h> {
+pub enum Dependence<'h> {
     /// Whether the row matches (`count(*)`).
     Matches,
     /// Whether the row matches with a non-NULL column (`count(c)`).
@@ -43,12 +44,21 @@ pub(super) enum Dependence<'h> {
     Value(ColId),
     /// `min`/`max` of the column with result `result`: rows that beat it (ordering
     /// `better` against it), and the witness row holding it.
-    Extremum { column: ColId, result: &'h Scalar, better: Ordering, witness: Option<ObjId> },
+    Extremum {
+        /// The aggregated column.
+        column: ColId,
+        /// The extremum the read returned.
+        result: &'h Scalar,
+        /// The ordering against `result` of a value that would have beaten it.
+        better: Ordering,
+        /// The first matched row (by object) holding `result`, which must stay.
+        witness: Option<ObjId>,
+    },
 }
 
 /// One version's dependence key: equal keys, same contribution to the result.
-#[derive(Debug, PartialEq)]
-pub(super) enum Key<'h> {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Key<'h> {
     /// The version does not affect the result (unmatched, NULL, or not decisive).
     Silent,
     /// Matched; for `count(*)`/`count(c)` that is all that matters.
@@ -67,7 +77,7 @@ impl<'h> Dependence<'h> {
     /// The dependence of an aggregate `function(column)` that returned `result`, given the
     /// rows its version set matches (`expected`, sorted): the witness of a `min`/`max` is
     /// the first of them holding the result.
-    pub(super) fn of(
+    pub fn of(
         h: &'h History,
         function: AggregateFn,
         column: Option<ColId>,
@@ -94,7 +104,7 @@ impl<'h> Dependence<'h> {
 
     /// The key of version `value` of `obj`, which `matches` says the predicate matches or
     /// not.
-    pub(super) fn key(&self, h: &'h History, obj: ObjId, value: ValueId, matches: bool) -> Key<'h> {
+    pub fn key(&self, h: &'h History, obj: ObjId, value: ValueId, matches: bool) -> Key<'h> {
         if !matches {
             return Key::Silent;
         }
@@ -116,4 +126,30 @@ impl<'h> Dependence<'h> {
             }
         }
     }
+}
+
+/// Column `col` of version `value` of `obj`, as a predicate sees it: for table `kv`,
+/// column 0 is the object's key and column 1 the scalar value; for other tables, the
+/// row's column. `None` when the version has no such column (absent, list, NULL, or a
+/// value computed by the checker).
+pub fn column_value(h: &History, obj: ObjId, value: ValueId, col: ColId) -> Option<&Scalar> {
+    if value.index() >= h.value_count() {
+        return None;
+    }
+    let key = h.object(obj);
+    let s = match h.value(value) {
+        Value::Absent | Value::List(_) => return None,
+        Value::Scalar(s) => {
+            if !h.table(key.table).is_kv() {
+                return None;
+            }
+            match col.index() {
+                0 => &key.key,
+                1 => s,
+                _ => return None,
+            }
+        }
+        Value::Row(row) => row.get(col),
+    };
+    (!s.is_null()).then_some(s)
 }
