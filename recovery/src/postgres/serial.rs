@@ -42,9 +42,13 @@ pub(crate) fn order(
         }
     }
     let mut writer_of_value: FxHashMap<(ObjId, ValueId), TxnId> = FxHashMap::default();
+    // Per object, its deleters: an item read of no row saw one of them, or the unborn row.
+    let mut deleters: FxHashMap<ObjId, Vec<TxnId>> = FxHashMap::default();
     for ((t, obj), value) in &m.final_value {
         if *value != ValueId::ABSENT {
             writer_of_value.insert((*obj, *value), *t);
+        } else {
+            deleters.entry(*obj).or_default().push(*t);
         }
     }
     // Reader `t` saw version `w` of `obj`: w before t, t before w's successor.
@@ -84,6 +88,16 @@ pub(crate) fn order(
                             saw(&mut edges, t, *obj, Writer::Initial)
                         }
                         None => {}
+                    }
+                }
+                // No row, held by one version only (several would have a version set
+                // entry): the unborn row or the one deleter.
+                (Op::Read { obj, .. }, None) => {
+                    let deleted_by = deleters.get(obj).map(Vec::as_slice).unwrap_or(&[]);
+                    match (cx.initial_has(*obj), deleted_by) {
+                        (false, []) => saw(&mut edges, t, *obj, Writer::Initial),
+                        (true, [w]) => saw(&mut edges, t, *obj, Writer::Txn(*w)),
+                        _ => {}
                     }
                 }
                 _ => {}

@@ -754,3 +754,27 @@ fn an_aggregate_is_ordered_only_against_what_decides_its_result() {
     let (_, r) = max_read_beside_a_moved_row(0, 1);
     assert!(r.stats.serialization_cycle);
 }
+
+#[test]
+fn a_read_of_no_row_precedes_the_insert_it_missed() {
+    // T1 deletes key 1; R (snapshot after T1) reads key 1 as no row and writes key 3; W
+    // inserts key 1 again and commits before R. No row was held only by T1's delete, so
+    // the read has no version set entry: R must still precede W, against commit order.
+    let mut h = history(&[
+        r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":1}]}"#,
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":null}],"meta":{"xid":100,"snapshot":"100:100:"}}"#,
+        r#"{"id":2,"session":1,"ops":[{"f":"r","key":1,"value":null},{"f":"w","key":3,"value":30}],"meta":{"xid":102,"snapshot":"101:101:"}}"#,
+        r#"{"id":3,"session":2,"ops":[{"f":"w","key":1,"value":5}],"meta":{"xid":101,"snapshot":"101:101:"}}"#,
+    ]);
+    let r = recover(
+        &mut h,
+        &log(vec![
+            logged(100, 1, &[(1, None)]),
+            logged(101, 2, &[(1, Some(5))]),
+            logged(102, 3, &[(3, Some(30))]),
+        ]),
+    )
+    .unwrap();
+    assert!(!r.stats.serialization_cycle);
+    assert_eq!(r.certificate.serialization_order, Some(vec![t(&h, 1), t(&h, 2), t(&h, 3)]));
+}
