@@ -103,14 +103,14 @@ pub(crate) fn order(
                 _ => {}
             }
             if let (Some(pred), Some(set)) = (op.predicate(), sets.get(&r)) {
-                match op {
+                let dependence = match op {
                     Op::Aggregate { function, column, result, .. } => {
                         let expected = matched_rows(cx, &mut cache, &position, r, pred, set)?;
-                        let dependence = Dependence::of(h, *function, *column, result, &expected);
-                        aggregate_edges(cx, &mut cache, &position, r, pred, set, &dependence, &mut edges)?;
+                        Some(Dependence::of(h, *function, *column, result, &expected))
                     }
-                    _ => predicate_edges(cx, &mut cache, &position, r, pred, set, &saw, &mut edges)?,
-                }
+                    _ => None,
+                };
+                predicate_edges(cx, &mut cache, &position, r, pred, set, dependence.as_ref(), &mut edges)?;
             }
         }
     }
@@ -217,21 +217,27 @@ impl MatchCache {
     }
 }
 
-/// Where a read's version sits in its object's version order.
-enum Seen {
-    /// The object was unborn for the read.
-    Unborn,
-    /// The initial version.
-    Initial,
-    /// The version at this index.
-    At(usize),
+/// What a version gives a predicate read's result, compared between consecutive versions:
+/// where it changes, the read is ordered against the version's writer.
+#[derive(Clone, Copy, PartialEq)]
+enum Contribution<'h> {
+    /// Nothing: unmatched, deleted or unborn (a select, update or delete).
+    Nothing,
+    /// A matched version, returned as itself: its index, `None` for the initial version.
+    Returned(Option<usize>),
+    /// An aggregate's dependence key.
+    Key(Key<'h>),
 }
 
-/// Orders a predicate read against the writers of every row of its table: after the
-/// writer of each version it evaluated that matches (its exact value counts), before that
-/// version's successor; for a version that does not match, after the writer of the version
-/// where it last stopped matching (that one or an earlier one), and before the first
-/// successor that matches again.
+/// Orders a predicate read against the writers of every row of its table: after the writer
+/// of the version where what the version it evaluated contributes began, and before the
+/// first later version that contributes otherwise. A select, update or delete returns
+/// each matching version as itself (so it follows that version's writer and precedes its
+/// successor's, the item edges of a returned row) and nothing for the others (it follows
+/// the writer where the row last stopped matching, at or before the version it evaluated,
+/// and precedes the first successor that matches again). An aggregate contributes its
+/// dependence key (`dependence`, as Emme's checker has it): a row that neither beats the
+/// extremum nor is its witness changes nothing.
 #[allow(clippy::too_many_arguments)]
 fn predicate_edges(
     cx: &Context<'_>,
@@ -240,60 +246,68 @@ fn predicate_edges(
     r: OpRef,
     pred: PredId,
     set: &[SeenVersion],
-    saw: &impl Fn(&mut Vec<(TxnId, TxnId)>, TxnId, ObjId, Writer),
+    dependence: Option<&Dependence<'_>>,
     edges: &mut Vec<(TxnId, TxnId)>,
 ) -> Result<(), RecoveryError> {
-    let t = r.txn;
-    let table = cx.h.predicate(pred).table;
+    let (h, t) = (cx.h, r.txn);
+    let table = h.predicate(pred).table;
     let objects = cx.objects_of.get(table.index()).map(Vec::as_slice).unwrap_or(&[]);
+    let contribution = |obj: ObjId, index: Option<usize>, value: ValueId, matches: bool| match dependence {
+        Some(d) => Contribution::Key(d.key(h, obj, value, matches)),
+        None if matches => Contribution::Returned(index),
+        None => Contribution::Nothing,
+    };
+    let unborn = match dependence {
+        Some(_) => Contribution::Key(Key::Silent),
+        None => Contribution::Nothing,
+    };
     for &obj in objects {
+        let Some(order) = cx.m.version_order.get(&obj) else { continue };
         let writer = set.binary_search_by_key(&obj, |v| v.obj).ok().map(|k| set[k].writer);
+        // The index of the version evaluated; `None` for the initial version or no row.
         let seen = match writer {
-            None => Seen::Unborn,
-            Some(Writer::Initial) => Seen::Initial,
+            None | Some(Writer::Initial) => None,
             Some(Writer::Txn(w)) if w == t => continue,
             Some(Writer::Txn(w)) => match position.get(&(w, obj)) {
-                Some(&k) => Seen::At(k),
+                Some(&k) => Some(k),
                 None => continue,
             },
         };
-        let initial_matches = |cx: &Context<'_>| cx.matches(r, pred, obj, cx.value_of(obj, Writer::Initial));
-        let matches_now = match seen {
-            Seen::Unborn => false,
-            Seen::Initial => initial_matches(cx)?,
-            Seen::At(k) => cache.matches(cx, r, pred, obj, k)?,
+        let initial = if cx.initial_has(obj) {
+            let value = cx.value_of(obj, Writer::Initial);
+            contribution(obj, None, value, cx.matches(r, pred, obj, value)?)
+        } else {
+            unborn
         };
-        if matches_now {
-            saw(edges, t, obj, writer.expect("a matching version exists"));
-            continue;
-        }
-        let Some(order) = cx.m.version_order.get(&obj) else { continue };
-        let from = match seen {
-            Seen::Unborn | Seen::Initial => 0,
-            Seen::At(k) => {
-                // The read comes after the writer of the version where the predicate last
-                // stopped matching, at or before the one it saw: placed before it, the read
-                // would replay an older matching version.
+        let mut at = |j: usize| -> Result<Contribution<'_>, RecoveryError> {
+            let value = cx.value_of(obj, Writer::Txn(order[j]));
+            Ok(contribution(obj, Some(j), value, cache.matches(cx, r, pred, obj, j)?))
+        };
+        let (evaluated, from) = match seen {
+            None if writer.is_none() => (unborn, 0),
+            None => (initial, 0),
+            Some(k) => {
+                let evaluated = at(k)?;
                 for j in (0..=k).rev() {
-                    let previous_matches = match j.checked_sub(1) {
-                        Some(p) => cache.matches(cx, r, pred, obj, p)?,
-                        None => cx.initial_has(obj) && initial_matches(cx)?,
+                    let before = match j.checked_sub(1) {
+                        Some(p) => at(p)?,
+                        None => initial,
                     };
-                    if previous_matches {
+                    if before != at(j)? {
                         if order[j] != t {
                             edges.push((order[j], t));
                         }
                         break;
                     }
                 }
-                k + 1
+                (evaluated, k + 1)
             }
         };
         for (j, &s) in order.iter().enumerate().skip(from) {
             if s == t {
                 break;
             }
-            if cache.matches(cx, r, pred, obj, j)? {
+            if at(j)? != evaluated {
                 edges.push((t, s));
                 break;
             }
@@ -353,78 +367,4 @@ fn own_value_before(cx: &Context<'_>, r: OpRef, obj: ObjId) -> ValueId {
         }
     }
     value
-}
-
-/// Orders an aggregate read against the writers of every row of its table by dependence
-/// keys: after the writer of the version where the key of the version it saw began, before
-/// the first later version whose key differs. Versions that keep the key (a row that
-/// neither beats the extremum nor is its witness, an unmatched row staying unmatched) give
-/// no edge, as in Emme.
-#[allow(clippy::too_many_arguments)]
-fn aggregate_edges(
-    cx: &Context<'_>,
-    cache: &mut MatchCache,
-    position: &FxHashMap<(TxnId, ObjId), usize>,
-    r: OpRef,
-    pred: PredId,
-    set: &[SeenVersion],
-    dependence: &Dependence<'_>,
-    edges: &mut Vec<(TxnId, TxnId)>,
-) -> Result<(), RecoveryError> {
-    let (h, t) = (cx.h, r.txn);
-    let table = h.predicate(pred).table;
-    let objects = cx.objects_of.get(table.index()).map(Vec::as_slice).unwrap_or(&[]);
-    for &obj in objects {
-        let Some(order) = cx.m.version_order.get(&obj) else { continue };
-        let writer = set.binary_search_by_key(&obj, |v| v.obj).ok().map(|k| set[k].writer);
-        // The index of the version seen; `None` for the initial version or an unborn row.
-        let seen = match writer {
-            None | Some(Writer::Initial) => None,
-            Some(Writer::Txn(w)) if w == t => continue,
-            Some(Writer::Txn(w)) => match position.get(&(w, obj)) {
-                Some(&k) => Some(k),
-                None => continue,
-            },
-        };
-        let initial_key = if cx.initial_has(obj) {
-            let value = cx.value_of(obj, Writer::Initial);
-            dependence.key(h, obj, value, cx.matches(r, pred, obj, value)?)
-        } else {
-            Key::Silent
-        };
-        let mut key_at = |j: usize| -> Result<Key<'_>, RecoveryError> {
-            let value = cx.value_of(obj, Writer::Txn(order[j]));
-            Ok(dependence.key(h, obj, value, cache.matches(cx, r, pred, obj, j)?))
-        };
-        let (seen_key, from) = match seen {
-            None if writer.is_none() => (Key::Silent, 0),
-            None => (initial_key, 0),
-            Some(k) => {
-                let seen_key = key_at(k)?;
-                for j in (0..=k).rev() {
-                    let before = match j.checked_sub(1) {
-                        Some(p) => key_at(p)?,
-                        None => initial_key,
-                    };
-                    if before != key_at(j)? {
-                        if order[j] != t {
-                            edges.push((order[j], t));
-                        }
-                        break;
-                    }
-                }
-                (seen_key, k + 1)
-            }
-        };
-        for (j, &s) in order.iter().enumerate().skip(from) {
-            if s == t {
-                break;
-            }
-            if key_at(j)? != seen_key {
-                edges.push((t, s));
-                break;
-            }
-        }
-    }
-    Ok(())
 }
