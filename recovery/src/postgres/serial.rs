@@ -103,14 +103,15 @@ pub(crate) fn order(
                 _ => {}
             }
             if let (Some(pred), Some(set)) = (op.predicate(), sets.get(&r)) {
+                let read = PredicateRead { r, pred, set };
                 let dependence = match op {
                     Op::Aggregate { function, column, result, .. } => {
-                        let expected = matched_rows(cx, &mut cache, &position, r, pred, set)?;
+                        let expected = matched_rows(cx, &mut cache, &position, read)?;
                         Some(Dependence::of(h, *function, *column, result, &expected))
                     }
                     _ => None,
                 };
-                predicate_edges(cx, &mut cache, &position, r, pred, set, dependence.as_ref(), &mut edges)?;
+                predicate_edges(cx, &mut cache, &position, read, dependence.as_ref(), &mut edges)?;
             }
         }
     }
@@ -217,6 +218,17 @@ impl MatchCache {
     }
 }
 
+/// A committed predicate operation and the version of each row its snapshot evaluated.
+#[derive(Clone, Copy)]
+struct PredicateRead<'a> {
+    /// The operation.
+    r: OpRef,
+    /// Its predicate.
+    pred: PredId,
+    /// Its version set, sorted by object.
+    set: &'a [SeenVersion],
+}
+
 /// What a version gives a predicate read's result, compared between consecutive versions:
 /// where it changes, the read is ordered against the version's writer.
 #[derive(Clone, Copy, PartialEq)]
@@ -238,17 +250,15 @@ enum Contribution<'h> {
 /// and precedes the first successor that matches again). An aggregate contributes its
 /// dependence key (`dependence`, as Emme's checker has it): a row that neither beats the
 /// extremum nor is its witness changes nothing.
-#[allow(clippy::too_many_arguments)]
 fn predicate_edges(
     cx: &Context<'_>,
     cache: &mut MatchCache,
     position: &FxHashMap<(TxnId, ObjId), usize>,
-    r: OpRef,
-    pred: PredId,
-    set: &[SeenVersion],
+    read: PredicateRead<'_>,
     dependence: Option<&Dependence<'_>>,
     edges: &mut Vec<(TxnId, TxnId)>,
 ) -> Result<(), RecoveryError> {
+    let PredicateRead { r, pred, set } = read;
     let (h, t) = (cx.h, r.txn);
     let table = h.predicate(pred).table;
     let objects = cx.objects_of.get(table.index()).map(Vec::as_slice).unwrap_or(&[]);
@@ -323,10 +333,9 @@ fn matched_rows(
     cx: &Context<'_>,
     cache: &mut MatchCache,
     position: &FxHashMap<(TxnId, ObjId), usize>,
-    r: OpRef,
-    pred: PredId,
-    set: &[SeenVersion],
+    read: PredicateRead<'_>,
 ) -> Result<Vec<(ObjId, ValueId)>, RecoveryError> {
+    let PredicateRead { r, pred, set } = read;
     let mut rows = Vec::new();
     for seen in set {
         let (value, matches) = match seen.writer {
