@@ -44,6 +44,7 @@ pub mod timestamp_order;
 pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
 pub use dgraph::{recover_dgraph, DgraphTxnFacts};
 pub use error::RecoveryError;
+pub use innodb::InnoDbLiveTicks;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use live::{LiveTicks, PgLiveTicks};
 pub use mongodb::{
