@@ -188,7 +188,9 @@ impl LiveDriver {
             return Ok(());
         }
         let cut = began.elapsed();
-        self.stream.extend(capture.take_committed().await.context("reading the change stream")?);
+        if self.rule.needs_stream() {
+            self.stream.extend(capture.take_committed().await.context("reading the change stream")?);
+        }
         let streamed = began.elapsed();
         let refs: Vec<(TxnId, &Transaction)> = group.iter().map(|s| (s.id, &s.txn)).collect();
         let ticks = self.rule.group(&refs, &mut self.stream)?;

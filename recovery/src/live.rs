@@ -46,6 +46,13 @@ pub trait LiveTicks: Send + fmt::Debug {
     fn initial(&mut self, initial: &[(isocert_history::ObjId, isocert_history::ValueId)]) {
         let _ = initial;
     }
+
+    /// Whether [`LiveTicks::group`] needs the change stream's commits up to the cut
+    /// (`ChangeCapture::take_committed`). Default: yes; a rule that takes the timestamps the
+    /// sessions recorded needs none.
+    fn needs_stream(&self) -> bool {
+        true
+    }
 }
 
 /// PostgreSQL's ticks ([`crate::recover_postgres`]'s: the order of snapshots and of the
