@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use isocert_adapters::{ChangeCapture, CommittedTxn, Database, LiveTicks};
 use isocert_checker::Watermark;
-use isocert_history::{read_kv_v1_bytes, v1, History, Timestamp, Transaction, TxnId};
+use isocert_history::{read_kv_v1_bytes, v1, History, ObjId, Timestamp, Transaction, TxnId, ValueId};
 use isocert_online::Emitter;
 use isocert_workload::Observe;
 
@@ -36,6 +36,8 @@ struct Seen {
 #[derive(Default)]
 struct Inbox {
     header: Option<Vec<u8>>,
+    /// The history's initial versions, until the rule has them.
+    initial: Option<Vec<(ObjId, ValueId)>>,
     txns: Vec<Seen>,
     /// A transaction that did not write as v1 (stops live publishing).
     error: Option<String>,
@@ -94,6 +96,7 @@ impl LiveDriver {
             match t {
                 None => {
                     let mut header = Vec::new();
+                    inbox.initial = Some(h.initial.clone());
                     match v1::write_header(h, &mut header) {
                         Ok(()) => inbox.header = Some(header.trim_ascii_end().to_vec()),
                         Err(e) => inbox.error = Some(format!("the history's header: {e}")),
@@ -176,13 +179,18 @@ impl LiveDriver {
             if let Some(e) = inbox.error.take() {
                 anyhow::bail!("{e}");
             }
+            if let Some(initial) = inbox.initial.take() {
+                self.rule.initial(&initial);
+            }
             (std::mem::take(&mut inbox.txns), inbox.header.clone())
         };
         if group.is_empty() {
             return Ok(());
         }
         let cut = began.elapsed();
-        self.stream.extend(capture.take_committed().await.context("reading the change stream")?);
+        if self.rule.needs_stream() {
+            self.stream.extend(capture.take_committed().await.context("reading the change stream")?);
+        }
         let streamed = began.elapsed();
         let refs: Vec<(TxnId, &Transaction)> = group.iter().map(|s| (s.id, &s.txn)).collect();
         let ticks = self.rule.group(&refs, &mut self.stream)?;

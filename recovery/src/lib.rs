@@ -42,8 +42,9 @@ mod tidb;
 pub mod timestamp_order;
 
 pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
-pub use dgraph::{recover_dgraph, DgraphTxnFacts};
+pub use dgraph::{dgraph_timestamps, recover_dgraph, DgraphTxnFacts};
 pub use error::RecoveryError;
+pub use innodb::InnoDbLiveTicks;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use live::{LiveTicks, PgLiveTicks};
 pub use mongodb::{
@@ -57,4 +58,6 @@ pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use recovered::{Recovered, RecoveryStats, RowMatcher};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
 pub use tidb::{recover_tidb, TiDbOpFacts, TiDbTxnFacts};
-pub use timestamp_order::{recover_by_timestamps, LogMatch, TimestampFacts, VersionSource};
+pub use timestamp_order::{
+    recover_by_timestamps, LogMatch, RecordedLiveTicks, RecordedTimestamps, TimestampFacts, VersionSource,
+};

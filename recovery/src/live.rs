@@ -40,6 +40,19 @@ pub trait LiveTicks: Send + fmt::Debug {
     /// The lowest tick any later group can give a transaction, as start or commit (the
     /// producer's watermark).
     fn low(&self) -> Timestamp;
+
+    /// The history's initial versions, before the first group (a rule that tells versions
+    /// by value needs them). Default: not needed.
+    fn initial(&mut self, initial: &[(isocert_history::ObjId, isocert_history::ValueId)]) {
+        let _ = initial;
+    }
+
+    /// Whether [`LiveTicks::group`] needs the change stream's commits up to the cut
+    /// (`ChangeCapture::take_committed`). Default: yes; a rule that takes the timestamps the
+    /// sessions recorded needs none.
+    fn needs_stream(&self) -> bool {
+        true
+    }
 }
 
 /// PostgreSQL's ticks ([`crate::recover_postgres`]'s: the order of snapshots and of the

@@ -115,6 +115,9 @@ pub fn isocert_bin() -> &'static Path {
         if cfg!(feature = "mongodb") {
             cmd.args(["--features", "mongodb"]);
         }
+        if cfg!(feature = "kafka") {
+            cmd.args(["--features", "kafka"]);
+        }
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }

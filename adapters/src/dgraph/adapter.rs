@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use isocert_history::{Dialect, History};
-use isocert_recovery::{recover_dgraph, RawLog, Recovered, RecoveryError, RowMatcher};
+use isocert_recovery::{
+    dgraph_timestamps, recover_dgraph, LiveTicks, RawLog, RecordedLiveTicks, Recovered, RecoveryError,
+    RowMatcher,
+};
 use serde_json::json;
 
 use super::dql;
@@ -115,6 +118,12 @@ impl Database for Dgraph {
 
     async fn start_server(_settings: &[(String, String)]) -> Result<(Self, Self::Server), AdapterError> {
         NoThrowawayServer::refused("one", "dgraph", "dgraph://127.0.0.1:8080")
+    }
+
+    /// The timestamps each session recorded (Zero's `start_ts`/`commit_ts`), as each
+    /// transaction completes: recovery has no log to match and keeps them as they are.
+    fn live_ticks() -> Option<Box<dyn LiveTicks>> {
+        Some(Box::new(RecordedLiveTicks::new(dgraph_timestamps)))
     }
 
     async fn connect(&self) -> Result<DgraphSession, DbError> {

@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use isocert_history::{Dialect, History};
-use isocert_recovery::{recover_innodb, RawLog, Recovered, RecoveryError, RowMatcher};
+use isocert_recovery::{
+    recover_innodb, InnoDbLiveTicks, LiveTicks, RawLog, Recovered, RecoveryError, RowMatcher,
+};
 
 use super::binlog::BinlogCapture;
 use super::client::{classify, opts, quote, MariaSession};
@@ -130,6 +132,10 @@ impl Database for MariaDb {
 
     async fn is_blocked(&self, server_id: u64) -> Result<bool, DbError> {
         self.admin.lock_waiting(server_id).await
+    }
+
+    fn live_ticks() -> Option<Box<dyn LiveTicks>> {
+        Some(Box::new(InnoDbLiveTicks::new()))
     }
 
     async fn start_capture(

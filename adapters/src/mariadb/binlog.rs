@@ -8,8 +8,7 @@
 //! [`RawLog`] also drops repeats by position). The capture holds nothing on the server:
 //! there is no slot to clean up.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -47,10 +46,11 @@ struct Pending {
     changes: Vec<RowChange>,
 }
 
-/// What the capture task shares with its handle.
-#[derive(Debug)]
+/// What the capture task shares with its handle: the log so far (a live run takes its
+/// commits as they come, [`ChangeCapture::take_committed`]).
+#[derive(Debug, Default)]
 struct Shared {
-    recorded: AtomicUsize,
+    log: Mutex<RawLog>,
 }
 
 /// The binary-log change capture of one run (see the module doc).
@@ -63,6 +63,13 @@ pub struct BinlogCapture {
     task: tokio::task::JoinHandle<Result<RawLog, AdapterError>>,
     /// The dump connection's thread id, for fault injection (`KILL`).
     dump_thread: watch::Receiver<Option<u32>>,
+    /// The GTID sequence number of the last transaction the reader has read.
+    read_seq: watch::Receiver<u64>,
+    /// The connection [`ChangeCapture::take_committed`] reads the log's end on, kept: a
+    /// live run asks at every cut.
+    position_conn: Option<Conn>,
+    /// How many of the log's transactions [`ChangeCapture::take_committed`] handed out.
+    taken: usize,
 }
 
 fn mysql_error(context: impl Into<String>, source: mysql_async::Error) -> AdapterError {
@@ -142,7 +149,8 @@ impl BinlogCapture {
             .map(|(i, c)| physical.iter().position(|p| p == c).unwrap_or(i))
             .collect();
         let last_seq = logged.flatten().as_deref().and_then(gtid_seq).unwrap_or(0);
-        let shared = Arc::new(Shared { recorded: AtomicUsize::new(0) });
+        let shared = Arc::new(Shared::default());
+        let (read_seq_tx, read_seq) = watch::channel(last_seq);
         let (started_tx, started) = watch::channel(None);
         let (stop, stop_rx) = watch::channel(None);
         let (dump_tx, dump_thread) = watch::channel(None);
@@ -153,12 +161,22 @@ impl BinlogCapture {
             positions,
             replica_id,
             shared: shared.clone(),
-            log: RawLog::new(),
             position: from,
             last_seq,
+            read_seq: read_seq_tx,
         };
         let task = tokio::spawn(reader.run(started_tx, stop_rx, dump_tx));
-        Ok(BinlogCapture { url: url.to_string(), shared, started, stop, task, dump_thread })
+        Ok(BinlogCapture {
+            url: url.to_string(),
+            shared,
+            started,
+            stop,
+            task,
+            dump_thread,
+            read_seq,
+            position_conn: None,
+            taken: 0,
+        })
     }
 
     /// The thread id of the current dump connection, once connected.
@@ -186,10 +204,40 @@ impl ChangeCapture for BinlogCapture {
     }
 
     fn recorded(&self) -> usize {
-        self.shared.recorded.load(Ordering::Relaxed)
+        self.shared.log.lock().expect("log lock").len()
+    }
+
+    /// Reads the binary log's end (`@@gtid_binlog_pos`, on a connection kept for it), as
+    /// [`ChangeCapture::finish`] does, waits until the reader has passed it, and hands out
+    /// the transactions recorded since the last call.
+    async fn take_committed(&mut self) -> Result<Vec<CommittedTxn>, AdapterError> {
+        let conn = match self.position_conn.as_mut() {
+            Some(conn) => conn,
+            None => self.position_conn.insert(connect(&self.url).await.map_err(AdapterError::from)?),
+        };
+        let sql = "SELECT @@gtid_binlog_pos";
+        let end: Option<Option<String>> = match conn.query_first(sql).await {
+            Ok(end) => end,
+            Err(e) => {
+                // Reconnect on the next call.
+                self.position_conn = None;
+                return Err(mysql_error(sql, e));
+            }
+        };
+        let target = end.flatten().as_deref().and_then(gtid_seq).unwrap_or(0);
+        self.read_seq.wait_for(|&seq| seq >= target).await.map_err(|_| AdapterError::Protocol {
+            message: "the binary log reader ended before it reached the log's end".into(),
+        })?;
+        let log = self.shared.log.lock().expect("log lock");
+        let taken = log.txns().get(self.taken..).unwrap_or_default().to_vec();
+        self.taken += taken.len();
+        Ok(taken)
     }
 
     async fn finish(self, _history: Option<&History>) -> Result<RawLog, AdapterError> {
+        if let Some(conn) = self.position_conn {
+            let _ = conn.disconnect().await;
+        }
         let mut conn = connect(&self.url).await.map_err(AdapterError::from)?;
         let sql = "SELECT @@gtid_binlog_pos";
         let end: Option<Option<String>> = conn.query_first(sql).await.map_err(|e| mysql_error(sql, e))?;
@@ -211,11 +259,12 @@ struct Reader {
     positions: Vec<usize>,
     replica_id: u32,
     shared: Arc<Shared>,
-    log: RawLog,
     /// Just past the last recorded transaction (where a reconnect resumes).
     position: LogPosition,
     /// The GTID sequence number of the last transaction read (recorded or not).
     last_seq: u64,
+    /// `last_seq`, for the handle.
+    read_seq: watch::Sender<u64>,
 }
 
 impl Reader {
@@ -228,7 +277,7 @@ impl Reader {
         let mut reconnects = 0;
         loop {
             match self.read_until_stopped(&started, &mut stop, &dump_thread).await {
-                Ok(()) => return Ok(self.log),
+                Ok(()) => return Ok(std::mem::take(&mut *self.shared.log.lock().expect("log lock"))),
                 Err(e) if reconnects < MAX_RECONNECTS && started.borrow().is_some() => {
                     reconnects += 1;
                     tracing::warn!(
@@ -350,6 +399,7 @@ impl Reader {
                     // A statement outside a transaction (DDL): nothing of the workload's rows.
                     if let Some(p) = pending.take() {
                         self.last_seq = self.last_seq.max(p.seq);
+                        self.read_seq.send_replace(self.last_seq);
                     }
                     self.position =
                         LogPosition { file: current_file.clone(), offset: u64::from(header.log_pos()) };
@@ -369,8 +419,17 @@ impl Reader {
         time: u32,
     ) -> Result<(), AdapterError> {
         let Some(p) = pending else { return Ok(()) };
-        self.last_seq = self.last_seq.max(p.seq);
+        let seq = p.seq;
         self.position = LogPosition { file: file.to_string(), offset: u64::from(end) };
+        self.record(p, file, end, time)?;
+        // Told only once recorded: a live run waiting for `seq` then finds it in the log.
+        self.last_seq = self.last_seq.max(seq);
+        self.read_seq.send_replace(self.last_seq);
+        Ok(())
+    }
+
+    /// Records a transaction's changes of the table, if it has any.
+    fn record(&mut self, p: Pending, file: &str, end: u32, time: u32) -> Result<(), AdapterError> {
         if p.changes.is_empty() {
             return Ok(());
         }
@@ -381,7 +440,7 @@ impl Reader {
                 p.seq
             ),
         })?;
-        let pushed = self.log.push(CommittedTxn {
+        self.shared.log.lock().expect("log lock").push(CommittedTxn {
             xid: p.seq,
             commit_lsn: key,
             end_lsn: key,
@@ -389,9 +448,6 @@ impl Reader {
             commit_ts: None,
             changes: p.changes,
         });
-        if pushed {
-            self.shared.recorded.fetch_add(1, Ordering::Relaxed);
-        }
         Ok(())
     }
 }

@@ -12,10 +12,10 @@
 //! ([`DgraphTxnFacts`]), or, for a history that carries them already (a run's
 //! `history.jsonl` after recovery, a converted history), from its `start_ts`/`commit_ts`.
 
-use isocert_history::{History, Op, Status, Timestamp, TxnId};
+use isocert_history::{History, Op, Status, Timestamp, Transaction};
 use serde::{Deserialize, Serialize};
 
-use crate::meta::txn_facts;
+use crate::meta::facts_of_txn;
 use crate::timestamp_order::{recover_by_timestamps, TimestampFacts, VersionSource};
 use crate::{RawLog, Recovered, RecoveryError, RowMatcher};
 
@@ -61,50 +61,61 @@ pub fn recover_dgraph(
 fn timestamp_facts(h: &History) -> Result<TimestampFacts, RecoveryError> {
     let mut facts = TimestampFacts::with_len(h.txns.len());
     for t in h.txn_ids() {
-        let f: DgraphTxnFacts = txn_facts(h, t)?;
-        let txn = h.txn(t);
-        let start = pick(h, t, "start_ts", f.start_ts.map(Timestamp::new), txn.start_ts)?;
-        let commit = pick(h, t, "commit_ts", f.commit_ts.map(Timestamp::new), txn.commit_ts)?;
-        // Whether the transaction installed a version (a predicate update or delete that
-        // matched nothing mutated nothing).
-        let wrote = txn.ops.iter().any(|op| match op {
-            Op::Write { .. } | Op::Append { .. } => true,
-            Op::Update { rows, .. } | Op::Delete { rows, .. } => !rows.is_empty(),
-            _ => false,
-        });
+        let (start, commit) = dgraph_timestamps(h.txn(t))?;
         facts.start[t.index()] = start;
-        // A transaction that mutated nothing never reaches /commit: its reads are those of
-        // its snapshot, and it is equivalent to one committing there.
-        facts.commit[t.index()] = match commit {
-            None if !wrote && txn.status == Status::Committed => start,
-            c => c,
-        };
-        if let (Some(s), Some(c)) = (start, commit) {
-            // Dgraph's Zero hands out every timestamp once: a writer commits after its start
-            // (one that wrote nothing may carry its snapshot as commit_ts, as recovery writes).
-            if c < s || (c == s && wrote) {
-                return Err(RecoveryError::Meta {
-                    txn: h.txn_label(t),
-                    field: "meta.commit_ts".into(),
-                    message: format!("commit_ts {c} is not after start_ts {s}"),
-                });
-            }
-        }
+        facts.commit[t.index()] = commit;
     }
     Ok(facts)
 }
 
+/// The snapshot and commit timestamps recovery gives `txn`: from its facts or its fields,
+/// a committed transaction that wrote nothing committing at its start. A live run
+/// publishes them as each transaction completes ([`crate::RecordedLiveTicks`]): with no
+/// log to match, recovery keeps them as they are.
+///
+/// # Errors
+/// Malformed facts, facts and fields that disagree, a commit not after the start.
+pub fn dgraph_timestamps(txn: &Transaction) -> Result<(Option<Timestamp>, Option<Timestamp>), RecoveryError> {
+    let f: DgraphTxnFacts = facts_of_txn(txn)?;
+    let start = pick(txn, "start_ts", f.start_ts.map(Timestamp::new), txn.start_ts)?;
+    let commit = pick(txn, "commit_ts", f.commit_ts.map(Timestamp::new), txn.commit_ts)?;
+    // Whether the transaction installed a version (a predicate update or delete that
+    // matched nothing mutated nothing).
+    let wrote = txn.ops.iter().any(|op| match op {
+        Op::Write { .. } | Op::Append { .. } => true,
+        Op::Update { rows, .. } | Op::Delete { rows, .. } => !rows.is_empty(),
+        _ => false,
+    });
+    if let (Some(s), Some(c)) = (start, commit) {
+        // Dgraph's Zero hands out every timestamp once: a writer commits after its start
+        // (one that wrote nothing may carry its snapshot as commit_ts, as recovery writes).
+        if c < s || (c == s && wrote) {
+            return Err(RecoveryError::Meta {
+                txn: format!("T{}", txn.name),
+                field: "meta.commit_ts".into(),
+                message: format!("commit_ts {c} is not after start_ts {s}"),
+            });
+        }
+    }
+    // A transaction that mutated nothing never reaches /commit: its reads are those of
+    // its snapshot, and it is equivalent to one committing there.
+    let commit = match commit {
+        None if !wrote && txn.status == Status::Committed => start,
+        c => c,
+    };
+    Ok((start, commit))
+}
+
 /// The timestamp from the facts, else the transaction's field; both present must agree.
 fn pick(
-    h: &History,
-    t: TxnId,
+    txn: &Transaction,
     field: &str,
     from_meta: Option<Timestamp>,
     from_txn: Option<Timestamp>,
 ) -> Result<Option<Timestamp>, RecoveryError> {
     match (from_meta, from_txn) {
         (Some(m), Some(x)) if m != x => Err(RecoveryError::Meta {
-            txn: h.txn_label(t),
+            txn: format!("T{}", txn.name),
             field: format!("meta.{field}"),
             message: format!("the session recorded {m}, the transaction's {field} is {x}"),
         }),

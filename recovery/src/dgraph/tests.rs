@@ -113,3 +113,51 @@ fn bad_timestamps_are_refused_naming_the_transaction_and_field() {
     let e = recover(&mut h).unwrap_err().to_string();
     assert!(e.contains("meta"), "{e}");
 }
+
+/// Live, each transaction gets the timestamps its session recorded, which recovery keeps;
+/// what recovery would refuse or settle later stops the rule instead.
+#[test]
+fn live_ticks_are_the_recorded_timestamps_recovery_keeps() {
+    use std::collections::VecDeque;
+
+    use crate::{LiveTicks, RecordedLiveTicks};
+
+    let lines = [W1, W2, R_MID];
+    let mut whole = history(&lines);
+    recover(&mut whole).expect("recovers");
+    let want: Vec<Option<(Timestamp, Timestamp)>> =
+        whole.txns.iter().map(|t| t.start_ts.zip(t.commit_ts)).collect();
+    let h = history(&lines);
+    let mut rule = RecordedLiveTicks::new(super::dgraph_timestamps);
+    assert!(!rule.needs_stream());
+    let mut stream = VecDeque::new();
+    let mut got = rule.group(&[(TxnId(0), &h.txns[0])], &mut stream).unwrap();
+    assert_eq!(rule.low(), Timestamp::new(110), "every later start is above what Zero handed out");
+    got.extend(rule.group(&[(TxnId(1), &h.txns[1]), (TxnId(2), &h.txns[2])], &mut stream).unwrap());
+    assert_eq!(got, want);
+
+    let stops = |lines: &[&str], groups: &[&[usize]]| {
+        let h = history(lines);
+        let mut rule = RecordedLiveTicks::new(super::dgraph_timestamps);
+        let mut last = Ok(Vec::new());
+        for group in groups {
+            let txns: Vec<(TxnId, &isocert_history::Transaction)> =
+                group.iter().map(|&i| (TxnId::from_index(i), &h.txns[i])).collect();
+            last = rule.group(&txns, &mut VecDeque::new());
+            if last.is_err() {
+                break;
+            }
+        }
+        last.unwrap_err().to_string()
+    };
+    // Two writers of one row at one commit timestamp: recovery refuses them.
+    let tie = W2.replace("\"start_ts\":111,\"commit_ts\":120", "\"start_ts\":105,\"commit_ts\":110");
+    let e = stops(&[W1, &tie], &[&[0, 1]]);
+    assert!(e.contains("T2 and T1") && e.contains("110"), "{e}");
+    // An unknown outcome: recovery settles it by what later transactions read.
+    let unknown = W2.replace("\"session\":2,", "\"session\":2,\"status\":\"unknown\",");
+    assert!(stops(&[W1, &unknown], &[&[0, 1]]).contains("unknown"));
+    // A start below the watermark already sent (not expected of Zero): never a wrong mark.
+    let early = R_MID.replace("\"start_ts\":115", "\"start_ts\":105");
+    assert!(stops(&[W1, &early], &[&[0], &[1]]).contains("below the watermark 110"));
+}

@@ -2,7 +2,7 @@
 //! by the adapter from this very struct, read back here), and the binary-log positions
 //! they name. docs/MARIADB.md documents the fields.
 
-use isocert_history::{History, TxnId};
+use isocert_history::{History, Transaction, TxnId};
 use serde::{Deserialize, Serialize};
 
 use crate::RecoveryError;
@@ -89,18 +89,24 @@ pub(crate) fn read_op(h: &History, t: TxnId, op: usize) -> Result<InnoDbOpFacts,
     crate::meta::op_facts(h, t, op)
 }
 
-/// The facts of every transaction of `h` (defaults for a transaction without `meta`).
-pub(crate) fn read_facts(h: &History) -> Result<Vec<InnoDbTxnFacts>, RecoveryError> {
-    h.txn_ids().map(|t| read_txn(h, t)).collect()
+/// The facts of operation `op` of `txn` (a live rule has the transaction, not the history).
+pub(crate) fn read_op_of(txn: &Transaction, op: usize) -> Result<InnoDbOpFacts, RecoveryError> {
+    crate::meta::facts_of_op(txn, op)
 }
 
-fn read_txn(h: &History, t: TxnId) -> Result<InnoDbTxnFacts, RecoveryError> {
+/// The facts of every transaction of `h` (defaults for a transaction without `meta`).
+pub(crate) fn read_facts(h: &History) -> Result<Vec<InnoDbTxnFacts>, RecoveryError> {
+    h.txn_ids().map(|t| read_txn(h.txn(t))).collect()
+}
+
+/// The facts of `txn`, their GTIDs and positions checked.
+pub(crate) fn read_txn(txn: &Transaction) -> Result<InnoDbTxnFacts, RecoveryError> {
     let bad = |field: &str, message: String| RecoveryError::Meta {
-        txn: h.txn_label(t),
+        txn: format!("T{}", txn.name),
         field: field.into(),
         message,
     };
-    let facts: InnoDbTxnFacts = crate::meta::txn_facts(h, t)?;
+    let facts: InnoDbTxnFacts = crate::meta::facts_of_txn(txn)?;
     for (field, value) in [
         ("start_gtid", &facts.start_gtid),
         ("gtid", &facts.gtid),

@@ -27,7 +27,9 @@
 //!   and the commits acknowledged before it began put it.
 
 mod facts;
+mod live;
 mod placement;
+mod starts;
 
 use isocert_history::{
     Certificate, History, ObjId, Op, OpRef, SeenVersion, Status, Timestamp, TxnId, ValueId, Writer,
@@ -35,6 +37,8 @@ use isocert_history::{
 use rustc_hash::FxHashMap;
 
 pub use facts::{binlog_key, binlog_key_text, gtid_seq, InnoDbOpFacts, InnoDbTxnFacts};
+pub use live::InnoDbLiveTicks;
+use starts::{AcknowledgedCommits, Committed, Positions, Starts};
 
 use crate::matching::{match_log, record_own_writes, Matched};
 use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
@@ -75,7 +79,7 @@ pub fn recover_innodb(
     let ids: Vec<Option<u64>> = facts.iter().map(|f| f.gtid.as_deref().and_then(gtid_seq)).collect();
     let matched = match_log(history, &ids, log, |seq| seq)?;
     let h: &History = history;
-    let positions = Positions::new(log);
+    let positions = Positions::new(log.txns());
     let versions = versions_by_object(h, &matched);
     let mut objects_of: Vec<Vec<ObjId>> = vec![Vec::new(); h.tables().len()];
     for obj in versions.keys() {
@@ -92,60 +96,42 @@ pub fn recover_innodb(
         ..RecoveryStats::default()
     };
     let mut times: Vec<(Option<u64>, Option<u64>)> = vec![(None, None); h.txns.len()];
-    // Per session, the position its last committed transaction's successor must start at
-    // or after (snapshot isolation with session order).
-    let mut session_floor: FxHashMap<isocert_history::SessionId, usize> = FxHashMap::default();
-    let acknowledged = AcknowledgedCommits::new(h, &matched);
-    let (mut contradicted, mut unprovable) = (0usize, 0usize);
+    let mut starts = Starts::default();
+    let mut acknowledged = AcknowledgedCommits::default();
+    acknowledged.add(
+        h.txn_ids().filter_map(|t| {
+            Some((h.txn(t).real_time?.completed_at, matched.stream_pos[t.index()]? as usize))
+        }),
+    );
     for t in h.txn_ids() {
         if h.txn(t).status != Status::Committed {
             continue;
         }
-        let f = &facts[t.index()];
         let own_pos = matched.stream_pos[t.index()].map(|p| p as usize);
-        let mut snapshot_pos =
-            f.snapshot.as_deref().and_then(binlog_key_text).map(|k| positions.after_end(k));
-        let start = match snapshot_pos {
-            Some(p) => p,
-            None => f.start_gtid.as_deref().and_then(gtid_seq).map_or(0, |s| positions.after_gtid(s)),
-        };
-        let end = match own_pos {
-            Some(p) => p,
-            None => f
-                .before_commit_gtid
-                .as_deref()
-                .and_then(gtid_seq)
-                .map_or(log.len(), |s| positions.after_gtid(s)),
-        };
-        let commit_point_known = own_pos.is_some() || f.before_commit_gtid.is_some();
-        let session = h.txn(t).session;
         let cx = TxnContext { h, t, versions: &versions, matched: &matched, matcher };
-        if let (Some(reported), "repeatable-read") = (snapshot_pos, f.isolation.as_str()) {
-            let floor = session_floor.get(&session).copied().unwrap_or(0).max(acknowledged.floor(h, t));
-            let (placed, allowed) = snapshot_placement(&cx, &objects_of, reported, floor, end)?;
-            if placed != reported {
-                if allowed.contains(reported) {
-                    unprovable += 1;
-                } else {
-                    contradicted += 1;
-                }
-            }
-            snapshot_pos = Some(placed);
-        }
-        let current = Window { lo: start.min(end), hi: end };
-        let snapshot = snapshot_pos.map(|p| Window { lo: p, hi: p });
+        let placed = starts.place(
+            &positions,
+            Some(log.len()),
+            Committed {
+                facts: &facts[t.index()],
+                session: h.txn(t).session,
+                own_pos,
+                acknowledged: acknowledged.floor(h.txn(t).real_time),
+            },
+            |reported, floor, end| snapshot_placement(&cx, &objects_of, reported, floor, end),
+        )?;
+        let end = placed.end;
+        let current = Window { lo: placed.start.min(end), hi: end };
+        let snapshot = placed.snapshot.map(|p| Window { lo: p, hi: p });
         // A locking read holds its row locks until commit, so in a transaction the log
         // ordered it saw the newest versions at its own position.
-        let locked = if commit_point_known { Window { lo: end, hi: end } } else { current };
-        let (plain, current_read) = match f.isolation.as_str() {
+        let locked = if placed.commit_point_known { Window { lo: end, hi: end } } else { current };
+        let (plain, current_read) = match facts[t.index()].isolation.as_str() {
             "serializable" => (locked, locked),
             "repeatable-read" => (snapshot.unwrap_or(current), locked),
             _ => (current, current),
         };
-        let start_pos = snapshot.map_or(current.lo, |w| w.lo);
-        let start_ts = 2 * start_pos as u64 + 1;
-        session_floor.insert(session, own_pos.map_or(start_pos, |p| p + 1));
-        times[t.index()] = (Some(start_ts), Some(own_pos.map_or(start_ts, |p| 2 * p as u64 + 2)));
+        times[t.index()] = (Some(placed.ticks.0), Some(placed.ticks.1));
         let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
         for (i, op) in h.txn(t).ops.iter().enumerate() {
             let at = OpRef { txn: t, op: i as u32 };
@@ -223,6 +209,7 @@ pub fn recover_innodb(
             stats.outside_window
         ));
     }
+    let (contradicted, unprovable) = (starts.contradicted, starts.unprovable);
     if contradicted > 0 {
         warnings.push(format!(
             "{contradicted} REPEATABLE READ snapshot position(s) MariaDB reported are ruled out by what the \
@@ -271,47 +258,20 @@ fn snapshot_placement(
     end: usize,
 ) -> Result<(usize, placement::PositionSet), RecoveryError> {
     let (h, t) = (cx.h, cx.t);
-    let mut read = placement::PositionSet::between(floor, end);
+    let evidence = read_evidence(
+        h.txn(t),
+        t,
+        |obj| cx.versions(obj),
+        |predicate| objects_of[h.predicate(predicate).table.index()].as_slice(),
+        floor,
+        end,
+    )?;
+    let ReadEvidence { mut read, unreturned, aggregates, lowest } = evidence;
     let admit = |read: &mut placement::PositionSet, set: Option<placement::PositionSet>| {
         if let Some(set) = set {
             *read = read.intersect(&set);
         }
     };
-    // Plain selects with what each did not return, for the oracle's pass below.
-    let mut unreturned: Vec<(u32, isocert_history::PredId, Vec<ObjId>)> = Vec::new();
-    let mut aggregates = false;
-    let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
-    for (i, op) in h.txn(t).ops.iter().enumerate() {
-        match op {
-            Op::Read { obj, value } if !own.contains_key(obj) => {
-                let locking = h.txn(t).op_meta(i).is_some() && facts::read_op(h, t, i)?.locking;
-                if !locking {
-                    admit(&mut read, placement::read_admits(&cx.others(*obj), *value));
-                }
-            }
-            Op::Select { predicate, rows } => {
-                for r in rows.iter().filter(|r| !own.contains_key(&r.obj)) {
-                    admit(&mut read, placement::read_admits(&cx.others(r.obj), r.value));
-                }
-                let table = h.predicate(*predicate).table;
-                let missing = objects_of[table.index()]
-                    .iter()
-                    .copied()
-                    .filter(|o| !own.contains_key(o) && !rows.iter().any(|r| r.obj == *o))
-                    .collect();
-                unreturned.push((i as u32, *predicate, missing));
-            }
-            Op::Aggregate { .. } => aggregates = true,
-            _ => {}
-        }
-        record_own_writes(op, &mut own);
-    }
-    let lowest = own
-        .keys()
-        .filter_map(|obj| placement::overwritten_pos(cx.versions(*obj), Writer::Txn(t)))
-        .map(|p| p + 1)
-        .max()
-        .unwrap_or(0);
     let required = placement::PositionSet::between(lowest, end);
     if read.intersect(&required).contains(reported) {
         return Ok((reported, read));
@@ -337,61 +297,74 @@ fn snapshot_placement(
     Ok((placement::place(reported, &read, &required), read))
 }
 
-/// The client's acknowledged commits in real time: a transaction that began after a commit
-/// was acknowledged sees it (InnoDB makes a commit visible before acknowledging it).
-struct AcknowledgedCommits {
-    /// `(completed_at, log position after the commit)`, by `completed_at`, the position
-    /// replaced by the running maximum.
-    by_completion: Vec<(i64, usize)>,
+/// What a REPEATABLE READ transaction's plain reads allow before the predicate oracle is
+/// asked (the part of [`snapshot_placement`] offline recovery and the live rule share).
+struct ReadEvidence {
+    /// The positions between the floor and the commit point where every item read and
+    /// every row a plain SELECT returned was the newest version.
+    read: placement::PositionSet,
+    /// Plain selects with what each did not return: `(op, predicate, objects)`.
+    unreturned: Vec<(u32, isocert_history::PredId, Vec<ObjId>)>,
+    /// Whether the transaction has an aggregate (whose rows name no versions).
+    aggregates: bool,
+    /// The least position where every version its writes overwrote is visible.
+    lowest: usize,
 }
 
-impl AcknowledgedCommits {
-    fn new(h: &History, m: &Matched) -> Self {
-        let mut by_completion: Vec<(i64, usize)> = h
-            .txn_ids()
-            .filter_map(|t| Some((h.txn(t).real_time?.completed_at, m.stream_pos[t.index()]? as usize + 1)))
-            .collect();
-        by_completion.sort_unstable();
-        let mut highest = 0;
-        for entry in &mut by_completion {
-            highest = highest.max(entry.1);
-            entry.1 = highest;
+/// [`ReadEvidence`] of transaction `t` (`txn`), with `versions(obj)` the object's versions
+/// (oldest first, `t`'s own included) and `objects_of(predicate)` the objects of the
+/// predicate's table.
+fn read_evidence<'v>(
+    txn: &isocert_history::Transaction,
+    t: TxnId,
+    versions: impl Fn(ObjId) -> &'v [Version],
+    objects_of: impl Fn(isocert_history::PredId) -> &'v [ObjId],
+    floor: usize,
+    end: usize,
+) -> Result<ReadEvidence, RecoveryError> {
+    let others = |obj: ObjId| -> Vec<Version> {
+        versions(obj).iter().copied().filter(|v| v.writer != Writer::Txn(t)).collect()
+    };
+    let mut read = placement::PositionSet::between(floor, end);
+    let admit = |read: &mut placement::PositionSet, set: Option<placement::PositionSet>| {
+        if let Some(set) = set {
+            *read = read.intersect(&set);
         }
-        AcknowledgedCommits { by_completion }
-    }
-
-    /// The least snapshot position `t` can have: after every commit acknowledged before it
-    /// was invoked (0 without real time).
-    fn floor(&self, h: &History, t: TxnId) -> usize {
-        let Some(rt) = h.txn(t).real_time else { return 0 };
-        let k = self.by_completion.partition_point(|&(done, _)| done < rt.invoked_at);
-        k.checked_sub(1).map_or(0, |k| self.by_completion[k].1)
-    }
-}
-
-/// The log's positions, for locating GTIDs and binary-log offsets among its transactions.
-struct Positions {
-    seqs: Vec<u64>,
-    ends: Vec<u64>,
-}
-
-impl Positions {
-    fn new(log: &RawLog) -> Self {
-        Positions {
-            seqs: log.txns().iter().map(|t| t.xid).collect(),
-            ends: log.txns().iter().map(|t| t.end_lsn).collect(),
+    };
+    let mut unreturned = Vec::new();
+    let mut aggregates = false;
+    let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
+    for (i, op) in txn.ops.iter().enumerate() {
+        match op {
+            Op::Read { obj, value } if !own.contains_key(obj) => {
+                let locking = txn.op_meta(i).is_some() && facts::read_op_of(txn, i)?.locking;
+                if !locking {
+                    admit(&mut read, placement::read_admits(&others(*obj), *value));
+                }
+            }
+            Op::Select { predicate, rows } => {
+                for r in rows.iter().filter(|r| !own.contains_key(&r.obj)) {
+                    admit(&mut read, placement::read_admits(&others(r.obj), r.value));
+                }
+                let missing = objects_of(*predicate)
+                    .iter()
+                    .copied()
+                    .filter(|o| !own.contains_key(o) && !rows.iter().any(|r| r.obj == *o))
+                    .collect();
+                unreturned.push((i as u32, *predicate, missing));
+            }
+            Op::Aggregate { .. } => aggregates = true,
+            _ => {}
         }
+        record_own_writes(op, &mut own);
     }
-
-    /// How many logged transactions have a GTID sequence number at most `seq`.
-    fn after_gtid(&self, seq: u64) -> usize {
-        self.seqs.partition_point(|&s| s <= seq)
-    }
-
-    /// How many logged transactions end at or before binary-log position `key`.
-    fn after_end(&self, key: u64) -> usize {
-        self.ends.partition_point(|&e| e <= key)
-    }
+    let lowest = own
+        .keys()
+        .filter_map(|obj| placement::overwritten_pos(versions(*obj), Writer::Txn(t)))
+        .map(|p| p + 1)
+        .max()
+        .unwrap_or(0);
+    Ok(ReadEvidence { read, unreturned, aggregates, lowest })
 }
 
 /// Per object, its versions: the initial one (if the history has one, else "unborn"), then

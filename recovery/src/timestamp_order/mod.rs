@@ -28,6 +28,10 @@ use isocert_history::{
 };
 use rustc_hash::FxHashMap;
 
+mod live;
+
+pub use live::{RecordedLiveTicks, RecordedTimestamps};
+
 use crate::matching::{final_writes, match_log, record_own_writes, Matched};
 use crate::{CommittedTxn, RawLog, Recovered, RecoveryError, RecoveryStats};
 
