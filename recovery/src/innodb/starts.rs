@@ -112,8 +112,9 @@ pub(super) struct Placed {
     pub(super) end: usize,
     /// Whether `end` is known (not merely the log's end).
     pub(super) commit_point_known: bool,
-    /// Its `(start, commit)` ticks: start `2p + 1` at snapshot position `p`, commit `2q + 2`
-    /// at log position `q` (the start tick for a transaction that wrote nothing).
+    /// Its `(start, commit)` ticks: start `2p + 1` at snapshot position `p` (at SERIALIZABLE,
+    /// whose reads all lock, its commit point), commit `2q + 2` at log position `q` (the
+    /// start tick for a transaction that wrote nothing).
     pub(super) ticks: (u64, u64),
 }
 
@@ -190,7 +191,13 @@ impl Starts {
             }
             snapshot = Some(placed);
         }
-        let start_pos = snapshot.unwrap_or(start.min(end));
+        let start_pos = match facts.isolation.as_str() {
+            // Every read at SERIALIZABLE is a locking read, holding its locks until commit:
+            // it saw the newest versions at the commit point, whatever snapshot the
+            // transaction also took (its reads never used it).
+            "serializable" if commit_point_known => end,
+            _ => snapshot.unwrap_or(start.min(end)),
+        };
         let start_ts = 2 * start_pos as u64 + 1;
         self.session_floor.insert(session, own_pos.map_or(start_pos, |p| p + 1));
         Ok(Placed {

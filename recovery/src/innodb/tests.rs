@@ -112,6 +112,12 @@ fn serializable_reads_see_the_newest_versions_at_commit() {
     // T4 wrote nothing; its locks were held when the log ended at T1.
     assert_eq!(seen(&r, &h, 4, 0), vec![Writer::Txn(t(&h, 1)), Writer::Initial]);
     assert_eq!(r.stats.ambiguous_reads, 0);
+    // The ticks say the same to the timestamp checkers: each started at its commit point,
+    // not at the snapshot it took before T1 (its reads never used it). At the snapshot, a
+    // read-only T4 would be judged to have read T1's write from the future.
+    let ts = |id| (h.txn(t(&h, id)).start_ts.unwrap().wall, h.txn(t(&h, id)).commit_ts.unwrap().wall);
+    assert!(ts(2).1 < ts(3).0 && ts(3).0 < ts(3).1, "{:?} {:?}", ts(2), ts(3));
+    assert!(ts(1).1 < ts(4).0 && ts(4).0 == ts(4).1 && ts(4).1 < ts(2).1, "{:?} {:?}", ts(1), ts(4));
 }
 
 #[test]
