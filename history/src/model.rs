@@ -167,6 +167,11 @@ impl Op {
 }
 
 /// One client transaction.
+///
+/// What most transactions carry (name, session, status, operations) is held inline; what
+/// only some histories record (database timestamps, real time, adapter facts) sits behind
+/// one box, read and set through accessors, so that a transaction without them is 64 bytes
+/// instead of 168 (docs/PERFORMANCE.md, "Session 17": 96 MB at a million transactions).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transaction {
     /// The id it has in the file (integer or string; `17` and `"17"` differ).
@@ -177,18 +182,43 @@ pub struct Transaction {
     pub status: Status,
     /// Its operations in program order.
     pub ops: Vec<Op>,
-    /// Start timestamp reported by the database, if any.
-    pub start_ts: Option<Timestamp>,
-    /// Commit timestamp reported by the database, if any.
-    pub commit_ts: Option<Timestamp>,
-    /// Adapter facts (project extension `meta`): opaque to checkers, read by recovery.
-    pub meta: Option<Box<serde_json::Value>>,
-    /// Per-operation adapter facts (project extension: `meta` on an op), by op index.
-    pub op_meta: Vec<(u32, serde_json::Value)>,
-    /// When the client invoked it and saw its outcome, if recorded (project extension
-    /// `invoked_at` / `completed_at`): the real-time order strict serializability keeps.
-    pub real_time: Option<RealTime>,
+    /// The rarely recorded facts; `None` whenever every one of them is unset, so that two
+    /// transactions with the same facts compare equal however they were set.
+    extra: Option<Box<TxnExtra>>,
 }
+
+/// The facts of a [`Transaction`] only some histories record.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct TxnExtra {
+    /// Start timestamp reported by the database, if any.
+    start_ts: Option<Timestamp>,
+    /// Commit timestamp reported by the database, if any.
+    commit_ts: Option<Timestamp>,
+    /// Adapter facts (project extension `meta`): opaque to checkers, read by recovery.
+    meta: Option<serde_json::Value>,
+    /// Per-operation adapter facts (project extension: `meta` on an op), by op index.
+    op_meta: Vec<(u32, serde_json::Value)>,
+    /// When the client invoked it and saw its outcome, if recorded.
+    real_time: Option<RealTime>,
+}
+
+impl TxnExtra {
+    fn is_empty(&self) -> bool {
+        self.start_ts.is_none()
+            && self.commit_ts.is_none()
+            && self.meta.is_none()
+            && self.op_meta.is_empty()
+            && self.real_time.is_none()
+    }
+}
+
+/// The size of a [`Transaction`] in bytes; a new inline field would fail the build here
+/// (rarely set facts belong in its boxed extension).
+const TRANSACTION_SIZE: usize = 64;
+const _: () = assert!(
+    std::mem::size_of::<Transaction>() == TRANSACTION_SIZE,
+    "a Transaction grew: put a rarely set field behind its box"
+);
 
 /// The client's view of a transaction's duration (project extension `invoked_at` /
 /// `completed_at`): it was invoked at `invoked_at` and its outcome was known at
@@ -213,17 +243,7 @@ impl RealTime {
 impl Transaction {
     /// A committed transaction with no timestamps and no adapter facts.
     pub fn new(name: Scalar, session: SessionId, ops: Vec<Op>) -> Self {
-        Transaction {
-            name,
-            session,
-            status: Status::Committed,
-            ops,
-            start_ts: None,
-            commit_ts: None,
-            meta: None,
-            op_meta: Vec::new(),
-            real_time: None,
-        }
+        Transaction { name, session, status: Status::Committed, ops, extra: None }
     }
 
     /// Whether the transaction committed.
@@ -231,9 +251,79 @@ impl Transaction {
         self.status == Status::Committed
     }
 
+    /// Start timestamp reported by the database, if any.
+    pub fn start_ts(&self) -> Option<Timestamp> {
+        self.extra.as_ref().and_then(|e| e.start_ts)
+    }
+
+    /// Commit timestamp reported by the database, if any.
+    pub fn commit_ts(&self) -> Option<Timestamp> {
+        self.extra.as_ref().and_then(|e| e.commit_ts)
+    }
+
+    /// When the client invoked it and saw its outcome, if recorded (project extension
+    /// `invoked_at` / `completed_at`): the real-time order strict serializability keeps.
+    pub fn real_time(&self) -> Option<RealTime> {
+        self.extra.as_ref().and_then(|e| e.real_time)
+    }
+
+    /// Adapter facts (project extension `meta`): opaque to checkers, read by recovery.
+    pub fn meta(&self) -> Option<&serde_json::Value> {
+        self.extra.as_ref().and_then(|e| e.meta.as_ref())
+    }
+
+    /// Per-operation adapter facts (project extension: `meta` on an op), by op index, in
+    /// the order they were recorded.
+    pub fn op_metas(&self) -> &[(u32, serde_json::Value)] {
+        self.extra.as_ref().map_or(&[], |e| e.op_meta.as_slice())
+    }
+
     /// The adapter facts recorded for operation `op`, if any.
     pub fn op_meta(&self, op: usize) -> Option<&serde_json::Value> {
-        self.op_meta.iter().find(|(i, _)| *i as usize == op).map(|(_, m)| m)
+        self.op_metas().iter().find(|(i, _)| *i as usize == op).map(|(_, m)| m)
+    }
+
+    /// Sets (or clears) the start timestamp.
+    pub fn set_start_ts(&mut self, ts: Option<Timestamp>) {
+        self.update(ts.is_some(), |e| e.start_ts = ts);
+    }
+
+    /// Sets (or clears) the commit timestamp.
+    pub fn set_commit_ts(&mut self, ts: Option<Timestamp>) {
+        self.update(ts.is_some(), |e| e.commit_ts = ts);
+    }
+
+    /// Sets (or clears) the real-time span.
+    pub fn set_real_time(&mut self, span: Option<RealTime>) {
+        self.update(span.is_some(), |e| e.real_time = span);
+    }
+
+    /// Sets (or clears) the adapter facts.
+    pub fn set_meta(&mut self, meta: Option<serde_json::Value>) {
+        self.update(meta.is_some(), |e| e.meta = meta);
+    }
+
+    /// Replaces the per-operation adapter facts.
+    pub fn set_op_metas(&mut self, op_meta: Vec<(u32, serde_json::Value)>) {
+        self.update(!op_meta.is_empty(), |e| e.op_meta = op_meta);
+    }
+
+    /// Records adapter facts for operation `op` (after those recorded before).
+    pub fn push_op_meta(&mut self, op: u32, meta: serde_json::Value) {
+        self.update(true, |e| e.op_meta.push((op, meta)));
+    }
+
+    /// Changes the extension with `change` (`sets`: whether it sets something), allocating
+    /// it only when something is set and dropping it when nothing is left.
+    fn update(&mut self, sets: bool, change: impl FnOnce(&mut TxnExtra)) {
+        if !sets && self.extra.is_none() {
+            return;
+        }
+        let mut extra = self.extra.take().unwrap_or_default();
+        change(&mut extra);
+        if !extra.is_empty() {
+            self.extra = Some(extra);
+        }
     }
 }
 

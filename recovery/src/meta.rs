@@ -9,7 +9,7 @@ use crate::RecoveryError;
 
 /// The facts of transaction `t`.
 pub(crate) fn txn_facts<T: DeserializeOwned + Default>(h: &History, t: TxnId) -> Result<T, RecoveryError> {
-    let Some(meta) = h.txn(t).meta.as_deref() else { return Ok(T::default()) };
+    let Some(meta) = h.txn(t).meta() else { return Ok(T::default()) };
     serde_json::from_value(meta.clone()).map_err(|e| RecoveryError::Meta {
         txn: h.txn_label(t),
         field: "meta".into(),

@@ -63,8 +63,8 @@ fn timestamp_facts(h: &History) -> Result<TimestampFacts, RecoveryError> {
     for t in h.txn_ids() {
         let f: DgraphTxnFacts = txn_facts(h, t)?;
         let txn = h.txn(t);
-        let start = pick(h, t, "start_ts", f.start_ts.map(Timestamp::new), txn.start_ts)?;
-        let commit = pick(h, t, "commit_ts", f.commit_ts.map(Timestamp::new), txn.commit_ts)?;
+        let start = pick(h, t, "start_ts", f.start_ts.map(Timestamp::new), txn.start_ts())?;
+        let commit = pick(h, t, "commit_ts", f.commit_ts.map(Timestamp::new), txn.commit_ts())?;
         // Whether the transaction installed a version (a predicate update or delete that
         // matched nothing mutated nothing).
         let wrote = txn.ops.iter().any(|op| match op {

@@ -40,9 +40,9 @@ fn versions_follow_commit_ts_and_reads_see_their_start_ts_snapshot() {
     let seen: Vec<Writer> = sets[&OpRef { txn: TxnId(2), op: 1 }].iter().map(|s| s.writer).collect();
     assert!(seen.contains(&Writer::Txn(TxnId(0))) && seen.contains(&Writer::Initial), "{seen:?}");
     // Timestamps land in the history; the read-only transaction commits at its snapshot.
-    assert_eq!(h.txns[1].commit_ts, Some(Timestamp::new(120)));
+    assert_eq!(h.txns[1].commit_ts(), Some(Timestamp::new(120)));
     assert_eq!(
-        (h.txns[2].start_ts, h.txns[2].commit_ts),
+        (h.txns[2].start_ts(), h.txns[2].commit_ts()),
         (Some(Timestamp::new(115)), Some(Timestamp::new(115)))
     );
     // Recovering again from the history's own timestamps gives the same certificate.

@@ -248,8 +248,8 @@ pub fn recover_innodb(
     };
     for (txn, (start, commit)) in history.txns.iter_mut().zip(times) {
         if let (Some(start), Some(commit)) = (start, commit) {
-            txn.start_ts = Some(Timestamp::new(start));
-            txn.commit_ts = Some(Timestamp::new(commit));
+            txn.set_start_ts(Some(Timestamp::new(start)));
+            txn.set_commit_ts(Some(Timestamp::new(commit)));
         }
     }
     Ok(Recovered { certificate, stats, warnings })
@@ -349,7 +349,7 @@ impl AcknowledgedCommits {
     fn new(h: &History, m: &Matched) -> Self {
         let mut by_completion: Vec<(i64, usize)> = h
             .txn_ids()
-            .filter_map(|t| Some((h.txn(t).real_time?.completed_at, m.stream_pos[t.index()]? as usize + 1)))
+            .filter_map(|t| Some((h.txn(t).real_time()?.completed_at, m.stream_pos[t.index()]? as usize + 1)))
             .collect();
         by_completion.sort_unstable();
         let mut highest = 0;
@@ -363,7 +363,7 @@ impl AcknowledgedCommits {
     /// The least snapshot position `t` can have: after every commit acknowledged before it
     /// was invoked (0 without real time).
     fn floor(&self, h: &History, t: TxnId) -> usize {
-        let Some(rt) = h.txn(t).real_time else { return 0 };
+        let Some(rt) = h.txn(t).real_time() else { return 0 };
         let k = self.by_completion.partition_point(|&(done, _)| done < rt.invoked_at);
         k.checked_sub(1).map_or(0, |k| self.by_completion[k].1)
     }
