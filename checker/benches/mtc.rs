@@ -66,7 +66,7 @@ fn generate(txns: usize) -> History {
         let session = sessions[i % SESSIONS as usize];
         let mut t = Transaction::new(Scalar::Int(i as i64 + 1), session, ops);
         let invoked_at = 10 * i as i64;
-        t.real_time = Some(RealTime { invoked_at, completed_at: invoked_at + rng.random_range(0..40) });
+        t.set_real_time(Some(RealTime { invoked_at, completed_at: invoked_at + rng.random_range(0..40) }));
         h.push_txn(t).expect("fresh transaction name");
     }
     h

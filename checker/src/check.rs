@@ -106,7 +106,7 @@ fn check_definition(
     if checker == CheckerKind::Auto
         && level == IsolationLevel::SnapshotIsolation
         && crate::sat::lists::is_list_history(h)
-        && h.txns.iter().any(|t| t.status == Status::Committed && t.start_ts.is_none())
+        && h.txns.iter().any(|t| t.status == Status::Committed && t.start_ts().is_none())
     {
         return crate::sat::check(h, level, CheckerKind::Polysi, None);
     }

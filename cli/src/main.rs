@@ -38,18 +38,39 @@ struct Cli {
     command: Command,
 }
 
+/// The subcommands. Each one's arguments are built only when it is the one given (clap's
+/// `defer`): building every subcommand's arguments touched code and memory a check of a
+/// small history paid for at every start (docs/PERFORMANCE.md, "Session 17"). The line
+/// `isocert --help` shows for each is its variant's doc, the first paragraph of its
+/// arguments' doc (which `isocert SUBCOMMAND --help` shows).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Command {
+    /// Check a recorded history against an isolation level.
     Check(check::CheckArgs),
+    /// Run a workload on a database, recover its version certificate concurrently, and check it.
     Run(run::RunArgs),
+    /// Hunt for an isolation anomaly: sweep workloads, key counts, sessions, distributions,
+    /// transaction lengths, delete and abort mixes and seeds within a budget, spending more
+    /// where the server aborts most; shrink a finding and write a reproducer.
     Hunt(hunt::HuntArgs),
+    /// Recover a version certificate from a history and the change stream captured with it.
     Recover(recover::RecoverArgs),
+    /// Drop replication slots and publications left by isocert runs that are gone.
     Cleanup(cleanup::CleanupArgs),
+    /// Generate a history (JSON lines) and its version certificate by simulating sessions
+    /// against a multi-version store, valid by construction at the chosen isolation level.
     Gen(gen::GenArgs),
+    /// Convert a history from one format to another.
     Convert(convert::ConvertArgs),
+    /// Run an isolationtester `.spec` scenario: every permutation recorded, recovered and checked.
     Scenario(scenario::ScenarioArgs),
+    /// Serve version certificates over HTTP to the tenants of a database.
     Serve(serve::ServeArgs),
+    /// Fetch a history's version certificate from a certificate API.
     Certificate(certificate::CertificateArgs),
+    /// Publish a recorded v1 history to a Kafka topic of transactions, for `isocert check
+    /// --online` (tests and replays; a live test client publishes with `isocert_online::LiveEmitter`).
     Emit(online::EmitArgs),
 }
 

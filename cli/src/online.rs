@@ -324,14 +324,14 @@ mod with_kafka {
             for (i, ticks) in live.published.iter().enumerate() {
                 let Some((start, commit)) = ticks else { continue };
                 let txn = &h.txns[i];
-                if txn.start_ts != Some(*start) || txn.commit_ts != Some(*commit) {
+                if txn.start_ts() != Some(*start) || txn.commit_ts() != Some(*commit) {
                     anyhow::bail!(
                         "--emit: T{} was published during the run with start {start} and commit {commit}, but \
                          recovery gives it {:?} and {:?}: the topic's verdict may differ from the run's (a bug; \
                          the run's results are in {})",
                         txn.name,
-                        txn.start_ts.map(|t| t.to_string()),
-                        txn.commit_ts.map(|t| t.to_string()),
+                        txn.start_ts().map(|t| t.to_string()),
+                        txn.commit_ts().map(|t| t.to_string()),
                         out.display()
                     );
                 }
@@ -376,7 +376,7 @@ mod with_kafka {
                 .filter(|t| h.txn(*t).is_committed() && !h.txn(*t).ops.is_empty())
                 .collect();
             if let Some(t) =
-                rest.iter().find(|t| h.txn(**t).start_ts.is_none() || h.txn(**t).commit_ts.is_none())
+                rest.iter().find(|t| h.txn(**t).start_ts().is_none() || h.txn(**t).commit_ts().is_none())
             {
                 anyhow::bail!(
                     "--emit: {} has operations but no start or commit timestamp after {database}'s recovery: \
@@ -444,7 +444,7 @@ mod with_kafka {
                 .txns
                 .iter()
                 .filter(checked)
-                .filter(|t| t.start_ts.is_none() || t.commit_ts.is_none())
+                .filter(|t| t.start_ts().is_none() || t.commit_ts().is_none())
                 .count();
             if missing > 0 {
                 anyhow::bail!(
@@ -459,7 +459,7 @@ mod with_kafka {
             let mut empty = 0;
             for t in h.txn_ids() {
                 let txn = h.txn(t);
-                if txn.is_committed() && txn.ops.is_empty() && txn.start_ts.is_none() {
+                if txn.is_committed() && txn.ops.is_empty() && txn.start_ts().is_none() {
                     empty += 1;
                     continue;
                 }

@@ -130,9 +130,9 @@ fn adapter_facts_are_kept_or_skipped_as_asked() {
     let general = v1::read_history(text.as_bytes()).unwrap();
     let kept = v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Keep).unwrap();
     assert_same(&kept, &general, "kept");
-    assert!(kept.txns[0].meta.is_some() && kept.txns[0].op_meta.len() == 1);
+    assert!(kept.txns[0].meta().is_some() && kept.txns[0].op_metas().len() == 1);
     let skipped = v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Skip).unwrap();
-    assert!(skipped.txns[0].meta.is_none() && skipped.txns[0].op_meta.is_empty());
+    assert!(skipped.txns[0].meta().is_none() && skipped.txns[0].op_metas().is_empty());
     assert_eq!(skipped.txns[0].ops, general.txns[0].ops);
 }
 

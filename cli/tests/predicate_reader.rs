@@ -96,8 +96,8 @@ fn escapes_repeated_keys_and_facts() {
         ["id", "c0", "c1", "c2"]
     );
     assert_eq!(h.value_label(rows[0].obj, rows[0].value), r#"{id: 1, c0: 3, c1: "a\nb"}"#);
-    assert_eq!(t.op_meta.len(), 1);
-    assert_eq!(t.op_meta[0].1, serde_json::json!({"x":[1,{"y":null}]}));
+    assert_eq!(t.op_metas().len(), 1);
+    assert_eq!(t.op_metas()[0].1, serde_json::json!({"x":[1,{"y":null}]}));
     let Op::Update { set, .. } = &t.ops[1] else { panic!("not an update: {:?}", t.ops[1]) };
     assert_eq!(set.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>(), [Scalar::Int(6), Scalar::Null]);
 }

@@ -199,8 +199,8 @@ impl Sink for HistoryBuilder {
             Outcome::Committed => Status::Committed,
             Outcome::Aborted => Status::Aborted,
         };
-        t.start_ts = Some(Timestamp::new(rec.start_ts));
-        t.commit_ts = rec.commit_ts.map(Timestamp::new);
+        t.set_start_ts(Some(Timestamp::new(rec.start_ts)));
+        t.set_commit_ts(rec.commit_ts.map(Timestamp::new));
         let id = self.h.push_txn(t).map_err(|t| GenError::BadKnob {
             knob: "txns",
             message: format!("generator bug: transaction id {} repeated", t.name),

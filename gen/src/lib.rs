@@ -19,7 +19,7 @@
 //! let cfg = GenConfig { txns: 50, isolation: IsolationLevel::SnapshotIsolation, ..GenConfig::default() };
 //! let g = generate(&cfg)?;
 //! assert_eq!(g.history.txns.len(), 50);
-//! assert!(g.history.txns.iter().all(|t| t.start_ts.is_some()));
+//! assert!(g.history.txns.iter().all(|t| t.start_ts().is_some()));
 //!
 //! let bad = generate(&GenConfig { inject: Some(Injection::LostUpdate), ..cfg })?;
 //! assert_eq!(bad.history.txns.len(), 52);

@@ -160,7 +160,10 @@ fn concurrent_shapes_overlap_in_time() {
         let h = &g.history;
         let n = h.txns.len();
         let (a, b) = (h.txn(TxnId::from_index(n - 2)), h.txn(TxnId::from_index(n - 1)));
-        assert!(a.start_ts < b.start_ts && b.start_ts < a.commit_ts && a.commit_ts < b.commit_ts, "{kind}");
+        assert!(
+            a.start_ts() < b.start_ts() && b.start_ts() < a.commit_ts() && a.commit_ts() < b.commit_ts(),
+            "{kind}"
+        );
     }
 }
 

@@ -37,7 +37,7 @@ pub(crate) fn violations(h: &History, cert: &Certificate, rule: Rule) -> Vec<Str
     let committed: Vec<TxnId> = h.txn_ids().filter(|&t| h.txn(t).status == Status::Committed).collect();
     for &t in &committed {
         let x = h.txn(t);
-        let (Some(s), Some(c)) = (x.start_ts, x.commit_ts) else {
+        let (Some(s), Some(c)) = (x.start_ts(), x.commit_ts()) else {
             out.push(format!("T{t:?} has no timestamps"));
             continue;
         };
@@ -49,7 +49,7 @@ pub(crate) fn violations(h: &History, cert: &Certificate, rule: Rule) -> Vec<Str
     let mut events: Vec<(u64, u8, TxnId)> = Vec::new();
     for &t in &committed {
         let x = h.txn(t);
-        let (s, c) = (x.start_ts.unwrap().wall, x.commit_ts.unwrap().wall);
+        let (s, c) = (x.start_ts().unwrap().wall, x.commit_ts().unwrap().wall);
         let (install, read) = match rule {
             Rule::Snapshot => ((c, 0), (s, 1)),
             Rule::CommitTime => ((c, 1), (c, 0)),
@@ -73,8 +73,8 @@ pub(crate) fn violations(h: &History, cert: &Certificate, rule: Rule) -> Vec<Str
             for (obj, cur) in finals.remove(&t).unwrap_or_default() {
                 let x = h.txn(t);
                 writers.entry(obj).or_default().push((
-                    x.start_ts.unwrap().wall,
-                    x.commit_ts.unwrap().wall,
+                    x.start_ts().unwrap().wall,
+                    x.commit_ts().unwrap().wall,
                     t,
                 ));
                 let prev = state.get(&obj).map(|c| c.list.clone()).unwrap_or_default();
@@ -238,7 +238,7 @@ fn check_certificate(
         }
     }
     let mut by_commit: Vec<TxnId> = committed.to_vec();
-    by_commit.sort_by_key(|&t| (h.txn(t).commit_ts, t));
+    by_commit.sort_by_key(|&t| (h.txn(t).commit_ts(), t));
     if cert.serialization_order.as_ref() != Some(&by_commit) {
         out.push("serialization order is not commit-timestamp order".into());
     }
@@ -249,7 +249,7 @@ fn check_sessions(h: &History, out: &mut Vec<String>) {
     let mut last_commit: FxHashMap<isocert_history::SessionId, u64> = FxHashMap::default();
     for t in h.txn_ids() {
         let x = h.txn(t);
-        if let (Some(prev), Some(start)) = (last_commit.get(&x.session), x.start_ts) {
+        if let (Some(prev), Some(start)) = (last_commit.get(&x.session), x.start_ts()) {
             if start.wall < *prev {
                 out.push(format!(
                     "{} starts before its session's previous transaction commits",
@@ -257,7 +257,7 @@ fn check_sessions(h: &History, out: &mut Vec<String>) {
                 ));
             }
         }
-        if let Some(c) = x.commit_ts {
+        if let Some(c) = x.commit_ts() {
             last_commit.insert(x.session, c.wall);
         }
     }

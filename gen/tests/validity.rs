@@ -70,8 +70,8 @@ fn contention_produces_aborts_recorded_without_commit_timestamps() {
         let g = generate(&cfg).unwrap();
         assert!(g.stats.aborted > 0, "{isolation}: no aborts under contention");
         for t in &g.history.txns {
-            assert!(t.start_ts.is_some());
-            assert_eq!(t.commit_ts.is_some(), t.status == Status::Committed);
+            assert!(t.start_ts().is_some());
+            assert_eq!(t.commit_ts().is_some(), t.status == Status::Committed);
         }
     }
 }
@@ -98,9 +98,9 @@ fn read_only_transactions_commit_at_their_start_timestamp() {
         let writes = t.ops.iter().any(|op| op.is_write());
         if !writes {
             read_only += 1;
-            assert_eq!(t.start_ts, t.commit_ts);
+            assert_eq!(t.start_ts(), t.commit_ts());
         } else {
-            assert!(t.start_ts < t.commit_ts);
+            assert!(t.start_ts() < t.commit_ts());
         }
     }
     assert!(read_only > 0);
@@ -199,7 +199,7 @@ fn one_transaction_in_flight_runs_serially_without_aborts() {
     let g = generate(&cfg).unwrap();
     assert_eq!(g.stats.aborted, 0);
     let mut spans: Vec<_> =
-        g.history.txns.iter().map(|t| (t.start_ts.unwrap(), t.commit_ts.unwrap())).collect();
+        g.history.txns.iter().map(|t| (t.start_ts().unwrap(), t.commit_ts().unwrap())).collect();
     spans.sort();
     assert!(spans.windows(2).all(|w| w[0].1 < w[1].0));
 }

@@ -295,7 +295,7 @@ pub fn write_chronos<W: Write>(h: &History, out: &mut W) -> Result<ChronosExport
             report.skipped_uncommitted += 1;
             continue;
         }
-        let (Some(sts), Some(cts)) = (txn.start_ts, txn.commit_ts) else {
+        let (Some(sts), Some(cts)) = (txn.start_ts(), txn.commit_ts()) else {
             return Err(unsupported(format!("{} has no start_ts and commit_ts", h.txn_label(t))));
         };
         line.clear();

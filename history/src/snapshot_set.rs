@@ -106,7 +106,7 @@ impl SnapshotResolver {
                 .iter()
                 .map(|&w| {
                     let txn = h.txn(w);
-                    (txn.status == Status::Committed).then_some(txn.commit_ts).flatten()
+                    (txn.status == Status::Committed).then_some(txn.commit_ts()).flatten()
                 })
                 .collect();
             let monotone = commit_ts.iter().all(Option::is_some) && commit_ts.windows(2).all(|p| p[0] < p[1]);

@@ -102,9 +102,13 @@ fn the_transactions_extension_sets_outcomes_and_timestamps_and_round_trips() {
     assert!(c.is_empty(), "the facts go to the history, not the certificate");
     let (t1, t2) = (h.txn(TxnId(0)), h.txn(TxnId(1)));
     assert_eq!(t1.status, isocert_history::Status::Committed);
-    assert_eq!(t1.commit_ts, Some(isocert_history::Timestamp::hlc(7, 2)));
-    assert_eq!(t2.start_ts, Some(isocert_history::Timestamp::new(3)), "a field left out keeps the history's");
-    assert_eq!(t2.commit_ts, Some(isocert_history::Timestamp::new(9)));
+    assert_eq!(t1.commit_ts(), Some(isocert_history::Timestamp::hlc(7, 2)));
+    assert_eq!(
+        t2.start_ts(),
+        Some(isocert_history::Timestamp::new(3)),
+        "a field left out keeps the history's"
+    );
+    assert_eq!(t2.commit_ts(), Some(isocert_history::Timestamp::new(9)));
     let mut out = Vec::new();
     v1::write_certificate_with_facts(&h, &c, &[TxnId(0), TxnId(1)], &[], None, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();

@@ -26,9 +26,9 @@ fn sample_is_interned_as_the_spec_says() {
 
     let t1 = &h.txns[0];
     assert_eq!(t1.status, Status::Committed);
-    assert_eq!(t1.start_ts, Some(Timestamp::new(10)));
-    assert_eq!(t1.commit_ts, Some(Timestamp::hlc(1_700_000_000_000_000_000, 1)));
-    assert_eq!(t1.meta.as_deref(), Some(&serde_json::json!({"xid": 731})));
+    assert_eq!(t1.start_ts(), Some(Timestamp::new(10)));
+    assert_eq!(t1.commit_ts(), Some(Timestamp::hlc(1_700_000_000_000_000_000, 1)));
+    assert_eq!(t1.meta(), Some(&serde_json::json!({"xid": 731})));
     let Op::Read { value, .. } = t1.ops[1] else { panic!("expected a read") };
     assert_eq!(value, ValueId::ABSENT);
 
@@ -106,7 +106,7 @@ fn real_times_round_trip_and_the_fast_reader_accepts_them() {
 {"id":2,"session":1,"status":"unknown","invoked_at":12,"completed_at":9223372036854775807,"ops":[{"f":"w","key":5,"value":1}]}
 "#;
     let h = v1::read_history(text.as_bytes()).unwrap();
-    let rt = h.txns[0].real_time.unwrap();
+    let rt = h.txns[0].real_time().unwrap();
     assert_eq!((rt.invoked_at, rt.completed_at), (10, 25));
     assert!(rt.precedes(&isocert_history::RealTime { invoked_at: 26, completed_at: 30 }));
     assert!(!rt.precedes(&isocert_history::RealTime { invoked_at: 25, completed_at: 30 }));
@@ -118,8 +118,8 @@ fn real_times_round_trip_and_the_fast_reader_accepts_them() {
     assert_eq!(kv.real_time(isocert_history::TxnId(0)), Some(rt));
     let fast = v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Skip).unwrap();
     assert_eq!(
-        fast.txns.iter().map(|t| t.real_time).collect::<Vec<_>>(),
-        h.txns.iter().map(|t| t.real_time).collect::<Vec<_>>()
+        fast.txns.iter().map(|t| t.real_time()).collect::<Vec<_>>(),
+        h.txns.iter().map(|t| t.real_time()).collect::<Vec<_>>()
     );
     for bad in [
         r#"{"id":1,"session":0,"invoked_at":5,"ops":[]}"#,

@@ -181,10 +181,10 @@ fn times(h: &History, use_ts: bool, t: TxnId) -> (Timestamp, Timestamp) {
     let txn = h.txn(t);
     let real = |at: i64| Timestamp::new(at.max(0) as u64);
     if use_ts {
-        let start = txn.start_ts.expect("checked");
-        (start, txn.commit_ts.unwrap_or(start))
+        let start = txn.start_ts().expect("checked");
+        (start, txn.commit_ts().unwrap_or(start))
     } else {
-        let rt = txn.real_time.map_or((0, i64::MAX), |r| (r.invoked_at, r.completed_at));
+        let rt = txn.real_time().map_or((0, i64::MAX), |r| (r.invoked_at, r.completed_at));
         (real(rt.0), real(rt.1))
     }
 }
@@ -222,7 +222,8 @@ pub fn write_spec(
         }
     }
     out.push_str(&format!("}}\n\nteardown {{ DROP TABLE {}; }}\n", table.name));
-    let use_ts = h.txns.iter().all(|t| t.start_ts.is_some() && (t.commit_ts.is_some() || !t.is_committed()));
+    let use_ts =
+        h.txns.iter().all(|t| t.start_ts().is_some() && (t.commit_ts().is_some() || !t.is_committed()));
     // (time, phase, txn, steps): phase 0 = at the start, 1 = the writes, 2 = the commit.
     let mut events: Vec<(Timestamp, u8, TxnId, Vec<String>)> = Vec::new();
     for t in h.txn_ids() {

@@ -114,8 +114,9 @@ pub fn sub_history(h: &History, cert: &Certificate, keep: &Selection) -> Option<
             let ops = std::mem::take(&mut txn.ops);
             txn.ops =
                 ops.into_iter().enumerate().filter(|(i, _)| index[*i].is_some()).map(|(_, op)| op).collect();
-            txn.op_meta =
-                txn.op_meta.into_iter().filter_map(|(i, m)| Some((index[i as usize]?, m))).collect();
+            let op_meta =
+                txn.op_metas().iter().filter_map(|(i, m)| Some((index[*i as usize]?, m.clone()))).collect();
+            txn.set_op_metas(op_meta);
         }
         let id = sub.push_txn(txn).ok()?;
         map.insert(t, id);

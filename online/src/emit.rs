@@ -398,7 +398,7 @@ impl LiveEmitter {
         }
         let end = line.iter().rposition(|&b| b != b'\n').map_or(0, |i| i + 1);
         self.emitter.transaction(&line[..end], partitioning.of_session(session), &op_partitions)?;
-        if let Some(commit) = txn.commit_ts {
+        if let Some(commit) = txn.commit_ts() {
             self.last_commit.insert(session.clone(), commit);
         }
         self.since_mark += 1;

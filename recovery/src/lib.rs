@@ -22,7 +22,7 @@
 //! let recovered = recover_postgres(&mut h, &log, &|_, _, _, _| Ok(true))?;
 //! let order = recovered.certificate.version_order.unwrap();
 //! assert_eq!(order.values().next().unwrap().len(), 1);
-//! assert!(h.txns[0].commit_ts < h.txns[1].start_ts);
+//! assert!(h.txns[0].commit_ts() < h.txns[1].start_ts());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -222,7 +222,7 @@ mod tests {
             pending.extend(stream().drain(more));
         }
         let want: Vec<Option<(Timestamp, Timestamp)>> =
-            whole.txns.iter().map(|t| t.start_ts.zip(t.commit_ts)).collect();
+            whole.txns.iter().map(|t| t.start_ts().zip(t.commit_ts())).collect();
         assert_eq!(got, want);
         assert!(want[0].unwrap().1 < want[1].unwrap().1, "T0 visible before T1 though streamed after");
         assert_eq!(got[5], None, "aborted");

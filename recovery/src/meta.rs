@@ -14,7 +14,7 @@ pub(crate) fn txn_facts<T: DeserializeOwned + Default>(h: &History, t: TxnId) ->
 
 /// The facts of `txn` (a live rule has the transaction, not the history).
 pub(crate) fn facts_of_txn<T: DeserializeOwned + Default>(txn: &Transaction) -> Result<T, RecoveryError> {
-    let Some(meta) = txn.meta.as_deref() else { return Ok(T::default()) };
+    let Some(meta) = txn.meta() else { return Ok(T::default()) };
     serde_json::from_value(meta.clone()).map_err(|e| RecoveryError::Meta {
         txn: format!("T{}", txn.name),
         field: "meta".into(),

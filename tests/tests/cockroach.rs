@@ -135,7 +135,7 @@ fn changefeed_payloads_become_a_certificate_that_serializable_accepts() {
     let (h, _, anomalies) = recover_in_process(false);
     assert_eq!(anomalies, vec![]);
     // Timestamps are the HLC pairs: T2 commits one logical tick after T1.
-    let ts: Vec<String> = h.txns.iter().filter_map(|t| t.commit_ts).map(|t| t.to_string()).collect();
+    let ts: Vec<String> = h.txns.iter().filter_map(|t| t.commit_ts()).map(|t| t.to_string()).collect();
     assert_eq!(ts, [A, B, C, D].map(|s| s.trim_end_matches(".0000000000").to_string()));
 }
 

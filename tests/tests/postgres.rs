@@ -305,7 +305,11 @@ fn mini_transactions_certify_where_postgres_promises_and_lose_updates_at_read_co
     assert!(black.is_valid(), "{}", ser.explain("mini-ser-mtc", &black));
     // Every transaction carries the client's real times; one PostgreSQL server's
     // SERIALIZABLE keeps them (a transaction begun after another's COMMIT returned sees it).
-    assert!(ser.history.txns.iter().all(|t| t.real_time.is_some_and(|rt| rt.invoked_at <= rt.completed_at)));
+    assert!(ser
+        .history
+        .txns
+        .iter()
+        .all(|t| t.real_time().is_some_and(|rt| rt.invoked_at <= rt.completed_at)));
     let strict = mtc(&ser, IsolationLevel::StrictSerializable);
     assert_eq!(strict.checker, CheckerKind::Mtc);
     assert!(strict.is_valid(), "{}", ser.explain("mini-sser-mtc", &strict));

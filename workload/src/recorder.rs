@@ -182,9 +182,9 @@ impl Recorder {
         let id = Scalar::Int(self.history.txns.len() as i64);
         let mut txn = Transaction::new(id, self.sessions[raw.session as usize], ops);
         txn.status = raw.status;
-        txn.meta = Some(Box::new(Json::Object(raw.meta)));
-        txn.op_meta = op_meta;
-        txn.real_time = raw.real_time;
+        txn.set_meta(Some(Json::Object(raw.meta)));
+        txn.set_op_metas(op_meta);
+        txn.set_real_time(raw.real_time);
         // Ids are the position in the history, so they cannot collide.
         let _ = self.history.push_txn(txn);
         if let Some(Observer(observer)) = &mut self.observer {

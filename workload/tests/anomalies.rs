@@ -181,7 +181,7 @@ fn connections_killed_before_commit_are_recorded_unknown() {
         assert!(last > first_unknown || checked.committed as u64 >= cfg.txns);
     }
     for t in h.txns.iter().filter(|t| t.status == Status::Unknown) {
-        let meta = t.meta.as_deref().unwrap();
+        let meta = t.meta().unwrap();
         assert!(meta.get("sqlstate").is_some(), "{meta}");
     }
 }

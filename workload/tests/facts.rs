@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use crate::support::run_workload;
 
 fn txn_meta(h: &History, t: TxnId) -> &serde_json::Map<String, Json> {
-    h.txn(t).meta.as_deref().and_then(Json::as_object).expect("every transaction has meta")
+    h.txn(t).meta().and_then(Json::as_object).expect("every transaction has meta")
 }
 
 fn xid(h: &History, t: TxnId) -> Option<u64> {

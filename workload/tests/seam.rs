@@ -243,7 +243,7 @@ async fn retries_unknown_commits_and_typed_facts_go_through_the_seam() {
     assert_eq!(aborted, h.txns.len() / 3, "commits 3, 6, 9, ... abort");
     assert!(unknown > 0 && unknown == h.txns.len() / 7 - h.txns.len() / 21, "{unknown} unknown");
     for (i, t) in h.txns.iter().enumerate() {
-        let meta = t.meta.as_deref().expect("facts are recorded");
+        let meta = t.meta().expect("facts are recorded");
         assert_eq!(meta["attempt"], i as u64, "the adapter's TxnFacts are the meta: {meta}");
         let error = meta.get("error").and_then(|e| e.as_str());
         match t.status {
@@ -251,10 +251,10 @@ async fn retries_unknown_commits_and_typed_facts_go_through_the_seam() {
             Status::Unknown => assert_eq!(error, Some("lost")),
             _ => assert_eq!(error, None),
         }
-        for (op, m) in &t.op_meta {
+        for (op, m) in t.op_metas() {
             assert!(m["statement"].as_u64().unwrap() > 0, "op {op}: the OpFacts are its meta");
         }
-        assert_eq!(t.op_meta.len(), t.ops.len(), "every operation carries its facts");
+        assert_eq!(t.op_metas().len(), t.ops.len(), "every operation carries its facts");
     }
 }
 

@@ -112,9 +112,7 @@ fn append_histories_record_appends_and_lists_that_trace_back() {
     let client_aborts = h
         .txns
         .iter()
-        .filter(|t| {
-            t.status == Status::Aborted && t.meta.as_ref().is_some_and(|m| m.get("sqlstate").is_none())
-        })
+        .filter(|t| t.status == Status::Aborted && t.meta().is_some_and(|m| m.get("sqlstate").is_none()))
         .count();
     assert_eq!(client_aborts as u64, isocert_workload::client_aborted_plans(&cfg, cfg.txns));
     // Black-box (Elle's traceability): every read is a prefix of its key's longest read,

@@ -83,7 +83,7 @@ pub(crate) fn explain(h: &History, values: &ValueStore<'_>, vt: &VersionTable, e
         EdgeKind::StartDep => {
             let ts = |t: u32, start: bool| {
                 let txn = h.txn(TxnId(t));
-                let ts = if start { txn.start_ts } else { txn.commit_ts };
+                let ts = if start { txn.start_ts() } else { txn.commit_ts() };
                 ts.map_or("?".to_string(), |ts| ts.to_string())
             };
             format!(

@@ -32,8 +32,8 @@ fn timestamps(h: &History, vt: &VersionTable) -> Result<Vec<(Timestamp, Timestam
             level: IsolationLevel::SnapshotIsolation,
             checker: CheckerKind::Emme,
         };
-        let start = txn.start_ts.ok_or_else(|| missing("start_ts"))?;
-        let commit = match txn.commit_ts {
+        let start = txn.start_ts().ok_or_else(|| missing("start_ts"))?;
+        let commit = match txn.commit_ts() {
             Some(c) => c,
             None if txn.ops.iter().any(|op| op.is_write()) => return Err(missing("commit_ts")),
             None => Timestamp { wall: u64::MAX, logical: u64::MAX },

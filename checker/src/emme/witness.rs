@@ -71,7 +71,7 @@ pub(crate) fn order_hint(h: &History, cert: &Certificate) -> Vec<u64> {
         }
     } else {
         for (t, txn) in h.txns.iter().enumerate() {
-            if let Some(c) = txn.commit_ts {
+            if let Some(c) = txn.commit_ts() {
                 hint[t] = (c.wall.min(1 << 38) << 2) | (c.logical.min(3));
             }
         }

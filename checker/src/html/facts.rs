@@ -21,13 +21,13 @@ pub(super) fn edge_facts(h: &History, cert: &Certificate, e: &Edge) -> String {
             parts.push(format!(
                 "commit_ts of {} = {} &le; start_ts of {} = {} (history timestamps)",
                 esc(&h.txn_label(e.from)),
-                esc(&ts(from.commit_ts)),
+                esc(&ts(from.commit_ts())),
                 esc(&h.txn_label(e.to)),
-                esc(&ts(to.start_ts))
+                esc(&ts(to.start_ts()))
             ));
         }
         EdgeKind::RealTime => {
-            let time = |t: TxnId| h.txn(t).real_time;
+            let time = |t: TxnId| h.txn(t).real_time();
             if let (Some(a), Some(b)) = (time(e.from), time(e.to)) {
                 parts.push(format!(
                     "completed_at of {} = {} &lt; invoked_at of {} = {} (the clients' clock)",

@@ -17,8 +17,8 @@ pub(super) fn txn_ops(out: &mut String, h: &History, t: TxnId) {
     let ts = |v: Option<isocert_history::Timestamp>| v.map_or(String::new(), |v| v.to_string());
     let mut head =
         format!("{} · session {} · {}", h.txn_label(t), h.session_name(txn.session), txn.status.as_str());
-    if txn.start_ts.is_some() || txn.commit_ts.is_some() {
-        let _ = write!(head, " · start_ts {} · commit_ts {}", ts(txn.start_ts), ts(txn.commit_ts));
+    if txn.start_ts().is_some() || txn.commit_ts().is_some() {
+        let _ = write!(head, " · start_ts {} · commit_ts {}", ts(txn.start_ts()), ts(txn.commit_ts()));
     }
     let _ = write!(out, "<div class=\"txn-ops\" id=\"ops-{}\"><h5>{}</h5><ol>", t.0, esc(&head));
     for (i, op) in txn.ops.iter().enumerate().take(MAX_OPS) {

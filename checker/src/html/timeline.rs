@@ -23,21 +23,21 @@ pub(super) fn render(out: &mut String, h: &History, n: usize, g: &Graph) {
     let txns: Vec<_> = g.nodes.iter().map(|&t| (t, h.txn(t))).collect();
     let timed = txns
         .iter()
-        .all(|(_, t)| t.start_ts.is_some() && (t.commit_ts.is_some() || t.status != Status::Committed));
+        .all(|(_, t)| t.start_ts().is_some() && (t.commit_ts().is_some() || t.status != Status::Committed));
     // Each transaction's span as two ranks on the axis.
     let spans: Vec<(usize, usize)> = if timed {
         let mut stamps: Vec<Timestamp> = Vec::new();
         for (_, t) in &txns {
-            stamps.extend(t.start_ts);
-            stamps.extend(t.commit_ts);
+            stamps.extend(t.start_ts());
+            stamps.extend(t.commit_ts());
         }
         stamps.sort();
         stamps.dedup();
         let rank = |ts: Timestamp| stamps.binary_search(&ts).unwrap_or(0) * 2;
         txns.iter()
             .map(|(_, t)| {
-                let s = t.start_ts.map(rank).unwrap_or(0);
-                (s, t.commit_ts.map(rank).unwrap_or(s + 1).max(s + 1))
+                let s = t.start_ts().map(rank).unwrap_or(0);
+                (s, t.commit_ts().map(rank).unwrap_or(s + 1).max(s + 1))
             })
             .collect()
     } else {
@@ -99,8 +99,8 @@ pub(super) fn render(out: &mut String, h: &History, n: usize, g: &Graph) {
             "<g class=\"bar txn{ab}\" id=\"a{n}-b{id}\"><title>{title} · start {} · commit {}</title><rect \
              x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{BAR_H}\" rx=\"3\" fill=\"{fill}\"/><text x=\"{:.1}\" \
              y=\"{:.1}\" text-anchor=\"middle\">{label}</text></g>",
-            ts(t.start_ts),
-            ts(t.commit_ts),
+            ts(t.start_ts()),
+            ts(t.commit_ts()),
             x(s),
             bar_y(i),
             (x(e) - x(s)).max(10.0),

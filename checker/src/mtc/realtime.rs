@@ -45,7 +45,7 @@ pub(crate) fn real_times_for(
 ) -> Result<Vec<Option<RealTime>>, CheckError> {
     let mut out = Vec::with_capacity(h.txns.len());
     for t in h.txn_ids() {
-        let rt = h.txn(t).real_time;
+        let rt = h.txn(t).real_time();
         if in_graph[t.index()] && rt.is_none() {
             return Err(CheckError::UnsupportedHistory {
                 checker,

@@ -249,7 +249,11 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let spinner = indicatif::ProgressBar::new_spinner();
     spinner.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     spinner.set_message(format!("checking {} transactions for {}", h.txns.len(), args.isolation));
-    spinner.enable_steady_tick(Duration::from_millis(120));
+    // The spinner's ticking thread only where it is drawn: standard error piped or in a
+    // file hides it anyway, and a thread costs its stack and an allocator arena.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        spinner.enable_steady_tick(Duration::from_millis(120));
+    }
     let started = std::time::Instant::now();
     let checker = king_cobra_search(&args, &h, &cert);
     let session_order = if args.no_session_order { SessionOrder::Excluded } else { SessionOrder::Included };

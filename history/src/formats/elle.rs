@@ -478,7 +478,7 @@ fn to_ops(h: &History, format: &'static str) -> Result<Vec<Edn>, FormatError> {
             e
         };
         let (invoked_at, completed_at) =
-            t.real_time.map_or((i64::MAX, i64::MAX), |rt| (rt.invoked_at, rt.completed_at));
+            t.real_time().map_or((i64::MAX, i64::MAX), |rt| (rt.invoked_at, rt.completed_at));
         ops.push(op("invoke", process, "txn", Edn::Vector(invoked), time(invoked_at)));
         ops.push(op(kind, process, "txn", Edn::Vector(done), time(completed_at)));
     }

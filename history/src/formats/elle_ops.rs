@@ -221,7 +221,7 @@ impl ElleBuilder {
                 let session = self.h.intern_session(session);
                 let mut t = Transaction::new(name, session, ops);
                 t.status = status;
-                t.real_time = real_time;
+                t.set_real_time(real_time);
                 self.h
                     .push_txn(t)
                     .map_err(|t| bad("index".into(), format!("transaction id {} appears twice", t.name)))?;

@@ -78,18 +78,23 @@ impl Column {
 }
 
 impl Lines {
-    fn op(&self, i: usize) -> IntOp {
+    /// The operation of line `entry` of [`Lines::grouped`]'s order (its index, with
+    /// [`WRITE`] set for a write).
+    fn op(&self, entry: u32) -> IntOp {
+        let i = (entry & !WRITE) as usize;
         let (key, value) = (self.key.get(i), self.value.get(i));
-        if self.slot[i] & WRITE != 0 {
+        if entry & WRITE != 0 {
             IntOp::Write { key, value }
         } else {
             IntOp::Read { key, value }
         }
     }
 
-    /// The operation indexes grouped by transaction, each group in file order: `order`
-    /// and, per transaction, where its group starts (`starts[slot]..starts[slot + 1]`).
-    fn grouped(&self, txns: usize) -> (Vec<u32>, Vec<u32>) {
+    /// The operation indexes grouped by transaction, each group in file order, each with
+    /// [`WRITE`] set for a write: `order` and, per transaction, where its group starts
+    /// (`starts[slot]..starts[slot + 1]`). The per-line slots are freed: the order carries
+    /// all they held that is still needed, and they are not held while the history is built.
+    fn grouped(&mut self, txns: usize) -> (Vec<u32>, Vec<u32>) {
         let mut starts = vec![0u32; txns + 1];
         for &s in &self.slot {
             starts[(s & !WRITE) as usize + 1] += 1;
@@ -100,10 +105,11 @@ impl Lines {
         let mut next = starts.clone();
         let mut order = vec![0u32; self.slot.len()];
         for (i, &s) in self.slot.iter().enumerate() {
-            let s = (s & !WRITE) as usize;
-            order[next[s] as usize] = i as u32;
-            next[s] += 1;
+            let slot = (s & !WRITE) as usize;
+            order[next[slot] as usize] = i as u32 | (s & WRITE);
+            next[slot] += 1;
         }
+        self.slot = Vec::new();
         (order, starts)
     }
 }
@@ -171,6 +177,9 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
         if slot & WRITE != 0 {
             return Err(FormatError::invalid(line_no, "txn", "more than 2^31 transactions"));
         }
+        if lines.slot.len() >= WRITE as usize {
+            return Err(FormatError::invalid(line_no, "txn", "more than 2^31 operations"));
+        }
         lines.slot.push(if op == 'r' { slot } else { slot | WRITE });
         lines.key.push(key);
         lines.value.push(value);
@@ -181,7 +190,7 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
     let mut notes = Vec::new();
     let mut first = 0;
     if let Some(&(txn, session)) = txns.first() {
-        let events: Vec<IntOp> = ops_of(0).map(|&i| lines.op(i as usize)).collect();
+        let events: Vec<IntOp> = ops_of(0).map(|&i| lines.op(i)).collect();
         if explicit_initial(txn, session, &events) {
             first = 1;
             notes.push(format!(
@@ -197,7 +206,7 @@ pub fn read_plume<R: BufRead>(input: R) -> Result<Imported, FormatError> {
         let group = ops_of(slot);
         let mut ops = Vec::with_capacity(group.len());
         for &i in group {
-            kvutil::push_int_op(&mut h, &mut ops, lines.op(i as usize));
+            kvutil::push_int_op(&mut h, &mut ops, lines.op(i));
         }
         let mut t = Transaction::new(Scalar::Int(txn), session, ops);
         if txn == -1 {

@@ -202,7 +202,7 @@ impl ViperReader {
             self.counter += 1;
             let mut t = Transaction::new(Scalar::Int(self.counter), sid, ops);
             if !map.is_empty() {
-                t.meta = Some(Box::new(json!({ "viper": Json::Object(map) })));
+                t.set_meta(Some(json!({ "viper": Json::Object(map) })));
             }
             self.h
                 .push_txn(t)
@@ -469,7 +469,7 @@ pub fn write_viper_dir(h: &History, dir: &Path) -> Result<(), FormatError> {
                 ));
             }
             let mut m = Map::new();
-            if let Some(Json::Object(extra)) = t.meta.as_deref().and_then(|m| m.get("viper")) {
+            if let Some(Json::Object(extra)) = t.meta().and_then(|m| m.get("viper")) {
                 m.extend(extra.clone());
             }
             m.insert("value".into(), Json::Array(txn_mops(h, id)?));

@@ -89,9 +89,9 @@ impl HistoryBuilder {
         }
         let mut txn = Transaction::new(fields.name, fields.session, converted);
         txn.status = fields.status;
-        txn.start_ts = fields.start;
-        txn.commit_ts = fields.commit;
-        txn.real_time = fields.real_time;
+        txn.set_start_ts(fields.start);
+        txn.set_commit_ts(fields.commit);
+        txn.set_real_time(fields.real_time);
         self.out.push_txn(txn).map_err(|txn| txn.name)
     }
 

@@ -597,9 +597,9 @@ impl KvHistory {
         for t in txns {
             let mut txn = crate::Transaction::new(self.name(t).clone(), self.session(t), Vec::new());
             txn.status = self.status(t);
-            txn.start_ts = self.start_ts(t);
-            txn.commit_ts = self.commit_ts(t);
-            txn.real_time = self.real_time(t);
+            txn.set_start_ts(self.start_ts(t));
+            txn.set_commit_ts(self.commit_ts(t));
+            txn.set_real_time(self.real_time(t));
             h.push_txn(txn).expect("a KvHistory has unique transaction names");
         }
         h
@@ -643,9 +643,9 @@ impl KvHistory {
                 name: txn.name.clone(),
                 session: txn.session,
                 status: txn.status,
-                start: txn.start_ts,
-                commit: txn.commit_ts,
-                real_time: txn.real_time,
+                start: txn.start_ts(),
+                commit: txn.commit_ts(),
+                real_time: txn.real_time(),
             };
             kv.push_txn(fields, &ops).expect("a History has unique transaction names");
         }

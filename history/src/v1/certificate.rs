@@ -567,8 +567,8 @@ fn apply_transaction_facts(h: &mut History, facts: &[RawTxnFacts]) -> Result<(),
         if let Some(status) = status {
             t.status = status;
         }
-        t.start_ts = start_ts.or(t.start_ts);
-        t.commit_ts = commit_ts.or(t.commit_ts);
+        t.set_start_ts(start_ts.or(t.start_ts()));
+        t.set_commit_ts(commit_ts.or(t.commit_ts()));
     }
     Ok(())
 }
@@ -847,10 +847,10 @@ fn write_certificate_doc<W: Write>(
                 let mut m = serde_json::Map::new();
                 m.insert("txn".into(), name(t));
                 m.insert("status".into(), txn.status.as_str().into());
-                if let Some(ts) = txn.start_ts {
+                if let Some(ts) = txn.start_ts() {
                     m.insert("start_ts".into(), ts.to_json());
                 }
-                if let Some(ts) = txn.commit_ts {
+                if let Some(ts) = txn.commit_ts() {
                     m.insert("commit_ts".into(), ts.to_json());
                 }
                 Json::Object(m)

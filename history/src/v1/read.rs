@@ -348,17 +348,15 @@ fn convert_txn(h: &mut History, raw: RawTxn, line: usize) -> Result<TxnId, Forma
             .transpose()
             .map_err(|m| bad(field.into(), m))
     };
-    let txn = Transaction {
-        name,
-        session,
-        status,
-        ops,
-        start_ts: ts(raw.start_ts, "start_ts")?,
-        commit_ts: ts(raw.commit_ts, "commit_ts")?,
-        meta: raw.meta.map(Box::new),
-        op_meta,
-        real_time: real_time(raw.invoked_at, raw.completed_at).map_err(|(field, m)| bad(field.into(), m))?,
-    };
+    let mut txn = Transaction::new(name, session, ops);
+    txn.status = status;
+    txn.set_start_ts(ts(raw.start_ts, "start_ts")?);
+    txn.set_commit_ts(ts(raw.commit_ts, "commit_ts")?);
+    txn.set_meta(raw.meta);
+    txn.set_op_metas(op_meta);
+    txn.set_real_time(
+        real_time(raw.invoked_at, raw.completed_at).map_err(|(field, m)| bad(field.into(), m))?,
+    );
     h.push_txn(txn).map_err(|t| bad("id".into(), format!("transaction id {} appears twice", t.name)))
 }
 

@@ -61,13 +61,13 @@ pub fn write_txn<W: Write>(h: &History, id: TxnId, out: &mut W) -> Result<(), Fo
     if t.status != crate::Status::Committed {
         m.insert("status".into(), t.status.as_str().into());
     }
-    if let Some(ts) = t.start_ts {
+    if let Some(ts) = t.start_ts() {
         m.insert("start_ts".into(), ts.to_json());
     }
-    if let Some(ts) = t.commit_ts {
+    if let Some(ts) = t.commit_ts() {
         m.insert("commit_ts".into(), ts.to_json());
     }
-    if let Some(rt) = t.real_time {
+    if let Some(rt) = t.real_time() {
         m.insert("invoked_at".into(), rt.invoked_at.into());
         m.insert("completed_at".into(), rt.completed_at.into());
     }
@@ -84,8 +84,8 @@ pub fn write_txn<W: Write>(h: &History, id: TxnId, out: &mut W) -> Result<(), Fo
         })
         .collect();
     m.insert("ops".into(), Json::Array(ops));
-    if let Some(meta) = &t.meta {
-        m.insert("meta".into(), (**meta).clone());
+    if let Some(meta) = t.meta() {
+        m.insert("meta".into(), meta.clone());
     }
     serde_json::to_writer(&mut *out, &Json::Object(m)).map_err(std::io::Error::from)?;
     out.write_all(b"\n")?;

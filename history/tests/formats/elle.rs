@@ -276,15 +276,15 @@ fn jepsen_time_becomes_the_transactions_real_time() {
 ";
     let h = isocert_history::formats::read_elle_edn(&text[..]).unwrap().history;
     let times: Vec<_> =
-        h.txns.iter().map(|t| t.real_time.map(|rt| (rt.invoked_at, rt.completed_at))).collect();
+        h.txns.iter().map(|t| t.real_time().map(|rt| (rt.invoked_at, rt.completed_at))).collect();
     // Completed, indeterminate (:info stays open), never completed (open).
     assert_eq!(times, [Some((100, 200)), Some((150, i64::MAX)), Some((400, i64::MAX))]);
     // Written back as EDN, the times survive (an open completion has no :time).
     let mut out = Vec::new();
     Format::Elle.write(&h, &mut out).unwrap();
     let again = isocert_history::formats::read_elle_edn(&out[..]).unwrap().history;
-    let again: Vec<_> = again.txns.iter().map(|t| t.real_time).collect();
-    assert_eq!(again, h.txns.iter().map(|t| t.real_time).collect::<Vec<_>>());
+    let again: Vec<_> = again.txns.iter().map(|t| t.real_time()).collect();
+    assert_eq!(again, h.txns.iter().map(|t| t.real_time()).collect::<Vec<_>>());
 
     let backwards = b"{:type :invoke, :value [[:r 1 nil]], :process 0, :time 500}\n{:type :ok, :value [[:r 1 0]], :process 0, :time 400}\n";
     let (_, message) = error_of(Format::Elle, "h.edn", backwards);

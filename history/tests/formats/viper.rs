@@ -13,7 +13,7 @@ fn fixture_reads_initial_state_inserts_deletes_and_ranges() {
     assert_eq!(h.txns.len(), 3);
     let t1 = &h.txns[0];
     assert_eq!(t1.ops.len(), 4, "r, w, and the insert's read and write");
-    assert_eq!(t1.meta.as_deref().unwrap()["viper"]["postCommitTS"], 13);
+    assert_eq!(t1.meta().unwrap()["viper"]["postCommitTS"], 13);
     let row = |v| match h.value(v) {
         Value::Row(r) => r.columns().to_vec(),
         other => panic!("not a row: {other:?}"),

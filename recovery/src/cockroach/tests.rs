@@ -78,9 +78,9 @@ mod recovery {
         let status: Vec<Status> = h.txns.iter().map(|t| t.status).collect();
         assert_eq!(status, [Status::Committed, Status::Committed, Status::Aborted, Status::Committed]);
         assert_eq!((recovered.stats.resolved_committed, recovered.stats.resolved_aborted), (1, 1));
-        assert_eq!(h.txns[3].commit_ts, Some(Timestamp::hlc(300, 2)));
+        assert_eq!(h.txns[3].commit_ts(), Some(Timestamp::hlc(300, 2)));
         // Serializable reads sit just below the commit timestamp.
-        assert_eq!(h.txns[0].start_ts, Some(Timestamp::hlc(99, u64::MAX)));
+        assert_eq!(h.txns[0].start_ts(), Some(Timestamp::hlc(99, u64::MAX)));
         let order = recovered.certificate.version_order.unwrap();
         assert_eq!(order.values().map(Vec::len).sum::<usize>(), 3);
     }

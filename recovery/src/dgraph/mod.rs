@@ -77,8 +77,8 @@ fn timestamp_facts(h: &History) -> Result<TimestampFacts, RecoveryError> {
 /// Malformed facts, facts and fields that disagree, a commit not after the start.
 pub fn dgraph_timestamps(txn: &Transaction) -> Result<(Option<Timestamp>, Option<Timestamp>), RecoveryError> {
     let f: DgraphTxnFacts = facts_of_txn(txn)?;
-    let start = pick(txn, "start_ts", f.start_ts.map(Timestamp::new), txn.start_ts)?;
-    let commit = pick(txn, "commit_ts", f.commit_ts.map(Timestamp::new), txn.commit_ts)?;
+    let start = pick(txn, "start_ts", f.start_ts.map(Timestamp::new), txn.start_ts())?;
+    let commit = pick(txn, "commit_ts", f.commit_ts.map(Timestamp::new), txn.commit_ts())?;
     // Whether the transaction installed a version (a predicate update or delete that
     // matched nothing mutated nothing).
     let wrote = txn.ops.iter().any(|op| match op {

@@ -40,9 +40,9 @@ fn versions_follow_commit_ts_and_reads_see_their_start_ts_snapshot() {
     let seen: Vec<Writer> = sets[&OpRef { txn: TxnId(2), op: 1 }].iter().map(|s| s.writer).collect();
     assert!(seen.contains(&Writer::Txn(TxnId(0))) && seen.contains(&Writer::Initial), "{seen:?}");
     // Timestamps land in the history; the read-only transaction commits at its snapshot.
-    assert_eq!(h.txns[1].commit_ts, Some(Timestamp::new(120)));
+    assert_eq!(h.txns[1].commit_ts(), Some(Timestamp::new(120)));
     assert_eq!(
-        (h.txns[2].start_ts, h.txns[2].commit_ts),
+        (h.txns[2].start_ts(), h.txns[2].commit_ts()),
         (Some(Timestamp::new(115)), Some(Timestamp::new(115)))
     );
     // Recovering again from the history's own timestamps gives the same certificate.
@@ -126,7 +126,7 @@ fn live_ticks_are_the_recorded_timestamps_recovery_keeps() {
     let mut whole = history(&lines);
     recover(&mut whole).expect("recovers");
     let want: Vec<Option<(Timestamp, Timestamp)>> =
-        whole.txns.iter().map(|t| t.start_ts.zip(t.commit_ts)).collect();
+        whole.txns.iter().map(|t| t.start_ts().zip(t.commit_ts())).collect();
     let h = history(&lines);
     let mut rule = RecordedLiveTicks::new(super::dgraph_timestamps);
     assert!(!rule.needs_stream());

@@ -93,7 +93,7 @@ impl LiveTicks for InnoDbLiveTicks {
                 Status::Aborted => continue,
                 Status::Committed => {}
             }
-            if txn.real_time.is_none() {
+            if txn.real_time().is_none() {
                 return Err(live(format!("{label} has no real time: later snapshots cannot be bounded")));
             }
             if let Some(k) = txn.ops.iter().position(|op| !matches!(op, Op::Read { .. } | Op::Write { .. })) {
@@ -145,7 +145,7 @@ impl LiveTicks for InnoDbLiveTicks {
         self.acknowledged.add(
             txns.iter()
                 .zip(&own_pos)
-                .filter_map(|((_, txn), pos)| Some((txn.real_time?.completed_at, (*pos)?))),
+                .filter_map(|((_, txn), pos)| Some((txn.real_time()?.completed_at, (*pos)?))),
         );
         let mut out = Vec::with_capacity(txns.len());
         for (i, ((id, txn), f)) in txns.iter().zip(&facts).enumerate() {
@@ -161,7 +161,7 @@ impl LiveTicks for InnoDbLiveTicks {
                     facts: f,
                     session: txn.session,
                     own_pos: own_pos[i],
-                    acknowledged: self.acknowledged.floor(txn.real_time),
+                    acknowledged: self.acknowledged.floor(txn.real_time()),
                 },
                 |reported, floor, end| {
                     let evidence = read_evidence(

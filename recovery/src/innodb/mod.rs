@@ -100,7 +100,7 @@ pub fn recover_innodb(
     let mut acknowledged = AcknowledgedCommits::default();
     acknowledged.add(
         h.txn_ids().filter_map(|t| {
-            Some((h.txn(t).real_time?.completed_at, matched.stream_pos[t.index()]? as usize))
+            Some((h.txn(t).real_time()?.completed_at, matched.stream_pos[t.index()]? as usize))
         }),
     );
     for t in h.txn_ids() {
@@ -116,7 +116,7 @@ pub fn recover_innodb(
                 facts: &facts[t.index()],
                 session: h.txn(t).session,
                 own_pos,
-                acknowledged: acknowledged.floor(h.txn(t).real_time),
+                acknowledged: acknowledged.floor(h.txn(t).real_time()),
             },
             |reported, floor, end| snapshot_placement(&cx, &objects_of, reported, floor, end),
         )?;
@@ -235,8 +235,8 @@ pub fn recover_innodb(
     };
     for (txn, (start, commit)) in history.txns.iter_mut().zip(times) {
         if let (Some(start), Some(commit)) = (start, commit) {
-            txn.start_ts = Some(Timestamp::new(start));
-            txn.commit_ts = Some(Timestamp::new(commit));
+            txn.set_start_ts(Some(Timestamp::new(start)));
+            txn.set_commit_ts(Some(Timestamp::new(commit)));
         }
     }
     Ok(Recovered { certificate, stats, warnings })

@@ -85,7 +85,7 @@ fn repeatable_read_selects_read_the_snapshot_and_the_log_orders_versions() {
     assert_eq!(seen(&r, &h, 3, 0), vec![Writer::Txn(t(&h, 1)), Writer::Initial]);
     assert_eq!(r.stats.ambiguous_reads, 0);
     // Timestamps: T3 started after T1's commit and before T2's.
-    let ts = |id| (h.txn(t(&h, id)).start_ts.unwrap().wall, h.txn(t(&h, id)).commit_ts.unwrap().wall);
+    let ts = |id| (h.txn(t(&h, id)).start_ts().unwrap().wall, h.txn(t(&h, id)).commit_ts().unwrap().wall);
     assert!(ts(1).1 < ts(3).0 && ts(3).0 < ts(2).1, "{:?} {:?} {:?}", ts(1), ts(2), ts(3));
 }
 
@@ -115,7 +115,7 @@ fn serializable_reads_see_the_newest_versions_at_commit() {
     // The ticks say the same to the timestamp checkers: each started at its commit point,
     // not at the snapshot it took before T1 (its reads never used it). At the snapshot, a
     // read-only T4 would be judged to have read T1's write from the future.
-    let ts = |id| (h.txn(t(&h, id)).start_ts.unwrap().wall, h.txn(t(&h, id)).commit_ts.unwrap().wall);
+    let ts = |id| (h.txn(t(&h, id)).start_ts().unwrap().wall, h.txn(t(&h, id)).commit_ts().unwrap().wall);
     assert!(ts(2).1 < ts(3).0 && ts(3).0 < ts(3).1, "{:?} {:?}", ts(2), ts(3));
     assert!(ts(1).1 < ts(4).0 && ts(4).0 == ts(4).1 && ts(4).1 < ts(2).1, "{:?} {:?}", ts(1), ts(4));
 }
@@ -202,7 +202,7 @@ fn rr_history(reported: u64, read: i64, written: i64, invoked: i64) -> (History,
 
 /// Whether T3 started after T2 committed, by the recovered timestamps.
 fn started_after_t2(h: &History) -> bool {
-    h.txn(t(h, 3)).start_ts.unwrap().wall > h.txn(t(h, 2)).commit_ts.unwrap().wall
+    h.txn(t(h, 3)).start_ts().unwrap().wall > h.txn(t(h, 2)).commit_ts().unwrap().wall
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn a_lost_update_the_reads_prove_stays_and_one_they_cannot_prove_is_not_claimed(
     let mut h = v1::read_history(text.as_bytes()).unwrap();
     let log = log(vec![logged(1, &[(1, Some(10))]), logged(2, &[(1, Some(30))])]);
     let r = recover_innodb(&mut h, &log, &never_matches()).unwrap();
-    assert!(h.txn(t(&h, 3)).start_ts.unwrap().wall > h.txn(t(&h, 1)).commit_ts.unwrap().wall);
+    assert!(h.txn(t(&h, 3)).start_ts().unwrap().wall > h.txn(t(&h, 1)).commit_ts().unwrap().wall);
     assert!(r.warnings.iter().any(|w| w.contains("no anomaly is claimed")), "{:?}", r.warnings);
 }
 

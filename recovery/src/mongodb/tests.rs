@@ -138,7 +138,7 @@ fn transactions_from_apply_ops_in_cluster_time_order() {
     assert_eq!(sets[&OpRef { txn: TxnId(1), op: 0 }][0].writer, Writer::Txn(TxnId(0)));
     // T3 read at (…001, 1): T1's versions, not T2's.
     assert!(sets[&OpRef { txn: TxnId(2), op: 0 }].iter().all(|s| s.writer == Writer::Txn(TxnId(0))));
-    assert_eq!(h.txns[1].commit_ts, Some(Timestamp::hlc(1_700_000_001, 2)));
+    assert_eq!(h.txns[1].commit_ts(), Some(Timestamp::hlc(1_700_000_001, 2)));
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 
@@ -260,7 +260,7 @@ fn aborted_and_unknown_outcomes_settle_by_the_oplog() {
     assert_eq!(h.txns[2].status, Status::Aborted);
     assert_eq!((r.stats.resolved_committed, r.stats.resolved_aborted), (1, 1));
     // The commit time comes from the oplog: the client never learned it.
-    assert_eq!(h.txns[1].commit_ts, Some(Timestamp::hlc(1_700_000_030, 1)));
+    assert_eq!(h.txns[1].commit_ts(), Some(Timestamp::hlc(1_700_000_030, 1)));
 }
 
 #[test]
@@ -390,7 +390,7 @@ fn a_bracketed_snapshot_is_placed_by_the_item_reads() {
     ];
     let mut h = history(&lines.iter().map(String::as_str).collect::<Vec<_>>());
     let r = recover_mongodb(&mut h, &log, &never).expect("recovers");
-    assert_eq!(h.txns[2].start_ts, Some(Timestamp::hlc(1_700_000_060, 1)));
+    assert_eq!(h.txns[2].start_ts(), Some(Timestamp::hlc(1_700_000_060, 1)));
     assert_eq!(
         r.certificate.version_sets.as_ref().unwrap()[&OpRef { txn: TxnId(2), op: 0 }][0].writer,
         Writer::Txn(TxnId(0))

@@ -140,7 +140,7 @@ pub(crate) fn read_xids(h: &History) -> Result<Vec<Option<u64>>, RecoveryError> 
                 field: field.into(),
                 message,
             };
-            match h.txn(t).meta.as_deref() {
+            match h.txn(t).meta() {
                 None => Ok(None),
                 Some(Json::Object(map)) => map.get("xid").map_or(Ok(None), xid_of).map_err(|m| bad("xid", m)),
                 Some(_) => Err(bad("meta", "is not an object".into())),
@@ -181,10 +181,10 @@ pub(crate) fn read_placement(h: &History) -> Result<Placement, RecoveryError> {
             Some(other) => Err(bad(field(), format!("{other} is not a snapshot string"))),
         };
         let before = snapshots.len();
-        if let Some(meta) = txn.meta.as_deref() {
+        if let Some(meta) = txn.meta() {
             snapshots.extend(snapshot_of(meta, &|| "snapshot".into())?);
         }
-        for (op, meta) in &txn.op_meta {
+        for (op, meta) in txn.op_metas() {
             snapshots.extend(snapshot_of(meta, &|| format!("ops[{op}].meta.snapshot"))?);
         }
         has_snapshot.push(snapshots.len() > before);
@@ -213,13 +213,13 @@ pub(crate) fn read_txn_facts(txn: &Transaction) -> Result<TxnFacts, RecoveryErro
         field,
         message,
     };
-    let recorded: PgTxnFacts = read_meta(txn.meta.as_deref()).map_err(bad)?;
+    let recorded: PgTxnFacts = read_meta(txn.meta()).map_err(bad)?;
     let mut facts = TxnFacts {
         xid: recorded.xid,
         snapshot: parsed(recorded.snapshot, "snapshot").map_err(bad)?,
         ..TxnFacts::default()
     };
-    for (op, meta) in &txn.op_meta {
+    for (op, meta) in txn.op_metas() {
         let in_op = |(field, message): (String, String)| {
             let field =
                 if field == "meta" { format!("ops[{op}].meta") } else { format!("ops[{op}].meta.{field}") };

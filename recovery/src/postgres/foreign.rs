@@ -52,7 +52,7 @@ pub fn add_foreign_writers(h: &mut History, log: &RawLog) -> Result<Vec<TxnId>, 
         let session = h.intern_session(Scalar::Text(name.as_str().into()));
         let ops = writes.into_iter().map(|(obj, value)| Op::Write { obj, value }).collect();
         let mut txn = Transaction::new(Scalar::Text(name.as_str().into()), session, ops);
-        txn.meta = Some(Box::new(json!({"xid": widen_xid(ct.xid as u32, reference)})));
+        txn.set_meta(Some(json!({"xid": widen_xid(ct.xid as u32, reference)})));
         let id = h.push_txn(txn).map_err(|t| RecoveryError::Unsupported {
             txn: name.clone(),
             op: 0,

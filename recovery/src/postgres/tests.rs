@@ -69,7 +69,7 @@ fn version_order_is_stream_order_and_snapshots_pick_visible_versions() {
     assert_eq!(seen(&r, &h, 3, 0, 1), Some(Writer::Txn(t(&h, 1))));
     assert_eq!(seen(&r, &h, 4, 0, 1), Some(Writer::Txn(t(&h, 2))));
     // Timestamps: a writer is visible to a snapshot iff it committed before the start.
-    let ts = |n: i64| (h.txn(t(&h, n)).start_ts.unwrap(), h.txn(t(&h, n)).commit_ts.unwrap());
+    let ts = |n: i64| (h.txn(t(&h, n)).start_ts().unwrap(), h.txn(t(&h, n)).commit_ts().unwrap());
     assert!(ts(1).1 < ts(3).0 && ts(3).0 < ts(2).1 && ts(2).1 < ts(4).0);
     assert!(ts(1).0 < ts(1).1 && ts(2).0 < ts(2).1);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
@@ -190,8 +190,9 @@ fn read_committed_update_evaluated_the_version_it_overwrote() {
     // The same statement at REPEATABLE READ keeps its snapshot versions.
     let mut h2 = h.clone();
     for txn in &mut h2.txns {
-        txn.meta = Some(Box::new(
-            serde_json::json!({"xid": txn.meta.as_ref().unwrap()["xid"], "isolation": "repeatable read", "snapshot": "100:101:100"}),
+        let xid = txn.meta().unwrap()["xid"].clone();
+        txn.set_meta(Some(
+            serde_json::json!({"xid": xid, "isolation": "repeatable read", "snapshot": "100:101:100"}),
         ));
     }
     let r = recover(&mut h2, &lg).unwrap();
@@ -226,7 +227,7 @@ fn serialization_order_follows_anti_dependencies_not_commit_order() {
     let r = recover(&mut h, &log(vec![logged(101, 1, &[(1, Some(2))]), logged(100, 2, &[(2, Some(5))])]))
         .unwrap();
     assert_eq!(r.certificate.serialization_order, Some(vec![t(&h, 1), t(&h, 2)]));
-    assert!(h.txn(t(&h, 2)).commit_ts < h.txn(t(&h, 1)).commit_ts);
+    assert!(h.txn(t(&h, 2)).commit_ts() < h.txn(t(&h, 1)).commit_ts());
 }
 
 #[test]
@@ -304,8 +305,8 @@ fn a_snapshot_does_not_see_its_own_transaction_commit() {
     assert_eq!(seen(&r, &h, 1, 1, 1), Some(Writer::Txn(t(&h, 1))), "its own earlier write");
     assert_eq!(seen(&r, &h, 1, 1, 2), Some(Writer::Initial), "not its own later write");
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-    assert!(h.txn(t(&h, 1)).commit_ts < h.txn(t(&h, 2)).start_ts);
-    assert!(h.txn(t(&h, 1)).start_ts < h.txn(t(&h, 1)).commit_ts);
+    assert!(h.txn(t(&h, 1)).commit_ts() < h.txn(t(&h, 2)).start_ts());
+    assert!(h.txn(t(&h, 1)).start_ts() < h.txn(t(&h, 1)).commit_ts());
 }
 
 #[test]

@@ -221,10 +221,10 @@ pub(crate) fn build(h: &History, facts: &[TxnFacts], m: &Matched) -> Timeline {
 pub(crate) fn apply(h: &mut History, tl: &Timeline) {
     for (i, txn) in h.txns.iter_mut().enumerate() {
         if let Some(s) = tl.start[i] {
-            txn.start_ts = Some(Timestamp::new(s));
+            txn.set_start_ts(Some(Timestamp::new(s)));
         }
         if let Some(c) = tl.commit[i] {
-            txn.commit_ts = Some(Timestamp::new(c));
+            txn.set_commit_ts(Some(Timestamp::new(c)));
         }
     }
 }

@@ -77,8 +77,8 @@ fn reads_see_the_newest_version_committed_at_their_timestamp() {
     // The unknown commit is settled by its version; timestamps come from the log.
     assert_eq!(h.txns[2].status, Status::Committed);
     assert_eq!(r.stats.resolved_committed, 1);
-    assert_eq!(h.txns[1].start_ts.as_ref().map(ToString::to_string).as_deref(), Some("105"));
-    assert_eq!(h.txns[1].commit_ts.as_ref().map(ToString::to_string).as_deref(), Some("130"));
+    assert_eq!(h.txns[1].start_ts().as_ref().map(ToString::to_string).as_deref(), Some("105"));
+    assert_eq!(h.txns[1].commit_ts().as_ref().map(ToString::to_string).as_deref(), Some("130"));
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 

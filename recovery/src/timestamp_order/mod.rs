@@ -259,8 +259,8 @@ pub fn recover_by_timestamps(
     };
     for (txn, time) in history.txns.iter_mut().zip(&times) {
         if let Some((start, commit)) = time {
-            txn.start_ts = Some(*start);
-            txn.commit_ts = Some(*commit);
+            txn.set_start_ts(Some(*start));
+            txn.set_commit_ts(Some(*commit));
         }
     }
     Ok(Recovered { certificate, stats, warnings })

@@ -55,8 +55,8 @@ fn without_a_log_writers_are_ordered_by_commit_timestamp() {
     assert_eq!(r.certificate.version_order.as_ref().unwrap()[&key(&h, 1)], vec![TxnId(0)]);
     // The lost commit nobody read is left out as aborted; timestamps land in the history.
     assert_eq!(h.txns[3].status, Status::Aborted);
-    assert_eq!(h.txns[0].commit_ts, ts(110));
-    assert_eq!(h.txns[2].start_ts, ts(115));
+    assert_eq!(h.txns[0].commit_ts(), ts(110));
+    assert_eq!(h.txns[2].start_ts(), ts(115));
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn a_log_is_matched_by_commit_timestamp_and_statements_read_at_their_own_timesta
     let sets = r.certificate.version_sets.as_ref().unwrap();
     assert_eq!(sets[&OpRef { txn: TxnId(1), op: 0 }][0].writer, Writer::Initial);
     assert_eq!(sets[&OpRef { txn: TxnId(2), op: 0 }][0].writer, Writer::Txn(TxnId(0)));
-    assert_eq!(h.txns[0].commit_ts, hlc(110, 3));
+    assert_eq!(h.txns[0].commit_ts(), hlc(110, 3));
     // A logged commit at a timestamp no client recorded is an unknown writer.
     let mut h = history(&[W1]);
     let f = facts(&[(hlc(100, 0), hlc(110, 4))]);

@@ -139,7 +139,7 @@ fn groups_get_the_ticks_and_moves_of_the_whole_history() {
         log.iter().cloned().for_each(|c| assert!(raw.push(c)));
         let r = recover_innodb(&mut whole, &raw, &|_, _, _, _| Ok(false)).unwrap();
         let want: Vec<Option<(Timestamp, Timestamp)>> =
-            whole.txns.iter().map(|t| t.start_ts.zip(t.commit_ts)).collect();
+            whole.txns.iter().map(|t| t.start_ts().zip(t.commit_ts())).collect();
 
         let h = v1::read_history(text.as_bytes()).unwrap();
         let mut rule = InnoDbLiveTicks::new();
@@ -152,9 +152,7 @@ fn groups_get_the_ticks_and_moves_of_the_whole_history() {
             // The stream up to the cut, and perhaps a commit of the next group already.
             let upto = h.txns[..from + size]
                 .iter()
-                .filter_map(|t| {
-                    t.meta.as_ref()?.get("gtid")?.as_str()?.rsplit('-').next()?.parse::<usize>().ok()
-                })
+                .filter_map(|t| t.meta()?.get("gtid")?.as_str()?.rsplit('-').next()?.parse::<usize>().ok())
                 .max()
                 .unwrap_or(0);
             let taken = log.len().min(upto + usize::from(seed % 2 == 0));
