@@ -267,11 +267,6 @@ fn snapshot_placement(
         end,
     )?;
     let ReadEvidence { mut read, unreturned, aggregates, lowest } = evidence;
-    let admit = |read: &mut placement::PositionSet, set: Option<placement::PositionSet>| {
-        if let Some(set) = set {
-            *read = read.intersect(&set);
-        }
-    };
     let required = placement::PositionSet::between(lowest, end);
     if read.intersect(&required).contains(reported) {
         return Ok((reported, read));
@@ -290,7 +285,7 @@ fn snapshot_placement(
                     })?;
                 unmatched.push(!matches);
             }
-            admit(&mut read, placement::admitted_where(&versions, &unmatched));
+            read.narrow(placement::admitted_where(&versions, &unmatched));
         }
     }
     let required = if aggregates { read.clone() } else { required };
@@ -326,11 +321,6 @@ fn read_evidence<'v>(
         versions(obj).iter().copied().filter(|v| v.writer != Writer::Txn(t)).collect()
     };
     let mut read = placement::PositionSet::between(floor, end);
-    let admit = |read: &mut placement::PositionSet, set: Option<placement::PositionSet>| {
-        if let Some(set) = set {
-            *read = read.intersect(&set);
-        }
-    };
     let mut unreturned = Vec::new();
     let mut aggregates = false;
     let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
@@ -339,12 +329,12 @@ fn read_evidence<'v>(
             Op::Read { obj, value } if !own.contains_key(obj) => {
                 let locking = txn.op_meta(i).is_some() && facts::read_op_of(txn, i)?.locking;
                 if !locking {
-                    admit(&mut read, placement::read_admits(&others(*obj), *value));
+                    read.narrow(placement::read_admits(&others(*obj), *value));
                 }
             }
             Op::Select { predicate, rows } => {
                 for r in rows.iter().filter(|r| !own.contains_key(&r.obj)) {
-                    admit(&mut read, placement::read_admits(&others(r.obj), r.value));
+                    read.narrow(placement::read_admits(&others(r.obj), r.value));
                 }
                 let missing = objects_of(*predicate)
                     .iter()

@@ -41,6 +41,14 @@ impl PositionSet {
         self.0.iter().any(|&(lo, hi)| lo <= p && p <= hi)
     }
 
+    /// Keeps only the positions `constraint` admits too; `None` (an object with no
+    /// versions to tell by) constrains nothing.
+    pub(super) fn narrow(&mut self, constraint: Option<PositionSet>) {
+        if let Some(set) = constraint {
+            *self = self.intersect(&set);
+        }
+    }
+
     /// The positions in both sets.
     pub(super) fn intersect(&self, other: &PositionSet) -> PositionSet {
         let mut out = Vec::new();
