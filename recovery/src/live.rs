@@ -18,6 +18,11 @@ use crate::postgres::facts::{read_txn_facts, TxnFacts};
 use crate::postgres::timeline::{TickTxn, Ticker};
 use crate::{CommittedTxn, RecoveryError};
 
+/// The error that stops live publishing (the rest is published after recovery).
+pub(crate) fn stop(message: String) -> RecoveryError {
+    RecoveryError::Live { message }
+}
+
 /// The start and commit ticks of a group's transactions, as they will be in the recovered
 /// history: what a database's incremental rule gives a live run (`isocert run --emit`).
 pub trait LiveTicks: Send + fmt::Debug {

@@ -24,6 +24,7 @@ use rustc_hash::FxHashMap;
 use super::facts::{gtid_seq, read_txn};
 use super::starts::{AcknowledgedCommits, Committed, Positions, Starts};
 use super::{placement, read_evidence, Version};
+use crate::live::stop;
 use crate::matching::record_own_writes;
 use crate::{CommittedTxn, LiveTicks, RecoveryError};
 
@@ -61,10 +62,6 @@ impl InnoDbLiveTicks {
     }
 }
 
-fn live(message: String) -> RecoveryError {
-    RecoveryError::Live { message }
-}
-
 impl LiveTicks for InnoDbLiveTicks {
     fn initial(&mut self, initial: &[(ObjId, ValueId)]) {
         self.initial = initial.iter().copied().collect();
@@ -85,7 +82,7 @@ impl LiveTicks for InnoDbLiveTicks {
             let label = format!("T{}", txn.name);
             match txn.status {
                 Status::Unknown => {
-                    return Err(live(format!(
+                    return Err(stop(format!(
                     "{label}'s commit outcome is unknown (its connection was lost during COMMIT): only the \
                          whole binary log settles it"
                 )))
@@ -94,10 +91,10 @@ impl LiveTicks for InnoDbLiveTicks {
                 Status::Committed => {}
             }
             if txn.real_time().is_none() {
-                return Err(live(format!("{label} has no real time: later snapshots cannot be bounded")));
+                return Err(stop(format!("{label} has no real time: later snapshots cannot be bounded")));
             }
             if let Some(k) = txn.ops.iter().position(|op| !matches!(op, Op::Read { .. } | Op::Write { .. })) {
-                return Err(live(format!(
+                return Err(stop(format!(
                     "{label} op {k} is neither an item read nor an item write: live MariaDB ticks take only \
                      those (an append's list is the log's, a predicate needs the history's oracle)"
                 )));
@@ -110,7 +107,7 @@ impl LiveTicks for InnoDbLiveTicks {
         while let Some(i) = stream.front().and_then(|c| by_seq.get(&c.xid).copied()) {
             let c = stream.pop_front().expect("front exists");
             if own_pos[i].is_some() {
-                return Err(live(format!("the binary log commits GTID {} twice", c.xid)));
+                return Err(stop(format!("the binary log commits GTID {} twice", c.xid)));
             }
             let pos = self.positions.len();
             self.positions.push(&c);
@@ -125,7 +122,7 @@ impl LiveTicks for InnoDbLiveTicks {
             }
         }
         if let Some(c) = stream.iter().find(|c| by_seq.contains_key(&c.xid)) {
-            return Err(live(format!(
+            return Err(stop(format!(
                 "the binary log commits GTID {} after a commit of no transaction recorded before it",
                 c.xid
             )));
@@ -136,7 +133,7 @@ impl LiveTicks for InnoDbLiveTicks {
                 && own_pos[i].is_none()
                 && txn.ops.iter().any(|op| matches!(op, Op::Write { .. }))
             {
-                return Err(live(format!(
+                return Err(stop(format!(
                     "T{} wrote, but the binary log up to the cut has no commit of it",
                     txn.name
                 )));
@@ -178,7 +175,7 @@ impl LiveTicks for InnoDbLiveTicks {
             )?;
             let (start, commit) = placed.ticks;
             if start < self.low || commit < self.low {
-                return Err(live(format!(
+                return Err(stop(format!(
                     "T{} starts at tick {start} (its snapshot position as MariaDB reported it, which its reads \
                      do not place), below the watermark {} already published",
                     txn.name, self.low

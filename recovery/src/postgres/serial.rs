@@ -20,6 +20,7 @@ use isocert_oracle::dependence::{Dependence, Key};
 use rustc_hash::FxHashMap;
 
 use super::version_sets::Context;
+use crate::matching::record_own_writes;
 use crate::RecoveryError;
 
 /// The committed transactions in a dependency-respecting order, and whether the
@@ -362,18 +363,7 @@ fn matched_rows(
 
 /// The value `obj` has after the writes of `r`'s transaction before operation `r`.
 fn own_value_before(cx: &Context<'_>, r: OpRef, obj: ObjId) -> ValueId {
-    let mut value = ValueId::ABSENT;
-    for op in &cx.h.txn(r.txn).ops[..r.op as usize] {
-        match op {
-            Op::Write { obj: o, value: v } if *o == obj => value = *v,
-            Op::Update { rows, .. } => {
-                if let Some(row) = rows.iter().find(|row| row.obj == obj) {
-                    value = row.value;
-                }
-            }
-            Op::Delete { rows, .. } if rows.iter().any(|row| row.obj == obj) => value = ValueId::ABSENT,
-            _ => {}
-        }
-    }
-    value
+    let mut own = FxHashMap::default();
+    cx.h.txn(r.txn).ops[..r.op as usize].iter().for_each(|op| record_own_writes(op, &mut own));
+    own.get(&obj).copied().unwrap_or(ValueId::ABSENT)
 }

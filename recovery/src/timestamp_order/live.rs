@@ -14,9 +14,11 @@
 
 use std::collections::VecDeque;
 
-use isocert_history::{ObjId, Op, Status, Timestamp, Transaction, TxnId};
+use isocert_history::{ObjId, Status, Timestamp, Transaction, TxnId};
 use rustc_hash::FxHashMap;
 
+use crate::live::stop;
+use crate::matching::record_own_writes;
 use crate::{CommittedTxn, LiveTicks, RecoveryError};
 
 /// A database's recorded `(start, commit)` of one transaction, as recovery will write them
@@ -43,22 +45,12 @@ impl RecordedLiveTicks {
     }
 }
 
-fn live(message: String) -> RecoveryError {
-    RecoveryError::Live { message }
-}
-
-/// The rows `txn` wrote.
+/// The rows `txn` wrote, sorted.
 fn written(txn: &Transaction) -> Vec<ObjId> {
-    let mut objects: Vec<ObjId> = Vec::new();
-    for op in &txn.ops {
-        match op {
-            Op::Write { obj, .. } | Op::Append { obj, .. } => objects.push(*obj),
-            Op::Update { rows, .. } | Op::Delete { rows, .. } => objects.extend(rows.iter().map(|r| r.obj)),
-            _ => {}
-        }
-    }
+    let mut own = FxHashMap::default();
+    txn.ops.iter().for_each(|op| record_own_writes(op, &mut own));
+    let mut objects: Vec<ObjId> = own.into_keys().collect();
     objects.sort_unstable();
-    objects.dedup();
     objects
 }
 
@@ -78,7 +70,7 @@ impl LiveTicks for RecordedLiveTicks {
                     continue;
                 }
                 Status::Unknown => {
-                    return Err(live(format!(
+                    return Err(stop(format!(
                         "{label}'s commit outcome is unknown: recovery settles it by what later transactions read"
                     )))
                 }
@@ -86,24 +78,24 @@ impl LiveTicks for RecordedLiveTicks {
             }
             let (start, commit) = (self.recorded)(txn)?;
             let Some(start) = start else {
-                return Err(live(format!("{label} committed without the timestamp its snapshot reads at")));
+                return Err(stop(format!("{label} committed without the timestamp its snapshot reads at")));
             };
             let objects = written(txn);
             let commit = match commit {
                 Some(c) => c,
                 None if objects.is_empty() => start,
-                None => return Err(live(format!("{label} wrote and committed without a commit timestamp"))),
+                None => return Err(stop(format!("{label} wrote and committed without a commit timestamp"))),
             };
             for obj in objects {
                 if let Some(other) = self.writers.insert((obj, commit), label.clone()) {
-                    return Err(live(format!(
+                    return Err(stop(format!(
                         "{label} and {other} wrote one row and both commit at {commit}: recovery refuses them"
                     )));
                 }
             }
             if start < low {
                 // Not expected of a timestamp oracle; checked so that a mark is never wrong.
-                return Err(live(format!(
+                return Err(stop(format!(
                     "{label} reads at {start}, below the watermark {low} already published"
                 )));
             }
