@@ -215,16 +215,14 @@ impl ChangeCapture for BinlogCapture {
             Some(conn) => conn,
             None => self.position_conn.insert(connect(&self.url).await.map_err(AdapterError::from)?),
         };
-        let sql = "SELECT @@gtid_binlog_pos";
-        let end: Option<Option<String>> = match conn.query_first(sql).await {
-            Ok(end) => end,
+        let target = match log_end(conn).await {
+            Ok(target) => target,
             Err(e) => {
                 // Reconnect on the next call.
                 self.position_conn = None;
-                return Err(mysql_error(sql, e));
+                return Err(e);
             }
         };
-        let target = end.flatten().as_deref().and_then(gtid_seq).unwrap_or(0);
         self.read_seq.wait_for(|&seq| seq >= target).await.map_err(|_| AdapterError::Protocol {
             message: "the binary log reader ended before it reached the log's end".into(),
         })?;
@@ -239,15 +237,22 @@ impl ChangeCapture for BinlogCapture {
             let _ = conn.disconnect().await;
         }
         let mut conn = connect(&self.url).await.map_err(AdapterError::from)?;
-        let sql = "SELECT @@gtid_binlog_pos";
-        let end: Option<Option<String>> = conn.query_first(sql).await.map_err(|e| mysql_error(sql, e))?;
+        let target = log_end(&mut conn).await;
         let _ = conn.disconnect().await;
-        let target = end.flatten().as_deref().and_then(gtid_seq).unwrap_or(0);
+        let target = target?;
         let _ = self.stop.send(Some(target));
         self.task
             .await
             .map_err(|e| AdapterError::Protocol { message: format!("the binary log reader failed: {e}") })?
     }
+}
+
+/// The GTID sequence number of the binary log's last transaction (`@@gtid_binlog_pos`; 0
+/// for an empty log).
+async fn log_end(conn: &mut Conn) -> Result<u64, AdapterError> {
+    let sql = "SELECT @@gtid_binlog_pos";
+    let end: Option<Option<String>> = conn.query_first(sql).await.map_err(|e| mysql_error(sql, e))?;
+    Ok(end.flatten().as_deref().and_then(gtid_seq).unwrap_or(0))
 }
 
 /// The capture task's state.
