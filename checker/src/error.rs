@@ -29,6 +29,22 @@ pub enum CheckError {
         /// The operations and why, e.g. `T3 op 1: its value was written outside ...`.
         reads: String,
     },
+    /// Uncertified: Chronos or Aion found the history not serializable in commit-timestamp
+    /// order, but its timestamps do not promise to be the serial order (header
+    /// `serial_order: "unknown"`, as PostgreSQL's recovery writes), so the findings are no
+    /// anomaly. Exit code 2 on the command line.
+    #[error(
+        "uncertified: {found} finding(s) say the history is not serializable in commit-timestamp order, \
+         but its timestamps do not promise to be the order it serialized in (serial_order \"unknown\", as for \
+         PostgreSQL's SSI); decide serializability with --checker emme or enne and the recovered certificate. \
+         First: {findings}"
+    )]
+    SerialOrderUnknown {
+        /// How many findings broke commit order.
+        found: usize,
+        /// The first findings, explained.
+        findings: String,
+    },
     /// The checker does not decide this level.
     #[error("{checker} does not check {level}; {hint}")]
     UnsupportedLevel {

@@ -68,7 +68,9 @@ mod words;
 
 pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions, AionScope, Watermark};
 pub use check::{check, check_with, partial_version_order, resolve, without_session_order};
-pub use chronos::{check_chronos, check_chronos_kv, ChronosStream, StreamStop};
+pub use chronos::{
+    check_chronos, check_chronos_kv, commit_order_decides, settle_serial_order, ChronosStream, StreamStop,
+};
 pub use error::CheckError;
 pub use html::{render_html, GraphLayout, HtmlOptions};
 pub use isocert_history::{IsolationLevel, UnknownName};

@@ -114,7 +114,7 @@ pub fn stream_chronos_v1(
         return Ok(ChronosStreamed::Stopped { why: stopped });
     }
     let Some(mut kv) = kv else { return Ok(ChronosStreamed::Stopped { why: None }) };
-    let report = check.finish(&mut kv);
+    let report = crate::settle_serial_order(check.finish(&mut kv), kv.dict().serial_order)?;
     let (report, labels) = renumbered(report, &kv);
     Ok(ChronosStreamed::Checked(Box::new(ChronosChecked { report, labels, txns: kv.len() })))
 }
@@ -181,7 +181,7 @@ pub fn aion_chronos<R: Read>(
         aion_receive(&mut aion, reader.history_mut(), t, &mut on_final)?;
     }
     let kv = reader.into_history();
-    Ok((aion.finish(&kv), kv))
+    Ok((crate::settle_serial_order(aion.finish(&kv), kv.dict().serial_order)?, kv))
 }
 
 /// Transactions a reader thread parses ahead before handing them over.
@@ -246,7 +246,7 @@ pub fn aion_v1<R: Read + Send>(
             }
         }
         let kv = kv.unwrap_or_default();
-        Ok((aion.finish(&kv), kv))
+        Ok((crate::settle_serial_order(aion.finish(&kv), kv.dict().serial_order)?, kv))
     })
 }
 

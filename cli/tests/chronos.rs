@@ -130,6 +130,15 @@ fn bad_input_is_exit_code_two_naming_line_and_field() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `isocert gen` of 400 transactions (6 sessions, 15 keys, seed 5) with `extra` into `path`.
+fn generate(path: &str, extra: &[&str]) {
+    let mut args =
+        vec!["gen", "--txns", "400", "--sessions", "6", "--keys", "15", "--seed", "5", "--out", path];
+    args.extend_from_slice(extra);
+    let out = isocert(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Histories from `isocert gen` (an independent MVCC simulation with timestamps): valid
 /// ones pass Chronos and Aion at the level they were simulated under; each injected
 /// anomaly is rejected at the levels the generator documents.
@@ -138,13 +147,7 @@ fn generated_histories_and_injections_get_the_documented_verdicts() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.jsonl");
     let p = path.to_str().unwrap();
-    let gen = |extra: &[&str]| {
-        let mut args =
-            vec!["gen", "--txns", "400", "--sessions", "6", "--keys", "15", "--seed", "5", "--out", p];
-        args.extend_from_slice(extra);
-        let out = isocert(&args);
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    };
+    let gen = |extra: &[&str]| generate(p, extra);
     let verdict =
         |checker: &str, level: &str| isocert(&["check", "--checker", checker, "-i", level, p]).status.code();
     for (model, iso) in [("kv", "si"), ("kv", "ser"), ("list-append", "si"), ("list-append", "ser")] {
@@ -416,4 +419,54 @@ fn streaming_chronos_prints_what_the_whole_history_check_prints() {
     ]);
     let line = format!("line {}", middle + 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains(&line), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A history whose header says its timestamps are not its serial order
+/// (`"serial_order":"unknown"`, what PostgreSQL's recovery writes, for SSI): at
+/// serializability a violation of commit order is no anomaly, so write skew is
+/// uncertified (exit 2, never 1), an `int` anomaly stays one, a valid history stays valid,
+/// and snapshot isolation is judged as before. The near twin without the field is the
+/// test above (write skew: exit 1 at ser).
+#[test]
+fn commit_order_findings_are_uncertified_where_the_header_disowns_commit_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    let p = path.to_str().unwrap();
+    let gen = |extra: &[&str]| {
+        generate(p, extra);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = match text.strip_prefix(r#"{"format""#) {
+            Some(rest) => format!(r#"{{"serial_order":"unknown","format"{rest}"#),
+            None => format!(
+                "{{\"format\":\"isocert-history\",\"version\":1,\"serial_order\":\"unknown\"}}\n{text}"
+            ),
+        };
+        std::fs::write(&path, text).unwrap();
+    };
+    let check = |checker: &str, level: &str, extra: &[&str]| {
+        let mut args = vec!["check", "--checker", checker, "-i", level, p];
+        args.extend_from_slice(extra);
+        isocert(&args)
+    };
+    let streamed: &[&str] = &["--chronos-stream", "always"];
+    for (inject, at_ser) in [(None, 0), (Some("write-skew"), 2), (Some("ext"), 2), (Some("int"), 1)] {
+        match inject {
+            Some(i) => gen(&["--isolation", "si", "--inject", i]),
+            None => gen(&["--isolation", "ser"]),
+        }
+        for (checker, extra) in [("chronos", &[][..]), ("chronos", streamed), ("aion", &[][..])] {
+            let out = check(checker, "ser", extra);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(at_ser), "{inject:?} at ser by {checker} {extra:?}: {stderr}");
+            if at_ser == 2 {
+                assert!(
+                    stderr.contains("uncertified")
+                        && stderr.contains("not serializable in commit-timestamp order"),
+                    "{stderr}"
+                );
+            }
+        }
+        let at_si = if inject.is_some_and(|i| i != "write-skew") { 1 } else { 0 };
+        assert_eq!(check("chronos", "si", &[]).status.code(), Some(at_si), "{inject:?} at si");
+    }
 }

@@ -53,5 +53,5 @@ pub use model::{
 pub use name::UnknownName;
 pub use open::{open, open_input, open_kv, OpenError};
 pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
-pub use timestamp::Timestamp;
+pub use timestamp::{SerialOrder, Timestamp};
 pub use value::{Row, Scalar, Value};

@@ -461,6 +461,9 @@ pub struct History {
     /// PostgreSQL's `initial_xids`: the writers of the initial versions its client read,
     /// which `isocert serve` shows rather than hides (docs/POSTGRES.md). Checkers ignore it.
     pub meta: Option<Box<serde_json::Value>>,
+    /// Whether the commit timestamps are the serialization order of a serializable run (the
+    /// header's `serial_order`): what Chronos and Aion may conclude at serializability.
+    pub serial_order: crate::SerialOrder,
     /// Transactions in file order; a [`TxnId`] indexes this vector.
     pub txns: Vec<Transaction>,
     tables: Vec<Table>,
@@ -494,6 +497,7 @@ impl History {
             dialect: self.dialect,
             initial: self.initial.clone(),
             meta: self.meta.clone(),
+            serial_order: self.serial_order,
             txns: Vec::new(),
             tables: self.tables.clone(),
             objects: self.objects.clone(),

@@ -57,6 +57,52 @@ impl Timestamp {
     }
 }
 
+/// What a history's commit timestamps say about the order a serializable run serialized
+/// its transactions in: the header's `serial_order` (docs/FORMAT.md).
+///
+/// Chronos and Aion check serializability by running every transaction atomically at its
+/// commit timestamp. That is right where the database serializes in commit order
+/// (CockroachDB, MariaDB's locking SERIALIZABLE) and too strict where it does not:
+/// PostgreSQL's SSI may serialize a transaction before one that committed earlier, so a
+/// read the commit order cannot explain is no anomaly there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum SerialOrder {
+    /// A serializable run serializes its transactions in commit-timestamp order (the
+    /// default: the Chronos paper's reading of a history with timestamps).
+    #[default]
+    CommitTs,
+    /// The timestamps order snapshots and commits but not necessarily the serialization: a
+    /// violation of commit order at serializability is no fact (header `"unknown"`).
+    Unknown,
+}
+
+impl SerialOrder {
+    /// The header spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SerialOrder::CommitTs => "commit_ts",
+            SerialOrder::Unknown => "unknown",
+        }
+    }
+}
+
+/// The header's spellings; both v1 readers parse `serial_order` with it.
+impl std::str::FromStr for SerialOrder {
+    type Err = crate::UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "commit_ts" => Ok(SerialOrder::CommitTs),
+            "unknown" => Ok(SerialOrder::Unknown),
+            _ => Err(crate::UnknownName {
+                what: "serial_order",
+                given: s.to_string(),
+                choices: "commit_ts or unknown",
+            }),
+        }
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.logical == 0 {

@@ -131,3 +131,40 @@ fn real_times_round_trip_and_the_fast_reader_accepts_them() {
         assert!(err.contains("line 1") && err.contains("_at"), "{bad}: {err}");
     }
 }
+
+/// The header's `serial_order` (docs/FORMAT.md) round trips; both readers take it, and
+/// both refuse a spelling they do not know, naming the field and the choices.
+#[test]
+fn serial_order_round_trips_in_both_readers_and_unknown_spellings_are_refused() {
+    use isocert_history::{read_kv_v1_bytes, SerialOrder};
+    let text = concat!(
+        r#"{"format":"isocert-history","version":1,"serial_order":"unknown"}"#,
+        "\n",
+        r#"{"id":1,"session":0,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":1,"value":2}]}"#,
+        "\n"
+    );
+    let h = v1::read_history(text.as_bytes()).unwrap();
+    assert_eq!(h.serial_order, SerialOrder::Unknown);
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), text);
+    assert_eq!(read_kv_v1_bytes(text.as_bytes()).unwrap().dict().serial_order, SerialOrder::Unknown);
+
+    // The default (commit order) writes no header of its own, as files without it read.
+    let plain = text.split_once('\n').unwrap().1;
+    assert_eq!(v1::read_history(plain.as_bytes()).unwrap().serial_order, SerialOrder::CommitTs);
+    let explicit = text.replace("\"unknown\"", "\"commit_ts\"");
+    let h = v1::read_history(explicit.as_bytes()).unwrap();
+    assert_eq!(h.serial_order, SerialOrder::CommitTs);
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), plain);
+    assert_eq!(read_kv_v1_bytes(explicit.as_bytes()).unwrap().dict().serial_order, SerialOrder::CommitTs);
+
+    let bad = text.replace("\"unknown\"", "\"commit\"");
+    let general = v1::read_history(bad.as_bytes()).unwrap_err().to_string();
+    let fast = read_kv_v1_bytes(bad.as_bytes()).unwrap_err().to_string();
+    for e in [general, fast] {
+        assert!(e.contains("serial_order") && e.contains("commit_ts or unknown"), "{e}");
+    }
+}

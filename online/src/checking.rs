@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use isocert_checker::{Aion, AionDelay, AionOptions, AionScope, IsolationLevel, Partitioning, Watermark};
+use isocert_checker::{
+    commit_order_decides, Aion, AionDelay, AionOptions, AionScope, IsolationLevel, Partitioning, Watermark,
+};
 use isocert_history::{read_kv_v1_bytes, FormatError, KvHistory, Scalar, SessionId, TxnId};
 use rustc_hash::FxHashMap;
 
@@ -58,6 +60,7 @@ pub(crate) fn now_ms() -> i64 {
 pub(crate) struct PartitionCheck {
     topic: String,
     partition: u32,
+    level: IsolationLevel,
     aion: Option<Aion>,
     kv: Option<KvHistory>,
     initial: Option<Scalar>,
@@ -117,6 +120,7 @@ impl PartitionCheck {
         Ok(PartitionCheck {
             topic: topic.to_string(),
             partition,
+            level,
             aion: Some(Aion::new(options)?),
             kv: None,
             initial,
@@ -298,6 +302,16 @@ impl PartitionCheck {
         };
         text.extend_from_slice(&self.batch);
         let part = read_kv_v1_bytes(&text).map_err(|e| self.message_error(e, header_lines))?;
+        if first && !commit_order_decides(self.level, part.dict().serial_order) {
+            // Findings are final as they are found: none could be held back as uncertified.
+            return Err(self.bad(
+                -1,
+                "the producers' timestamps do not promise to be the order their transactions serialized in \
+                 (header serial_order \"unknown\", as PostgreSQL's SSI): a violation of commit order would be no \
+                 anomaly, so this stream cannot be checked at serializability online; check it at -i si, and \
+                 serializability offline with --checker emme and the recovered certificate",
+            ));
+        }
         self.batch.clear();
         let offsets = std::mem::take(&mut self.batch_offsets);
         let times = std::mem::take(&mut self.batch_times);
@@ -493,7 +507,8 @@ impl PartitionCheck {
 /// One header line holding every producer's initial values: the single header as it is,
 /// or the first (by producer id) with the others' initial values added (an entry given
 /// twice alike is kept once; the same object given two values is refused when the line is
-/// read). Producers must agree on the dialect.
+/// read). Producers must agree on the dialect; the serial order is commit order only where
+/// every producer's is.
 fn merge_headers(headers: &BTreeMap<String, Vec<u8>>) -> Result<Option<Vec<u8>>, String> {
     let mut distinct: Vec<(&String, &Vec<u8>)> = Vec::new();
     for (producer, h) in headers {
@@ -521,6 +536,9 @@ fn merge_headers(headers: &BTreeMap<String, Vec<u8>>) -> Result<Option<Vec<u8>>,
                 "producers {} and {} publish histories of different SQL dialects",
                 distinct[0].0, other.0
             ));
+        }
+        if let Some(order) = header.get("serial_order").filter(|o| o.as_str() != Some("commit_ts")) {
+            merged["serial_order"] = order.clone();
         }
         for entry in header.get("initial").and_then(|v| v.as_array()).into_iter().flatten() {
             if seen.insert(entry.to_string()) {
@@ -640,6 +658,39 @@ mod tests {
         c.accept(MessageKind::End, "b", b"", (8, None), &mut found).unwrap();
         assert_eq!(found, [], "both initial values are known");
         assert_eq!(c.finished().map(|f| (f.txns, f.anomalies)), Some((2, 0)));
+    }
+
+    /// A producer whose header disowns commit order as the serial order (PostgreSQL's:
+    /// `serial_order` "unknown") cannot be checked at serializability online, where each
+    /// finding is final at once: the member stops naming the header, before any verdict.
+    /// At snapshot isolation, and with a header that claims commit order (the near twin),
+    /// the same stream is checked; two producers' headers merge to unknown if either is.
+    #[test]
+    fn a_stream_without_a_serial_order_is_refused_at_serializability() {
+        let header = |order: &str| {
+            format!("{{\"format\":\"isocert-history\",\"version\":1,\"serial_order\":\"{order}\"}}")
+        };
+        let txn = b"{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":1}]}";
+        let run = |level: IsolationLevel, headers: &[(&str, &str)]| {
+            let mut c =
+                PartitionCheck::new("t", 0, Partitioning::new(1), level, None, headers.len()).unwrap();
+            let mut found = Vec::new();
+            for (offset, (producer, order)) in headers.iter().enumerate() {
+                let offset = offset as i64;
+                c.accept(MessageKind::Hello, producer, b"", (offset, None), &mut found).unwrap();
+                c.accept(MessageKind::Header, producer, header(order).as_bytes(), (offset, None), &mut found)
+                    .unwrap();
+            }
+            c.accept(MessageKind::Txn, headers[0].0, txn, (9, None), &mut found).unwrap();
+            c.flush(&mut found).map(|()| c.received)
+        };
+        let ser = IsolationLevel::Serializable;
+        let e = run(ser, &[("p", "unknown")]).unwrap_err().to_string();
+        assert!(e.contains("serial_order") && e.contains("-i si") && e.contains("emme"), "{e}");
+        assert_eq!(run(IsolationLevel::SnapshotIsolation, &[("p", "unknown")]).unwrap(), 1);
+        assert_eq!(run(ser, &[("p", "commit_ts")]).unwrap(), 1);
+        assert!(run(ser, &[("a", "commit_ts"), ("b", "unknown")]).is_err(), "b's order is unknown");
+        assert!(run(ser, &[("a", "unknown"), ("b", "commit_ts")]).is_err(), "a's order is unknown");
     }
 
     /// Shares of transactions in `parts` messages (protocol 2) are checked with their

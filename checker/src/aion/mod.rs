@@ -617,7 +617,7 @@ pub fn check_aion_kv(
     for t in order {
         aion.receive(kv, t)?;
     }
-    Ok(aion.finish(kv))
+    crate::settle_serial_order(aion.finish(kv), kv.dict().serial_order)
 }
 
 /// Runs Aion over a general history, transactions arriving in file order.

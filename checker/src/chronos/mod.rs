@@ -17,6 +17,7 @@
 //! [`ChronosStream`] runs the same simulation while the history is read (`stream`).
 
 mod explain;
+mod serial_order;
 mod state;
 mod stream;
 pub(crate) mod timeline;
@@ -31,6 +32,7 @@ pub(crate) use explain::{
     ext as explain_ext, int as explain_int, no_conflict as explain_no_conflict, session as explain_session,
     sort as sort_anomalies, ReadAt, Source,
 };
+pub use serial_order::{commit_order_decides, settle_serial_order};
 pub(crate) use state::ObjState;
 pub use stream::{ChronosStream, StreamStop};
 use timeline::{EventKey, Phase, Span};
@@ -72,7 +74,7 @@ pub fn check_chronos_kv(mut kv: KvHistory, level: IsolationLevel) -> Result<(Rep
     events.sort_unstable();
     sim.run(&mut kv, &events);
     drop(events);
-    let report = sim.report(&kv);
+    let report = settle_serial_order(sim.report(&kv), kv.dict().serial_order)?;
     Ok((report, kv))
 }
 

@@ -278,6 +278,12 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                         .parse()
                         .map_err(|e: UnknownName| Fail::bad(e.to_string()).at("dialect"))?;
                 }
+                b"serial_order" => {
+                    let o = s.string().map_err(|f| f.at("serial_order"))?;
+                    h.dict_mut().serial_order = String::from_utf8_lossy(o.as_bytes())
+                        .parse()
+                        .map_err(|e: UnknownName| Fail::bad(e.to_string()).at("serial_order"))?;
+                }
                 // Adapter facts about the whole history (PostgreSQL's `initial_xids`):
                 // recovery reads them, checkers ignore them.
                 b"meta" => s.skip_value().map_err(|f| f.at("meta"))?,

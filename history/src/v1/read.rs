@@ -24,6 +24,8 @@ struct RawHeader {
     dialect: Option<String>,
     #[serde(default)]
     meta: Option<Json>,
+    #[serde(default)]
+    serial_order: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -269,6 +271,10 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
     if let Some(d) = raw.dialect {
         h.dialect =
             d.parse().map_err(|e: UnknownName| FormatError::invalid(line, "dialect", e.to_string()))?;
+    }
+    if let Some(o) = raw.serial_order {
+        h.serial_order =
+            o.parse().map_err(|e: UnknownName| FormatError::invalid(line, "serial_order", e.to_string()))?;
     }
     // A set of the objects listed so far keeps the duplicate check linear (issue 28: a
     // header of 100,000 initial values took 8.8 s scanning the list).

@@ -6,15 +6,19 @@ use serde_json::{json, Map, Value as Json};
 
 use super::json::value_to_json;
 use crate::model::{Dialect, KV_TABLE};
-use crate::{FormatError, History, Op, TxnId};
+use crate::{FormatError, History, Op, SerialOrder, TxnId};
 
-/// Writes the header line when the history needs one (initial versions, a dialect or
-/// header facts).
+/// Writes the header line when the history needs one (initial versions, a dialect, a
+/// serial order other than commit order, or header facts).
 ///
 /// # Errors
 /// I/O errors of `out`.
 pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatError> {
-    if h.initial.is_empty() && h.dialect == Dialect::Postgres && h.meta.is_none() {
+    if h.initial.is_empty()
+        && h.dialect == Dialect::Postgres
+        && h.meta.is_none()
+        && h.serial_order == SerialOrder::CommitTs
+    {
         return Ok(());
     }
     let mut header = Map::new();
@@ -22,6 +26,9 @@ pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatErro
     header.insert("version".into(), 1.into());
     if h.dialect != Dialect::Postgres {
         header.insert("dialect".into(), h.dialect.as_str().into());
+    }
+    if h.serial_order != SerialOrder::CommitTs {
+        header.insert("serial_order".into(), h.serial_order.as_str().into());
     }
     if !h.initial.is_empty() {
         let initial: Vec<Json> = h
