@@ -13,7 +13,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use isocert_adapters::{ChangeCapture, CommittedTxn, Database, LiveTicks};
 use isocert_checker::Watermark;
-use isocert_history::{read_kv_v1_bytes, v1, History, ObjId, Timestamp, Transaction, TxnId, ValueId};
+use isocert_history::{
+    read_kv_v1_bytes, v1, History, IsolationLevel, ObjId, SerialOrder, Timestamp, Transaction, TxnId, ValueId,
+};
 use isocert_online::Emitter;
 use isocert_workload::Observe;
 
@@ -49,6 +51,8 @@ pub(crate) struct LiveState {
     pub(crate) emitter: Option<Emitter>,
     /// The header line the members got (initial values), once known.
     pub(crate) header: Option<Vec<u8>>,
+    /// The serial order that header promised: recovery must not record a weaker one.
+    pub(crate) serial_order: Option<SerialOrder>,
     /// Per transaction id (index), the ticks it was published with.
     pub(crate) published: Vec<Option<(Timestamp, Timestamp)>>,
     /// Transactions published.
@@ -71,6 +75,7 @@ pub(crate) struct LiveDriver {
     gate: Arc<tokio::sync::RwLock<()>>,
     stream: std::collections::VecDeque<CommittedTxn>,
     state: Arc<Mutex<LiveState>>,
+    serial_order: SerialOrder,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -83,11 +88,16 @@ fn now_ms() -> i64 {
 impl LiveDriver {
     /// The hooks for the workload and the driver, when `D` has an incremental rule
     /// (`None`: the run publishes after recovery).
+    ///
+    /// The run's transactions run at `level`, which decides the serial order the
+    /// published header promises ([`LiveTicks::serial_order`]).
     pub(crate) fn new<D: Database>(
         target: LiveTarget,
         state: Arc<Mutex<LiveState>>,
+        level: IsolationLevel,
     ) -> Option<(Observe, LiveDriver)> {
         let rule = D::live_ticks()?;
+        let serial_order = rule.serial_order(level);
         let inbox = Arc::new(Mutex::new(Inbox::default()));
         let gate = Arc::new(tokio::sync::RwLock::new(()));
         let sink = Arc::clone(&inbox);
@@ -97,7 +107,9 @@ impl LiveDriver {
                 None => {
                     let mut header = Vec::new();
                     inbox.initial = Some(h.initial.clone());
-                    match v1::write_header(h, &mut header) {
+                    let mut dict = h.without_txns();
+                    dict.serial_order = serial_order;
+                    match v1::write_header(&dict, &mut header) {
                         Ok(()) => inbox.header = Some(header.trim_ascii_end().to_vec()),
                         Err(e) => inbox.error = Some(format!("the history's header: {e}")),
                     }
@@ -117,7 +129,15 @@ impl LiveDriver {
         let observe = Observe { gate: Arc::clone(&gate), observer };
         Some((
             observe,
-            LiveDriver { target, rule, inbox, gate, stream: std::collections::VecDeque::new(), state },
+            LiveDriver {
+                target,
+                rule,
+                inbox,
+                gate,
+                stream: std::collections::VecDeque::new(),
+                state,
+                serial_order,
+            },
         ))
     }
 
@@ -207,6 +227,7 @@ impl LiveDriver {
                 }
             }
             state.header = header;
+            state.serial_order = Some(self.serial_order);
             state.emitter = Some(emitter);
         }
         let published_at = now_ms();

@@ -168,7 +168,9 @@ impl RunEmit {
     #[allow(clippy::extra_unused_type_parameters)]
     pub(crate) fn live_driver<D: isocert_adapters::Database>(
         &self,
+        level: isocert_history::IsolationLevel,
     ) -> Option<(isocert_workload::Observe, LiveDriver)> {
+        let _ = level;
         match *self {}
     }
 }
@@ -208,6 +210,7 @@ mod with_kafka {
 
     use anyhow::Context as _;
     use isocert_checker::CheckerKind;
+    use isocert_history::SerialOrder;
     use isocert_online::{
         default_producer_id, emit_file, run_member, Emitter, MemberEvent, MemberOptions, OnlineTarget,
         ResultRecord, Summary,
@@ -286,6 +289,7 @@ mod with_kafka {
             live: Arc::new(Mutex::new(LiveState {
                 emitter: None,
                 header: None,
+                serial_order: None,
                 published: Vec::new(),
                 sent: 0,
                 empty: 0,
@@ -302,8 +306,9 @@ mod with_kafka {
         /// (`None`: everything is published after recovery).
         pub(crate) fn live_driver<D: isocert_adapters::Database>(
             &self,
+            level: isocert_history::IsolationLevel,
         ) -> Option<(isocert_workload::Observe, crate::live_emit::LiveDriver)> {
-            crate::live_emit::LiveDriver::new::<D>(self.target.clone(), Arc::clone(&self.live))
+            crate::live_emit::LiveDriver::new::<D>(self.target.clone(), Arc::clone(&self.live), level)
         }
 
         /// Publishes what was not published while the workload ran (normally nothing),
@@ -320,6 +325,19 @@ mod with_kafka {
             if live.sent == 0 && live.emitter.is_none() && !live.ended {
                 drop(live);
                 return self.publish_recovered(h, database, out);
+            }
+            // Promising less than recovery found is harmless (members at -i ser refused).
+            if let Some(published) =
+                live.serial_order.filter(|&o| o == SerialOrder::CommitTs && h.serial_order != o)
+            {
+                anyhow::bail!(
+                    "--emit: the header published during the run says serial_order {:?}, but recovery records {:?}: \
+                     the topic's verdict at serializability may differ from the run's (a bug; the run's results are \
+                     in {})",
+                    published.as_str(),
+                    h.serial_order.as_str(),
+                    out.display()
+                );
             }
             for (i, ticks) in live.published.iter().enumerate() {
                 let Some((start, commit)) = ticks else { continue };

@@ -713,7 +713,7 @@ async fn run_workload<D: Database>(
     // With --emit on a database with an incremental tick rule, the transactions are
     // published while the workload runs (docs/ONLINE.md).
     let live = match (emit, &consumer) {
-        (Some(emit), Some(_)) => emit.live_driver::<D>(),
+        (Some(emit), Some(_)) => emit.live_driver::<D>(cfg.isolation),
         _ => None,
     };
     let result = match (live, consumer.as_mut()) {

@@ -156,6 +156,63 @@ fn killed(bootstrap: &str, dir: &Path, history: &Path, expected: &[String], rest
     assert_eq!(reported, expected, "every anomaly printed once over the members (restart: {restart})");
 }
 
+/// A recorded PostgreSQL-like history (header `serial_order` `unknown`: its timestamps are
+/// not its serial order) published by `isocert emit`: a member at `-i ser` stops with exit 2
+/// naming the header before any verdict, one at `-i si` checks it (VALID). The near twin,
+/// the same file without the field, is checked at `-i ser` (VALID).
+#[test]
+fn a_stream_whose_timestamps_are_no_serial_order_is_refused_at_serializability() {
+    let Some(broker) = KafkaBroker::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.jsonl");
+    let status = isocert()
+        .args([
+            "gen",
+            "--txns",
+            "300",
+            "--sessions",
+            "4",
+            "--keys",
+            "20",
+            "--isolation",
+            "ser",
+            "--seed",
+            "9",
+        ])
+        .arg("--out")
+        .arg(&plain)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&plain).unwrap();
+    assert!(!text.starts_with("{\"format\""), "a generated kv history has no header");
+    let unknown = dir.path().join("unknown.jsonl");
+    std::fs::write(
+        &unknown,
+        format!("{{\"format\":\"isocert-history\",\"version\":1,\"serial_order\":\"unknown\"}}\n{text}"),
+    )
+    .unwrap();
+    for (history, level, code) in [(&unknown, "ser", 2), (&unknown, "si", 0), (&plain, "ser", 0)] {
+        let url = format!("kafka://{}/{}", broker.bootstrap(), unique(&format!("order-{level}")));
+        let log = dir.path().join(format!("{level}-{code}.log"));
+        let mut m = isocert()
+            .args(["check", "-i", level, "--online", &url, "--group", "g", "--session-timeout", "2"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let emit = isocert().args(["emit", &url]).arg(history).args(["--partitions", "2"]).output().unwrap();
+        assert_eq!(emit.status.code(), Some(0), "{}", String::from_utf8_lossy(&emit.stderr));
+        let got = wait(&mut m, "the member");
+        let stderr = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(got, code, "{} at {level}: {stderr}", history.display());
+        if code == 2 {
+            assert!(stderr.contains("serial_order") && stderr.contains("-i si"), "{stderr}");
+        }
+    }
+}
+
 #[test]
 fn online_flags_say_what_is_missing() {
     let out = isocert().args(["check", "-i", "si", "--online", "kafka://127.0.0.1:1/t"]).output().unwrap();

@@ -41,14 +41,17 @@ mod snapshot;
 mod tidb;
 pub mod timestamp_order;
 
-pub use cockroach::{parse_hlc, recover_cockroach, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
+pub use cockroach::{
+    cockroach_timestamps, parse_hlc, recover_cockroach, single_change_per_row, CrdbOpFacts, CrdbTxnFacts,
+};
 pub use dgraph::{dgraph_timestamps, recover_dgraph, DgraphTxnFacts};
 pub use error::RecoveryError;
 pub use innodb::InnoDbLiveTicks;
 pub use innodb::{binlog_key, binlog_key_text, gtid_seq, recover_innodb, InnoDbOpFacts, InnoDbTxnFacts};
 pub use live::{LiveTicks, PgLiveTicks};
 pub use mongodb::{
-    mongo_txn_xid, read_change_stream, read_oplog, recover_mongodb, ClusterTime, MongoTxnFacts,
+    mongo_txn_xid, read_change_stream, read_oplog, recover_mongodb, ChangeStreamReader, ClusterTime,
+    MongoLiveTicks, MongoTxnFacts,
 };
 pub use postgres::{
     add_foreign_writers, hide_foreign_values, initial_load, recover_postgres, settle_initial, InitialVersion,
@@ -57,7 +60,7 @@ pub use postgres::{
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
 pub use recovered::{Recovered, RecoveryStats, RowMatcher};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
-pub use tidb::{recover_tidb, TiDbOpFacts, TiDbTxnFacts};
+pub use tidb::{recover_tidb, tidb_timestamps, TiDbOpFacts, TiDbTxnFacts};
 pub use timestamp_order::{
     recover_by_timestamps, LogMatch, RecordedLiveTicks, RecordedTimestamps, TimestampFacts, VersionSource,
 };

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use isocert_history::{Timestamp, Transaction, TxnId};
+use isocert_history::{IsolationLevel, SerialOrder, Timestamp, Transaction, TxnId};
 use rustc_hash::FxHashMap;
 
 use crate::postgres::facts::{read_txn_facts, TxnFacts};
@@ -21,6 +21,41 @@ use crate::{CommittedTxn, RecoveryError};
 /// The error that stops live publishing (the rest is published after recovery).
 pub(crate) fn stop(message: String) -> RecoveryError {
     RecoveryError::Live { message }
+}
+
+/// The watermark of a rule that hands out a database's own timestamps (Dgraph's, TiDB's,
+/// CockroachDB's, MongoDB's): the highest timestamp handed out so far, as start or commit.
+/// A transaction that began after a cut reads above it where one oracle issues every
+/// timestamp; one that does not stops live publishing, so that a mark is never wrong.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct HighestTimestamp(Option<Timestamp>);
+
+impl HighestTimestamp {
+    /// The watermark: the lowest timestamp a later group may hand out.
+    pub(crate) fn low(self) -> Timestamp {
+        self.0.unwrap_or(Timestamp::new(0))
+    }
+
+    /// Hands out `(start, commit)` to transaction `label` of a group whose watermark before
+    /// it was `low`, and returns them.
+    ///
+    /// # Errors
+    /// [`RecoveryError::Live`] for a start below `low`.
+    pub(crate) fn hand_out(
+        &mut self,
+        label: &str,
+        low: Timestamp,
+        (start, commit): (Timestamp, Timestamp),
+    ) -> Result<(Timestamp, Timestamp), RecoveryError> {
+        if start < low {
+            return Err(stop(format!(
+                "{label} reads at {start}, below the watermark {low} already published"
+            )));
+        }
+        let top = commit.max(start);
+        self.0 = Some(self.0.map_or(top, |h| h.max(top)));
+        Ok((start, commit))
+    }
 }
 
 /// The start and commit ticks of a group's transactions, as they will be in the recovered
@@ -57,6 +92,14 @@ pub trait LiveTicks: Send + fmt::Debug {
     /// sessions recorded needs none.
     fn needs_stream(&self) -> bool {
         true
+    }
+
+    /// The serial order recovery records for a run at `level` (the history's
+    /// `serial_order`), which the header published before the first group promises.
+    /// Default: unknown (the ticks order snapshots, not the serialization).
+    fn serial_order(&self, level: IsolationLevel) -> SerialOrder {
+        let _ = level;
+        SerialOrder::Unknown
     }
 }
 

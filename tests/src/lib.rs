@@ -150,3 +150,48 @@ pub fn fresh_pg_database(server: &str, name: &str) -> String {
     let base = server.rsplit_once('/').map_or(server, |(base, _)| base);
     format!("{base}/{db}")
 }
+
+/// `isocert run ARGS --emit` to a fresh topic on the broker at `bootstrap`, checked by one member at
+/// `level` while it runs (issue 36's live publishing, for the live database suites); the
+/// run's files go to `dir/run`.
+/// Returns the run's output and the member's and offline Chronos's exit codes on the
+/// saved history (at `level`), which must agree.
+///
+/// # Panics
+/// When a process cannot be started.
+#[cfg(feature = "kafka")]
+pub fn run_emitting_checked_online(
+    bootstrap: &str,
+    dir: &Path,
+    run_args: &[&str],
+    level: &str,
+) -> (String, Option<i32>, Option<i32>) {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let topic = format!("live-{}-{nanos}", std::process::id());
+    let url = format!("kafka://{bootstrap}/{topic}");
+    let mut member = Command::new(isocert_bin())
+        .args(["check", "-i", level, "--online", &url, "--group", &topic, "--session-timeout", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("isocert check --online");
+    let out = dir.join("run");
+    let run = Command::new(isocert_bin())
+        .arg("run")
+        .args(run_args)
+        .args(["--emit", &url, "--out"])
+        .arg(&out)
+        .output()
+        .expect("isocert run");
+    let text = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let online = member.wait().expect("the member ends").code();
+    let offline = Command::new(isocert_bin())
+        .args(["check", "--checker", "chronos", "-i", level])
+        .arg(out.join("history.jsonl"))
+        .output()
+        .expect("isocert check")
+        .status
+        .code();
+    (text, online, offline)
+}

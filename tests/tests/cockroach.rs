@@ -290,3 +290,21 @@ fn live_cockroach_runs_certify_serializable() {
         assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
     }
 }
+
+/// `isocert run --emit` against a live CockroachDB (issue 36): a SERIALIZABLE kv run is
+/// published while it runs (the commit timestamps the sessions read before COMMIT) and
+/// checked by one member at serializability, which the header's `serial_order`
+/// `commit_ts` allows; its verdict is offline Chronos's on the saved history.
+#[cfg(feature = "kafka")]
+#[test]
+fn live_cockroach_runs_are_published_while_they_run() {
+    let Some(url) = isocert_testsupport::COCKROACH.live_url() else { return };
+    let Some(broker) = isocert_testsupport::KafkaBroker::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--db", &url, "--workload", "kv", "--isolation", "serializable", "--no-deletes"];
+    let args = [&args[..], &["--txns", "300", "--sessions", "4", "--reset-tables"]].concat();
+    let (text, online, offline) =
+        isocert_tests::run_emitting_checked_online(broker.bootstrap(), dir.path(), &args, "ser");
+    assert!(text.contains("during the run"), "{text}");
+    assert_eq!(online, offline, "{text}");
+}

@@ -170,3 +170,21 @@ fn live_mongodb_runs_certify_snapshot_isolation() {
         assert_eq!(o.status.code(), Some(0), "{workload}: {}", String::from_utf8_lossy(&o.stderr));
     }
 }
+
+/// `isocert run --emit` against a live replica set (issue 36): a kv run at REPEATABLE READ
+/// is published while it runs (cluster times from the change stream at each cut, snapshots
+/// placed in their brackets) and checked by one member at snapshot isolation, whose
+/// verdict is offline Chronos's on the saved history.
+#[cfg(all(feature = "kafka", feature = "mongodb"))]
+#[test]
+fn live_mongodb_runs_are_published_while_they_run() {
+    let Some(url) = isocert_testsupport::MONGODB.live_url() else { return };
+    let Some(broker) = isocert_testsupport::KafkaBroker::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--db", &url, "--workload", "kv", "--isolation", "repeatable-read", "--no-deletes"];
+    let args = [&args[..], &["--txns", "300", "--sessions", "4", "--reset-tables"]].concat();
+    let (text, online, offline) =
+        isocert_tests::run_emitting_checked_online(broker.bootstrap(), dir.path(), &args, "si");
+    assert!(text.contains("during the run"), "{text}");
+    assert_eq!(online, offline, "{text}");
+}

@@ -1,7 +1,10 @@
 //! [`CockroachDb`]: the seam's [`Database`] for CockroachDB.
 
 use isocert_history::{Dialect, History};
-use isocert_recovery::{recover_cockroach, RawLog, RawLogError, Recovered, RecoveryError, RowMatcher};
+use isocert_recovery::{
+    cockroach_timestamps, recover_cockroach, LiveTicks, RawLog, RawLogError, RecordedLiveTicks, Recovered,
+    RecoveryError, RowMatcher,
+};
 use tokio_postgres::Client;
 
 use super::capture::{now, ChangefeedCapture};
@@ -216,6 +219,15 @@ impl Database for CockroachDb {
 
     fn read_source(input: &mut dyn std::io::BufRead) -> Result<RawLog, RawLogError> {
         CockroachDb::read_capture_file(input)
+    }
+
+    /// At SERIALIZABLE, the commit timestamp each session read before COMMIT (the
+    /// changefeed is matched by it, so recovery keeps it), the snapshot just below it. A
+    /// transaction below SERIALIZABLE, or one starting below the watermark already sent
+    /// (an HLC on another node, within the clock offset), stops live publishing; the rest
+    /// is published after recovery.
+    fn live_ticks() -> Option<Box<dyn LiveTicks>> {
+        Some(Box::new(RecordedLiveTicks::commit_ordered(cockroach_timestamps)))
     }
 
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {

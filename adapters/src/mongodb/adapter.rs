@@ -4,7 +4,9 @@ use std::io::BufRead;
 use std::sync::{Arc, Mutex};
 
 use isocert_history::{Dialect, History};
-use isocert_recovery::{recover_mongodb, RawLog, RawLogError, Recovered, RecoveryError, RowMatcher};
+use isocert_recovery::{
+    recover_mongodb, LiveTicks, MongoLiveTicks, RawLog, RawLogError, Recovered, RecoveryError, RowMatcher,
+};
 use mongodb::bson::{doc, Document};
 use mongodb::options::{ChangeStreamPreAndPostImages, ClientOptions};
 use mongodb::{Client, Database as MongoDatabase};
@@ -237,6 +239,13 @@ impl Database for MongoDb {
 
     fn read_source(input: &mut dyn BufRead) -> Result<RawLog, RawLogError> {
         read_mongodb_source(input)
+    }
+
+    /// Cluster times while the run goes: commits from the change stream up to each cut
+    /// (a marker document written after the cut), snapshots placed in their brackets by
+    /// recovery's rule (`MongoLiveTicks`).
+    fn live_ticks() -> Option<Box<dyn LiveTicks>> {
+        Some(Box::new(MongoLiveTicks::new()))
     }
 
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {

@@ -1,6 +1,7 @@
 //! The change capture: a change stream on the database under test, opened before the
 //! workload, whose events on the workload's collection are kept as extended JSON lines and
-//! read by `isocert_recovery::read_change_stream` when the run ends.
+//! read by `isocert_recovery::read_change_stream` when the run ends, or batch by batch
+//! (`isocert_recovery::ChangeStreamReader`) at each cut of a live run.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,8 +27,9 @@ pub const MARKER_PREFIX: &str = "isocert_capture_marker_";
 #[derive(Debug, Default)]
 struct Shared {
     lines: Vec<String>,
-    /// The marker's token once its event arrived.
-    marker_seen: Option<String>,
+    /// The `_id` of the last marker document whose event arrived, and how many lines had
+    /// arrived before it (every commit before the marker's write).
+    marker_seen: Option<(String, usize)>,
     error: Option<String>,
 }
 
@@ -39,6 +41,11 @@ pub struct MongoCapture {
     shared: Arc<Mutex<Shared>>,
     task: tokio::task::JoinHandle<()>,
     run_name: String,
+    /// Markers written for cuts so far ([`ChangeCapture::take_committed`]).
+    cuts: u64,
+    /// Lines handed out by earlier cuts, and the reader that read them.
+    taken: usize,
+    reader: isocert_recovery::ChangeStreamReader,
 }
 
 impl MongoCapture {
@@ -59,7 +66,17 @@ impl MongoCapture {
             run_name.to_string(),
             shared.clone(),
         ));
-        Ok(MongoCapture { database: db.name().to_string(), db, shared, task, run_name: run_name.to_string() })
+        let database = db.name().to_string();
+        Ok(MongoCapture {
+            reader: isocert_recovery::ChangeStreamReader::new(Some(&database)),
+            database,
+            db,
+            shared,
+            task,
+            run_name: run_name.to_string(),
+            cuts: 0,
+            taken: 0,
+        })
     }
 }
 
@@ -103,10 +120,10 @@ async fn consume(
                 let coll = event.get_document("ns").ok().and_then(|ns| ns.get_str("coll").ok()).unwrap_or("");
                 if coll == collection {
                     s.lines.push(Bson::Document(event).into_relaxed_extjson().to_string());
-                } else if event.get_document("fullDocument").ok().and_then(|d| d.get_str("_id").ok())
-                    == Some(&run_name)
+                } else if let Some(id) =
+                    event.get_document("fullDocument").ok().and_then(|d| d.get_str("_id").ok())
                 {
-                    s.marker_seen = Some(run_name.clone());
+                    s.marker_seen = Some((id.to_string(), s.lines.len()));
                 }
             }
             Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
@@ -137,41 +154,63 @@ impl ChangeCapture for MongoCapture {
         self.shared.lock().map(|s| s.lines.len()).unwrap_or(0)
     }
 
-    async fn finish(self, _history: Option<&History>) -> Result<RawLog, AdapterError> {
-        let name = format!("{MARKER_PREFIX}{}", self.run_name);
-        let marker = self.db.collection::<Document>(&name);
-        let written = marker
-            .insert_one(doc! { "_id": &self.run_name })
-            .await
-            .map_err(|e| AdapterError::from(db_error("writing the capture's marker", e)));
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        let outcome = loop {
-            if let Err(e) = &written {
-                break Err(AdapterError::Protocol { message: e.to_string() });
-            }
-            {
-                let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(e) = &s.error {
-                    break Err(AdapterError::Protocol { message: format!("the change stream failed: {e}") });
-                }
-                if s.marker_seen.is_some() {
-                    break Ok(s.lines.join("\n"));
-                }
-            }
-            if tokio::time::Instant::now() > deadline {
-                break Err(AdapterError::Protocol {
-                    message: "the change stream did not deliver the capture's marker within 60 s".into(),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    async fn take_committed(&mut self) -> Result<Vec<isocert_recovery::CommittedTxn>, AdapterError> {
+        self.cuts += 1;
+        let id = format!("{}#{}", self.run_name, self.cuts);
+        let upto = self.marker_passed(&id).await?;
+        let text = {
+            let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+            s.lines[self.taken..upto].join("\n")
         };
+        self.taken = upto;
+        self.reader.read_batch(text.as_bytes()).map_err(|e| AdapterError::Protocol {
+            message: format!("reading the captured change events: {e}"),
+        })
+    }
+
+    async fn finish(self, _history: Option<&History>) -> Result<RawLog, AdapterError> {
+        let outcome = self.marker_passed(&self.run_name.clone()).await;
         self.task.abort();
-        if let Err(e) = marker.drop().await {
+        let name = format!("{MARKER_PREFIX}{}", self.run_name);
+        if let Err(e) = self.db.collection::<Document>(&name).drop().await {
             tracing::warn!("dropping {name}: {e}");
         }
-        let text = outcome?;
+        let upto = outcome?;
+        let text = self.shared.lock().unwrap_or_else(|p| p.into_inner()).lines[..upto].join("\n");
         isocert_recovery::read_change_stream(text.as_bytes(), Some(&self.database)).map_err(|e| {
             AdapterError::Protocol { message: format!("reading the captured change events: {e}") }
         })
+    }
+}
+
+impl MongoCapture {
+    /// Writes marker document `id` and waits (60 s at most) until its change event has
+    /// arrived; returns how many events of the workload's collection arrived before it:
+    /// every commit before the write.
+    async fn marker_passed(&self, id: &str) -> Result<usize, AdapterError> {
+        let name = format!("{MARKER_PREFIX}{}", self.run_name);
+        self.db.collection::<Document>(&name).insert_one(doc! { "_id": id }).await.map_err(|e| {
+            AdapterError::Protocol { message: db_error("writing the capture's marker", e).to_string() }
+        })?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            {
+                let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(e) = &s.error {
+                    return Err(AdapterError::Protocol { message: format!("the change stream failed: {e}") });
+                }
+                if let Some((seen, upto)) = &s.marker_seen {
+                    if seen == id {
+                        return Ok(*upto);
+                    }
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(AdapterError::Protocol {
+                    message: "the change stream did not deliver the capture's marker within 60 s".into(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }

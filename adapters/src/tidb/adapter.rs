@@ -1,7 +1,9 @@
 //! [`TiDb`]: the seam's [`Database`] for TiDB.
 
 use isocert_history::{Dialect, History};
-use isocert_recovery::{recover_tidb, RawLog, Recovered, RecoveryError, RowMatcher};
+use isocert_recovery::{
+    recover_tidb, tidb_timestamps, LiveTicks, RawLog, RecordedLiveTicks, Recovered, RecoveryError, RowMatcher,
+};
 use mysql_async::prelude::Queryable;
 
 use super::mvcc::MvccCapture;
@@ -129,6 +131,14 @@ impl Database for TiDb {
         })?;
         Ok(MvccCapture::new(&self.url.status_url, &self.url.database, table, baseline)?
             .resolving_locks_through(&self.url.mysql_url))
+    }
+
+    /// The timestamps each session recorded (`@@tidb_current_ts` and `@@tidb_last_txn_info`'s
+    /// `commit_ts`), as each transaction completes: PD is one timestamp oracle, so a start
+    /// taken after a cut is above every commit before it. Recovery's MVCC versions win
+    /// where they differ, and the run then exits 2 naming the transaction.
+    fn live_ticks() -> Option<Box<dyn LiveTicks>> {
+        Some(Box::new(RecordedLiveTicks::new(tidb_timestamps)))
     }
 
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError> {

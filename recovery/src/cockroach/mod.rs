@@ -17,7 +17,7 @@ use crate::RecoveryError;
 
 mod recover;
 
-pub use recover::recover_cockroach;
+pub use recover::{cockroach_timestamps, recover_cockroach};
 
 /// What a CockroachDB session records about one transaction attempt (docs/COCKROACHDB.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

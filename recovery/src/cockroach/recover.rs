@@ -8,6 +8,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::{parse_hlc, single_change_per_row, CrdbOpFacts, CrdbTxnFacts};
 use crate::matching::{final_writes, logged_value};
 use crate::meta::{op_facts, txn_facts};
+use crate::timestamp_order::commit_order_if_serializable;
 use crate::{
     recover_by_timestamps, LogMatch, RawLog, Recovered, RecoveryError, RowMatcher, TimestampFacts,
     VersionSource,
@@ -94,13 +95,14 @@ pub fn recover_cockroach(
         }
     }
     let h: &History = history;
+    facts.serial_order = commit_order_if_serializable(txn.iter().map(effective_level));
 
     // Snapshot and statement timestamps.
     for t in h.txn_ids() {
         let f = &txn[t.index()];
-        let level = f.effective_isolation.as_deref().unwrap_or(&f.isolation);
+        let level = effective_level(f);
         let commit = facts.commit[t.index()];
-        if level == "serializable" || level.is_empty() {
+        if level == "serializable" {
             facts.start[t.index()] = commit.map(just_below);
             continue;
         }
@@ -153,6 +155,42 @@ pub fn recover_cockroach(
         recover_by_timestamps(history, VersionSource::Log { log, by: LogMatch::CommitTimestamp }, &facts)?;
     recovered.stats.resolved_aborted += settled_aborted;
     Ok(recovered)
+}
+
+/// The `(start, commit)` of a CockroachDB transaction at SERIALIZABLE as recovery writes
+/// them, for a live run ([`crate::RecordedLiveTicks`]): the `cluster_logical_timestamp()`
+/// the session read before COMMIT, and just below it (a serializable transaction reads at
+/// its commit timestamp). The changefeed is matched by that timestamp, so recovery keeps it.
+///
+/// # Errors
+/// Malformed facts, and a transaction below SERIALIZABLE (its timestamps are the feed's and
+/// its statements'): live publishing stops and the rest is published after recovery.
+pub fn cockroach_timestamps(
+    txn: &isocert_history::Transaction,
+) -> Result<(Option<Timestamp>, Option<Timestamp>), RecoveryError> {
+    let f: CrdbTxnFacts = crate::meta::facts_of_txn(txn)?;
+    let level = effective_level(&f);
+    if level != "serializable" {
+        return Err(crate::live::stop(format!(
+            "T{} ran at {level}: recovery takes its timestamps from the changefeed and its statements",
+            txn.name
+        )));
+    }
+    let commit = f.commit_timestamp().map_err(|e| RecoveryError::Meta {
+        txn: format!("T{}", txn.name),
+        field: "meta.commit_ts".into(),
+        message: e,
+    })?;
+    Ok((commit.map(just_below), commit))
+}
+
+/// The level CockroachDB ran a transaction at: the one it reported, else the one asked
+/// for; a client that recorded neither ran at the default, SERIALIZABLE.
+fn effective_level(f: &CrdbTxnFacts) -> &str {
+    match f.effective_isolation.as_deref().unwrap_or(&f.isolation) {
+        "" => "serializable",
+        level => level,
+    }
 }
 
 fn bad(h: &History, t: TxnId, field: &str, message: String) -> RecoveryError {

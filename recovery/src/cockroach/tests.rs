@@ -83,5 +83,60 @@ mod recovery {
         assert_eq!(h.txns[0].start_ts(), Some(Timestamp::hlc(99, u64::MAX)));
         let order = recovered.certificate.version_order.unwrap();
         assert_eq!(order.values().map(Vec::len).sum::<usize>(), 3);
+        // T4 ran at READ COMMITTED: the commit timestamps are no serial order of this history.
+        assert_eq!(h.serial_order, isocert_history::SerialOrder::Unknown);
+        // Without it, every transaction serializes at its commit timestamp.
+        let serializable: Vec<&str> = text.lines().take(4).collect();
+        let mut h = v1::read_history(serializable.join("\n").as_bytes()).unwrap();
+        h.serial_order = isocert_history::SerialOrder::Unknown;
+        let mut log = RawLog::new();
+        log.push(write(1, 11, 100, 0, 1));
+        log.push(write(2, 22, 200, 0, 2));
+        recover_cockroach(&mut h, &log, &|_, _, _, _| Ok(true)).unwrap();
+        assert_eq!(h.serial_order, isocert_history::SerialOrder::CommitTs);
+    }
+
+    /// The live rule ([`crate::RecordedLiveTicks::commit_ordered`] over
+    /// [`crate::cockroach_timestamps`]) gives each serializable transaction the timestamps
+    /// recovery writes (the commit timestamp read before COMMIT, the snapshot just below
+    /// it), and promises commit order at SERIALIZABLE as recovery records it. A transaction
+    /// at READ COMMITTED (no commit timestamp of its own) stops it.
+    #[test]
+    fn live_ticks_are_the_recovered_timestamps_at_serializable() {
+        use crate::{cockroach_timestamps, LiveTicks, RecordedLiveTicks};
+        use isocert_history::{IsolationLevel, SerialOrder, TxnId};
+        let lines = [
+            HEADER,
+            r#"{"id":1,"session":1,"ops":[{"f":"w","table":"items","key":1,"value":{"id":1,"v":11}}],"meta":{"isolation":"serializable","effective_isolation":"serializable","commit_ts":"100.0000000000"}}"#,
+            r#"{"id":2,"session":2,"ops":[{"f":"r","table":"items","key":1,"value":{"id":1,"v":11}},{"f":"w","table":"items","key":2,"value":{"id":2,"v":22}}],"meta":{"isolation":"serializable","effective_isolation":"serializable","commit_ts":"200.0000000003"}}"#,
+            r#"{"id":3,"session":1,"ops":[{"f":"r","table":"items","key":2,"value":{"id":2,"v":22}}],"meta":{"isolation":"serializable","effective_isolation":"serializable","commit_ts":"250.0000000000"}}"#,
+        ]
+        .join("\n");
+        let live = v1::read_history(lines.as_bytes()).unwrap();
+        let mut rule = RecordedLiveTicks::commit_ordered(cockroach_timestamps);
+        let txns: Vec<_> = live.txn_ids().map(|t| (t, live.txn(t))).collect();
+        let published = rule.group(&txns, &mut std::collections::VecDeque::new()).unwrap();
+        let mut h = v1::read_history(lines.as_bytes()).unwrap();
+        let mut log = RawLog::new();
+        log.push(write(1, 11, 100, 0, 1));
+        log.push(write(2, 22, 200, 3, 2));
+        recover_cockroach(&mut h, &log, &|_, _, _, _| Ok(true)).unwrap();
+        let recovered: Vec<_> =
+            h.txns.iter().map(|t| Some((t.start_ts().unwrap(), t.commit_ts().unwrap()))).collect();
+        assert_eq!(published, recovered);
+        assert_eq!(h.serial_order, SerialOrder::CommitTs);
+        assert_eq!(rule.serial_order(IsolationLevel::Serializable), SerialOrder::CommitTs);
+        assert_eq!(rule.serial_order(IsolationLevel::ReadCommitted), SerialOrder::Unknown);
+
+        let rc = format!(
+            "{HEADER}\n{}",
+            r#"{"id":4,"session":4,"ops":[{"f":"w","table":"items","key":2,"value":{"id":2,"v":44}}],"meta":{"isolation":"read-committed","effective_isolation":"read-committed"}}"#
+        );
+        let rc = v1::read_history(rc.as_bytes()).unwrap();
+        let e = RecordedLiveTicks::commit_ordered(cockroach_timestamps)
+            .group(&[(TxnId(0), rc.txn(TxnId(0)))], &mut std::collections::VecDeque::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("read-committed") && e.contains("changefeed"), "{e}");
     }
 }

@@ -18,7 +18,9 @@
 
 use std::collections::VecDeque;
 
-use isocert_history::{ObjId, Op, Status, Timestamp, Transaction, TxnId, ValueId, Writer};
+use isocert_history::{
+    IsolationLevel, ObjId, Op, SerialOrder, Status, Timestamp, Transaction, TxnId, ValueId, Writer,
+};
 use rustc_hash::FxHashMap;
 
 use super::facts::{gtid_seq, read_txn};
@@ -63,6 +65,10 @@ impl InnoDbLiveTicks {
 }
 
 impl LiveTicks for InnoDbLiveTicks {
+    fn serial_order(&self, level: IsolationLevel) -> SerialOrder {
+        crate::timestamp_order::commit_order_if_serializable([level.as_str()])
+    }
+
     fn initial(&mut self, initial: &[(ObjId, ValueId)]) {
         self.initial = initial.iter().copied().collect();
         // Recovery lists every object with an initial version, written or not.

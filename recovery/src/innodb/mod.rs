@@ -32,7 +32,8 @@ mod placement;
 mod starts;
 
 use isocert_history::{
-    Certificate, History, ObjId, Op, OpRef, SeenVersion, Status, Timestamp, TxnId, ValueId, Writer,
+    Certificate, History, ObjId, Op, OpRef, SeenVersion, SerialOrder, Status, Timestamp, TxnId, ValueId,
+    Writer,
 };
 use rustc_hash::FxHashMap;
 
@@ -41,6 +42,7 @@ pub use live::InnoDbLiveTicks;
 use starts::{AcknowledgedCommits, Committed, Positions, Starts};
 
 use crate::matching::{match_log, record_own_writes, Matched};
+use crate::timestamp_order::commit_order_if_serializable;
 use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
 /// One version of an object: its position in the log (`None`: the initial version), writer
@@ -239,7 +241,15 @@ pub fn recover_innodb(
             txn.set_commit_ts(Some(Timestamp::new(commit)));
         }
     }
+    history.serial_order = serial_order(&facts);
     Ok(Recovered { certificate, stats, warnings })
+}
+
+/// The serial order of the ticks: at SERIALIZABLE every read locks until commit, so the
+/// binary-log (commit) order is the order the transactions serialized in; at weaker levels
+/// it need not be.
+fn serial_order(facts: &[InnoDbTxnFacts]) -> SerialOrder {
+    commit_order_if_serializable(facts.iter().map(|f| f.isolation.as_str()))
 }
 
 /// Where REPEATABLE READ transaction `t`'s snapshot lies ([`placement`]), and the positions

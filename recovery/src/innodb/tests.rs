@@ -87,6 +87,9 @@ fn repeatable_read_selects_read_the_snapshot_and_the_log_orders_versions() {
     // Timestamps: T3 started after T1's commit and before T2's.
     let ts = |id| (h.txn(t(&h, id)).start_ts().unwrap().wall, h.txn(t(&h, id)).commit_ts().unwrap().wall);
     assert!(ts(1).1 < ts(3).0 && ts(3).0 < ts(2).1, "{:?} {:?} {:?}", ts(1), ts(2), ts(3));
+    // T3 is serialized before T2 (it read before T2's write) but commits after it: at
+    // REPEATABLE READ the commit order is no serial order.
+    assert_eq!(h.serial_order, isocert_history::SerialOrder::Unknown);
 }
 
 #[test]
@@ -118,6 +121,8 @@ fn serializable_reads_see_the_newest_versions_at_commit() {
     let ts = |id| (h.txn(t(&h, id)).start_ts().unwrap().wall, h.txn(t(&h, id)).commit_ts().unwrap().wall);
     assert!(ts(2).1 < ts(3).0 && ts(3).0 < ts(3).1, "{:?} {:?}", ts(2), ts(3));
     assert!(ts(1).1 < ts(4).0 && ts(4).0 == ts(4).1 && ts(4).1 < ts(2).1, "{:?} {:?}", ts(1), ts(4));
+    // Locks held until commit: the commit order is the serial order.
+    assert_eq!(h.serial_order, isocert_history::SerialOrder::CommitTs);
 }
 
 #[test]

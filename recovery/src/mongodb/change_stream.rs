@@ -33,60 +33,101 @@ type Group = Option<((u64, Timestamp), Vec<RowChange>)>;
 /// [`RawLogError::Line`] naming the line and field of an event that is not a change event
 /// or holds a value the history cannot.
 pub fn read_change_stream(input: impl BufRead, database: Option<&str>) -> Result<RawLog, RawLogError> {
-    let mut b = LogBuilder::default();
-    let mut tokens: FxHashSet<String> = FxHashSet::default();
-    let mut group: Group = None;
-    for (n, line) in input.lines().enumerate() {
-        let line = line?;
-        let lineno = n + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad =
-            |field: &str, message: String| RawLogError::Line { line: lineno, field: field.into(), message };
-        let ev: Json = serde_json::from_str(&line).map_err(|e| bad("event", e.to_string()))?;
-        let Json::Object(ev) = ev else { return Err(bad("event", "not a JSON object".into())) };
-        let token =
-            ev.get("_id").map(Json::to_string).ok_or_else(|| bad("_id", "missing resume token".into()))?;
-        if !tokens.insert(token) {
-            continue; // Delivered again after a resume.
-        }
-        let kind = ev
-            .get("operationType")
-            .and_then(Json::as_str)
-            .ok_or_else(|| bad("operationType", "missing".into()))?;
-        if !matches!(kind, "insert" | "update" | "replace" | "delete") {
-            continue; // drop, rename, invalidate, DDL events: no document changes.
-        }
-        let ts = ev
-            .get("clusterTime")
-            .and_then(timestamp)
-            .ok_or_else(|| bad("clusterTime", "not a {\"$timestamp\"}".into()))?;
-        let ns = ev.get("ns").and_then(Json::as_object).ok_or_else(|| bad("ns", "missing".into()))?;
-        let (Some(db), Some(coll)) =
-            (ns.get("db").and_then(Json::as_str), ns.get("coll").and_then(Json::as_str))
-        else {
-            return Err(bad("ns", "needs db and coll".into()));
-        };
-        if super::oplog::collection(&format!("{db}.{coll}"), database).is_none() {
-            continue;
-        }
-        let xid = txn_xid(&ev).map_err(|(f, m)| bad(&f, m))?;
-        let change = change(&mut b, kind, coll.into(), &ev).map_err(|(f, m)| bad(&f, m))?;
-        match (xid, &mut group) {
-            (Some(x), Some((key, changes))) if *key == (x, ts) => changes.push(change),
-            (Some(x), _) => {
-                flush(&mut b, group.take());
-                group = Some(((x, ts), vec![change]));
-            }
-            (None, _) => {
-                flush(&mut b, group.take());
-                b.emit(0, ts, vec![change]);
-            }
-        }
+    let mut reader = ChangeStreamReader::new(database);
+    reader.read(input)?;
+    reader.builder.finish()
+}
+
+/// A change stream read in batches, as a live run takes it at each cut
+/// ([`read_change_stream`] reads it whole): the documents' state and the resume tokens seen
+/// carry over from batch to batch.
+#[derive(Debug, Default)]
+pub struct ChangeStreamReader {
+    builder: LogBuilder,
+    tokens: FxHashSet<String>,
+    database: Option<String>,
+    /// Lines read in earlier batches (errors name the line in the whole stream).
+    lines: usize,
+}
+
+impl ChangeStreamReader {
+    /// A reader keeping the namespaces of `database` (as [`read_change_stream`]).
+    pub fn new(database: Option<&str>) -> ChangeStreamReader {
+        ChangeStreamReader { database: database.map(str::to_string), ..ChangeStreamReader::default() }
     }
-    flush(&mut b, group.take());
-    b.finish()
+
+    /// Reads one batch of whole transactions (a batch ends where no transaction's events
+    /// are still to come: at a cut) and returns its commits in cluster-time order.
+    ///
+    /// # Errors
+    /// As [`read_change_stream`].
+    pub fn read_batch(&mut self, input: impl BufRead) -> Result<Vec<crate::CommittedTxn>, RawLogError> {
+        self.read(input)?;
+        self.builder.take_sorted()
+    }
+
+    fn read(&mut self, input: impl BufRead) -> Result<(), RawLogError> {
+        let (b, tokens, database) = (&mut self.builder, &mut self.tokens, self.database.as_deref());
+        let mut group: Group = None;
+        let first = self.lines;
+        for (n, line) in input.lines().enumerate() {
+            let line = line?;
+            let lineno = first + n + 1;
+            self.lines = lineno;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let bad = |field: &str, message: String| RawLogError::Line {
+                line: lineno,
+                field: field.into(),
+                message,
+            };
+            let ev: Json = serde_json::from_str(&line).map_err(|e| bad("event", e.to_string()))?;
+            let Json::Object(ev) = ev else { return Err(bad("event", "not a JSON object".into())) };
+            let token = ev
+                .get("_id")
+                .map(Json::to_string)
+                .ok_or_else(|| bad("_id", "missing resume token".into()))?;
+            if !tokens.insert(token) {
+                continue; // Delivered again after a resume.
+            }
+            let kind = ev
+                .get("operationType")
+                .and_then(Json::as_str)
+                .ok_or_else(|| bad("operationType", "missing".into()))?;
+            if !matches!(kind, "insert" | "update" | "replace" | "delete") {
+                continue; // drop, rename, invalidate, DDL events: no document changes.
+            }
+            let ts = ev
+                .get("clusterTime")
+                .and_then(timestamp)
+                .ok_or_else(|| bad("clusterTime", "not a {\"$timestamp\"}".into()))?;
+            let ns = ev.get("ns").and_then(Json::as_object).ok_or_else(|| bad("ns", "missing".into()))?;
+            let (Some(db), Some(coll)) =
+                (ns.get("db").and_then(Json::as_str), ns.get("coll").and_then(Json::as_str))
+            else {
+                return Err(bad("ns", "needs db and coll".into()));
+            };
+            if super::oplog::collection(&format!("{db}.{coll}"), database).is_none() {
+                continue;
+            }
+            let xid = txn_xid(&ev).map_err(|(f, m)| bad(&f, m))?;
+            let change = change(b, kind, coll.into(), &ev).map_err(|(f, m)| bad(&f, m))?;
+            match (xid, &mut group) {
+                (Some(x), Some((key, changes))) if *key == (x, ts) => changes.push(change),
+                (Some(x), _) => {
+                    flush(b, group.take());
+                    group = Some(((x, ts), vec![change]));
+                }
+                (None, _) => {
+                    flush(b, group.take());
+                    b.emit(0, ts, vec![change]);
+                }
+            }
+        }
+        flush(b, group.take());
+        Ok(())
+    }
 }
 
 fn flush(b: &mut LogBuilder, group: Group) {

@@ -18,16 +18,18 @@
 
 mod change_stream;
 mod ext_json;
+mod live;
 mod oplog;
 #[cfg(test)]
 mod tests;
 
-use isocert_history::{History, ObjId, Op, Status, Timestamp, TxnId, Value};
+use isocert_history::{History, ObjId, Op, Status, Timestamp, Transaction, Value, ValueId};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-pub use change_stream::read_change_stream;
+pub use change_stream::{read_change_stream, ChangeStreamReader};
 pub use ext_json::mongo_txn_xid;
+pub use live::MongoLiveTicks;
 pub use oplog::read_oplog;
 
 use crate::matching::logged_value;
@@ -110,6 +112,8 @@ pub fn recover_mongodb(
         .collect();
     let versions = logged_versions(history, log);
     let commits: Vec<Timestamp> = log.txns().iter().filter_map(|t| t.commit_ts).collect();
+    let initial: FxHashMap<ObjId, &Value> =
+        history.initial.iter().map(|(o, v)| (*o, history.value(*v))).collect();
     let mut ts = TimestampFacts::with_len(history.txns.len());
     let mut ambiguous = 0usize;
     let mut unexplained = Vec::new();
@@ -118,13 +122,13 @@ pub fn recover_mongodb(
         if history.txn(t).status == Status::Aborted {
             continue;
         }
-        ts.start[t.index()] = match (f.read_ts, f.read_after, f.read_before.or(f.commit_ts)) {
-            (Some(exact), _, _) => Some(exact.timestamp()),
-            (None, low, Some(high)) => {
-                let low = low.map_or(Timestamp::default(), ClusterTime::timestamp);
-                let own = f.commit_ts.map(ClusterTime::timestamp);
-                let (at, choices) =
-                    snapshot_in(history, t, &versions, &commits, (low, high.timestamp()), own);
+        let reads = item_reads(history.txn(t));
+        let explains = |at: Timestamp| {
+            reads.iter().all(|&(obj, v)| visible(&versions, &initial, obj, at) == history.value(v))
+        };
+        ts.start[t.index()] = match snapshot(f, &commits, explains) {
+            Snapshot::Exact(at) => Some(at),
+            Snapshot::Placed { at, choices } => {
                 if choices > 1 {
                     ambiguous += 1;
                 } else if choices == 0 {
@@ -132,7 +136,7 @@ pub fn recover_mongodb(
                 }
                 Some(at)
             }
-            (None, _, None) => None,
+            Snapshot::Unknown => None,
         };
     }
     let mut recovered =
@@ -170,44 +174,70 @@ fn logged_versions(h: &History, log: &RawLog) -> Versions {
     out
 }
 
-/// The latest position in `[low, high]` (the bracket's start or a logged commit in it)
-/// that explains every item read of `t` made before `t` wrote the object, and how many
-/// positions do; `high` when none does.
-fn snapshot_in(
-    h: &History,
-    t: TxnId,
-    versions: &Versions,
-    commits: &[Timestamp],
-    (low, high): (Timestamp, Timestamp),
-    own_commit: Option<Timestamp>,
-) -> (Timestamp, usize) {
-    let mut reads: Vec<(ObjId, &Value)> = Vec::new();
+/// Where a transaction's snapshot lies, by what its session recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Snapshot {
+    /// The server reported it (`atClusterTime`).
+    Exact(Timestamp),
+    /// Placed in its bracket: the latest position that explains its item reads, and how
+    /// many positions do (the bracket's end when none does).
+    Placed { at: Timestamp, choices: usize },
+    /// Nothing recorded bounds it.
+    Unknown,
+}
+
+/// The snapshot of a transaction with facts `f`, among the bracket's start and the
+/// logged `commits` (in order) inside its bracket; `explains(at)` says whether a snapshot
+/// at `at` explains every item read. One rule for recovery and the live rule
+/// ([`MongoLiveTicks`]): a bracket ends before the transaction completed, so the commits in
+/// it are all logged by the time either asks.
+fn snapshot(f: &MongoTxnFacts, commits: &[Timestamp], explains: impl Fn(Timestamp) -> bool) -> Snapshot {
+    let high = match (f.read_ts, f.read_before.or(f.commit_ts)) {
+        (Some(exact), _) => return Snapshot::Exact(exact.timestamp()),
+        (None, Some(high)) => high.timestamp(),
+        (None, None) => return Snapshot::Unknown,
+    };
+    let low = f.read_after.map_or(Timestamp::default(), ClusterTime::timestamp);
+    // Never at or after its own commit: a snapshot precedes the transaction's writes.
+    let high = f
+        .commit_ts
+        .map(ClusterTime::timestamp)
+        .map_or(high, |own| high.min(Timestamp::hlc(own.wall, own.logical.saturating_sub(1))));
+    let mut best = None;
+    let mut choices = 0;
+    let inside = commits.iter().copied().filter(|c| low < *c && *c <= high);
+    for at in std::iter::once(low).chain(inside) {
+        if explains(at) {
+            choices += 1;
+            best = Some(at);
+        }
+    }
+    Snapshot::Placed { at: best.unwrap_or(high), choices }
+}
+
+/// The item reads of `txn` made before it wrote the object: what places its snapshot.
+fn item_reads(txn: &Transaction) -> Vec<(ObjId, ValueId)> {
+    let mut reads = Vec::new();
     let mut written: Vec<ObjId> = Vec::new();
-    for op in &h.txn(t).ops {
+    for op in &txn.ops {
         match op {
-            Op::Read { obj, value } if !written.contains(obj) => reads.push((*obj, h.value(*value))),
+            Op::Read { obj, value } if !written.contains(obj) => reads.push((*obj, *value)),
             Op::Write { obj, .. } => written.push(*obj),
             Op::Update { rows, .. } | Op::Delete { rows, .. } => written.extend(rows.iter().map(|r| r.obj)),
             _ => {}
         }
     }
-    let initial: FxHashMap<ObjId, &Value> = h.initial.iter().map(|(o, v)| (*o, h.value(*v))).collect();
-    let visible = |obj: ObjId, at: Timestamp| -> &Value {
-        let logged = versions.get(&obj).and_then(|l| l.iter().rev().find(|(c, _)| *c <= at).map(|(_, v)| v));
-        logged.or_else(|| initial.get(&obj).copied()).unwrap_or(&Value::Absent)
-    };
-    let mut candidates: Vec<Timestamp> = vec![low];
-    // Never at or after its own commit: a snapshot precedes the transaction's writes.
-    let high =
-        own_commit.map_or(high, |own| high.min(Timestamp::hlc(own.wall, own.logical.saturating_sub(1))));
-    candidates.extend(commits.iter().copied().filter(|c| low < *c && *c <= high));
-    let mut best = None;
-    let mut count = 0;
-    for at in candidates {
-        if reads.iter().all(|(obj, v)| visible(*obj, at) == *v) {
-            count += 1;
-            best = Some(at);
-        }
-    }
-    (best.unwrap_or(high), count)
+    reads
+}
+
+/// The value of `obj` a snapshot at `at` sees: the newest logged version committed at or
+/// before it, else the initial one.
+fn visible<'h>(
+    versions: &'h Versions,
+    initial: &FxHashMap<ObjId, &'h Value>,
+    obj: ObjId,
+    at: Timestamp,
+) -> &'h Value {
+    let logged = versions.get(&obj).and_then(|l| l.iter().rev().find(|(c, _)| *c <= at).map(|(_, v)| v));
+    logged.or_else(|| initial.get(&obj).copied()).unwrap_or(&Value::Absent)
 }

@@ -64,12 +64,25 @@ impl LogBuilder {
     /// The log in commit-time order.
     ///
     /// # Errors
+    /// As [`LogBuilder::take_sorted`].
+    pub(crate) fn finish(mut self) -> Result<RawLog, RawLogError> {
+        let mut log = RawLog::new();
+        for t in self.take_sorted()? {
+            log.push(t);
+        }
+        Ok(log)
+    }
+
+    /// The transactions emitted since the last call, in commit-time order (documents'
+    /// state and the repeats seen are kept for what follows).
+    ///
+    /// # Errors
     /// Two different transactions committing at one cluster time (MongoDB gives every
     /// commit its own oplog time, so the input is inconsistent).
-    pub(crate) fn finish(mut self) -> Result<RawLog, RawLogError> {
-        self.txns.sort_by_key(|(ts, t)| (*ts, t.xid));
-        let mut log = RawLog::new();
-        for pair in self.txns.windows(2) {
+    pub(crate) fn take_sorted(&mut self) -> Result<Vec<CommittedTxn>, RawLogError> {
+        let mut txns = std::mem::take(&mut self.txns);
+        txns.sort_by_key(|(ts, t)| (*ts, t.xid));
+        for pair in txns.windows(2) {
             if pair[0].0 == pair[1].0 {
                 return Err(RawLogError::Line {
                     line: 0,
@@ -81,10 +94,7 @@ impl LogBuilder {
                 });
             }
         }
-        for (_, t) in self.txns {
-            log.push(t);
-        }
-        Ok(log)
+        Ok(txns.into_iter().map(|(_, t)| t).collect())
     }
 }
 

@@ -365,17 +365,15 @@ fn bad_entries_name_their_line_and_field() {
     }
 }
 
-#[test]
-fn a_bracketed_snapshot_is_placed_by_the_item_reads() {
-    // T1 writes 1 at (…060,1), T2 at (…060,3). T3 only knows its snapshot lies between
-    // (…060,0) and (…060,5); it read T1's value, so its snapshot is before T2's commit.
-    let dump = [
+/// T1 writes 1 at (…060,1), T2 at (…060,3). T3 only knows its snapshot lies between
+/// (…060,0) and (…060,5); it read T1's value, so its snapshot is before T2's commit. The
+/// oplog entries and the history lines.
+fn bracketed_run() -> (Vec<String>, Vec<String>) {
+    let dump = vec![
         apply_ops(LSID_A, 1, (1_700_000_060, 1), &[insert(1, 1, 1)], ""),
         apply_ops(LSID_A, 2, (1_700_000_060, 3), &[update(1, 2, 2)], ""),
-    ]
-    .join("\n");
-    let log = read_oplog(dump.as_bytes(), None).expect("reads");
-    let lines = [
+    ];
+    let lines = vec![
         format!(
             r#"{{"id":1,"session":1,"ops":[{{"f":"w","key":1,"value":1}}],"meta":{}}}"#,
             meta(LSID_A, 1, Some((1_700_000_059, 1)), Some((1_700_000_060, 1)))
@@ -385,9 +383,16 @@ fn a_bracketed_snapshot_is_placed_by_the_item_reads() {
             meta(LSID_A, 2, Some((1_700_000_060, 1)), Some((1_700_000_060, 3)))
         ),
         format!(
-            r#"{{"id":3,"session":2,"ops":[{{"f":"r","key":1,"value":1}}],"meta":{{"lsid":"{LSID_B}","txn_number":1,"read_after":{{"t":1700000060,"i":0}},"read_before":{{"t":1700000060,"i":5}}}}}}"#
+            r#"{{"id":3,"session":2,"ops":[{{"f":"r","key":1,"value":1}}],"meta":{{"lsid":"{LSID_B}","txn_number":1,"read_after":{{"t":1700000060,"i":0}},"read_before":{{"t":1700000060,"i":5}},"commit_ts":{{"t":1700000060,"i":5}}}}}}"#
         ),
     ];
+    (dump, lines)
+}
+
+#[test]
+fn a_bracketed_snapshot_is_placed_by_the_item_reads() {
+    let (dump, lines) = bracketed_run();
+    let log = read_oplog(dump.join("\n").as_bytes(), None).expect("reads");
     let mut h = history(&lines.iter().map(String::as_str).collect::<Vec<_>>());
     let r = recover_mongodb(&mut h, &log, &never).expect("recovers");
     assert_eq!(h.txns[2].start_ts(), Some(Timestamp::hlc(1_700_000_060, 1)));
@@ -463,4 +468,81 @@ fn change_events_across_server_versions_and_their_near_misses() {
             other => panic!("{event}: expected a line error naming {field}, got {other:?}"),
         }
     }
+}
+
+/// The live rule ([`super::MongoLiveTicks`]) fed the run in two groups, each with the
+/// stream's commits up to its cut (later ones may follow in the stream), gives every
+/// transaction recovery's cluster times: commits from the stream, a bracketed snapshot
+/// placed among the commits so far by the same rule. A commit of no recorded transaction
+/// ahead of a group's own, and an unknown outcome, stop it.
+#[test]
+fn live_ticks_are_the_recovered_cluster_times() {
+    use std::collections::VecDeque;
+
+    use crate::{LiveTicks, MongoLiveTicks};
+
+    let (mut dump, mut lines) = bracketed_run();
+    dump.push(apply_ops(LSID_B, 2, (1_700_000_060, 7), &[insert(2, 4, 4)], ""));
+    let log = read_oplog(dump.join("\n").as_bytes(), None).expect("reads");
+    lines.push(format!(
+        r#"{{"id":4,"session":2,"ops":[{{"f":"r","key":1,"value":2}},{{"f":"w","key":2,"value":4}}],"meta":{}}}"#,
+        meta(LSID_B, 2, Some((1_700_000_060, 5)), Some((1_700_000_060, 7)))
+    ));
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let live = history(&lines);
+    let mut rule = MongoLiveTicks::new();
+    rule.initial(&live.initial);
+    let mut stream: VecDeque<_> = log.txns().iter().cloned().collect();
+    let mut published = Vec::new();
+    for group in [&[0usize, 1, 2][..], &[3]] {
+        let txns: Vec<_> = group.iter().map(|&i| (TxnId(i as u32), &live.txns[i])).collect();
+        published.extend(rule.group(&txns, &mut stream).expect("live ticks"));
+    }
+    let mut h = history(&lines);
+    recover_mongodb(&mut h, &log, &never).expect("recovers");
+    let recovered: Vec<_> =
+        h.txns.iter().map(|t| Some((t.start_ts().unwrap(), t.commit_ts().unwrap()))).collect();
+    assert_eq!(published, recovered);
+    assert_eq!(published[2].unwrap().0, Timestamp::hlc(1_700_000_060, 1), "placed before T2's commit");
+
+    // Group 2 alone, with T1's commit (recorded in no group) ahead of its own: stopped.
+    let mut fresh = MongoLiveTicks::new();
+    let mut stream: VecDeque<_> = log.txns().iter().cloned().collect();
+    let e = fresh.group(&[(TxnId(3), &live.txns[3])], &mut stream).unwrap_err().to_string();
+    assert!(e.contains("no transaction recorded before it"), "{e}");
+    let mut unknown = live.txns[3].clone();
+    unknown.status = Status::Unknown;
+    let e =
+        MongoLiveTicks::new().group(&[(TxnId(3), &unknown)], &mut VecDeque::new()).unwrap_err().to_string();
+    assert!(e.contains("unknown"), "{e}");
+}
+
+/// A change stream read in batches at cuts gives the transactions reading it whole gives,
+/// an update without `fullDocument` applied to the document an earlier batch left.
+#[test]
+fn a_change_stream_read_in_batches_is_the_stream_read_whole() {
+    let event = |token: &str, kind: &str, at: (u32, u32), txn: i64, body: &str| {
+        format!(
+            r#"{{"_id":{{"_data":"{token}"}},"operationType":"{kind}","clusterTime":{},"ns":{{"db":"isocert","coll":"kv"}},"documentKey":{{"_id":1}},{body},"lsid":{},"txnNumber":{txn}}}"#,
+            ts(at.0, at.1),
+            lsid(LSID_A)
+        )
+    };
+    let first =
+        event("01", "insert", (1_700_000_070, 1), 1, r#""fullDocument":{"_id":1,"value":1,"writer":"1"}"#);
+    let second = event(
+        "02",
+        "update",
+        (1_700_000_070, 2),
+        2,
+        r#""updateDescription":{"updatedFields":{"value":2},"removedFields":[]}"#,
+    );
+    let whole = read_change_stream(format!("{first}\n{second}").as_bytes(), Some("isocert")).unwrap();
+    let mut reader = super::ChangeStreamReader::new(Some("isocert"));
+    let mut batches = reader.read_batch(first.as_bytes()).unwrap();
+    // The first event again (a resume), then the update.
+    batches.extend(reader.read_batch(format!("{first}\n{second}").as_bytes()).unwrap());
+    assert_eq!(batches, whole.txns());
+    let e = reader.read_batch(b"{}".as_slice()).unwrap_err().to_string();
+    assert!(e.contains("line 4"), "errors name the line in the whole stream: {e}");
 }

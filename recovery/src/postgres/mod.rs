@@ -18,7 +18,7 @@ mod serial;
 pub(crate) mod timeline;
 mod version_sets;
 
-use isocert_history::{Certificate, History};
+use isocert_history::{Certificate, History, SerialOrder};
 
 use crate::{RawLog, Recovered, RecoveryError, RecoveryStats, RowMatcher};
 
@@ -50,6 +50,10 @@ pub fn recover_postgres(
     let matched = crate::matching::match_log(h, &ids, log, |xid| u64::from(xid as u32))?;
     let tl = timeline::build(h, &facts, &matched);
     timeline::apply(h, &tl);
+    // SSI serializes a transaction before one that committed earlier when their
+    // dependencies say so: the ticks order snapshots, not the serialization (which is
+    // the certificate's serialization_order).
+    h.serial_order = SerialOrder::Unknown;
     let h: &History = h;
     let cx = version_sets::Context::new(h, &facts, &matched, &tl, matcher);
     let (mut sets, set_stats) = version_sets::compute(&cx)?;

@@ -19,10 +19,10 @@
 //! Only the last write of a row per transaction reaches TiKV, like every log this crate
 //! reads; [`crate::matching`] compares it with the history's final write of the row.
 
-use isocert_history::{History, OpRef, Timestamp};
+use isocert_history::{History, OpRef, Timestamp, Transaction};
 use serde::{Deserialize, Serialize};
 
-use crate::meta::{op_facts, txn_facts};
+use crate::meta::{facts_of_txn, op_facts, txn_facts};
 use crate::timestamp_order::{recover_by_timestamps, LogMatch, TimestampFacts, VersionSource};
 use crate::{CommittedTxn, RawLog, Recovered, RecoveryError, RowMatcher};
 
@@ -45,6 +45,26 @@ pub struct TiDbTxnFacts {
     /// Why the attempt failed: the server's error number, `connection` or `client`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl TiDbTxnFacts {
+    /// The recorded `(start_ts, commit_ts)`; a transaction that wrote nothing reports
+    /// commit_ts 0: it committed at no timestamp of its own.
+    fn timestamps(&self) -> (Option<Timestamp>, Option<Timestamp>) {
+        (self.start_ts.map(Timestamp::new), self.commit_ts.filter(|&c| c > 0).map(Timestamp::new))
+    }
+}
+
+/// The `(start_ts, commit_ts)` a TiDB session recorded for `txn`, which a live run
+/// publishes as each transaction completes ([`crate::RecordedLiveTicks`]): PD hands out
+/// every start timestamp, so one taken after a cut is above every commit acknowledged
+/// before it. Recovery later writes the MVCC API's `commit_ts` of the transaction's
+/// versions, which wins where it differs; the run then exits 2 naming the transaction.
+///
+/// # Errors
+/// Malformed facts.
+pub fn tidb_timestamps(txn: &Transaction) -> Result<(Option<Timestamp>, Option<Timestamp>), RecoveryError> {
+    Ok(facts_of_txn::<TiDbTxnFacts>(txn)?.timestamps())
 }
 
 /// What a TiDB session records per statement.
@@ -75,9 +95,7 @@ pub fn recover_tidb(
         history.txn_ids().map(|t| txn_facts(history, t)).collect::<Result<_, _>>()?;
     let mut facts = TimestampFacts::with_len(history.txns.len());
     for (t, f) in history.txn_ids().zip(&txn_facts) {
-        facts.start[t.index()] = f.start_ts.map(Timestamp::new);
-        // A transaction that wrote nothing reports commit_ts 0: it committed at no timestamp.
-        facts.commit[t.index()] = f.commit_ts.filter(|&c| c > 0).map(Timestamp::new);
+        (facts.start[t.index()], facts.commit[t.index()]) = f.timestamps();
         for i in 0..history.txn(t).ops.len() {
             if let Some(ts) = op_facts::<TiDbOpFacts>(history, t, i)?.read_ts {
                 facts.read_ts.insert(OpRef { txn: t, op: i as u32 }, Timestamp::new(ts));

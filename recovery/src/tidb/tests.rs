@@ -105,3 +105,43 @@ fn history_and_versions_must_agree() {
     let r = recover_tidb(&mut h, &log(vec![logged(1, 100, 111, &[(1, Some(10))])]), &never).unwrap();
     assert!(r.warnings[0].contains("110") && r.warnings[0].contains("111"), "{:?}", r.warnings);
 }
+
+/// The live rule ([`crate::RecordedLiveTicks`] over [`super::tidb_timestamps`]) gives each
+/// committed transaction, group by group, the timestamps recovery writes when the MVCC
+/// versions agree with the sessions; a read-only transaction (`commit_ts` 0) commits at its
+/// start, as in recovery. An unknown outcome stops it (recovery settles it by the versions).
+#[test]
+fn live_ticks_are_the_recovered_timestamps_and_unknown_outcomes_stop_them() {
+    use crate::{LiveTicks, RecordedLiveTicks};
+    let lines = [
+        r#"{"id":1,"session":1,"ops":[{"f":"w","table":"t","key":1,"value":{"id":1,"v":10}}],"meta":{"isolation":"repeatable-read","txn_mode":"optimistic","start_ts":100,"commit_ts":110}}"#,
+        r#"{"id":2,"session":2,"ops":[{"f":"r","table":"t","key":1,"value":{"id":1,"v":10}}],"meta":{"isolation":"repeatable-read","txn_mode":"optimistic","start_ts":115,"commit_ts":0}}"#,
+        r#"{"id":3,"session":1,"ops":[{"f":"w","table":"t","key":2,"value":{"id":2,"v":30}}],"meta":{"isolation":"repeatable-read","txn_mode":"optimistic","start_ts":120,"commit_ts":125}}"#,
+    ];
+    let live_history = history(&lines);
+    let mut rule = RecordedLiveTicks::new(super::tidb_timestamps);
+    let mut published = Vec::new();
+    for group in [&[0usize, 1][..], &[2]] {
+        let txns: Vec<(TxnId, &isocert_history::Transaction)> =
+            group.iter().map(|&i| (TxnId(i as u32), &live_history.txns[i])).collect();
+        published.extend(rule.group(&txns, &mut std::collections::VecDeque::new()).unwrap());
+    }
+    let mut h = history(&lines);
+    let log = log(vec![logged(1, 100, 110, &[(1, Some(10))]), logged(2, 120, 125, &[(2, Some(30))])]);
+    recover_tidb(&mut h, &log, &never).expect("recovers");
+    let recovered: Vec<_> =
+        h.txns.iter().map(|t| Some((t.start_ts().unwrap(), t.commit_ts().unwrap()))).collect();
+    assert_eq!(published, recovered);
+    assert_eq!(rule.low(), isocert_history::Timestamp::new(125), "the watermark: the highest timestamp");
+    assert_eq!(h.serial_order, isocert_history::SerialOrder::Unknown, "snapshot isolation");
+    assert_eq!(rule.serial_order(isocert_history::IsolationLevel::RepeatableRead), h.serial_order);
+
+    let unknown = history(&[
+        r#"{"id":4,"session":3,"status":"unknown","ops":[{"f":"w","table":"t","key":2,"value":{"id":2,"v":40}}],"meta":{"isolation":"repeatable-read","start_ts":140}}"#,
+    ]);
+    let e = RecordedLiveTicks::new(super::tidb_timestamps)
+        .group(&[(TxnId(0), &unknown.txns[0])], &mut std::collections::VecDeque::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown"), "{e}");
+}

@@ -1,23 +1,28 @@
 //! The timestamp databases' ticks while the workload runs ([`RecordedLiveTicks`]): the
-//! timestamps each session recorded as its transaction completed, handed out at the cut
-//! when recovery will keep them as they are.
+//! timestamps each session recorded as its transaction completed, handed out at the cut.
 //!
 //! Recovery writes a timestamp database's recorded timestamps into the history after
-//! matching them with the version source, and a logged commit timestamp wins over the
-//! client's. Only a database whose recovery has no log to match (Dgraph:
-//! [`crate::VersionSource::CommitTimestamps`]) keeps every recorded timestamp, so only its
-//! rule publishes live: each committed transaction with its recorded `(start, commit)`,
-//! a transaction that wrote nothing committing at its start. What recovery would refuse
-//! stops live publishing instead (the rest is published after recovery): an unknown
-//! outcome (recovery settles it by what later transactions read), a committed writer
-//! without a commit timestamp, and two writers of one row at one commit timestamp.
+//! matching them with the version source. Dgraph's has no log to match
+//! ([`crate::VersionSource::CommitTimestamps`]), so recovery keeps every recorded timestamp.
+//! CockroachDB's changefeed is matched by the recorded commit timestamp, so at SERIALIZABLE
+//! recovery keeps it too. TiDB's MVCC versions carry their `commit_ts`, which wins where it
+//! differs from the session's `@@tidb_last_txn_info` (a database bug): the run compares
+//! every published timestamp with the recovered one and exits 2 naming a transaction that
+//! differs. The rule publishes each committed transaction with its recorded
+//! `(start, commit)`, a transaction that wrote nothing committing at its start. What it
+//! cannot promise stops live publishing instead (the rest is published after recovery): an
+//! unknown outcome (recovery settles it by what later transactions read), a committed
+//! writer without a commit timestamp, what the database's function refuses (CockroachDB
+//! below SERIALIZABLE), two writers of one row at one commit timestamp, and a start below
+//! the watermark already sent. MongoDB's sessions only bracket a snapshot's cluster time,
+//! which is placed by the change stream's commits: its rule is `crate::MongoLiveTicks`.
 
 use std::collections::VecDeque;
 
-use isocert_history::{ObjId, Status, Timestamp, Transaction, TxnId};
+use isocert_history::{IsolationLevel, ObjId, SerialOrder, Status, Timestamp, Transaction, TxnId};
 use rustc_hash::FxHashMap;
 
-use crate::live::stop;
+use crate::live::{stop, HighestTimestamp};
 use crate::matching::record_own_writes;
 use crate::{CommittedTxn, LiveTicks, RecoveryError};
 
@@ -32,16 +37,30 @@ pub type RecordedTimestamps =
 #[derive(Debug)]
 pub struct RecordedLiveTicks {
     recorded: RecordedTimestamps,
+    /// Whether the database serializes SERIALIZABLE transactions in commit-timestamp order.
+    commit_ordered: bool,
     /// Per row, the transaction that committed it at each timestamp.
     writers: FxHashMap<(ObjId, Timestamp), String>,
-    /// The highest timestamp handed out so far.
-    highest: Option<Timestamp>,
+    /// The watermark: the highest timestamp handed out so far.
+    highest: HighestTimestamp,
 }
 
 impl RecordedLiveTicks {
     /// The rule for a database whose sessions record `recorded`.
     pub fn new(recorded: RecordedTimestamps) -> RecordedLiveTicks {
-        RecordedLiveTicks { recorded, writers: FxHashMap::default(), highest: None }
+        RecordedLiveTicks {
+            recorded,
+            commit_ordered: false,
+            writers: FxHashMap::default(),
+            highest: HighestTimestamp::default(),
+        }
+    }
+
+    /// The rule for a database whose SERIALIZABLE transactions serialize in commit-timestamp
+    /// order (CockroachDB): a run at that level publishes `serial_order` `commit_ts`, as
+    /// recovery records it.
+    pub fn commit_ordered(recorded: RecordedTimestamps) -> RecordedLiveTicks {
+        RecordedLiveTicks { commit_ordered: true, ..RecordedLiveTicks::new(recorded) }
     }
 }
 
@@ -93,23 +112,24 @@ impl LiveTicks for RecordedLiveTicks {
                     )));
                 }
             }
-            if start < low {
-                // Not expected of a timestamp oracle; checked so that a mark is never wrong.
-                return Err(stop(format!(
-                    "{label} reads at {start}, below the watermark {low} already published"
-                )));
-            }
-            self.highest = Some(self.highest.map_or(commit.max(start), |h| h.max(commit).max(start)));
-            out.push(Some((start, commit)));
+            out.push(Some(self.highest.hand_out(&label, low, (start, commit))?));
         }
         Ok(out)
     }
 
     fn low(&self) -> Timestamp {
-        self.highest.unwrap_or(Timestamp::new(0))
+        self.highest.low()
     }
 
     fn needs_stream(&self) -> bool {
         false
+    }
+
+    fn serial_order(&self, level: IsolationLevel) -> SerialOrder {
+        if self.commit_ordered {
+            super::commit_order_if_serializable([level.as_str()])
+        } else {
+            SerialOrder::Unknown
+        }
     }
 }

@@ -24,7 +24,8 @@
 //! final write of the row.
 
 use isocert_history::{
-    Certificate, History, ObjId, Op, OpRef, SeenVersion, Status, Timestamp, TxnId, ValueId, Writer,
+    Certificate, History, IsolationLevel, ObjId, Op, OpRef, SeenVersion, SerialOrder, Status, Timestamp,
+    TxnId, ValueId, Writer,
 };
 use rustc_hash::FxHashMap;
 
@@ -37,7 +38,7 @@ use crate::{CommittedTxn, RawLog, Recovered, RecoveryError, RecoveryStats};
 
 /// What the client recorded about each history transaction's timestamps, indexed by
 /// [`TxnId::index`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct TimestampFacts {
     /// The timestamp the transaction's snapshot reads at (TiDB and Dgraph `start_ts`,
     /// CockroachDB's read timestamp, MongoDB's `atClusterTime`). Required for every
@@ -51,12 +52,41 @@ pub struct TimestampFacts {
     /// Statements that read at their own timestamp rather than the transaction's snapshot
     /// (read committed statements, pessimistic locking reads).
     pub read_ts: FxHashMap<OpRef, Timestamp>,
+    /// Whether the commit timestamps are the order the transactions serialized in, recorded
+    /// as the history's `serial_order`: [`SerialOrder::CommitTs`] only where the database's
+    /// level promises it (CockroachDB's SERIALIZABLE, [`commit_order_if_serializable`]);
+    /// [`SerialOrder::Unknown`] otherwise (snapshot isolation: TiDB, MongoDB, Dgraph).
+    pub serial_order: SerialOrder,
 }
 
 impl TimestampFacts {
-    /// Facts for `txns` transactions with nothing known yet.
+    /// Facts for `txns` transactions with nothing known yet (and no promise of a serial order).
     pub fn with_len(txns: usize) -> Self {
-        TimestampFacts { start: vec![None; txns], commit: vec![None; txns], read_ts: FxHashMap::default() }
+        TimestampFacts {
+            start: vec![None; txns],
+            commit: vec![None; txns],
+            read_ts: FxHashMap::default(),
+            serial_order: SerialOrder::Unknown,
+        }
+    }
+}
+
+impl Default for TimestampFacts {
+    fn default() -> Self {
+        TimestampFacts::with_len(0)
+    }
+}
+
+/// The serial order of a history whose transactions ran at `levels` (as isocert spells
+/// them), on a database whose SERIALIZABLE serializes in commit order (CockroachDB's
+/// timestamp ordering, InnoDB's locks held until commit): commit order when every
+/// transaction ran at `serializable`, unknown when any ran at a weaker level (its reads
+/// need not fit its commit point).
+pub(crate) fn commit_order_if_serializable<'a>(levels: impl IntoIterator<Item = &'a str>) -> SerialOrder {
+    if levels.into_iter().all(|l| l == IsolationLevel::Serializable.as_str()) {
+        SerialOrder::CommitTs
+    } else {
+        SerialOrder::Unknown
     }
 }
 
@@ -263,6 +293,7 @@ pub fn recover_by_timestamps(
             txn.set_commit_ts(Some(*commit));
         }
     }
+    history.serial_order = facts.serial_order;
     Ok(Recovered { certificate, stats, warnings })
 }
 
