@@ -470,3 +470,66 @@ fn commit_order_findings_are_uncertified_where_the_header_disowns_commit_order()
         assert_eq!(check("chronos", "si", &[]).status.code(), Some(at_si), "{inject:?} at si");
     }
 }
+
+/// The timestamps of a history recorded by a client that could not read them come from the
+/// certificate `isocert serve` answers (its `transactions`), and with them whether they are
+/// the serial order (its `serial_order`, docs/FORMAT.md): a PostgreSQL certificate says
+/// `unknown`, so write skew found by commit order alone is uncertified (exit 2). The near
+/// twin, the same certificate without the field, is an anomaly (exit 1).
+#[test]
+fn a_certificate_s_serial_order_governs_the_timestamps_it_supplies() {
+    let dir = tempfile::tempdir().unwrap();
+    let generated = dir.path().join("g.jsonl");
+    generate(generated.to_str().unwrap(), &["--isolation", "si", "--inject", "write-skew"]);
+    let mut history = String::new();
+    let mut facts = Vec::new();
+    for line in std::fs::read_to_string(&generated).unwrap().lines() {
+        let mut txn: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).unwrap();
+        if txn.contains_key("id") {
+            let mut fact = serde_json::Map::new();
+            fact.insert("txn".into(), txn["id"].clone());
+            for field in ["start_ts", "commit_ts"] {
+                if let Some(ts) = txn.remove(field) {
+                    fact.insert(field.into(), ts);
+                }
+            }
+            facts.push(serde_json::Value::Object(fact));
+        }
+        history.push_str(&serde_json::Value::Object(txn).to_string());
+        history.push('\n');
+    }
+    assert!(!history.contains("commit_ts"), "the client recorded no timestamps");
+    let path = dir.path().join("h.jsonl");
+    std::fs::write(&path, history).unwrap();
+    let check_with = |serial_order: Option<&str>| {
+        let mut cert =
+            serde_json::json!({"format": "isocert-certificate", "version": 1, "transactions": facts});
+        if let Some(order) = serial_order {
+            cert["serial_order"] = order.into();
+        }
+        let cert_path = dir.path().join("c.json");
+        std::fs::write(&cert_path, cert.to_string()).unwrap();
+        isocert(&[
+            "check",
+            "--checker",
+            "chronos",
+            "--no-session-order",
+            "-i",
+            "ser",
+            "--certificate",
+            cert_path.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ])
+    };
+    let out = check_with(Some("unknown"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("uncertified") && stderr.contains("not serializable in commit-timestamp order"),
+        "{stderr}"
+    );
+    for twin in [None, Some("commit_ts")] {
+        let out = check_with(twin);
+        assert_eq!(out.status.code(), Some(1), "{twin:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}

@@ -125,6 +125,66 @@ fn the_transactions_extension_sets_outcomes_and_timestamps_and_round_trips() {
 }
 
 #[test]
+fn a_certificate_whose_timestamps_are_no_serial_order_says_so_and_the_history_then_knows() {
+    use isocert_history::SerialOrder;
+    let history = "{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"w\",\"key\":5,\"value\":1}]}\n";
+    let read = |cert: &str| {
+        let mut h = v1::read_history(history.as_bytes()).unwrap();
+        assert_eq!(h.serial_order, SerialOrder::CommitTs, "the header's default");
+        v1::read_certificate(cert.as_bytes(), &mut h).map(|_| h)
+    };
+    let unknown = read(r#"{"transactions":[{"txn":1,"commit_ts":4}],"serial_order":"unknown"}"#).unwrap();
+    assert_eq!(
+        unknown.serial_order,
+        SerialOrder::Unknown,
+        "the certificate's source knows less than the header claims"
+    );
+    let mut out = Vec::new();
+    v1::write_certificate_with_facts(
+        &unknown,
+        &isocert_history::Certificate::default(),
+        &[TxnId(0)],
+        &[],
+        None,
+        &mut out,
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains(r#""serial_order":"unknown""#), "{text}");
+    assert_eq!(read(&text).unwrap().serial_order, SerialOrder::Unknown, "round trip");
+
+    let commit_ts = read(r#"{"transactions":[{"txn":1,"commit_ts":4}],"serial_order":"commit_ts"}"#).unwrap();
+    assert_eq!(commit_ts.serial_order, SerialOrder::CommitTs);
+    let mut out = Vec::new();
+    v1::write_certificate_with_facts(
+        &commit_ts,
+        &isocert_history::Certificate::default(),
+        &[TxnId(0)],
+        &[],
+        None,
+        &mut out,
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("serial_order"), "the default is written by leaving it out: {text}");
+
+    let mut h = v1::read_history(
+        format!("{{\"format\":\"isocert-history\",\"version\":1,\"serial_order\":\"unknown\"}}\n{history}")
+            .as_bytes(),
+    )
+    .unwrap();
+    v1::read_certificate(r#"{"serial_order":"commit_ts"}"#.as_bytes(), &mut h).unwrap();
+    assert_eq!(
+        h.serial_order,
+        SerialOrder::Unknown,
+        "a certificate cannot vouch for more than the history knows"
+    );
+
+    let e = cert_error(r#"{"serial_order":"hlc"}"#);
+    assert!(e.contains("serial_order") && e.contains("hlc") && e.contains("commit_ts or unknown"), "{e}");
+}
+
+#[test]
 fn foreign_writers_become_transactions_with_shown_or_opaque_values() {
     let history = "{\"id\":1,\"session\":0,\"ops\":[{\"f\":\"r\",\"key\":5,\"value\":-3}]}\n";
     let cert = r#"{"foreign_writers":[{"id":"~1","writes":[{"key":5,"value":-3},{"key":6}]},{"id":"~2","writes":[{"key":6}]}],"version_order":[{"key":5,"writers":["~1"]},{"key":6,"writers":["~1","~2"]}]}"#;

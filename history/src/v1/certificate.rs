@@ -9,7 +9,10 @@ use serde_json::{json, Value as Json};
 use super::json as j;
 use crate::certificate::{ForeignWriter, HiddenRead, HiddenReason, OpRef, SeenVersion, Writer};
 use crate::model::KV_TABLE;
-use crate::{Certificate, FormatError, History, ObjId, Op, Scalar, SnapshotSet, Transaction, TxnId, ValueId};
+use crate::{
+    Certificate, FormatError, History, ObjId, Op, Scalar, SerialOrder, SnapshotSet, Transaction, TxnId,
+    ValueId,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +27,10 @@ struct RawCertificate<'a> {
     serialization_order: Option<Vec<RawKey<'a>>>,
     #[serde(default)]
     transactions: Option<Vec<RawTxnFacts>>,
+    /// Whether `transactions`' commit timestamps are the serial order (isocert extension,
+    /// the history header's field of the same name; see [`History::serial_order`]).
+    #[serde(default)]
+    serial_order: Option<String>,
     #[serde(default)]
     foreign_writers: Option<Vec<RawForeign>>,
     /// The initial versions as the certificate's source knows them (isocert extension,
@@ -318,6 +325,15 @@ pub fn read_certificate_bytes(bytes: &[u8], h: &mut History) -> Result<Certifica
     }
     if let Some(facts) = raw.transactions {
         apply_transaction_facts(h, &facts)?;
+    }
+    if let Some(order) = raw.serial_order.as_deref() {
+        let order: SerialOrder =
+            order.parse().map_err(|e: crate::UnknownName| bad("serial_order".into(), e.to_string()))?;
+        // The history's own claim stands unless the certificate's source knows less: a
+        // serial order either side cannot vouch for is unknown.
+        if order == SerialOrder::Unknown {
+            h.serial_order = SerialOrder::Unknown;
+        }
     }
     if let Some(hidden) = raw.hidden_reads {
         cert.hidden_reads = read_hidden_reads(h, &hidden)?;
@@ -700,7 +716,8 @@ pub fn write_certificate<W: Write>(h: &History, cert: &Certificate, out: &mut W)
 
 /// Writes a certificate as [`write_certificate`] does, plus the `transactions` extension
 /// for `txns` (each one's status and timestamps as `h` holds them after recovery, so that
-/// a reader of the history as its client recorded it learns them), the
+/// a reader of the history as its client recorded it learns them, with `serial_order` when
+/// `h`'s is unknown, so that the timestamps are not read as a serial order they are not), the
 /// `foreign_writers` extension and, when given, the `initial` extension: each object's
 /// initial version with its value, or `None` for the opaque stand-in (what `isocert serve`
 /// answers).
@@ -840,6 +857,10 @@ fn write_certificate_doc<W: Write>(
         doc.insert("serialization_order".into(), Json::Array(order.iter().map(|&t| name(t)).collect()));
     }
     if let Some(txns) = facts {
+        // The header's rule: `commit_ts` is the default, written by leaving the field out.
+        if h.serial_order == SerialOrder::Unknown {
+            doc.insert("serial_order".into(), h.serial_order.as_str().into());
+        }
         let list: Vec<Json> = txns
             .iter()
             .map(|&t| {
