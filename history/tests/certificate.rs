@@ -133,39 +133,25 @@ fn a_certificate_whose_timestamps_are_no_serial_order_says_so_and_the_history_th
         assert_eq!(h.serial_order, SerialOrder::CommitTs, "the header's default");
         v1::read_certificate(cert.as_bytes(), &mut h).map(|_| h)
     };
+    let written = |h: &isocert_history::History| {
+        let mut out = Vec::new();
+        let no_cert = isocert_history::Certificate::default();
+        v1::write_certificate_with_facts(h, &no_cert, &[TxnId(0)], &[], None, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
     let unknown = read(r#"{"transactions":[{"txn":1,"commit_ts":4}],"serial_order":"unknown"}"#).unwrap();
     assert_eq!(
         unknown.serial_order,
         SerialOrder::Unknown,
         "the certificate's source knows less than the header claims"
     );
-    let mut out = Vec::new();
-    v1::write_certificate_with_facts(
-        &unknown,
-        &isocert_history::Certificate::default(),
-        &[TxnId(0)],
-        &[],
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = written(&unknown);
     assert!(text.contains(r#""serial_order":"unknown""#), "{text}");
     assert_eq!(read(&text).unwrap().serial_order, SerialOrder::Unknown, "round trip");
 
     let commit_ts = read(r#"{"transactions":[{"txn":1,"commit_ts":4}],"serial_order":"commit_ts"}"#).unwrap();
     assert_eq!(commit_ts.serial_order, SerialOrder::CommitTs);
-    let mut out = Vec::new();
-    v1::write_certificate_with_facts(
-        &commit_ts,
-        &isocert_history::Certificate::default(),
-        &[TxnId(0)],
-        &[],
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = written(&commit_ts);
     assert!(!text.contains("serial_order"), "the default is written by leaving it out: {text}");
 
     let mut h = v1::read_history(

@@ -151,21 +151,23 @@ pub fn fresh_pg_database(server: &str, name: &str) -> String {
     format!("{base}/{db}")
 }
 
-/// `isocert run ARGS --emit` to a fresh topic on the broker at `bootstrap`, checked by one member at
-/// `level` while it runs (issue 36's live publishing, for the live database suites); the
-/// run's files go to `dir/run`.
-/// Returns the run's output and the member's and offline Chronos's exit codes on the
-/// saved history (at `level`), which must agree.
+/// A kv run (`isocert run --db DB_URL --workload kv --isolation ISOLATION --txns TXNS`,
+/// four sessions, no deletes, tables reset) with `--emit` to a fresh topic on the broker at
+/// `bootstrap`, checked by one member at `level` while it runs (issue 36's live publishing,
+/// for the live database suites); the run's files go to `dir/run`.
 ///
 /// # Panics
-/// When a process cannot be started.
+/// When a process cannot be started, when the run did not publish while it ran, or when
+/// the member's exit code differs from offline Chronos's on the saved history (at `level`).
 #[cfg(feature = "kafka")]
-pub fn run_emitting_checked_online(
+pub fn assert_live_kv_run_checked_online(
     bootstrap: &str,
     dir: &Path,
-    run_args: &[&str],
+    db_url: &str,
+    isolation: &str,
+    txns: &str,
     level: &str,
-) -> (String, Option<i32>, Option<i32>) {
+) {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let topic = format!("live-{}-{nanos}", std::process::id());
@@ -178,9 +180,8 @@ pub fn run_emitting_checked_online(
         .expect("isocert check --online");
     let out = dir.join("run");
     let run = Command::new(isocert_bin())
-        .arg("run")
-        .args(run_args)
-        .args(["--emit", &url, "--out"])
+        .args(["run", "--db", db_url, "--workload", "kv", "--isolation", isolation, "--no-deletes"])
+        .args(["--txns", txns, "--sessions", "4", "--reset-tables", "--emit", &url, "--out"])
         .arg(&out)
         .output()
         .expect("isocert run");
@@ -193,5 +194,6 @@ pub fn run_emitting_checked_online(
         .expect("isocert check")
         .status
         .code();
-    (text, online, offline)
+    assert!(text.contains("during the run"), "{text}");
+    assert_eq!(online, offline, "{text}");
 }

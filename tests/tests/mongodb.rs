@@ -181,10 +181,12 @@ fn live_mongodb_runs_are_published_while_they_run() {
     let Some(url) = isocert_testsupport::MONGODB.live_url() else { return };
     let Some(broker) = isocert_testsupport::KafkaBroker::start() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let args = ["--db", &url, "--workload", "kv", "--isolation", "repeatable-read", "--no-deletes"];
-    let args = [&args[..], &["--txns", "300", "--sessions", "4", "--reset-tables"]].concat();
-    let (text, online, offline) =
-        isocert_tests::run_emitting_checked_online(broker.bootstrap(), dir.path(), &args, "si");
-    assert!(text.contains("during the run"), "{text}");
-    assert_eq!(online, offline, "{text}");
+    isocert_tests::assert_live_kv_run_checked_online(
+        broker.bootstrap(),
+        dir.path(),
+        &url,
+        "repeatable-read",
+        "300",
+        "si",
+    );
 }

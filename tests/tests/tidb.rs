@@ -265,10 +265,12 @@ fn live_tidb_runs_are_published_while_they_run() {
     let Some(broker) = isocert_testsupport::KafkaBroker::start() else { return };
     let full = format!("{url}{}txn_mode=optimistic", if url.contains('?') { '&' } else { '?' });
     let dir = tempfile::tempdir().unwrap();
-    let args = ["--db", &full, "--workload", "kv", "--isolation", "repeatable-read", "--no-deletes"];
-    let args = [&args[..], &["--txns", "400", "--sessions", "4", "--reset-tables"]].concat();
-    let (text, online, offline) =
-        isocert_tests::run_emitting_checked_online(broker.bootstrap(), dir.path(), &args, "si");
-    assert!(text.contains("during the run"), "{text}");
-    assert_eq!(online, offline, "{text}");
+    isocert_tests::assert_live_kv_run_checked_online(
+        broker.bootstrap(),
+        dir.path(),
+        &full,
+        "repeatable-read",
+        "400",
+        "si",
+    );
 }
