@@ -474,8 +474,9 @@ fn commit_order_findings_are_uncertified_where_the_header_disowns_commit_order()
 /// The timestamps of a history recorded by a client that could not read them come from the
 /// certificate `isocert serve` answers (its `transactions`), and with them whether they are
 /// the serial order (its `serial_order`, docs/FORMAT.md): a PostgreSQL certificate says
-/// `unknown`, so write skew found by commit order alone is uncertified (exit 2). The near
-/// twin, the same certificate without the field, is an anomaly (exit 1).
+/// `unknown`, so write skew found by commit order alone is uncertified (exit 2), by Chronos
+/// with and without session order and by Aion. The near twins, the same certificate without
+/// the field or with `commit_ts`, are an anomaly (exit 1).
 #[test]
 fn a_certificate_s_serial_order_governs_the_timestamps_it_supplies() {
     let dir = tempfile::tempdir().unwrap();
@@ -501,7 +502,7 @@ fn a_certificate_s_serial_order_governs_the_timestamps_it_supplies() {
     assert!(!history.contains("commit_ts"), "the client recorded no timestamps");
     let path = dir.path().join("h.jsonl");
     std::fs::write(&path, history).unwrap();
-    let check_with = |serial_order: Option<&str>| {
+    let check_with = |serial_order: Option<&str>, checker: &str, session_order: bool| {
         let mut cert =
             serde_json::json!({"format": "isocert-certificate", "version": 1, "transactions": facts});
         if let Some(order) = serial_order {
@@ -509,27 +510,29 @@ fn a_certificate_s_serial_order_governs_the_timestamps_it_supplies() {
         }
         let cert_path = dir.path().join("c.json");
         std::fs::write(&cert_path, cert.to_string()).unwrap();
-        isocert(&[
-            "check",
-            "--checker",
-            "chronos",
-            "--no-session-order",
-            "-i",
-            "ser",
-            "--certificate",
-            cert_path.to_str().unwrap(),
-            path.to_str().unwrap(),
-        ])
+        let mut args = vec!["check", "--checker", checker, "-i", "ser", "--certificate"];
+        args.extend([cert_path.to_str().unwrap(), path.to_str().unwrap()]);
+        if !session_order {
+            args.push("--no-session-order");
+        }
+        isocert(&args)
     };
-    let out = check_with(Some("unknown"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("uncertified") && stderr.contains("not serializable in commit-timestamp order"),
-        "{stderr}"
-    );
-    for twin in [None, Some("commit_ts")] {
-        let out = check_with(twin);
-        assert_eq!(out.status.code(), Some(1), "{twin:?}: {}", String::from_utf8_lossy(&out.stderr));
+    for (checker, session_order) in [("chronos", true), ("chronos", false), ("aion", true)] {
+        let out = check_with(Some("unknown"), checker, session_order);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{checker}, session order {session_order}: {stderr}");
+        assert!(
+            stderr.contains("uncertified") && stderr.contains("not serializable in commit-timestamp order"),
+            "{stderr}"
+        );
+        for twin in [None, Some("commit_ts")] {
+            let out = check_with(twin, checker, session_order);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{twin:?}, {checker}, session order {session_order}: {stderr}"
+            );
+        }
     }
 }

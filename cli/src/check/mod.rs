@@ -39,7 +39,10 @@ pub(crate) struct CheckArgs {
     #[command(flatten)]
     pub(crate) online: crate::online::OnlineCheckArgs,
     /// The version certificate (version order, version sets, serialization order): a v1
-    /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`).
+    /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`). Its
+    /// `transactions` (outcomes, start/commit timestamps) and `serial_order`, what
+    /// `isocert serve` answers, are set on the history first; Chronos and Aion then read
+    /// the history whole.
     #[arg(short, long, value_name = "CERT")]
     pub(crate) certificate: Option<PathBuf>,
     /// The isolation level: strict-serializable (sser: serializable in an order that keeps
@@ -230,14 +233,22 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if timestamp::applies(&args) {
         return timestamp::run(&args);
     }
-    // Without session order, Chronos and Aion check the history read whole, each
-    // transaction in its own session: not while streaming, and not with their own options.
-    if args.no_session_order && matches!(args.checker, CheckerKind::Chronos | CheckerKind::Aion) {
-        anyhow::ensure!(
-            args.initial_value.is_none() && args.history.as_os_str() != "-",
-            "{} --no-session-order reads the history file whole (no standard input, no --initial-value)",
-            args.checker
-        );
+    // Without session order (each transaction in its own session) or with a certificate
+    // (its facts set on the history), Chronos and Aion check the history read whole: not
+    // while streaming, and not with their own options.
+    if matches!(args.checker, CheckerKind::Chronos | CheckerKind::Aion) {
+        let whole = if args.no_session_order {
+            Some("--no-session-order")
+        } else {
+            args.certificate.as_ref().map(|_| "--certificate")
+        };
+        if let Some(flag) = whole {
+            anyhow::ensure!(
+                args.initial_value.is_none() && args.history.as_os_str() != "-",
+                "{} {flag} reads the history file whole (no standard input, no --initial-value)",
+                args.checker
+            );
+        }
     }
     // The checkers ignore adapter facts: item-only histories always take the fast reader.
     let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format, v1::AdapterFacts::Skip)?;

@@ -17,9 +17,14 @@ use isocert_history::{Certificate, FormatError, History, KvHistory, Scalar};
 use super::{CheckArgs, ChronosStreaming};
 use crate::exit;
 
-/// Whether `isocert check` should take the timestamp path for these arguments.
+/// Whether `isocert check` should take the timestamp path for these arguments: Chronos or
+/// Aion on the history as its file holds it. Without session order, or with a certificate
+/// (whose `transactions` may supply the timestamps and `serial_order` what they are, as
+/// `isocert serve` answers), they check the history read whole by the general reader.
 pub(crate) fn applies(args: &CheckArgs) -> bool {
-    matches!(args.checker, CheckerKind::Chronos | CheckerKind::Aion) && !args.no_session_order
+    matches!(args.checker, CheckerKind::Chronos | CheckerKind::Aion)
+        && !args.no_session_order
+        && args.certificate.is_none()
 }
 
 /// Parses `--initial-value`: a JSON scalar (`0`, `"x"`, `null`), or else the text itself.
@@ -71,11 +76,6 @@ fn parse_threads() -> usize {
 
 /// Runs Chronos or Aion for `isocert check`.
 pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    if args.certificate.is_some() {
-        tracing::warn!(
-            "the timestamp checkers read start_ts/commit_ts from the history; the certificate is not used"
-        );
-    }
     let (report, labels_from) = match args.checker {
         CheckerKind::Aion => run_aion(args)?,
         _ => {
