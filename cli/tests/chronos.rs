@@ -469,6 +469,15 @@ fn commit_order_findings_are_uncertified_where_the_header_disowns_commit_order()
         let at_si = if inject.is_some_and(|i| i != "write-skew") { 1 } else { 0 };
         assert_eq!(check("chronos", "si", &[]).status.code(), Some(at_si), "{inject:?} at si");
     }
+    // The Chronos format has no place for the field: converting says what is lost.
+    let tk = dir.path().join("tk.json");
+    let out = isocert(&["convert", "--from", "v1", "--to", "chronos", p, tk.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("serial_order is unknown") && stderr.contains("no place for it"), "{stderr}");
+    generate(p, &["--isolation", "ser"]);
+    let out = isocert(&["convert", "--from", "v1", "--to", "chronos", "--force", p, tk.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("serial_order"), "the near twin loses nothing");
 }
 
 /// The timestamps of a history recorded by a client that could not read them come from the

@@ -259,12 +259,22 @@ impl Format {
             Format::V1 => v1::write_history(h, out)?,
             Format::Chronos => {
                 let report = crate::chronos::write_chronos(h, out)?;
+                let mut notes = Vec::new();
                 if report.skipped_uncommitted > 0 {
-                    return Ok(vec![format!(
+                    notes.push(format!(
                         "{} aborted or unknown transactions were left out (the format holds committed ones)",
                         report.skipped_uncommitted
-                    )]);
+                    ));
                 }
+                if h.serial_order == crate::SerialOrder::Unknown {
+                    notes.push(
+                        "the history's serial_order is unknown (its commit timestamps need not be the serial \
+                         order) and the Chronos format has no place for it: a serializability check of this \
+                         file reads commit order as the serial order; check serializability from the v1 file"
+                            .into(),
+                    );
+                }
+                return Ok(notes);
             }
             Format::Elle => write_elle_edn(h, out)?,
             Format::ElleJson => write_elle_json(h, out)?,
