@@ -544,4 +544,21 @@ fn a_certificate_s_serial_order_governs_the_timestamps_it_supplies() {
             );
         }
     }
+    // Streaming is asked for but cannot be had: refused by name, not silently dropped.
+    let cert_path = dir.path().join("c.json");
+    let out = isocert(&[
+        "check",
+        "--checker",
+        "chronos",
+        "-i",
+        "ser",
+        "--chronos-stream",
+        "always",
+        "--certificate",
+        cert_path.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--certificate") && stderr.contains("--chronos-stream always"), "{stderr}");
 }

@@ -244,8 +244,11 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         };
         if let Some(flag) = whole {
             anyhow::ensure!(
-                args.initial_value.is_none() && args.history.as_os_str() != "-",
-                "{} {flag} reads the history file whole (no standard input, no --initial-value)",
+                args.initial_value.is_none()
+                    && args.history.as_os_str() != "-"
+                    && args.chronos_stream != ChronosStreaming::Always,
+                "{} {flag} reads the history file whole (no standard input, no --initial-value, \
+                 no --chronos-stream always)",
                 args.checker
             );
         }
