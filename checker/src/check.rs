@@ -1,9 +1,10 @@
 //! The one entry point: pick a checker for the level and certificate, run it.
 
-use isocert_history::{Certificate, History, ObjId, Op, Status, TxnId};
+use isocert_history::{Certificate, History, KvHistory, ObjId, Op, Status, TxnId};
 use isocert_oracle::MatchesOracle;
+use rustc_hash::FxHashMap;
 
-use crate::{emme, enne, CheckError, CheckerKind, IsolationLevel, Report, SessionOrder};
+use crate::{emme, enne, items, CheckError, CheckerKind, IsolationLevel, Report, SessionOrder};
 
 /// Checks history `h` against isolation `level` (with session order, the default definition)
 /// using certificate `cert`; [`check_with`] chooses the definition.
@@ -101,6 +102,16 @@ fn check_definition(
     checker: CheckerKind,
     oracle: &dyn MatchesOracle,
 ) -> Result<Report, CheckError> {
+    // Item reads and writes for a black-box checker: in the compact model, where every
+    // black-box decision is taken ([`check_black_box`]).
+    if runs_black_box(cert, level, checker) && is_item_history(h) {
+        let kv = KvHistory::from_history(h).expect("item reads and writes convert");
+        let given = cert
+            .version_order
+            .as_ref()
+            .filter(|_| matches!(checker, CheckerKind::Cobra | CheckerKind::Polysi));
+        return check_items(&kv, level, checker, given);
+    }
     // A list-append history without timestamps at snapshot isolation (an Elle history): the
     // order its reads show is fixed and the rest searched, PolySI-style (issue 28).
     if checker == CheckerKind::Auto
@@ -110,13 +121,12 @@ fn check_definition(
     {
         return crate::sat::check(h, level, CheckerKind::Polysi, None);
     }
-    // At strict serializability `auto` runs MTC on mini-transactions; other histories of item
-    // reads and writes of unique values, and list-append histories (Jepsen's, with `:time`),
-    // go to Cobra with real-time order as certain edges (issue 28).
+    // At strict serializability `auto` runs MTC on mini-transactions; list-append histories
+    // (Jepsen's, with `:time`), which are not, go to Cobra with real-time order as certain
+    // edges (issue 28), as item histories that are not do ([`check_items`]).
     if checker == CheckerKind::Auto
         && level == IsolationLevel::StrictSerializable
-        && crate::mtc::check_shape(h).is_err()
-        && crate::sat::applies(h)
+        && crate::sat::lists::is_list_history(h)
     {
         return crate::sat::check(h, level, CheckerKind::Cobra, None);
     }
@@ -132,12 +142,7 @@ fn check_definition(
     if level == IsolationLevel::StrictSerializable
         && !matches!(resolved, CheckerKind::Mtc | CheckerKind::Cobra)
     {
-        return Err(CheckError::UnsupportedLevel {
-            checker: resolved,
-            level,
-            hint: "strict serializability is decided by --checker mtc (mini-transactions) or --checker cobra (item \
-                   reads and writes of unique values, list appends), from the clients' invoked_at / completed_at",
-        });
+        return Err(strict_serializability_refusal(resolved, level));
     }
     match resolved {
         CheckerKind::Enne => enne::check(h, cert, level, oracle),
@@ -152,6 +157,121 @@ fn check_definition(
             (result, _) => result,
         },
         _ => emme::check(h, cert, level, oracle),
+    }
+}
+
+/// The refusal of `checker` at strict serializability, which only MTC and Cobra decide.
+fn strict_serializability_refusal(checker: CheckerKind, level: IsolationLevel) -> CheckError {
+    CheckError::UnsupportedLevel {
+        checker,
+        level,
+        hint:
+            "strict serializability is decided by --checker mtc (mini-transactions) or --checker cobra (item \
+               reads and writes of unique values, list appends), from the clients' invoked_at / completed_at",
+    }
+}
+
+/// Checks a history in the compact model ([`KvHistory`]) with a black-box checker, without
+/// a certificate: MTC, Cobra, PolySI or the weak checker as asked, or for
+/// [`CheckerKind::Auto`] the one [`check_with`] picks without a certificate (MTC for
+/// mini-transactions, else Cobra at serializable and strict serializability, PolySI at
+/// snapshot isolation, the weak checker at read committed, read atomic and causal). This is
+/// what `isocert check` runs on Plume and v1 files, read into the compact model directly.
+///
+/// # Errors
+/// As [`check_with`] without a certificate: [`CheckError::UnsupportedHistory`] for a shape
+/// the checker cannot read, [`CheckError::UnsupportedLevel`], and
+/// [`CheckError::MissingCertificateData`] when `Auto` finds no black-box checker for the
+/// history (a certificate-based checker was asked for, or the level needs one).
+pub fn check_black_box(
+    kv: &KvHistory,
+    level: IsolationLevel,
+    checker: CheckerKind,
+) -> Result<Report, CheckError> {
+    let empty = Certificate::default();
+    if items::has_appends(kv) || !runs_black_box(&empty, level, checker) {
+        // List reads are turned into item reads in the general model; other checkers take it.
+        let h = kv.clone().into_history();
+        let oracle = isocert_oracle::Interpreter::new(&h)?;
+        return check_with(&h, &empty, level, SessionOrder::Included, checker, &oracle);
+    }
+    check_items(kv, level, checker, None)
+}
+
+/// Whether `checker` at `level` with `cert` is a black-box checker: named, or picked by
+/// `Auto` (strict serializability, read atomic and causal always; the other levels when
+/// the certificate is empty).
+fn runs_black_box(cert: &Certificate, level: IsolationLevel, checker: CheckerKind) -> bool {
+    match checker {
+        CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi | CheckerKind::Weak => true,
+        CheckerKind::Auto => match resolve(cert, level, checker) {
+            Ok(kind) => matches!(kind, CheckerKind::Mtc | CheckerKind::Weak),
+            Err(CheckError::MissingCertificateData { .. }) => cert.is_empty(),
+            Err(_) => false,
+        },
+        _ => false,
+    }
+}
+
+/// Whether `h` has only item reads and writes (no list append, no predicate operation).
+fn is_item_history(h: &History) -> bool {
+    h.txns.iter().flat_map(|t| &t.ops).all(|op| matches!(op, Op::Read { .. } | Op::Write { .. }))
+}
+
+/// The black-box checker for an item history in the compact model, as [`check_definition`]
+/// picks one for a history without a certificate; `given`: a version order whose orders
+/// Cobra and PolySI fix (King Cobra's).
+fn check_items(
+    kv: &KvHistory,
+    level: IsolationLevel,
+    checker: CheckerKind,
+    given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
+) -> Result<Report, CheckError> {
+    let mini = || crate::mtc::check_shape(kv).is_ok();
+    let unique = |candidate| items::unique_values(kv, candidate, true);
+    // At strict serializability `auto` runs MTC on mini-transactions, else Cobra.
+    if checker == CheckerKind::Auto
+        && level == IsolationLevel::StrictSerializable
+        && !mini()
+        && unique(CheckerKind::Cobra).is_ok()
+    {
+        return crate::sat::check_kv(kv, level, CheckerKind::Cobra, None);
+    }
+    let (resolved, missing) = match resolve(&Certificate::default(), level, checker) {
+        Err(e @ CheckError::MissingCertificateData { .. }) => {
+            let candidate = match level {
+                IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation if mini() => {
+                    Some(CheckerKind::Mtc)
+                }
+                IsolationLevel::Serializable => Some(CheckerKind::Cobra),
+                IsolationLevel::SnapshotIsolation => Some(CheckerKind::Polysi),
+                IsolationLevel::ReadCommitted => Some(CheckerKind::Weak),
+                _ => None,
+            };
+            match candidate {
+                // The weak checker tests the shape itself (once).
+                Some(kind @ (CheckerKind::Mtc | CheckerKind::Weak)) => (kind, Some(e)),
+                Some(kind) => match unique(kind) {
+                    Ok(()) => (kind, Some(e)),
+                    Err(refusal) => return Err(with_refusal(e, refusal)),
+                },
+                None => return Err(e),
+            }
+        }
+        other => (other?, None),
+    };
+    if level == IsolationLevel::StrictSerializable
+        && !matches!(resolved, CheckerKind::Mtc | CheckerKind::Cobra)
+    {
+        return Err(strict_serializability_refusal(resolved, level));
+    }
+    match resolved {
+        CheckerKind::Mtc => crate::mtc::check_kv(kv, level),
+        CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check_kv(kv, level, resolved, given),
+        _ => match (crate::weak::check_kv(kv, level), missing) {
+            (Err(CheckError::UnsupportedHistory { .. }), Some(e)) => Err(e),
+            (result, _) => result,
+        },
     }
 }
 
@@ -176,27 +296,31 @@ fn with_black_box_refusal(h: &History, level: IsolationLevel, e: CheckError) -> 
         IsolationLevel::SnapshotIsolation => CheckerKind::Polysi,
         _ => return e,
     };
-    match (e, crate::sat::shape(h, candidate)) {
-        (CheckError::MissingCertificateData { what, level, checker }, Err(refusal)) => {
-            CheckError::MissingCertificateData { what: format!("{what}, and {refusal}"), level, checker }
-        }
-        (e, _) => e,
+    match crate::sat::shape(h, candidate) {
+        Err(refusal) => with_refusal(e, refusal),
+        Ok(()) => e,
     }
 }
 
-/// The black-box checker for a history without a certificate: MTC when it is made of
-/// mini-transactions, else (item reads and writes of unique values) Cobra at serializable,
-/// PolySI at snapshot isolation; at read committed the weak checker, which refuses other
-/// histories itself; `None` otherwise.
-fn black_box(h: &History, level: IsolationLevel) -> Option<CheckerKind> {
-    match level {
-        IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation
-            if crate::mtc::check_shape(h).is_ok() =>
-        {
-            Some(CheckerKind::Mtc)
+/// The missing certificate `e`, with the black-box checker's `refusal` of the history.
+fn with_refusal(e: CheckError, refusal: CheckError) -> CheckError {
+    match e {
+        CheckError::MissingCertificateData { what, level, checker } => {
+            CheckError::MissingCertificateData { what: format!("{what}, and {refusal}"), level, checker }
         }
-        IsolationLevel::Serializable if crate::sat::applies(h) => Some(CheckerKind::Cobra),
-        IsolationLevel::SnapshotIsolation if crate::sat::applies(h) => Some(CheckerKind::Polysi),
+        e => e,
+    }
+}
+
+/// The black-box checker for a history without a certificate that is not an item history
+/// (those are decided in [`check_items`]): for a list-append history (never MT-shaped)
+/// Cobra at serializable, PolySI at snapshot isolation; at read committed the weak checker,
+/// which refuses other histories itself; `None` otherwise.
+fn black_box(h: &History, level: IsolationLevel) -> Option<CheckerKind> {
+    let lists = crate::sat::lists::is_list_history(h);
+    match level {
+        IsolationLevel::Serializable if lists => Some(CheckerKind::Cobra),
+        IsolationLevel::SnapshotIsolation if lists => Some(CheckerKind::Polysi),
         // The weak checker tests the shape itself (once); see `check`.
         IsolationLevel::ReadCommitted => Some(CheckerKind::Weak),
         _ => None,

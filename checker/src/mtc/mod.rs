@@ -28,17 +28,18 @@
 pub(crate) mod graph;
 pub(crate) mod realtime;
 mod shape;
-mod sites;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use isocert_history::{Certificate, History, ObjId, Op, OpRef, Status, TxnId, ValueId, Writer};
+use isocert_history::{
+    Certificate, History, KvHistory, KvOpKind, KvValue, ObjId, OpRef, Status, TxnId, Writer,
+};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::items::{self, object_label, value_label, WriteSites};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
 use graph::Csr;
-pub(crate) use shape::check_shape;
-pub(crate) use sites::{write_sites, WriteSites};
+pub(crate) use shape::{check_shape, mini_transactions};
 
 /// One dependency edge: its kind, object and the reading operation (`u32::MAX`: none).
 #[derive(Clone, Copy, Debug)]
@@ -75,37 +76,14 @@ pub(crate) struct Inference {
     pub(crate) anomalies: Vec<Anomaly>,
 }
 
-/// Which transactions are nodes of the graph: the committed ones, and those of unknown
-/// outcome whose write a transaction that may have committed read.
-pub(crate) fn graph_nodes(h: &History, sites: &WriteSites) -> Vec<bool> {
-    let mut in_graph: Vec<bool> = h.txns.iter().map(|t| t.status == Status::Committed).collect();
-    if !h.txns.iter().any(|t| t.status == Status::Unknown) {
-        return in_graph;
-    }
-    for t in h.txn_ids().filter(|t| h.txn(*t).status != Status::Aborted) {
-        for op in &h.txn(t).ops {
-            if let Op::Read { obj, value } = op {
-                if let Some(s) = sites.get(*obj, *value) {
-                    if s.txn != t && h.txn(s.txn).status == Status::Unknown {
-                        in_graph[s.txn.index()] = true;
-                    }
-                }
-            }
-        }
-    }
-    in_graph
-}
-
 /// Transactions with more operations than this index their objects (see [`infer`]).
 const LONG_TXN: usize = 32;
 
 /// Resolves every read of an MT-shaped history and builds the dependency edges.
-pub(crate) fn infer(h: &History) -> Inference {
-    let n = h.txns.len();
-    let sites = write_sites(h);
-    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
-    let init_of = |obj: ObjId| initial.get(&obj).copied().unwrap_or(ValueId::ABSENT);
-    let in_graph = graph_nodes(h, &sites);
+pub(crate) fn infer(kv: &KvHistory) -> Inference {
+    let n = kv.len();
+    let sites = WriteSites::build(kv);
+    let in_graph = items::graph_nodes(kv, &sites);
     let mut inf = Inference {
         in_graph,
         deps: Vec::with_capacity(n * 3),
@@ -119,26 +97,26 @@ pub(crate) fn infer(h: &History) -> Inference {
     // Per transaction: the object, the writer of the version its first read saw, the op.
     let mut external: Vec<(ObjId, Option<Writer>, u32)> = Vec::new();
     let mut reads: Vec<(TxnId, ObjId, Writer, u32)> = Vec::with_capacity(n * 2);
-    for t in h.txn_ids() {
+    for t in kv.txn_ids() {
         if !inf.in_graph[t.index()] {
             continue;
         }
-        let txn = h.txn(t);
-        if let Some(prev) = last_in_session.insert(txn.session.0, t) {
+        let ops = kv.ops(t);
+        if let Some(prev) = last_in_session.insert(kv.session(t).0, t) {
             inf.deps.push((prev.0, t.0, Dep { kind: EdgeKind::Session, obj: ObjId(u32::MAX), op: u32::MAX }));
         }
         external.clear();
         // The value this transaction last read or wrote per object, for internal reads; for
         // a long transaction also indexed by object, so its ops are not scanned once per op
         // (a Cobra log of one 100,000-read transaction took 8.8 s; issue 28).
-        let mut own: Vec<(ObjId, ValueId, bool)> = Vec::new();
-        let long = txn.ops.len() > LONG_TXN;
+        let mut own: Vec<(ObjId, KvValue, bool)> = Vec::new();
+        let long = ops.len() > LONG_TXN;
         let mut own_index: FxHashMap<ObjId, usize> = FxHashMap::default();
-        for (i, op) in txn.ops.iter().enumerate() {
-            let (obj, value, is_read) = match op {
-                Op::Read { obj, value } => (*obj, *value, true),
-                Op::Write { obj, value } => (*obj, *value, false),
-                _ => continue,
+        for (i, op) in ops.iter().enumerate() {
+            let (obj, value, is_read) = match op.kind() {
+                KvOpKind::Read => (op.obj(), op.value(), true),
+                KvOpKind::Write => (op.obj(), op.value(), false),
+                KvOpKind::Append => continue,
             };
             let i = i as u32;
             let found = if long { own_index.get(&obj).copied() } else { own.iter().position(|e| e.0 == obj) };
@@ -151,9 +129,9 @@ pub(crate) fn infer(h: &History) -> Inference {
                             vec![t],
                             format!(
                                 "{} read {} at op {i} after it {what} {}",
-                                h.txn_label(t),
-                                h.value_label(obj, value),
-                                h.value_label(obj, entry.1)
+                                kv.txn_label(t),
+                                value_label(kv, obj, value),
+                                value_label(kv, obj, entry.1)
                             ),
                         )
                         .with_ops(vec![OpRef { txn: t, op: i }])
@@ -172,8 +150,9 @@ pub(crate) fn infer(h: &History) -> Inference {
                 continue;
             }
             // First access of obj is a read: resolve its writer.
+            let initial = kv.initial_value(obj);
             let writer =
-                resolve(h, &inf.in_graph, &sites, init_of(obj), t, i, obj, value, &mut inf.anomalies);
+                items::resolve(kv, &inf.in_graph, &sites, initial, t, i, obj, value, &mut inf.anomalies);
             external.push((obj, writer, i));
             if let Some(w) = writer {
                 if let Writer::Txn(wt) = w {
@@ -182,19 +161,14 @@ pub(crate) fn infer(h: &History) -> Inference {
                 reads.push((t, obj, w, i));
             }
         }
-        let written: FxHashSet<ObjId> = if long {
-            txn.ops
-                .iter()
-                .filter_map(|o| if let Op::Write { obj, .. } = o { Some(*obj) } else { None })
-                .collect()
-        } else {
-            FxHashSet::default()
-        };
+        let is_write = |o: &&isocert_history::KvOp| o.kind() == KvOpKind::Write;
+        let written: FxHashSet<ObjId> =
+            if long { ops.iter().filter(is_write).map(|o| o.obj()).collect() } else { FxHashSet::default() };
         for &(obj, writer, op) in &external {
             let writes = if long {
                 written.contains(&obj)
             } else {
-                txn.ops.iter().any(|o| matches!(o, Op::Write { obj: o2, .. } if *o2 == obj))
+                ops.iter().filter(is_write).any(|o| o.obj() == obj)
             };
             if let (true, Some(w)) = (writes, writer) {
                 inf.children.entry((obj, w)).or_default().push(t);
@@ -217,78 +191,17 @@ pub(crate) fn infer(h: &History) -> Inference {
     inf
 }
 
-/// The writer of the version an external read saw, or `None` (and an anomaly) when no
-/// committed final write explains it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn resolve(
-    h: &History,
-    in_graph: &[bool],
-    sites: &WriteSites,
-    initial: ValueId,
-    t: TxnId,
-    op: u32,
-    obj: ObjId,
-    value: ValueId,
-    anomalies: &mut Vec<Anomaly>,
-) -> Option<Writer> {
-    if value == initial {
-        return Some(Writer::Initial);
-    }
-    let here = OpRef { txn: t, op };
-    let read = || format!("{} read {} at op {op}", h.txn_label(t), h.value_label(obj, value));
-    let Some(site) = sites.get(obj, value) else {
-        anomalies.push(
-            Anomaly::new(
-                AnomalyKind::GarbageRead,
-                vec![t],
-                format!("{}, a value no transaction wrote", read()),
-            )
-            .with_ops(vec![here])
-            .with_objects(vec![obj]),
-        );
-        return None;
-    };
-    let w = site.txn;
-    if !in_graph[w.index()] {
-        anomalies.push(
-            Anomaly::new(
-                AnomalyKind::G1a,
-                vec![t, w],
-                format!("{}, written by {}, which did not commit", read(), h.txn_label(w)),
-            )
-            .with_ops(vec![here, OpRef { txn: w, op: site.op }])
-            .with_objects(vec![obj]),
-        );
-        return None;
-    }
-    if !site.is_final {
-        anomalies.push(
-            Anomaly::new(
-                AnomalyKind::G1b,
-                vec![t, w],
-                format!("{}, an intermediate value {} overwrote before committing", read(), h.txn_label(w)),
-            )
-            .with_ops(vec![here, OpRef { txn: w, op: site.op }])
-            .with_objects(vec![obj]),
-        );
-        return None;
-    }
-    Some(Writer::Txn(w))
-}
-
 /// The version order the reads imply: per object, the overwriting transactions in
 /// depth-first order from the initial version (a lost update puts two overwriters of one
 /// version one after the other; transactions whose predecessor is unknown come last).
-pub(crate) fn version_order(h: &History, inf: &Inference) -> FxHashMap<ObjId, Vec<TxnId>> {
+pub(crate) fn version_order(kv: &KvHistory, inf: &Inference) -> FxHashMap<ObjId, Vec<TxnId>> {
     let mut writers: FxHashMap<ObjId, Vec<TxnId>> = FxHashMap::default();
-    for t in h.txn_ids().filter(|t| inf.in_graph[t.index()]) {
+    for t in kv.txn_ids().filter(|t| inf.in_graph[t.index()]) {
         let mut seen: Vec<ObjId> = Vec::new();
-        for op in &h.txn(t).ops {
-            if let Op::Write { obj, .. } = op {
-                if !seen.contains(obj) {
-                    seen.push(*obj);
-                    writers.entry(*obj).or_default().push(t);
-                }
+        for op in kv.ops(t).iter().filter(|op| op.kind() == KvOpKind::Write) {
+            if !seen.contains(&op.obj()) {
+                seen.push(op.obj());
+                writers.entry(op.obj()).or_default().push(t);
             }
         }
     }
@@ -327,13 +240,21 @@ pub(crate) fn version_order(h: &History, inf: &Inference) -> FxHashMap<ObjId, Ve
 /// [`CheckError::UnsupportedHistory`] naming the first transaction that is not a
 /// mini-transaction (or the first value written twice).
 pub fn infer_mtc_certificate(h: &History) -> Result<Certificate, CheckError> {
-    check_shape(h)?;
-    let inf = infer(h);
-    Ok(Certificate { version_order: Some(version_order(h, &inf)), ..Certificate::default() })
+    let kv = mini_transactions(h)?;
+    check_shape(&kv)?;
+    let inf = infer(&kv);
+    Ok(Certificate { version_order: Some(version_order(&kv, &inf)), ..Certificate::default() })
 }
 
-/// Runs MTC at strict serializability, serializable or snapshot isolation.
+/// Runs MTC at strict serializability, serializable or snapshot isolation on a history, in
+/// the compact model ([`mini_transactions`]).
 pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
+    supported(level)?;
+    check_kv(&mini_transactions(h)?, level)
+}
+
+/// The refusal of a level MTC does not decide.
+fn supported(level: IsolationLevel) -> Result<(), CheckError> {
     if !matches!(
         level,
         IsolationLevel::StrictSerializable | IsolationLevel::Serializable | IsolationLevel::SnapshotIsolation
@@ -345,35 +266,41 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
                    read-atomic and causal use --checker weak, for the others give a certificate (--checker emme)",
         });
     }
-    check_shape(h)?;
-    let inf = infer(h);
+    Ok(())
+}
+
+/// [`check`] on a history in the compact model.
+pub(crate) fn check_kv(kv: &KvHistory, level: IsolationLevel) -> Result<Report, CheckError> {
+    supported(level)?;
+    check_shape(kv)?;
+    let inf = infer(kv);
     let mut report = Report::new(level, CheckerKind::Mtc);
-    report.stats.txns = h.txns.len();
+    report.stats.txns = kv.len();
     report.stats.committed = inf.in_graph.iter().filter(|&&b| b).count();
-    report.stats.ops = h.txns.iter().map(|t| t.ops.len()).sum();
+    report.stats.ops = items::op_count(kv);
     report.stats.edges = inf.deps.len() + inf.anti.len();
     report.notes.push(
         "no certificate: the version order was inferred from the read-modify-writes of mini-transactions (MTC); \
          session order is part of the graph"
             .into(),
     );
-    if h.txns.iter().any(|t| t.status == Status::Unknown) {
+    if kv.txn_ids().any(|t| kv.status(t) == Status::Unknown) {
         report.notes.push(
             "transactions with unknown outcome count as committed when another transaction read their write"
                 .into(),
         );
     }
-    report.inferred_version_order = Some(version_order(h, &inf));
+    report.inferred_version_order = Some(version_order(kv, &inf));
     let mut anomalies = inf.anomalies.clone();
     match level {
-        IsolationLevel::Serializable => anomalies.extend(ser_cycles(h, &inf)),
+        IsolationLevel::Serializable => anomalies.extend(ser_cycles(kv, &inf)),
         IsolationLevel::StrictSerializable => {
-            let times = realtime::real_times(h, &inf.in_graph)?;
+            let times = realtime::real_times(kv, &inf.in_graph)?;
             report.notes.push(
                 "real-time order from the clients' invoked_at / completed_at is part of the graph".into(),
             );
-            if realtime::sessions_keep_real_time(h, &inf.in_graph, &times)
-                && realtime::lwt_linearizable(h, &inf, &times) == Some(true)
+            if realtime::sessions_keep_real_time(kv, &inf.in_graph, &times)
+                && realtime::lwt_linearizable(kv, &inf, &times) == Some(true)
             {
                 report.notes.push(
                     "lightweight transactions (one compare-and-set or insert-if-absent each): linearizable, \
@@ -381,12 +308,12 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
                         .into(),
                 );
             } else {
-                anomalies.extend(realtime::sser_cycles(h, &inf, &times));
+                anomalies.extend(realtime::sser_cycles(kv, &inf, &times));
             }
         }
         _ => {
-            anomalies.extend(divergences(h, &inf));
-            anomalies.extend(si_cycles(h, &inf));
+            anomalies.extend(divergences(kv, &inf));
+            anomalies.extend(si_cycles(kv, &inf));
         }
     }
     report.anomalies = anomalies;
@@ -394,13 +321,13 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
 }
 
 /// One explained edge.
-pub(crate) fn explain(h: &History, from: u32, to: u32, dep: Dep) -> Edge {
+pub(crate) fn explain(kv: &KvHistory, from: u32, to: u32, dep: Dep) -> Edge {
     let (a, b) = (TxnId(from), TxnId(to));
-    let (la, lb) = (h.txn_label(a), h.txn_label(b));
+    let (la, lb) = (kv.txn_label(a), kv.txn_label(b));
     let reader = |t: TxnId| (dep.op != u32::MAX).then_some(OpRef { txn: t, op: dep.op });
-    let read_value = |t: TxnId| match h.txn(t).ops.get(dep.op as usize) {
-        Some(Op::Read { obj, value }) => h.value_label(*obj, *value),
-        _ => h.object_label(dep.obj),
+    let read_value = |t: TxnId| match kv.ops(t).get(dep.op as usize) {
+        Some(op) if op.kind() == KvOpKind::Read => value_label(kv, op.obj(), op.value()),
+        _ => object_label(kv, dep.obj),
     };
     let (obj, op, explanation) = match dep.kind {
         EdgeKind::Session => (None, None, format!("{la} came before {lb} in their session")),
@@ -435,7 +362,14 @@ pub(crate) fn cycle_kind(kinds: impl Iterator<Item = EdgeKind>) -> AnomalyKind {
     }
 }
 
-pub(crate) fn cycle_anomaly(h: &History, kind: AnomalyKind, cycle: Vec<Edge>, what: &str) -> Anomaly {
+/// The anomaly of a cycle of explained edges: its transactions, operations and objects,
+/// and `what` it means with the path spelled out (`txn_label` names a transaction).
+pub(crate) fn cycle_anomaly(
+    txn_label: &dyn Fn(TxnId) -> String,
+    kind: AnomalyKind,
+    cycle: Vec<Edge>,
+    what: &str,
+) -> Anomaly {
     let txns: Vec<TxnId> = cycle.iter().map(|e| e.from).collect();
     let objects = {
         let mut o: Vec<ObjId> = cycle.iter().filter_map(|e| e.obj).collect();
@@ -444,35 +378,40 @@ pub(crate) fn cycle_anomaly(h: &History, kind: AnomalyKind, cycle: Vec<Edge>, wh
         o
     };
     let ops = cycle.iter().filter_map(|e| e.op).collect();
-    let path: Vec<String> = cycle.iter().map(|e| format!("{} -{}->", h.txn_label(e.from), e.kind)).collect();
-    let explanation = format!("{what}: {} {}", path.join(" "), h.txn_label(cycle[0].from));
+    let path: Vec<String> = cycle.iter().map(|e| format!("{} -{}->", txn_label(e.from), e.kind)).collect();
+    let explanation = format!("{what}: {} {}", path.join(" "), txn_label(cycle[0].from));
     Anomaly { kind, txns, ops, objects, explanation, cycle }
 }
 
 /// Serializability: one shortest cycle per strongly connected component of so ∪ wr ∪ ww ∪ rw.
-fn ser_cycles(h: &History, inf: &Inference) -> Vec<Anomaly> {
+fn ser_cycles(kv: &KvHistory, inf: &Inference) -> Vec<Anomaly> {
     let mut all = inf.deps.clone();
     all.extend_from_slice(&inf.anti);
-    let g = Csr::build(h.txns.len(), &all);
+    let g = Csr::build(kv.len(), &all);
     let mut out = Vec::new();
-    let mut member = vec![false; h.txns.len()];
+    let mut member = vec![false; kv.len()];
     for comp in g.cyclic_components() {
         comp.iter().for_each(|&n| member[n as usize] = true);
         let start = *comp.iter().min().expect("components are not empty");
         let cycle: Vec<Edge> = g
             .shortest_cycle(start, &|n| member[n as usize])
             .into_iter()
-            .map(|(a, b, d)| explain(h, a, b, d))
+            .map(|(a, b, d)| explain(kv, a, b, d))
             .collect();
         comp.iter().for_each(|&n| member[n as usize] = false);
         let kind = cycle_kind(cycle.iter().map(|e| e.kind));
-        out.push(cycle_anomaly(h, kind, cycle, "dependency cycle (no serial order explains the reads)"));
+        out.push(cycle_anomaly(
+            &|t| kv.txn_label(t),
+            kind,
+            cycle,
+            "dependency cycle (no serial order explains the reads)",
+        ));
     }
     out
 }
 
 /// Snapshot isolation's Divergence pattern: two transactions overwrote the same version.
-pub(crate) fn divergences(h: &History, inf: &Inference) -> Vec<Anomaly> {
+pub(crate) fn divergences(kv: &KvHistory, inf: &Inference) -> Vec<Anomaly> {
     let mut found: Vec<(&(ObjId, Writer), &Vec<TxnId>)> =
         inf.children.iter().filter(|(_, kids)| kids.len() > 1).collect();
     found.sort_unstable_by_key(|(k, _)| **k);
@@ -481,27 +420,27 @@ pub(crate) fn divergences(h: &History, inf: &Inference) -> Vec<Anomaly> {
         .map(|(&(obj, w), kids)| {
             let (a, b) = (kids[0], kids[1]);
             let base = match w {
-                Writer::Initial => format!("the initial version of {}", h.object_label(obj)),
+                Writer::Initial => format!("the initial version of {}", object_label(kv, obj)),
                 Writer::Txn(t) => {
-                    format!("the version of {} {} installed", h.object_label(obj), h.txn_label(t))
+                    format!("the version of {} {} installed", object_label(kv, obj), kv.txn_label(t))
                 }
             };
             let rw = |x: TxnId, y: TxnId| {
-                let op = first_read(h, x, obj);
-                explain(h, x.0, y.0, Dep { kind: EdgeKind::Rw, obj, op })
+                let op = first_read(kv, x, obj);
+                explain(kv, x.0, y.0, Dep { kind: EdgeKind::Rw, obj, op })
             };
             Anomaly {
                 kind: AnomalyKind::GSi,
                 txns: vec![a, b],
                 ops: vec![
-                    OpRef { txn: a, op: first_read(h, a, obj) },
-                    OpRef { txn: b, op: first_read(h, b, obj) },
+                    OpRef { txn: a, op: first_read(kv, a, obj) },
+                    OpRef { txn: b, op: first_read(kv, b, obj) },
                 ],
                 objects: vec![obj],
                 explanation: format!(
                     "lost update (MTC's Divergence): {} and {} both read {base} and overwrote it",
-                    h.txn_label(a),
-                    h.txn_label(b)
+                    kv.txn_label(a),
+                    kv.txn_label(b)
                 ),
                 cycle: vec![rw(a, b), rw(b, a)],
             }
@@ -509,14 +448,14 @@ pub(crate) fn divergences(h: &History, inf: &Inference) -> Vec<Anomaly> {
         .collect()
 }
 
-fn first_read(h: &History, t: TxnId, obj: ObjId) -> u32 {
-    h.txn(t).ops.iter().position(|o| matches!(o, Op::Read { obj: o2, .. } if *o2 == obj)).unwrap_or(0) as u32
+fn first_read(kv: &KvHistory, t: TxnId, obj: ObjId) -> u32 {
+    kv.ops(t).iter().position(|o| o.kind() == KvOpKind::Read && o.obj() == obj).unwrap_or(0) as u32
 }
 
 /// Snapshot isolation: one shortest cycle per strongly connected component of
 /// `(so ∪ wr ∪ ww) ; rw?`, each composite edge expanded back into its two dependencies.
-fn si_cycles(h: &History, inf: &Inference) -> Vec<Anomaly> {
-    let n = h.txns.len();
+fn si_cycles(kv: &KvHistory, inf: &Inference) -> Vec<Anomaly> {
+    let n = kv.len();
     let anti = Csr::build(n, &inf.anti.iter().map(|&(a, b, d)| (a, b, (a, b, d))).collect::<Vec<_>>());
     let mut edges: Vec<(u32, u32, SiEdge)> = Vec::with_capacity(inf.deps.len() * 2);
     for &(a, b, d) in &inf.deps {
@@ -533,9 +472,9 @@ fn si_cycles(h: &History, inf: &Inference) -> Vec<Anomaly> {
         let start = *comp.iter().min().expect("components are not empty");
         let mut cycle = Vec::new();
         for (_, _, e) in g.shortest_cycle(start, &|x| member[x as usize]) {
-            cycle.push(explain(h, e.first.0, e.first.1, e.first.2));
+            cycle.push(explain(kv, e.first.0, e.first.1, e.first.2));
             if let Some((a, b, d)) = e.then {
-                cycle.push(explain(h, a, b, d));
+                cycle.push(explain(kv, a, b, d));
             }
         }
         comp.iter().for_each(|&x| member[x as usize] = false);
@@ -545,7 +484,7 @@ fn si_cycles(h: &History, inf: &Inference) -> Vec<Anomaly> {
             cycle_kind(cycle.iter().map(|e| e.kind))
         };
         out.push(cycle_anomaly(
-            h,
+            &|t| kv.txn_label(t),
             kind,
             cycle,
             "cycle with no two anti-dependencies in a row (no snapshot order explains the reads)",

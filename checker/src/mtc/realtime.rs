@@ -15,7 +15,7 @@
 //! the MTC paper's Algorithm 2 instead ([`linearizability`]): there strict serializability
 //! is linearizability, which is local, so each key's chain of writes is checked on its own.
 
-use isocert_history::{History, ObjId, Op, RealTime, TxnId, Writer};
+use isocert_history::{KvHistory, KvOpKind, ObjId, RealTime, TxnId, Writer};
 use rustc_hash::FxHashMap;
 
 use super::{cycle_anomaly, explain, graph::Csr, Dep, Inference};
@@ -30,8 +30,8 @@ type Arc = (u32, u32, Dep);
 /// # Errors
 /// [`CheckError::UnsupportedHistory`] naming the first transaction of the graph without
 /// `invoked_at` / `completed_at`.
-pub(crate) fn real_times(h: &History, in_graph: &[bool]) -> Result<Vec<Option<RealTime>>, CheckError> {
-    real_times_for(h, in_graph, CheckerKind::Mtc)
+pub(crate) fn real_times(kv: &KvHistory, in_graph: &[bool]) -> Result<Vec<Option<RealTime>>, CheckError> {
+    real_times_for(kv, in_graph, CheckerKind::Mtc)
 }
 
 /// [`real_times`] for `checker` (the refusal names it).
@@ -39,20 +39,20 @@ pub(crate) fn real_times(h: &History, in_graph: &[bool]) -> Result<Vec<Option<Re
 /// # Errors
 /// As [`real_times`].
 pub(crate) fn real_times_for(
-    h: &History,
+    kv: &KvHistory,
     in_graph: &[bool],
     checker: CheckerKind,
 ) -> Result<Vec<Option<RealTime>>, CheckError> {
-    let mut out = Vec::with_capacity(h.txns.len());
-    for t in h.txn_ids() {
-        let rt = h.txn(t).real_time();
+    let mut out = Vec::with_capacity(kv.len());
+    for t in kv.txn_ids() {
+        let rt = kv.real_time(t);
         if in_graph[t.index()] && rt.is_none() {
             return Err(CheckError::UnsupportedHistory {
                 checker,
                 what: format!(
                     "{} has no invoked_at / completed_at: strict serializability needs the clients' real times \
                      of every committed transaction (isocert run records them; Jepsen's :time gives them)",
-                    h.txn_label(t)
+                    kv.txn_label(t)
                 ),
             });
         }
@@ -91,8 +91,8 @@ pub(crate) fn chain_arcs(n: usize, in_graph: &[bool], times: &[Option<RealTime>]
 }
 
 /// One shortest cycle per strongly connected component of so ∪ wr ∪ ww ∪ rw ∪ real time.
-pub(crate) fn sser_cycles(h: &History, inf: &Inference, times: &[Option<RealTime>]) -> Vec<Anomaly> {
-    let n = h.txns.len();
+pub(crate) fn sser_cycles(kv: &KvHistory, inf: &Inference, times: &[Option<RealTime>]) -> Vec<Anomaly> {
+    let n = kv.len();
     let (chain, m) = chain_arcs(n, &inf.in_graph, times);
     let mut all: Vec<Arc> = Vec::with_capacity(inf.deps.len() + inf.anti.len() + chain.len());
     all.extend_from_slice(&inf.deps);
@@ -105,7 +105,7 @@ pub(crate) fn sser_cycles(h: &History, inf: &Inference, times: &[Option<RealTime
         comp.iter().for_each(|&x| member[x as usize] = true);
         // The smallest member is a transaction: the chain alone is acyclic.
         let start = *comp.iter().min().expect("components are not empty");
-        let cycle = collapse(h, n, times, g.shortest_cycle(start, &|x| member[x as usize]));
+        let cycle = collapse(kv, n, times, g.shortest_cycle(start, &|x| member[x as usize]));
         comp.iter().for_each(|&x| member[x as usize] = false);
         let kind = if cycle.iter().any(|e| e.kind == EdgeKind::RealTime) {
             AnomalyKind::RealTime
@@ -113,7 +113,7 @@ pub(crate) fn sser_cycles(h: &History, inf: &Inference, times: &[Option<RealTime
             super::cycle_kind(cycle.iter().map(|e| e.kind))
         };
         out.push(cycle_anomaly(
-            h,
+            &|t| kv.txn_label(t),
             kind,
             cycle,
             "dependency cycle through real-time order (no serial order explains the reads and keeps the order \
@@ -124,14 +124,14 @@ pub(crate) fn sser_cycles(h: &History, inf: &Inference, times: &[Option<RealTime
 }
 
 /// A cycle's arcs with each stretch through the chain made one real-time edge.
-fn collapse(h: &History, n: usize, times: &[Option<RealTime>], arcs: Vec<Arc>) -> Vec<Edge> {
+fn collapse(kv: &KvHistory, n: usize, times: &[Option<RealTime>], arcs: Vec<Arc>) -> Vec<Edge> {
     // Rotate so the cycle starts at a transaction node.
     let first = arcs.iter().position(|a| (a.0 as usize) < n).unwrap_or(0);
     let mut edges = Vec::with_capacity(arcs.len());
     let mut from_txn: Option<u32> = None;
     for &(a, b, dep) in arcs[first..].iter().chain(&arcs[..first]) {
         if dep.kind != EdgeKind::RealTime {
-            edges.push(explain(h, a, b, dep));
+            edges.push(explain(kv, a, b, dep));
             continue;
         }
         if (a as usize) < n {
@@ -139,14 +139,14 @@ fn collapse(h: &History, n: usize, times: &[Option<RealTime>], arcs: Vec<Arc>) -
         }
         if (b as usize) < n {
             let from = from_txn.take().expect("a chain stretch starts at a transaction");
-            edges.push(real_time_edge(h, times, TxnId(from), TxnId(b)));
+            edges.push(real_time_edge(kv, times, TxnId(from), TxnId(b)));
         }
     }
     edges
 }
 
 /// The edge "`a` completed before `b` was invoked".
-pub(crate) fn real_time_edge(h: &History, times: &[Option<RealTime>], a: TxnId, b: TxnId) -> Edge {
+pub(crate) fn real_time_edge(kv: &KvHistory, times: &[Option<RealTime>], a: TxnId, b: TxnId) -> Edge {
     let (ta, tb) = (times[a.index()].expect("timed"), times[b.index()].expect("timed"));
     Edge {
         from: a,
@@ -157,9 +157,9 @@ pub(crate) fn real_time_edge(h: &History, times: &[Option<RealTime>], a: TxnId, 
         basis: crate::EdgeBasis::Observed,
         explanation: format!(
             "{} completed (at {}) before {} was invoked (at {})",
-            h.txn_label(a),
+            kv.txn_label(a),
             ta.completed_at,
-            h.txn_label(b),
+            kv.txn_label(b),
             tb.invoked_at
         ),
     }
@@ -169,11 +169,11 @@ pub(crate) fn real_time_edge(h: &History, times: &[Option<RealTime>], a: TxnId, 
 /// session does (a client's transactions run one after another). Algorithm 2 checks real time
 /// only, so it decides a history only when session order adds nothing to it; otherwise the
 /// graph, which has both, decides.
-pub(crate) fn sessions_keep_real_time(h: &History, in_graph: &[bool], times: &[Option<RealTime>]) -> bool {
+pub(crate) fn sessions_keep_real_time(kv: &KvHistory, in_graph: &[bool], times: &[Option<RealTime>]) -> bool {
     let mut last: FxHashMap<u32, RealTime> = FxHashMap::default();
-    for t in h.txn_ids().filter(|t| in_graph[t.index()]) {
+    for t in kv.txn_ids().filter(|t| in_graph[t.index()]) {
         let Some(rt) = times[t.index()] else { continue };
-        if let Some(prev) = last.insert(h.txn(t).session.index() as u32, rt) {
+        if let Some(prev) = last.insert(kv.session(t).index() as u32, rt) {
             if prev.completed_at >= rt.invoked_at {
                 return false;
             }
@@ -196,13 +196,19 @@ struct Lwt {
 /// Per key, the lightweight transactions of a history whose every transaction in the graph
 /// is one: at most one read and at most one write, of one key, the read first. `None` when
 /// some transaction is not.
-fn lwt_ops(h: &History, inf: &Inference) -> Option<FxHashMap<ObjId, Vec<Lwt>>> {
+fn lwt_ops(kv: &KvHistory, inf: &Inference) -> Option<FxHashMap<ObjId, Vec<Lwt>>> {
     let read_of: FxHashMap<TxnId, Writer> = inf.reads.iter().map(|&(t, _, w, _)| (t, w)).collect();
     let mut by_key: FxHashMap<ObjId, Vec<Lwt>> = FxHashMap::default();
-    for t in h.txn_ids().filter(|t| inf.in_graph[t.index()]) {
-        let (obj, writes) = match h.txn(t).ops.as_slice() {
-            [Op::Read { obj, .. }] => (*obj, false),
-            [Op::Read { obj, .. }, Op::Write { obj: o2, .. }] if obj == o2 => (*obj, true),
+    for t in kv.txn_ids().filter(|t| inf.in_graph[t.index()]) {
+        let (obj, writes) = match kv.ops(t) {
+            [read] if read.kind() == KvOpKind::Read => (read.obj(), false),
+            [read, write]
+                if read.kind() == KvOpKind::Read
+                    && write.kind() == KvOpKind::Write
+                    && read.obj() == write.obj() =>
+            {
+                (read.obj(), true)
+            }
             _ => return None,
         };
         by_key.entry(obj).or_default().push(Lwt { txn: t, read: *read_of.get(&t)?, writes });
@@ -218,11 +224,11 @@ fn lwt_ops(h: &History, inf: &Inference) -> Option<FxHashMap<ObjId, Vec<Lwt>>> {
 /// exactly when no transaction completed before one of lower rank was invoked: one pass
 /// over the ranks with the latest invocation so far decides it. The caller explains a
 /// violation with the general graph, which finds the same cycles.
-pub(crate) fn lwt_linearizable(h: &History, inf: &Inference, times: &[Option<RealTime>]) -> Option<bool> {
+pub(crate) fn lwt_linearizable(kv: &KvHistory, inf: &Inference, times: &[Option<RealTime>]) -> Option<bool> {
     if !inf.anomalies.is_empty() {
         return None;
     }
-    let by_key = lwt_ops(h, inf)?;
+    let by_key = lwt_ops(kv, inf)?;
     let time = |t: TxnId| times[t.index()].expect("every graph transaction is timed");
     for ops in by_key.values() {
         let mut next: FxHashMap<Writer, TxnId> = FxHashMap::default();

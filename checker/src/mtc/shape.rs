@@ -1,9 +1,26 @@
 //! Whether a history is MT-shaped, naming the first transaction that is not.
 
-use isocert_history::{History, ObjId, Op, ValueId};
+use isocert_history::{History, KvHistory, KvOpKind, KvValue, ObjId};
 use rustc_hash::FxHashMap;
 
+use crate::items::{self, object_label, value_label};
 use crate::{CheckError, CheckerKind};
+
+/// MTC's refusal of a history: `what` is wrong with it.
+fn refusal(what: String) -> String {
+    format!(
+        "{what}: not a mini-transaction history (every write must follow a read of the same key in its \
+         transaction, and every value must be written once); give a certificate instead"
+    )
+}
+
+/// `h` in the compact model, for MTC.
+///
+/// # Errors
+/// [`CheckError::UnsupportedHistory`] naming the first predicate operation.
+pub(crate) fn mini_transactions(h: &History) -> Result<KvHistory, CheckError> {
+    items::item_history(h, CheckerKind::Mtc, |label, kind| refusal(format!("{label} is {kind}")))
+}
 
 /// Checks MTC's preconditions: only item reads and writes, every write of a key preceded by
 /// a read of that key in the same transaction, no deletes, and every (key, value) written
@@ -12,65 +29,51 @@ use crate::{CheckError, CheckerKind};
 /// # Errors
 /// [`CheckError::UnsupportedHistory`] naming the first transaction (in file order) that
 /// breaks the shape, and how.
-pub(crate) fn check_shape(h: &History) -> Result<(), CheckError> {
-    let refuse = |what: String| {
-        Err(CheckError::UnsupportedHistory {
-            checker: CheckerKind::Mtc,
-            what: format!(
-                "{what}: not a mini-transaction history (every write must follow a read of the same key in its \
-                 transaction, and every value must be written once); give a certificate instead"
-            ),
-        })
-    };
-    let initial: FxHashMap<ObjId, ValueId> = h.initial.iter().copied().collect();
-    let mut written: FxHashMap<(ObjId, ValueId), u32> = FxHashMap::default();
-    written.reserve(h.txns.len() * 2);
+pub(crate) fn check_shape(kv: &KvHistory) -> Result<(), CheckError> {
+    let refuse =
+        |what: String| Err(CheckError::UnsupportedHistory { checker: CheckerKind::Mtc, what: refusal(what) });
+    let mut written: FxHashMap<(ObjId, KvValue), u32> = FxHashMap::default();
+    written.reserve(kv.len() * 2);
     let mut touched: Vec<ObjId> = Vec::new();
-    for t in h.txn_ids() {
+    for t in kv.txn_ids() {
         touched.clear();
-        for (i, op) in h.txn(t).ops.iter().enumerate() {
-            let label = || format!("{} op {i}", h.txn_label(t));
-            match op {
-                Op::Read { obj, .. } => {
-                    if !touched.contains(obj) {
-                        touched.push(*obj);
+        for (i, op) in kv.ops(t).iter().enumerate() {
+            let label = || format!("{} op {i}", kv.txn_label(t));
+            let (obj, value) = (op.obj(), op.value());
+            match op.kind() {
+                KvOpKind::Read => {
+                    if !touched.contains(&obj) {
+                        touched.push(obj);
                     }
                 }
-                Op::Write { obj, value } => {
-                    if !touched.contains(obj) {
+                KvOpKind::Write => {
+                    if !touched.contains(&obj) {
                         return refuse(format!(
                             "{} writes {} without reading it first",
                             label(),
-                            h.object_label(*obj)
+                            object_label(kv, obj)
                         ));
                     }
-                    if *value == ValueId::ABSENT {
-                        return refuse(format!("{} deletes {}", label(), h.object_label(*obj)));
+                    if value == KvValue::Absent {
+                        return refuse(format!("{} deletes {}", label(), object_label(kv, obj)));
                     }
-                    if initial.get(obj).copied().unwrap_or(ValueId::ABSENT) == *value {
+                    if kv.initial_value(obj) == value {
                         return refuse(format!(
                             "{} writes the initial value {}",
                             label(),
-                            h.value_label(*obj, *value)
+                            value_label(kv, obj, value)
                         ));
                     }
-                    if let Some(prev) = written.insert((*obj, *value), t.0) {
+                    if let Some(prev) = written.insert((obj, value), t.0) {
                         return refuse(format!(
                             "{} writes {}, which {} also wrote",
                             label(),
-                            h.value_label(*obj, *value),
-                            h.txn_label(isocert_history::TxnId(prev))
+                            value_label(kv, obj, value),
+                            kv.txn_label(isocert_history::TxnId(prev))
                         ));
                     }
                 }
-                other => {
-                    let kind = match other {
-                        Op::Append { .. } => "a list append",
-                        Op::Select { .. } | Op::Aggregate { .. } => "a predicate read",
-                        _ => "a predicate write",
-                    };
-                    return refuse(format!("{} is {kind}", label()));
-                }
+                KvOpKind::Append => return refuse(format!("{} is a list append", label())),
             }
         }
     }

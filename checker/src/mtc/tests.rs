@@ -656,10 +656,11 @@ mod strict {
             let spans = spans(&mut rng, &txns);
             let text = with_times(&oracle::to_v1(&txns, keys), &spans);
             let h = v1::read_history(text.as_bytes()).unwrap();
-            let inf = infer(&h);
-            let times = realtime::real_times(&h, &inf.in_graph).unwrap();
-            let Some(fast) = realtime::lwt_linearizable(&h, &inf, &times) else { continue };
-            let graph = realtime::sser_cycles(&h, &inf, &times).is_empty();
+            let kv = isocert_history::KvHistory::from_history(&h).unwrap();
+            let inf = infer(&kv);
+            let times = realtime::real_times(&kv, &inf.in_graph).unwrap();
+            let Some(fast) = realtime::lwt_linearizable(&kv, &inf, &times) else { continue };
+            let graph = realtime::sser_cycles(&kv, &inf, &times).is_empty();
             let brute = oracle::brute_force_where(&txns, keys, false, keeps_real_time(&spans));
             assert_eq!((fast, graph), (brute, brute), "seed {seed}:\n{text}");
             if brute {

@@ -46,9 +46,10 @@ mod solve;
 #[cfg(test)]
 mod tests;
 
-use isocert_history::{History, ObjId, Op, OpRef, RealTime, TxnId};
-use rustc_hash::{FxHashMap, FxHashSet};
+use isocert_history::{History, KvHistory, KvOpKind, ObjId, OpRef, RealTime, TxnId};
+use rustc_hash::FxHashMap;
 
+use crate::items::{self, object_label, value_label};
 use crate::mtc::{self, cycle_anomaly, cycle_kind, explain, realtime};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
 use polygraph::{Arc, Origin, Polygraph};
@@ -57,32 +58,22 @@ use solve::Outcome;
 /// Pruning rounds before the rest goes to the solver.
 const PRUNE_ROUNDS: usize = 16;
 
-/// Runs the SAT checker: Cobra-style at serializable, PolySI-style at snapshot isolation.
-/// `given`: a version order (King Cobra's, possibly partial) whose orders of listed writers
-/// are fixed before pruning; the orders it leaves out are searched.
+/// Runs the SAT checker: Cobra-style at serializable, PolySI-style at snapshot isolation,
+/// on a history in the compact model ([`items::item_history`]); a list-append history as
+/// the item history its reads show ([`lists`]). `given`: a version order (King Cobra's,
+/// possibly partial) whose orders of listed writers are fixed before pruning; the orders it
+/// leaves out are searched.
 pub(crate) fn check(
     h: &History,
     level: IsolationLevel,
     checker: CheckerKind,
     given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
 ) -> Result<Report, CheckError> {
-    let decided = if checker == CheckerKind::Cobra {
-        matches!(level, IsolationLevel::Serializable | IsolationLevel::StrictSerializable)
-    } else {
-        level == IsolationLevel::SnapshotIsolation
-    };
-    if !decided {
-        return Err(CheckError::UnsupportedLevel {
-            checker,
-            level,
-            hint:
-                "cobra checks serializable and strict-serializable, polysi snapshot-isolation, all without a \
-                   certificate",
-        });
-    }
+    supported(level, checker)?;
     if lists::is_list_history(h) {
         let items = lists::as_items(h);
-        let mut report = check_items(&items.history, level, checker, Some(&items.order), &items.after)?;
+        let kv = item_history(&items.history, checker)?;
+        let mut report = check_items(&kv, level, checker, Some(&items.order), &items.after)?;
         report.notes.insert(
             0,
             format!(
@@ -100,33 +91,70 @@ pub(crate) fn check(
         }
         return Ok(report);
     }
-    check_items(h, level, checker, given, &[])
+    check_items(&item_history(h, checker)?, level, checker, given, &[])
+}
+
+/// [`check`] on an item history in the compact model (no list appends).
+pub(crate) fn check_kv(
+    kv: &KvHistory,
+    level: IsolationLevel,
+    checker: CheckerKind,
+    given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
+) -> Result<Report, CheckError> {
+    supported(level, checker)?;
+    check_items(kv, level, checker, given, &[])
+}
+
+/// `h` in the compact model, for `checker` (which refuses predicate operations).
+fn item_history(h: &History, checker: CheckerKind) -> Result<KvHistory, CheckError> {
+    items::item_history(h, checker, |label, _| {
+        format!("{label} is not an item read or write (black-box checking needs item reads and writes of unique values)")
+    })
+}
+
+/// The refusal of a level `checker` does not decide.
+fn supported(level: IsolationLevel, checker: CheckerKind) -> Result<(), CheckError> {
+    let decided = if checker == CheckerKind::Cobra {
+        matches!(level, IsolationLevel::Serializable | IsolationLevel::StrictSerializable)
+    } else {
+        level == IsolationLevel::SnapshotIsolation
+    };
+    if !decided {
+        return Err(CheckError::UnsupportedLevel {
+            checker,
+            level,
+            hint:
+                "cobra checks serializable and strict-serializable, polysi snapshot-isolation, all without a \
+                   certificate",
+        });
+    }
+    Ok(())
 }
 
 /// [`check`] on a history of item reads and writes; `after`: further single orders to fix
 /// (`(key, a, b)`: `a`'s version before `b`'s).
 fn check_items(
-    h: &History,
+    kv: &KvHistory,
     level: IsolationLevel,
     checker: CheckerKind,
     given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
     after: &[(ObjId, TxnId, TxnId)],
 ) -> Result<Report, CheckError> {
-    shape(h, checker)?;
-    let inf = mtc::infer(h);
+    items::unique_values(kv, checker, true)?;
+    let inf = mtc::infer(kv);
     let mut report = Report::new(level, checker);
-    report.stats.txns = h.txns.len();
+    report.stats.txns = kv.len();
     report.stats.committed = inf.in_graph.iter().filter(|&&b| b).count();
-    report.stats.ops = h.txns.iter().map(|t| t.ops.len()).sum();
+    report.stats.ops = items::op_count(kv);
     let mut anomalies = inf.anomalies.clone();
     let si = level == IsolationLevel::SnapshotIsolation;
     if si {
-        anomalies.extend(mtc::divergences(h, &inf));
+        anomalies.extend(mtc::divergences(kv, &inf));
     }
-    let mut pg = Polygraph::build(h, &inf);
+    let mut pg = Polygraph::build(kv, &inf);
     let times = if level == IsolationLevel::StrictSerializable {
-        let times = realtime::real_times_for(h, &inf.in_graph, checker)?;
-        let (arcs, chain) = realtime::chain_arcs(h.txns.len(), &inf.in_graph, &times);
+        let times = realtime::real_times_for(kv, &inf.in_graph, checker)?;
+        let (arcs, chain) = realtime::chain_arcs(kv.len(), &inf.in_graph, &times);
         pg.add_real_time(arcs, chain);
         report.notes.push(
             "real-time order from the clients' invoked_at / completed_at is part of the graph (certain edges): \
@@ -137,7 +165,7 @@ fn check_items(
     } else {
         None
     };
-    let cycle_of = |cycle: Vec<Arc>, unsat: bool| anomaly(h, cycle, si, unsat, times.as_deref());
+    let cycle_of = |cycle: Vec<Arc>, unsat: bool| anomaly(kv, cycle, si, unsat, times.as_deref());
     if let Some(order) = given {
         let fixed = pg.give(order) + pg.give_pairs(after);
         report.notes.push(format!(
@@ -173,7 +201,7 @@ fn check_items(
             }
             let mut a = cycle_of(cycle, unsat);
             if !core.is_empty() {
-                a.explanation.push_str(&core_explanation(h, &pg, &core, times.as_deref()));
+                a.explanation.push_str(&core_explanation(kv, &pg, &core, times.as_deref()));
             }
             anomalies.push(a);
         }
@@ -195,59 +223,18 @@ fn version_order(pg: &Polygraph, position: &[u32]) -> FxHashMap<ObjId, Vec<TxnId
         .collect()
 }
 
-/// Whether the SAT checkers can read `h` (item reads and writes of unique values).
-pub(crate) fn applies(h: &History) -> bool {
-    lists::is_list_history(h) || shape(h, CheckerKind::Cobra).is_ok()
-}
-
 /// Only item reads and writes, unique non-initial values, no deletes.
+///
+/// # Errors
+/// [`CheckError::UnsupportedHistory`] naming the first operation that is not.
 pub(crate) fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
-    shape_checking(h, checker, true)
-}
-
-/// [`shape`], with the search for a value written twice only when `repeats` (a caller that
-/// indexed every write already knows whether some (object, value) came twice).
-pub(crate) fn shape_checking(h: &History, checker: CheckerKind, repeats: bool) -> Result<(), CheckError> {
-    let initial: FxHashMap<ObjId, isocert_history::ValueId> = h.initial.iter().copied().collect();
-    let mut seen = FxHashSet::default();
-    for t in h.txn_ids() {
-        for (i, op) in h.txn(t).ops.iter().enumerate() {
-            let refuse = |what: String| {
-                Err(CheckError::UnsupportedHistory {
-                    checker,
-                    what: format!(
-                        "{} op {i} {what} (black-box checking needs item reads and writes of unique values)",
-                        h.txn_label(t)
-                    ),
-                })
-            };
-            match op {
-                Op::Read { .. } => {}
-                Op::Write { obj, value } => {
-                    if *value == isocert_history::ValueId::ABSENT {
-                        return refuse(format!("deletes {}", h.object_label(*obj)));
-                    }
-                    if initial.get(obj) == Some(value) {
-                        return refuse(format!("writes the initial value {}", h.value_label(*obj, *value)));
-                    }
-                    if repeats && !seen.insert((*obj, *value)) {
-                        return refuse(format!(
-                            "writes {}, which another write also wrote",
-                            h.value_label(*obj, *value)
-                        ));
-                    }
-                }
-                _ => return refuse("is not an item read or write".into()),
-            }
-        }
-    }
-    Ok(())
+    items::unique_values(&item_history(h, checker)?, checker, true)
 }
 
 /// What a minimal unsatisfiable core says, in words: the pairs of writes whose every order
 /// closes one of the core's cycles (the first of which the anomaly shows).
 fn core_explanation(
-    h: &History,
+    kv: &KvHistory,
     pg: &Polygraph,
     core: &[Vec<Arc>],
     times: Option<&[Option<RealTime>]>,
@@ -265,15 +252,15 @@ fn core_explanation(
     let named: Vec<String> = pairs
         .iter()
         .filter_map(|&i| pg.pairs.get(i))
-        .map(|p| format!("{} by {} and {}", h.object_label(p.obj), h.txn_label(p.a), h.txn_label(p.b)))
+        .map(|p| format!("{} by {} and {}", object_label(kv, p.obj), kv.txn_label(p.a), kv.txn_label(p.b)))
         .collect();
     let cycles: Vec<String> = core
         .iter()
         .map(|c| {
-            let edges = edges_of(h, c.clone(), times);
+            let edges = edges_of(kv, c.clone(), times);
             let mut path: Vec<String> =
-                edges.iter().map(|e| format!("{} -{}->", h.txn_label(e.from), e.kind)).collect();
-            path.extend(edges.first().map(|e| h.txn_label(e.from)));
+                edges.iter().map(|e| format!("{} -{}->", kv.txn_label(e.from), e.kind)).collect();
+            path.extend(edges.first().map(|e| kv.txn_label(e.from)));
             path.join(" ")
         })
         .collect();
@@ -291,13 +278,13 @@ fn core_explanation(
 /// some cycle and this is the last one it met; `times`: the real times, when the graph has
 /// the real-time chain (strict serializability).
 fn anomaly(
-    h: &History,
+    kv: &KvHistory,
     cycle: Vec<Arc>,
     si: bool,
     unsat: bool,
     times: Option<&[Option<RealTime>]>,
 ) -> Anomaly {
-    let edges = edges_of(h, cycle, times);
+    let edges = edges_of(kv, cycle, times);
     let kind = if edges.iter().any(|e| e.kind == EdgeKind::RealTime) {
         AnomalyKind::RealTime
     } else if si && edges.iter().any(|e| e.kind == EdgeKind::Rw) {
@@ -319,13 +306,13 @@ fn anomaly(
         (true, false, _) => "no order of the writes avoids a dependency cycle (the solver proved it); one cycle of its proof",
         (true, true, _) => "no order of the writes avoids a cycle snapshot isolation forbids (the solver proved it); one cycle of its proof",
     };
-    cycle_anomaly(h, kind, edges, what)
+    cycle_anomaly(&|t| kv.txn_label(t), kind, edges, what)
 }
 
 /// A cycle's arcs as explained edges, each stretch through the real-time chain (nodes past
 /// the transactions) made one real-time edge between the two transactions it joins.
-fn edges_of(h: &History, mut cycle: Vec<Arc>, times: Option<&[Option<RealTime>]>) -> Vec<Edge> {
-    let n = h.txns.len();
+fn edges_of(kv: &KvHistory, mut cycle: Vec<Arc>, times: Option<&[Option<RealTime>]>) -> Vec<Edge> {
+    let n = kv.len();
     // Start at a transaction node (the chain alone is acyclic, so the cycle has one).
     if let Some(first) = cycle.iter().position(|a| (a.0 as usize) < n) {
         cycle.rotate_left(first);
@@ -340,23 +327,23 @@ fn edges_of(h: &History, mut cycle: Vec<Arc>, times: Option<&[Option<RealTime>]>
             }
             if (b as usize) < n {
                 let from = chain_from.take().expect("a chain stretch starts at a transaction");
-                let mut e = realtime::real_time_edge(h, times, TxnId(from), TxnId(b));
+                let mut e = realtime::real_time_edge(kv, times, TxnId(from), TxnId(b));
                 e.explanation.push_str(" (certain)");
                 out.push(e);
             }
             continue;
         }
-        out.push(edge_of(h, (a, b, t)));
+        out.push(edge_of(kv, (a, b, t)));
     }
     out
 }
 
 /// One explained edge of the polygraph, marked with its origin.
-fn edge_of(h: &History, arc: Arc) -> Edge {
+fn edge_of(kv: &KvHistory, arc: Arc) -> Edge {
     let (a, b, t) = arc;
     let (from, to) = (TxnId(a), TxnId(b));
     let mut e = match (t.origin, t.dep.kind) {
-        (Origin::Certain, _) => explain(h, a, b, t.dep),
+        (Origin::Certain, _) => explain(kv, a, b, t.dep),
         (_, EdgeKind::Ww) => Edge {
             from,
             to,
@@ -366,15 +353,15 @@ fn edge_of(h: &History, arc: Arc) -> Edge {
             basis: crate::EdgeBasis::Derived,
             explanation: format!(
                 "{}'s version of {} came before {}'s",
-                h.txn_label(from),
-                h.object_label(t.dep.obj),
-                h.txn_label(to)
+                kv.txn_label(from),
+                object_label(kv, t.dep.obj),
+                kv.txn_label(to)
             ),
         },
         (origin, _) => {
-            let read = match h.txn(from).ops.get(t.dep.op as usize) {
-                Some(Op::Read { obj, value }) => h.value_label(*obj, *value),
-                _ => h.object_label(t.dep.obj),
+            let read = match kv.ops(from).get(t.dep.op as usize) {
+                Some(op) if op.kind() == KvOpKind::Read => value_label(kv, op.obj(), op.value()),
+                _ => object_label(kv, t.dep.obj),
             };
             let which =
                 if origin == Origin::InitialRead { "overwrote it" } else { "installed a later version" };
@@ -385,7 +372,7 @@ fn edge_of(h: &History, arc: Arc) -> Edge {
                 obj: Some(t.dep.obj),
                 op: Some(OpRef { txn: from, op: t.dep.op }),
                 basis: crate::EdgeBasis::Derived,
-                explanation: format!("{} read {read}, and {} {which}", h.txn_label(from), h.txn_label(to)),
+                explanation: format!("{} read {read}, and {} {which}", kv.txn_label(from), kv.txn_label(to)),
             }
         }
     };

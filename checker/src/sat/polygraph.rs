@@ -2,7 +2,7 @@
 //! or forced by pruning) and, per key, the pairs of writers whose order is still open.
 
 use batsat::Lit;
-use isocert_history::{History, ObjId, Op, TxnId, Writer};
+use isocert_history::{KvHistory, KvOpKind, ObjId, TxnId, Writer};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::mtc::graph::Csr;
@@ -115,16 +115,14 @@ pub(crate) type Batch = (usize, Vec<(u32, u32)>);
 
 impl Polygraph {
     /// Builds the polygraph from what the reads say ([`mtc::infer`]).
-    pub(crate) fn build(h: &History, inf: &mtc::Inference) -> Self {
+    pub(crate) fn build(kv: &KvHistory, inf: &mtc::Inference) -> Self {
         let mut writers: FxHashMap<ObjId, Vec<TxnId>> = FxHashMap::default();
-        for t in h.txn_ids().filter(|t| inf.in_graph[t.index()]) {
+        for t in kv.txn_ids().filter(|t| inf.in_graph[t.index()]) {
             let mut mine: Vec<ObjId> = Vec::new();
-            for op in &h.txn(t).ops {
-                if let Op::Write { obj, .. } = op {
-                    if !mine.contains(obj) {
-                        mine.push(*obj);
-                        writers.entry(*obj).or_default().push(t);
-                    }
+            for op in kv.ops(t).iter().filter(|op| op.kind() == KvOpKind::Write) {
+                if !mine.contains(&op.obj()) {
+                    mine.push(op.obj());
+                    writers.entry(op.obj()).or_default().push(t);
                 }
             }
         }
@@ -180,8 +178,8 @@ impl Polygraph {
         }
         let certain_len = (deps.len(), anti.len());
         let mut pg = Polygraph {
-            n: h.txns.len(),
-            session: h.txn_ids().map(|t| h.txn(t).session.index() as u32).collect(),
+            n: kv.len(),
+            session: kv.txn_ids().map(|t| kv.session(t).index() as u32).collect(),
             deps,
             anti,
             certain_len,

@@ -297,8 +297,9 @@ fn naive_prune(
 ) -> Option<Vec<(isocert_history::ObjId, isocert_history::TxnId, isocert_history::TxnId)>> {
     use super::polygraph::{forbidden_graph, Origin, Polygraph};
     use super::reach::topological_order;
-    let inf = crate::mtc::infer(h);
-    let pg = Polygraph::build(h, &inf);
+    let kv = isocert_history::KvHistory::from_history(h).unwrap();
+    let inf = crate::mtc::infer(&kv);
+    let pg = Polygraph::build(&kv, &inf);
     let mut known: Vec<(isocert_history::ObjId, isocert_history::TxnId, isocert_history::TxnId)> = Vec::new();
     for (&(obj, w), kids) in &inf.children {
         if let isocert_history::Writer::Txn(a) = w {
@@ -364,10 +365,11 @@ fn pruning_by_chains_and_by_sweeps_agree_with_a_naive_fixpoint() {
         let (txns, keys) = random_general(&mut rng);
         let text = oracle::to_v1(&txns, keys);
         let h = v1::read_history(text.as_bytes()).unwrap();
-        let inf = crate::mtc::infer(&h);
+        let kv = isocert_history::KvHistory::from_history(&h).unwrap();
+        let inf = crate::mtc::infer(&kv);
         for si in [false, true] {
             let run = |engine| {
-                let mut pg = Polygraph::build(&h, &inf);
+                let mut pg = Polygraph::build(&kv, &inf);
                 let pruned = prune(&mut pg, si, 64, engine);
                 // The last round's orders may close a cycle no later round looks for.
                 let cyclic = pruned.cycle.is_some()

@@ -29,9 +29,10 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use isocert_history::{History, ObjId, Op, OpRef, Status, TxnId, Writer};
+use isocert_history::{History, KvHistory, KvOpKind, ObjId, OpRef, Status, TxnId, Writer};
 use rustc_hash::FxHashMap;
 
+use crate::items::{self, object_label, value_label, WriteSites};
 use crate::mtc::graph::Csr;
 use crate::mtc::{cycle_anomaly, cycle_kind};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
@@ -58,9 +59,9 @@ enum Why {
     Given(ObjId),
 }
 
-/// Runs the weak checker at read committed, read atomic or causal.
-pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
-    let kind = match level {
+/// The anomaly kind of a forced-order cycle at `level`, or the refusal of another level.
+fn violation_kind(level: IsolationLevel) -> Result<AnomalyKind, CheckError> {
+    Ok(match level {
         IsolationLevel::ReadCommitted => AnomalyKind::NonMonotonicRead,
         IsolationLevel::ReadAtomic => AnomalyKind::FracturedRead,
         IsolationLevel::Causal => AnomalyKind::CausalityViolation,
@@ -70,15 +71,27 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
             hint: "weak checks read-committed, read-atomic and causal; without a certificate use mtc, cobra \
                        or polysi for serializable and snapshot-isolation",
         }),
-    };
+    })
+}
+
+/// How the weak checker refuses a predicate operation (`label`: `T7 op 2`).
+fn not_an_item(label: String, _kind: &str) -> String {
+    format!("{label} is not an item read or write (black-box checking needs item reads and writes of unique values)")
+}
+
+/// Runs the weak checker at read committed, read atomic or causal on a history, in the
+/// compact model ([`items::item_history`]).
+pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
+    let kind = violation_kind(level)?;
     if crate::sat::lists::is_list_history(h) {
-        let items = crate::sat::lists::as_items(h);
-        let mut given: Vec<(ObjId, TxnId, TxnId)> = items.after.clone();
-        for (&obj, writers) in &items.order {
+        let lists = crate::sat::lists::as_items(h);
+        let mut given: Vec<(ObjId, TxnId, TxnId)> = lists.after.clone();
+        for (&obj, writers) in &lists.order {
             given.extend(writers.windows(2).map(|w| (obj, w[0], w[1])));
         }
         given.sort_unstable();
-        let mut report = check_items(&items.history, level, kind, &given)?;
+        let kv = items::item_history(&lists.history, CheckerKind::Weak, not_an_item)?;
+        let mut report = check_items(&kv, level, kind, &given)?;
         report.notes.insert(
             0,
             format!(
@@ -88,7 +101,7 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
                 given.len()
             ),
         );
-        let mut anomalies = items.anomalies;
+        let mut anomalies = lists.anomalies;
         anomalies.append(&mut report.anomalies);
         report.anomalies = anomalies;
         if !report.anomalies.is_empty() {
@@ -96,33 +109,43 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         }
         return Ok(report);
     }
-    check_items(h, level, kind, &[])
+    check_items(&items::item_history(h, CheckerKind::Weak, not_an_item)?, level, kind, &[])
+}
+
+/// [`check`] on a history in the compact model, as `isocert check` reads Plume and v1
+/// files; a list-append history goes through the general model ([`check`] turns list reads
+/// into item reads and gives back the orders they show).
+pub(crate) fn check_kv(kv: &KvHistory, level: IsolationLevel) -> Result<Report, CheckError> {
+    let kind = violation_kind(level)?;
+    if items::has_appends(kv) {
+        return check(&kv.clone().into_history(), level);
+    }
+    check_items(kv, level, kind, &[])
 }
 
 /// [`check`] on a history of item reads and writes; `given`: write orders known to hold
 /// (`(key, a, b)`: `a`'s version before `b`'s), part of the commit order.
 fn check_items(
-    h: &History,
+    kv: &KvHistory,
     level: IsolationLevel,
     kind: AnomalyKind,
     given: &[(ObjId, TxnId, TxnId)],
 ) -> Result<Report, CheckError> {
-    let sites = crate::mtc::write_sites(h);
-    let writes = h.txns.iter().flat_map(|t| &t.ops).filter(|op| matches!(op, Op::Write { .. })).count();
-    crate::sat::shape_checking(h, CheckerKind::Weak, sites.len() != writes)?;
-    let reads = Reads::resolve(h, &sites);
+    let sites = WriteSites::build(kv);
+    items::unique_values(kv, CheckerKind::Weak, sites.len() != items::write_count(kv))?;
+    let reads = Reads::resolve(kv, &sites);
     // Every read names its writer now; the index of write sites is not needed again.
     drop(sites);
     let mut report = Report::new(level, CheckerKind::Weak);
-    report.stats.txns = h.txns.len();
+    report.stats.txns = kv.len();
     report.stats.committed = reads.in_graph.iter().filter(|&&b| b).count();
-    report.stats.ops = h.txns.iter().map(|t| t.ops.len()).sum();
+    report.stats.ops = items::op_count(kv);
     report.notes.push(
         "no certificate: reads resolved by value; Biswas and Enea's axioms, session order included (weak)"
             .into(),
     );
     let mut anomalies = reads.anomalies.clone();
-    let n = h.txns.len();
+    let n = kv.len();
     let given_edges = || {
         given
             .iter()
@@ -146,7 +169,7 @@ fn check_items(
             // its clocks; the other levels find a cycle there only if the final graph has one.
             let mut edges = base_edges(&reads, 0);
             let Some(order) = topological_order(&reads.in_graph, &edges) else {
-                return Ok(information_flow(h, report, anomalies, &edges));
+                return Ok(information_flow(kv, report, anomalies, &edges));
             };
             let entries = Clocks::entries(&reads);
             if entries > MAX_CLOCK_ENTRIES {
@@ -155,7 +178,7 @@ fn check_items(
                     what: format!(
                         "causal consistency keeps one clock entry per transaction and session: {} transactions × \
                          {} sessions is over {MAX_CLOCK_ENTRIES} entries",
-                        h.txns.len(),
+                        kv.len(),
                         reads.sessions.len()
                     ),
                 });
@@ -180,7 +203,7 @@ fn check_items(
         && topological_order(&reads.in_graph, &edges[..base_len]).is_none()
     {
         edges.truncate(base_len);
-        return Ok(information_flow(h, report, anomalies, &edges));
+        return Ok(information_flow(kv, report, anomalies, &edges));
     }
     report.stats.edges = edges.len();
     report.notes.push(format!(
@@ -192,13 +215,13 @@ fn check_items(
     ));
     if cyclic || !sat.initial.is_empty() {
         let base = Csr::build(n, &edges[..base_len]);
-        anomalies.extend(initial_reads(h, &reads, &base, &sat, kind));
+        anomalies.extend(initial_reads(kv, &reads, &base, &sat, kind));
         if cyclic {
-            anomalies.extend(cycles(h, &Csr::build(n, &edges), &base, &forced, kind));
+            anomalies.extend(cycles(kv, &Csr::build(n, &edges), &base, &forced, kind));
         }
     }
     if let (Some(order), true) = (topo, anomalies.is_empty()) {
-        report.inferred_version_order = Some(version_order(h, &reads.in_graph, &order));
+        report.inferred_version_order = Some(version_order(kv, &reads.in_graph, &order));
     }
     report.anomalies = anomalies;
     Ok(report)
@@ -207,19 +230,17 @@ fn check_items(
 /// The version order a valid verdict implies: every object's writers in the order of a
 /// topological order of session order, reads and the forced write orders (a commit order
 /// the level's axiom accepts), for `--certificate-out`.
-fn version_order(h: &History, in_graph: &[bool], order: &[u32]) -> FxHashMap<ObjId, Vec<TxnId>> {
+fn version_order(kv: &KvHistory, in_graph: &[bool], order: &[u32]) -> FxHashMap<ObjId, Vec<TxnId>> {
     let mut out: FxHashMap<ObjId, Vec<TxnId>> = FxHashMap::default();
     for &t in order {
         let t = TxnId(t);
-        if !in_graph[t.index()] || h.txn(t).status != Status::Committed {
+        if !in_graph[t.index()] || kv.status(t) != Status::Committed {
             continue;
         }
-        for op in &h.txn(t).ops {
-            if let Op::Write { obj, .. } = op {
-                let writers = out.entry(*obj).or_default();
-                if writers.last() != Some(&t) {
-                    writers.push(t);
-                }
+        for op in kv.ops(t).iter().filter(|op| op.kind() == KvOpKind::Write) {
+            let writers = out.entry(op.obj()).or_default();
+            if writers.last() != Some(&t) {
+                writers.push(t);
             }
         }
     }
@@ -229,14 +250,14 @@ fn version_order(h: &History, in_graph: &[bool], order: &[u32]) -> FxHashMap<Obj
 /// The report when session order and reads alone have a cycle (`g1c`): no write order is
 /// inferred.
 fn information_flow(
-    h: &History,
+    kv: &KvHistory,
     mut report: Report,
     mut anomalies: Vec<Anomaly>,
     base: &[(u32, u32, Why)],
 ) -> Report {
     report.stats.edges = base.len();
-    let graph = Csr::build(h.txns.len(), base);
-    anomalies.extend(cycles(h, &graph, &graph, &[], AnomalyKind::G1c));
+    let graph = Csr::build(kv.len(), base);
+    anomalies.extend(cycles(kv, &graph, &graph, &[], AnomalyKind::G1c));
     report.notes.push("session order and reads have a cycle: no write order was inferred".into());
     report.anomalies = anomalies;
     report
@@ -266,7 +287,7 @@ fn base_edges(reads: &Reads, extra: usize) -> Vec<(u32, u32, Why)> {
 /// cycle with a forced order is of kind `kind`, one without is `g1c`. `forced`: the forced
 /// orders [`Why::Order`] names.
 fn cycles(
-    h: &History,
+    kv: &KvHistory,
     graph: &Csr<Why>,
     base: &Csr<Why>,
     forced: &[(u32, u32, Forced)],
@@ -280,7 +301,8 @@ fn cycles(
         let cycle = graph.shortest_cycle(start, &|n| member[n as usize]);
         comp.iter().for_each(|&n| member[n as usize] = false);
         let any_forced = cycle.iter().any(|e| matches!(e.2, Why::Order(_) | Why::Given(_)));
-        let edges: Vec<Edge> = cycle.iter().map(|&(a, b, why)| explain(h, base, forced, a, b, why)).collect();
+        let edges: Vec<Edge> =
+            cycle.iter().map(|&(a, b, why)| explain(kv, base, forced, a, b, why)).collect();
         let (kind, what) = if any_forced {
             (kind, "no commit order respects session order, reads and the write orders they force")
         } else {
@@ -289,7 +311,7 @@ fn cycles(
                 "session order and reads form a cycle (circular information flow)",
             )
         };
-        out.push(cycle_anomaly(h, kind, edges, what));
+        out.push(cycle_anomaly(&|t| kv.txn_label(t), kind, edges, what));
     }
     out
 }
@@ -297,7 +319,7 @@ fn cycles(
 /// Reads of an initial version that a write had to precede: one anomaly per reading
 /// transaction, the path from the writer to the reader closed by the anti-dependency.
 fn initial_reads(
-    h: &History,
+    kv: &KvHistory,
     reads: &Reads,
     base: &Csr<Why>,
     sat: &Saturation,
@@ -309,7 +331,7 @@ fn initial_reads(
         if std::mem::replace(&mut reported[why.reader.index()], true) {
             continue;
         }
-        let mut edges = precedence(h, base, t2, why);
+        let mut edges = precedence(kv, base, t2, why);
         edges.push(Edge {
             from: why.reader,
             to: t2,
@@ -319,14 +341,14 @@ fn initial_reads(
             basis: crate::EdgeBasis::Derived,
             explanation: format!(
                 "{} read the initial version of {} at op {}, which {} overwrote",
-                h.txn_label(why.reader),
-                h.object_label(why.obj),
+                kv.txn_label(why.reader),
+                object_label(kv, why.obj),
                 why.op,
-                h.txn_label(t2)
+                kv.txn_label(t2)
             ),
         });
         out.push(cycle_anomaly(
-            h,
+            &|t| kv.txn_label(t),
             kind,
             edges,
             "a read saw the initial version although a write it had to see came before it",
@@ -336,15 +358,15 @@ fn initial_reads(
 }
 
 /// The edges by which `t2` precedes the reader of `why`, as the level's premise says.
-fn precedence(h: &History, base: &Csr<Why>, t2: TxnId, why: Forced) -> Vec<Edge> {
+fn precedence(kv: &KvHistory, base: &Csr<Why>, t2: TxnId, why: Forced) -> Vec<Edge> {
     match why.via {
         Via::EarlierRead(op) | Via::Read(op) => {
-            vec![explain(h, base, &[], t2.0, why.reader.0, Why::Read(op))]
+            vec![explain(kv, base, &[], t2.0, why.reader.0, Why::Read(op))]
         }
-        Via::Session => vec![explain(h, base, &[], t2.0, why.reader.0, Why::Session)],
+        Via::Session => vec![explain(kv, base, &[], t2.0, why.reader.0, Why::Session)],
         Via::Causal => path(base, t2.0, why.reader.0)
             .into_iter()
-            .map(|(a, b, w)| explain(h, base, &[], a, b, w))
+            .map(|(a, b, w)| explain(kv, base, &[], a, b, w))
             .collect(),
     }
 }
@@ -377,7 +399,7 @@ fn path(base: &Csr<Why>, from: u32, to: u32) -> Vec<(u32, u32, Why)> {
 
 /// One explained edge; `forced`: the forced orders [`Why::Order`] names.
 fn explain(
-    h: &History,
+    kv: &KvHistory,
     base: &Csr<Why>,
     forced: &[(u32, u32, Forced)],
     from: u32,
@@ -385,10 +407,11 @@ fn explain(
     why: Why,
 ) -> Edge {
     let (a, b) = (TxnId(from), TxnId(to));
-    let (la, lb) = (h.txn_label(a), h.txn_label(b));
-    let read_at = |t: TxnId, op: u32| match h.txn(t).ops.get(op as usize) {
-        Some(isocert_history::Op::Read { obj, value }) => {
-            (Some(*obj), format!("{} = {}", h.object_label(*obj), h.value_label(*obj, *value)))
+    let (la, lb) = (kv.txn_label(a), kv.txn_label(b));
+    let read_at = |t: TxnId, op: u32| match kv.ops(t).get(op as usize) {
+        Some(read) if read.kind() == KvOpKind::Read => {
+            let obj = read.obj();
+            (Some(obj), format!("{} = {}", object_label(kv, obj), value_label(kv, obj, read.value())))
         }
         _ => (None, format!("op {op}")),
     };
@@ -423,14 +446,14 @@ fn explain(
             explanation: format!(
                 "{la}'s append to {} came before {lb}'s: a read of the list shows it, or no read shows {lb}'s \
                  append",
-                h.object_label(obj)
+                object_label(kv, obj)
             ),
             basis: crate::EdgeBasis::Derived,
         },
         Why::Order(i) => {
             let f = forced[i as usize].2;
             let t3 = f.reader;
-            let l3 = h.txn_label(t3);
+            let l3 = kv.txn_label(t3);
             let (_, value) = read_at(t3, f.op);
             let because = match f.via {
                 Via::EarlierRead(op) => format!(
@@ -446,7 +469,7 @@ fn explain(
                 ),
                 Via::Causal => {
                     let chain: Vec<String> =
-                        path(base, from, t3.0).iter().map(|&(_, to, _)| h.txn_label(TxnId(to))).collect();
+                        path(base, from, t3.0).iter().map(|&(_, to, _)| kv.txn_label(TxnId(to))).collect();
                     format!("though {la} causally precedes {l3} ({la} -> {}) (causal consistency)", chain.join(" -> "))
                 }
             };
@@ -459,7 +482,7 @@ fn explain(
                 basis: crate::EdgeBasis::Derived,
                 explanation: format!(
                     "{la}'s write of {} must come before {lb}'s: {l3} read {value} written by {lb} at op {} {because}",
-                    h.object_label(f.obj),
+                    object_label(kv, f.obj),
                     f.op
                 ),
             }

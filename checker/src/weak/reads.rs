@@ -3,10 +3,10 @@
 //! transaction to read an object twice from different writers), the session order, and
 //! each transaction's written objects.
 
-use isocert_history::{History, ObjId, Op, OpRef, TxnId, ValueId, Writer};
+use isocert_history::{KvHistory, KvOpKind, KvValue, ObjId, OpRef, TxnId, Writer};
 use rustc_hash::FxHashMap;
 
-use crate::mtc;
+use crate::items::{self, value_label, WriteSites};
 use crate::{Anomaly, AnomalyKind};
 
 /// A read answered by another transaction's installed version (or the initial one).
@@ -42,25 +42,23 @@ pub(crate) struct Reads {
 }
 
 impl Reads {
-    /// Resolves every read of `h` by value (as MTC and the SAT checkers do), given where
-    /// each value was written ([`mtc::write_sites`]).
-    pub(crate) fn resolve(h: &History, sites: &mtc::WriteSites) -> Reads {
-        let n = h.txns.len();
-        let in_graph = mtc::graph_nodes(h, sites);
+    /// Resolves every read of `kv` by value (as MTC and the SAT checkers do), given where
+    /// each value was written ([`WriteSites`]).
+    pub(crate) fn resolve(kv: &KvHistory, sites: &WriteSites) -> Reads {
+        let n = kv.len();
+        let in_graph = items::graph_nodes(kv, sites);
         // Each object's initial value, by dense object id (one array read per read).
-        let mut initial = vec![ValueId::ABSENT; h.object_count()];
-        for &(obj, value) in &h.initial {
-            initial[obj.index()] = value;
-        }
+        let initial: Vec<KvValue> =
+            (0..kv.dict().object_count()).map(|o| kv.initial_value(ObjId::from_index(o))).collect();
         // Sized from the nodes' reads and writes (an upper bound): a guess that grew held
         // the old array beside one twice its size.
         let (mut read_ops, mut write_ops) = (0, 0);
-        for t in h.txn_ids().filter(|t| in_graph[t.index()]) {
-            for op in &h.txn(t).ops {
-                match op {
-                    Op::Read { .. } => read_ops += 1,
-                    Op::Write { .. } => write_ops += 1,
-                    _ => {}
+        for t in kv.txn_ids().filter(|t| in_graph[t.index()]) {
+            for op in kv.ops(t) {
+                match op.kind() {
+                    KvOpKind::Read => read_ops += 1,
+                    KvOpKind::Write => write_ops += 1,
+                    KvOpKind::Append => {}
                 }
             }
         }
@@ -77,16 +75,15 @@ impl Reads {
         };
         let mut session_index: FxHashMap<u32, u32> = FxHashMap::default();
         // The transaction's own latest write per object, for reads after it.
-        let mut own: Vec<(ObjId, ValueId, u32)> = Vec::new();
-        for t in h.txn_ids() {
+        let mut own: Vec<(ObjId, KvValue, u32)> = Vec::new();
+        for t in kv.txn_ids() {
             out.read_start.push(out.reads.len() as u32);
             out.write_start.push(out.written.len() as u32);
             if !out.in_graph[t.index()] {
                 continue;
             }
-            let txn = h.txn(t);
             let next = session_index.len() as u32;
-            let s = *session_index.entry(txn.session.0).or_insert(next);
+            let s = *session_index.entry(kv.session(t).0).or_insert(next);
             if s as usize == out.sessions.len() {
                 out.sessions.push(Vec::new());
             }
@@ -94,32 +91,41 @@ impl Reads {
             out.session[t.index()] = s;
             out.position[t.index()] = out.sessions[s as usize].len() as u32;
             own.clear();
-            for (i, op) in txn.ops.iter().enumerate() {
-                let i = i as u32;
-                match *op {
-                    Op::Write { obj, value } => match own.iter_mut().find(|e| e.0 == obj) {
+            for (i, op) in kv.ops(t).iter().enumerate() {
+                let (i, obj, value) = (i as u32, op.obj(), op.value());
+                match op.kind() {
+                    KvOpKind::Write => match own.iter_mut().find(|e| e.0 == obj) {
                         Some(e) => *e = (obj, value, i),
                         None => own.push((obj, value, i)),
                     },
-                    Op::Read { obj, value } => {
+                    KvOpKind::Read => {
                         if let Some(&(_, mine, at)) = own.iter().find(|e| e.0 == obj) {
                             if mine != value {
-                                out.anomalies.push(own_write_ignored(h, t, i, obj, value, mine, at));
+                                out.anomalies.push(own_write_ignored(kv, t, i, obj, value, mine, at));
                             }
                             continue;
                         }
                         let init = initial[obj.index()];
-                        let writer =
-                            mtc::resolve(h, &out.in_graph, sites, init, t, i, obj, value, &mut out.anomalies);
+                        let writer = items::resolve(
+                            kv,
+                            &out.in_graph,
+                            sites,
+                            init,
+                            t,
+                            i,
+                            obj,
+                            value,
+                            &mut out.anomalies,
+                        );
                         match writer {
                             Some(Writer::Txn(w)) if w == t => {
-                                out.anomalies.push(future_read(h, t, i, obj, value))
+                                out.anomalies.push(future_read(kv, t, i, obj, value))
                             }
                             Some(writer) => out.reads.push(ExternalRead { op: i, obj, writer }),
                             None => {}
                         }
                     }
-                    _ => {}
+                    KvOpKind::Append => {}
                 }
             }
             let first = out.written.len();
@@ -162,12 +168,12 @@ impl Reads {
 
 /// A read after the transaction's own write that returned something else.
 fn own_write_ignored(
-    h: &History,
+    kv: &KvHistory,
     t: TxnId,
     op: u32,
     obj: ObjId,
-    value: ValueId,
-    mine: ValueId,
+    value: KvValue,
+    mine: KvValue,
     at: u32,
 ) -> Anomaly {
     Anomaly::new(
@@ -175,9 +181,9 @@ fn own_write_ignored(
         vec![t],
         format!(
             "{} read {} at op {op} after it wrote {} at op {at}",
-            h.txn_label(t),
-            h.value_label(obj, value),
-            h.value_label(obj, mine)
+            kv.txn_label(t),
+            value_label(kv, obj, value),
+            value_label(kv, obj, mine)
         ),
     )
     .with_ops(vec![OpRef { txn: t, op }, OpRef { txn: t, op: at }])
@@ -185,14 +191,14 @@ fn own_write_ignored(
 }
 
 /// A read of a value the transaction itself writes only later.
-fn future_read(h: &History, t: TxnId, op: u32, obj: ObjId, value: ValueId) -> Anomaly {
+fn future_read(kv: &KvHistory, t: TxnId, op: u32, obj: ObjId, value: KvValue) -> Anomaly {
     Anomaly::new(
         AnomalyKind::InternalInconsistency,
         vec![t],
         format!(
             "{} read {} at op {op}, a value it writes only later",
-            h.txn_label(t),
-            h.value_label(obj, value)
+            kv.txn_label(t),
+            value_label(kv, obj, value)
         ),
     )
     .with_ops(vec![OpRef { txn: t, op }])
