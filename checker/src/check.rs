@@ -104,7 +104,7 @@ fn check_definition(
 ) -> Result<Report, CheckError> {
     // Item reads and writes for a black-box checker: in the compact model, where every
     // black-box decision is taken ([`check_black_box`]).
-    if runs_black_box(cert, level, checker) && is_item_history(h) {
+    if black_box_request(cert, level, checker) && is_item_history(h) {
         let kv = KvHistory::from_history(h).expect("item reads and writes convert");
         let given = cert
             .version_order
@@ -189,7 +189,7 @@ pub fn check_black_box(
     checker: CheckerKind,
 ) -> Result<Report, CheckError> {
     let empty = Certificate::default();
-    if items::has_appends(kv) || !runs_black_box(&empty, level, checker) {
+    if items::has_appends(kv) || !black_box_request(&empty, level, checker) {
         // List reads are turned into item reads in the general model; other checkers take it.
         let h = kv.clone().into_history();
         let oracle = isocert_oracle::Interpreter::new(&h)?;
@@ -198,10 +198,17 @@ pub fn check_black_box(
     check_items(kv, level, checker, None)
 }
 
+/// Whether checking at `level` with `checker` and no certificate runs a black-box checker
+/// (MTC, Cobra, PolySI or the weak checker), which [`check_black_box`] runs on the compact
+/// model: one of them named, or `Auto` (which then picks one, or asks for a certificate).
+pub fn runs_black_box(level: IsolationLevel, checker: CheckerKind) -> bool {
+    black_box_request(&Certificate::default(), level, checker)
+}
+
 /// Whether `checker` at `level` with `cert` is a black-box checker: named, or picked by
 /// `Auto` (strict serializability, read atomic and causal always; the other levels when
 /// the certificate is empty).
-fn runs_black_box(cert: &Certificate, level: IsolationLevel, checker: CheckerKind) -> bool {
+fn black_box_request(cert: &Certificate, level: IsolationLevel, checker: CheckerKind) -> bool {
     match checker {
         CheckerKind::Mtc | CheckerKind::Cobra | CheckerKind::Polysi | CheckerKind::Weak => true,
         CheckerKind::Auto => match resolve(cert, level, checker) {

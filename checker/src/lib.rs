@@ -68,7 +68,9 @@ mod weak;
 mod words;
 
 pub use aion::{check_aion, check_aion_kv, Aion, AionDelay, AionOptions, AionScope, Watermark};
-pub use check::{check, check_black_box, check_with, partial_version_order, resolve, without_session_order};
+pub use check::{
+    check, check_black_box, check_with, partial_version_order, resolve, runs_black_box, without_session_order,
+};
 pub use chronos::{
     check_chronos, check_chronos_kv, commit_order_decides, settle_serial_order, ChronosStream, StreamStop,
 };

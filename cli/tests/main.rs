@@ -1,6 +1,7 @@
 //! End-to-end tests of the `isocert` binary.
 
 mod bad_input;
+mod black_box;
 mod chronos;
 mod fast_reader;
 mod formats;
