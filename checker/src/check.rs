@@ -234,15 +234,16 @@ fn check_items(
     checker: CheckerKind,
     given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
 ) -> Result<Report, CheckError> {
-    let mini = || crate::mtc::check_shape(kv).is_ok();
-    let unique = |candidate| items::unique_values(kv, candidate, true);
+    let sites = items::WriteSites::build(kv);
+    let mini = || crate::mtc::check_shape(kv, &sites).is_ok();
+    let unique = |candidate| items::unique_values(kv, candidate, &sites);
     // At strict serializability `auto` runs MTC on mini-transactions, else Cobra.
     if checker == CheckerKind::Auto
         && level == IsolationLevel::StrictSerializable
         && !mini()
         && unique(CheckerKind::Cobra).is_ok()
     {
-        return crate::sat::check_kv(kv, level, CheckerKind::Cobra, None);
+        return crate::sat::check_kv(kv, level, CheckerKind::Cobra, None, sites);
     }
     let (resolved, missing) = match resolve(&Certificate::default(), level, checker) {
         Err(e @ CheckError::MissingCertificateData { .. }) => {
@@ -273,9 +274,9 @@ fn check_items(
         return Err(strict_serializability_refusal(resolved, level));
     }
     match resolved {
-        CheckerKind::Mtc => crate::mtc::check_kv(kv, level),
-        CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check_kv(kv, level, resolved, given),
-        _ => match (crate::weak::check_kv(kv, level), missing) {
+        CheckerKind::Mtc => crate::mtc::check_kv(kv, level, sites),
+        CheckerKind::Cobra | CheckerKind::Polysi => crate::sat::check_kv(kv, level, resolved, given, sites),
+        _ => match (crate::weak::check_kv(kv, level, sites), missing) {
             (Err(CheckError::UnsupportedHistory { .. }), Some(e)) => Err(e),
             (result, _) => result,
         },

@@ -60,6 +60,8 @@ impl PackedSite {
 pub(crate) struct WriteSites {
     table: HashTable<u32>,
     sites: Vec<PackedSite>,
+    /// The writes indexed (more than the sites when some (object, value) was written twice).
+    writes: usize,
 }
 
 /// The hash (object, value) is filed under.
@@ -72,7 +74,7 @@ impl WriteSites {
     pub(crate) fn build(kv: &KvHistory) -> WriteSites {
         let writes = write_count(kv);
         let mut sites =
-            WriteSites { table: HashTable::with_capacity(writes), sites: Vec::with_capacity(writes) };
+            WriteSites { table: HashTable::with_capacity(writes), sites: Vec::with_capacity(writes), writes };
         // Objects written later in the transaction (walking backwards): a list for short
         // transactions, a set for long ones (a plume file's aborted writes are one transaction).
         let mut later: Vec<ObjId> = Vec::new();
@@ -127,8 +129,14 @@ impl WriteSites {
     }
 
     /// The number of distinct (object, value) pairs written.
-    pub(crate) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.sites.len()
+    }
+
+    /// Whether some (object, value) was written more than once.
+    pub(crate) fn has_repeats(&self) -> bool {
+        self.sites.len() != self.writes
     }
 }
 
@@ -218,6 +226,12 @@ pub(crate) fn resolve(
     Some(Writer::Txn(w))
 }
 
+/// Each object's initial value, by dense object id: one array read per read where
+/// [`KvHistory::initial_value`] looks the object up.
+pub(crate) fn initial_values(kv: &KvHistory) -> Vec<KvValue> {
+    (0..kv.dict().object_count()).map(|o| kv.initial_value(ObjId::from_index(o))).collect()
+}
+
 /// A human rendering of `value` of `obj`, as [`History::value_label`] renders it.
 pub(crate) fn value_label(kv: &KvHistory, obj: ObjId, value: KvValue) -> String {
     match value {
@@ -274,14 +288,20 @@ pub(crate) fn item_history(
     Ok(KvHistory::from_history(h).expect("a history of item reads, writes and appends converts"))
 }
 
-/// Only item reads and writes, no deletes, no write of an object's initial value, and, when
-/// `repeats`, no (object, value) written twice (a caller that indexed every write already
-/// knows whether one was: [`WriteSites::len`] against the writes).
+/// Only item reads and writes, no deletes, no write of an object's initial value, and no
+/// (object, value) written twice (`sites` says whether one was, so only then are the
+/// writes looked up one by one, to name the first).
 ///
 /// # Errors
 /// [`CheckError::UnsupportedHistory`] naming the first operation (in file order) that
 /// breaks the shape, for `checker`.
-pub(crate) fn unique_values(kv: &KvHistory, checker: CheckerKind, repeats: bool) -> Result<(), CheckError> {
+pub(crate) fn unique_values(
+    kv: &KvHistory,
+    checker: CheckerKind,
+    sites: &WriteSites,
+) -> Result<(), CheckError> {
+    let repeats = sites.has_repeats();
+    let initial = initial_values(kv);
     let mut seen = FxHashSet::default();
     for t in kv.txn_ids() {
         for (i, op) in kv.ops(t).iter().enumerate() {
@@ -301,7 +321,7 @@ pub(crate) fn unique_values(kv: &KvHistory, checker: CheckerKind, repeats: bool)
                     if value == KvValue::Absent {
                         return refuse(format!("deletes {}", object_label(kv, obj)));
                     }
-                    if kv.initial_value(obj) == value {
+                    if initial[obj.index()] == value {
                         return refuse(format!("writes the initial value {}", value_label(kv, obj, value)));
                     }
                     if repeats && !seen.insert((obj, value)) {

@@ -79,11 +79,12 @@ pub(crate) struct Inference {
 /// Transactions with more operations than this index their objects (see [`infer`]).
 const LONG_TXN: usize = 32;
 
-/// Resolves every read of an MT-shaped history and builds the dependency edges.
-pub(crate) fn infer(kv: &KvHistory) -> Inference {
+/// Resolves every read of an MT-shaped history (whose writes `sites` indexes) and builds the
+/// dependency edges.
+pub(crate) fn infer(kv: &KvHistory, sites: &WriteSites) -> Inference {
     let n = kv.len();
-    let sites = WriteSites::build(kv);
-    let in_graph = items::graph_nodes(kv, &sites);
+    let initial = items::initial_values(kv);
+    let in_graph = items::graph_nodes(kv, sites);
     let mut inf = Inference {
         in_graph,
         deps: Vec::with_capacity(n * 3),
@@ -150,9 +151,8 @@ pub(crate) fn infer(kv: &KvHistory) -> Inference {
                 continue;
             }
             // First access of obj is a read: resolve its writer.
-            let initial = kv.initial_value(obj);
-            let writer =
-                items::resolve(kv, &inf.in_graph, &sites, initial, t, i, obj, value, &mut inf.anomalies);
+            let init = initial[obj.index()];
+            let writer = items::resolve(kv, &inf.in_graph, sites, init, t, i, obj, value, &mut inf.anomalies);
             external.push((obj, writer, i));
             if let Some(w) = writer {
                 if let Writer::Txn(wt) = w {
@@ -241,8 +241,9 @@ pub(crate) fn version_order(kv: &KvHistory, inf: &Inference) -> FxHashMap<ObjId,
 /// mini-transaction (or the first value written twice).
 pub fn infer_mtc_certificate(h: &History) -> Result<Certificate, CheckError> {
     let kv = mini_transactions(h)?;
-    check_shape(&kv)?;
-    let inf = infer(&kv);
+    let sites = WriteSites::build(&kv);
+    check_shape(&kv, &sites)?;
+    let inf = infer(&kv, &sites);
     Ok(Certificate { version_order: Some(version_order(&kv, &inf)), ..Certificate::default() })
 }
 
@@ -250,7 +251,9 @@ pub fn infer_mtc_certificate(h: &History) -> Result<Certificate, CheckError> {
 /// the compact model ([`mini_transactions`]).
 pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
     supported(level)?;
-    check_kv(&mini_transactions(h)?, level)
+    let kv = mini_transactions(h)?;
+    let sites = WriteSites::build(&kv);
+    check_kv(&kv, level, sites)
 }
 
 /// The refusal of a level MTC does not decide.
@@ -269,11 +272,16 @@ fn supported(level: IsolationLevel) -> Result<(), CheckError> {
     Ok(())
 }
 
-/// [`check`] on a history in the compact model.
-pub(crate) fn check_kv(kv: &KvHistory, level: IsolationLevel) -> Result<Report, CheckError> {
+/// [`check`] on a history in the compact model, whose writes `sites` indexes.
+pub(crate) fn check_kv(
+    kv: &KvHistory,
+    level: IsolationLevel,
+    sites: WriteSites,
+) -> Result<Report, CheckError> {
     supported(level)?;
-    check_shape(kv)?;
-    let inf = infer(kv);
+    check_shape(kv, &sites)?;
+    let inf = infer(kv, &sites);
+    drop(sites);
     let mut report = Report::new(level, CheckerKind::Mtc);
     report.stats.txns = kv.len();
     report.stats.committed = inf.in_graph.iter().filter(|&&b| b).count();

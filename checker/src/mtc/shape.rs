@@ -3,7 +3,7 @@
 use isocert_history::{History, KvHistory, KvOpKind, KvValue, ObjId};
 use rustc_hash::FxHashMap;
 
-use crate::items::{self, object_label, value_label};
+use crate::items::{self, object_label, value_label, WriteSites};
 use crate::{CheckError, CheckerKind};
 
 /// MTC's refusal of a history: `what` is wrong with it.
@@ -26,14 +26,18 @@ pub(crate) fn mini_transactions(h: &History) -> Result<KvHistory, CheckError> {
 /// a read of that key in the same transaction, no deletes, and every (key, value) written
 /// at most once and never the key's initial value (so each read names its writer).
 ///
+/// `sites` says whether some (key, value) was written twice: only then are the writes
+/// looked up one by one, to name the first.
+///
 /// # Errors
 /// [`CheckError::UnsupportedHistory`] naming the first transaction (in file order) that
 /// breaks the shape, and how.
-pub(crate) fn check_shape(kv: &KvHistory) -> Result<(), CheckError> {
+pub(crate) fn check_shape(kv: &KvHistory, sites: &WriteSites) -> Result<(), CheckError> {
     let refuse =
         |what: String| Err(CheckError::UnsupportedHistory { checker: CheckerKind::Mtc, what: refusal(what) });
+    let repeats = sites.has_repeats();
+    let initial = items::initial_values(kv);
     let mut written: FxHashMap<(ObjId, KvValue), u32> = FxHashMap::default();
-    written.reserve(kv.len() * 2);
     let mut touched: Vec<ObjId> = Vec::new();
     for t in kv.txn_ids() {
         touched.clear();
@@ -57,14 +61,14 @@ pub(crate) fn check_shape(kv: &KvHistory) -> Result<(), CheckError> {
                     if value == KvValue::Absent {
                         return refuse(format!("{} deletes {}", label(), object_label(kv, obj)));
                     }
-                    if kv.initial_value(obj) == value {
+                    if initial[obj.index()] == value {
                         return refuse(format!(
                             "{} writes the initial value {}",
                             label(),
                             value_label(kv, obj, value)
                         ));
                     }
-                    if let Some(prev) = written.insert((obj, value), t.0) {
+                    if let Some(prev) = repeats.then(|| written.insert((obj, value), t.0)).flatten() {
                         return refuse(format!(
                             "{} writes {}, which {} also wrote",
                             label(),

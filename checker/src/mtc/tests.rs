@@ -657,7 +657,7 @@ mod strict {
             let text = with_times(&oracle::to_v1(&txns, keys), &spans);
             let h = v1::read_history(text.as_bytes()).unwrap();
             let kv = isocert_history::KvHistory::from_history(&h).unwrap();
-            let inf = infer(&kv);
+            let inf = infer(&kv, &crate::items::WriteSites::build(&kv));
             let times = realtime::real_times(&kv, &inf.in_graph).unwrap();
             let Some(fast) = realtime::lwt_linearizable(&kv, &inf, &times) else { continue };
             let graph = realtime::sser_cycles(&kv, &inf, &times).is_empty();

@@ -49,7 +49,7 @@ mod tests;
 use isocert_history::{History, KvHistory, KvOpKind, ObjId, OpRef, RealTime, TxnId};
 use rustc_hash::FxHashMap;
 
-use crate::items::{self, object_label, value_label};
+use crate::items::{self, object_label, value_label, WriteSites};
 use crate::mtc::{self, cycle_anomaly, cycle_kind, explain, realtime};
 use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind, Edge, EdgeKind, IsolationLevel, Report};
 use polygraph::{Arc, Origin, Polygraph};
@@ -73,7 +73,8 @@ pub(crate) fn check(
     if lists::is_list_history(h) {
         let items = lists::as_items(h);
         let kv = item_history(&items.history, checker)?;
-        let mut report = check_items(&kv, level, checker, Some(&items.order), &items.after)?;
+        let sites = WriteSites::build(&kv);
+        let mut report = check_items(&kv, level, checker, Some(&items.order), &items.after, sites)?;
         report.notes.insert(
             0,
             format!(
@@ -91,18 +92,22 @@ pub(crate) fn check(
         }
         return Ok(report);
     }
-    check_items(&item_history(h, checker)?, level, checker, given, &[])
+    let kv = item_history(h, checker)?;
+    let sites = WriteSites::build(&kv);
+    check_items(&kv, level, checker, given, &[], sites)
 }
 
-/// [`check`] on an item history in the compact model (no list appends).
+/// [`check`] on an item history in the compact model (no list appends), whose writes
+/// `sites` indexes.
 pub(crate) fn check_kv(
     kv: &KvHistory,
     level: IsolationLevel,
     checker: CheckerKind,
     given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
+    sites: WriteSites,
 ) -> Result<Report, CheckError> {
     supported(level, checker)?;
-    check_items(kv, level, checker, given, &[])
+    check_items(kv, level, checker, given, &[], sites)
 }
 
 /// `h` in the compact model, for `checker` (which refuses predicate operations).
@@ -139,9 +144,11 @@ fn check_items(
     checker: CheckerKind,
     given: Option<&FxHashMap<ObjId, Vec<TxnId>>>,
     after: &[(ObjId, TxnId, TxnId)],
+    sites: WriteSites,
 ) -> Result<Report, CheckError> {
-    items::unique_values(kv, checker, true)?;
-    let inf = mtc::infer(kv);
+    items::unique_values(kv, checker, &sites)?;
+    let inf = mtc::infer(kv, &sites);
+    drop(sites);
     let mut report = Report::new(level, checker);
     report.stats.txns = kv.len();
     report.stats.committed = inf.in_graph.iter().filter(|&&b| b).count();
@@ -228,7 +235,8 @@ fn version_order(pg: &Polygraph, position: &[u32]) -> FxHashMap<ObjId, Vec<TxnId
 /// # Errors
 /// [`CheckError::UnsupportedHistory`] naming the first operation that is not.
 pub(crate) fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
-    items::unique_values(&item_history(h, checker)?, checker, true)
+    let kv = item_history(h, checker)?;
+    items::unique_values(&kv, checker, &WriteSites::build(&kv))
 }
 
 /// What a minimal unsatisfiable core says, in words: the pairs of writes whose every order

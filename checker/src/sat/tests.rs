@@ -298,7 +298,7 @@ fn naive_prune(
     use super::polygraph::{forbidden_graph, Origin, Polygraph};
     use super::reach::topological_order;
     let kv = isocert_history::KvHistory::from_history(h).unwrap();
-    let inf = crate::mtc::infer(&kv);
+    let inf = crate::mtc::infer(&kv, &crate::items::WriteSites::build(&kv));
     let pg = Polygraph::build(&kv, &inf);
     let mut known: Vec<(isocert_history::ObjId, isocert_history::TxnId, isocert_history::TxnId)> = Vec::new();
     for (&(obj, w), kids) in &inf.children {
@@ -366,7 +366,7 @@ fn pruning_by_chains_and_by_sweeps_agree_with_a_naive_fixpoint() {
         let text = oracle::to_v1(&txns, keys);
         let h = v1::read_history(text.as_bytes()).unwrap();
         let kv = isocert_history::KvHistory::from_history(&h).unwrap();
-        let inf = crate::mtc::infer(&kv);
+        let inf = crate::mtc::infer(&kv, &crate::items::WriteSites::build(&kv));
         for si in [false, true] {
             let run = |engine| {
                 let mut pg = Polygraph::build(&kv, &inf);

@@ -91,7 +91,8 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         }
         given.sort_unstable();
         let kv = items::item_history(&lists.history, CheckerKind::Weak, not_an_item)?;
-        let mut report = check_items(&kv, level, kind, &given)?;
+        let sites = WriteSites::build(&kv);
+        let mut report = check_items(&kv, level, kind, &given, sites)?;
         report.notes.insert(
             0,
             format!(
@@ -109,18 +110,24 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         }
         return Ok(report);
     }
-    check_items(&items::item_history(h, CheckerKind::Weak, not_an_item)?, level, kind, &[])
+    let kv = items::item_history(h, CheckerKind::Weak, not_an_item)?;
+    let sites = WriteSites::build(&kv);
+    check_items(&kv, level, kind, &[], sites)
 }
 
 /// [`check`] on a history in the compact model, as `isocert check` reads Plume and v1
 /// files; a list-append history goes through the general model ([`check`] turns list reads
 /// into item reads and gives back the orders they show).
-pub(crate) fn check_kv(kv: &KvHistory, level: IsolationLevel) -> Result<Report, CheckError> {
+pub(crate) fn check_kv(
+    kv: &KvHistory,
+    level: IsolationLevel,
+    sites: WriteSites,
+) -> Result<Report, CheckError> {
     let kind = violation_kind(level)?;
     if items::has_appends(kv) {
         return check(&kv.clone().into_history(), level);
     }
-    check_items(kv, level, kind, &[])
+    check_items(kv, level, kind, &[], sites)
 }
 
 /// [`check`] on a history of item reads and writes; `given`: write orders known to hold
@@ -130,9 +137,9 @@ fn check_items(
     level: IsolationLevel,
     kind: AnomalyKind,
     given: &[(ObjId, TxnId, TxnId)],
+    sites: WriteSites,
 ) -> Result<Report, CheckError> {
-    let sites = WriteSites::build(kv);
-    items::unique_values(kv, CheckerKind::Weak, sites.len() != items::write_count(kv))?;
+    items::unique_values(kv, CheckerKind::Weak, &sites)?;
     let reads = Reads::resolve(kv, &sites);
     // Every read names its writer now; the index of write sites is not needed again.
     drop(sites);

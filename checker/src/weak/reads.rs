@@ -48,8 +48,7 @@ impl Reads {
         let n = kv.len();
         let in_graph = items::graph_nodes(kv, sites);
         // Each object's initial value, by dense object id (one array read per read).
-        let initial: Vec<KvValue> =
-            (0..kv.dict().object_count()).map(|o| kv.initial_value(ObjId::from_index(o))).collect();
+        let initial = items::initial_values(kv);
         // Sized from the nodes' reads and writes (an upper bound): a guess that grew held
         // the old array beside one twice its size.
         let (mut read_ops, mut write_ops) = (0, 0);
