@@ -10,6 +10,7 @@
 //! [`crate::chronos`]) fill it straight from the bytes without building a JSON tree.
 
 mod build;
+mod column;
 mod convert;
 mod parallel;
 pub(crate) mod scan;
@@ -22,6 +23,7 @@ use crate::{
 };
 
 pub(crate) use build::{RecordError, RecordReader};
+use column::LazyColumn;
 pub(crate) use convert::HistoryBuilder;
 pub use parallel::{read_kv_v1_chunks, read_kv_v1_file, ChunkFailed, KvV1Chunks};
 pub(crate) use v1_fast::read_history_through;
@@ -129,11 +131,13 @@ pub struct KvHistory {
     name_index: FxHashMap<Scalar, TxnId>,
     sessions: Vec<SessionId>,
     status: Vec<Status>,
-    start: Vec<Option<Timestamp>>,
-    commit: Vec<Option<Timestamp>>,
-    /// Clients' real times by transaction index; empty until the first timed transaction
+    /// Start timestamps by column index; empty until the first transaction that has one
     /// (most histories have none), then padded with `None`.
-    real_time: Vec<Option<RealTime>>,
+    start: LazyColumn<Timestamp>,
+    /// Commit timestamps, like `start`.
+    commit: LazyColumn<Timestamp>,
+    /// Clients' real times, like `start`.
+    real_time: LazyColumn<RealTime>,
     blocks: Vec<Option<OpBlock>>,
     /// Freed blocks kept, emptied, for the next block to reuse (at most [`SPARE_BLOCKS`]):
     /// a streaming check frees a block and starts another every 16,384 transactions, and
@@ -264,9 +268,9 @@ impl KvHistory {
                     name: std::mem::replace(&mut self.names[j], Scalar::Null),
                     session: self.sessions[j],
                     status: self.status[j],
-                    start: self.start[j],
-                    commit: self.commit[j],
-                    real_time: self.real_time.get(j).copied().flatten(),
+                    start: self.start.get(j),
+                    commit: self.commit.get(j),
+                    real_time: self.real_time.get(j),
                 };
                 self.kept.insert(t.0, fields);
             }
@@ -274,10 +278,9 @@ impl KvHistory {
         self.names.drain(..n);
         self.sessions.drain(..n);
         self.status.drain(..n);
-        self.start.drain(..n);
-        self.commit.drain(..n);
-        let timed = n.min(self.real_time.len());
-        self.real_time.drain(..timed);
+        self.start.drain_front(n);
+        self.commit.drain_front(n);
+        self.real_time.drain_front(n);
         self.base = upto;
     }
 
@@ -436,12 +439,10 @@ impl KvHistory {
         }
         self.sessions.push(fields.session);
         self.status.push(fields.status);
-        self.start.push(fields.start);
-        self.commit.push(fields.commit);
-        if fields.real_time.is_some() || !self.real_time.is_empty() {
-            self.real_time.resize(id.index() - self.base, None);
-            self.real_time.push(fields.real_time);
-        }
+        let at = id.index() - self.base;
+        self.start.push(at, fields.start);
+        self.commit.push(at, fields.commit);
+        self.real_time.push(at, fields.real_time);
         let b = id.index() / Self::BLOCK;
         if b == self.blocks.len() {
             self.start_block(ops.len() * Self::BLOCK);
@@ -492,7 +493,7 @@ impl KvHistory {
     #[inline]
     pub fn start_ts(&self, t: TxnId) -> Option<Timestamp> {
         match self.col(t) {
-            Some(i) => self.start[i],
+            Some(i) => self.start.get(i),
             None => self.kept(t).start,
         }
     }
@@ -501,7 +502,7 @@ impl KvHistory {
     #[inline]
     pub fn commit_ts(&self, t: TxnId) -> Option<Timestamp> {
         match self.col(t) {
-            Some(i) => self.commit[i],
+            Some(i) => self.commit.get(i),
             None => self.kept(t).commit,
         }
     }
@@ -572,7 +573,7 @@ impl KvHistory {
     /// The clients' real times of transaction `t`, if recorded.
     pub fn real_time(&self, t: TxnId) -> Option<RealTime> {
         match self.col(t) {
-            Some(i) => self.real_time.get(i).copied().flatten(),
+            Some(i) => self.real_time.get(i),
             None => self.kept(t).real_time,
         }
     }
@@ -678,9 +679,9 @@ impl KvHistory {
                 name: std::mem::replace(&mut self.names[i], Scalar::Null),
                 session: self.sessions[i],
                 status: self.status[i],
-                start: self.start[i],
-                commit: self.commit[i],
-                real_time: self.real_time(t),
+                start: self.start.get(i),
+                commit: self.commit.get(i),
+                real_time: self.real_time.get(i),
             };
             built.push(&self.dict, fields, self.ops(t)).expect("a KvHistory has unique transaction names");
         }
@@ -758,6 +759,40 @@ mod tests {
         };
         assert_eq!(kv.push_txn(fields, &[]), Ok(TxnId(10)));
         assert_eq!(kv.txn_label(TxnId(10)), "T10");
+    }
+
+    #[test]
+    fn timestamps_are_held_only_from_the_first_transaction_that_has_one() {
+        let mut kv = KvHistory::new();
+        let session = kv.dict_mut().intern_session(Scalar::Int(0));
+        let fields = |i: i64, ts: Option<u64>| KvTxnFields {
+            name: Scalar::Int(i),
+            session,
+            status: Status::Committed,
+            start: ts.map(Timestamp::new),
+            commit: ts.map(|t| Timestamp::new(t + 1)),
+            real_time: None,
+        };
+        for i in 0..3 {
+            kv.push_txn(fields(i, None), &[]).unwrap();
+        }
+        assert_eq!((kv.start.heap_bytes(), kv.commit.heap_bytes()), (0, 0));
+        kv.push_txn(fields(3, Some(10)), &[]).unwrap();
+        kv.push_txn(fields(4, None), &[]).unwrap();
+        assert_eq!((kv.start_ts(TxnId(2)), kv.commit_ts(TxnId(4))), (None, None));
+        assert_eq!(
+            (kv.start_ts(TxnId(3)), kv.commit_ts(TxnId(3))),
+            (Some(Timestamp::new(10)), Some(Timestamp::new(11)))
+        );
+        let labels = kv.label_history();
+        assert_eq!((labels.txns[3].start_ts(), labels.txns[1].commit_ts()), (Some(Timestamp::new(10)), None));
+        kv.drop_name_index();
+        kv.retire(4, |t| t.0 == 3);
+        assert_eq!((kv.start_ts(TxnId(3)), kv.start_ts(TxnId(4))), (Some(Timestamp::new(10)), None));
+        kv.push_txn(fields(5, Some(20)), &[]).unwrap();
+        assert_eq!(kv.commit_ts(TxnId(5)), Some(Timestamp::new(21)));
+        let back = KvHistory::from_history(&labels).unwrap().into_history();
+        assert_eq!(format!("{:?}", back.txns), format!("{:?}", labels.txns));
     }
 
     #[test]

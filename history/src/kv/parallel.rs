@@ -289,12 +289,10 @@ impl KvHistory {
         let (taken, repeated) = self.take_names(&mut next.names, at);
         self.sessions.extend(next.sessions[..taken].iter().map(|s| sessions[s.index()]));
         self.status.extend_from_slice(&next.status[..taken]);
-        self.start.extend_from_slice(&next.start[..taken]);
-        self.commit.extend_from_slice(&next.commit[..taken]);
-        if !next.real_time.is_empty() || !self.real_time.is_empty() {
-            self.real_time.resize(at - self.base, None);
-            self.real_time.extend((0..taken).map(|i| next.real_time.get(i).copied().flatten()));
-        }
+        let from = at - self.base;
+        self.start.extend_from(from, &next.start, taken);
+        self.commit.extend_from(from, &next.commit, taken);
+        self.real_time.extend_from(from, &next.real_time, taken);
         for b in 0..next.blocks.len() {
             let first = b * Self::BLOCK;
             if first >= taken {
