@@ -194,6 +194,14 @@ impl<K: IntKey> KeyIndex<K> {
         self.ints.insert(i, id);
     }
 
+    /// Forgets every key, keeping the memory (a history emptied for a reader to fill again).
+    pub(crate) fn clear(&mut self) {
+        self.direct.clear();
+        self.ints.clear();
+        self.others.clear();
+        self.len = 0;
+    }
+
     /// Whether `key` is held.
     pub(crate) fn contains<S: Keys<K> + ?Sized>(&self, key: &K, keys: &S) -> bool {
         self.get(key, keys).is_some()

@@ -18,6 +18,7 @@ pub(crate) mod v1_fast;
 
 use rustc_hash::FxHashMap;
 
+use crate::intern::{KeyIndex, Keys};
 use crate::{
     FormatError, History, ObjId, Op, RealTime, Scalar, SessionId, Status, Timestamp, TxnId, Value, ValueId,
 };
@@ -128,7 +129,9 @@ pub struct KvHistory {
     default_initial: Option<KvValue>,
     initial: FxHashMap<ObjId, KvValue>,
     names: Vec<Scalar>,
-    name_index: FxHashMap<Scalar, TxnId>,
+    /// The transaction of each name, compared through `names` ([`NameColumn`]) so that no
+    /// name is held twice.
+    name_index: KeyIndex<Scalar>,
     sessions: Vec<SessionId>,
     status: Vec<Status>,
     /// Start timestamps by column index; empty until the first transaction that has one
@@ -153,6 +156,20 @@ pub struct KvHistory {
     base: usize,
     /// Retired transactions that a checker still names, by index.
     kept: FxHashMap<u32, KeptTxn>,
+}
+
+/// The names column as the keys of [`KvHistory`]'s name index: the name of transaction
+/// `id` is at `id - base` (transactions before `base` have left the column; the index is
+/// dropped when they leave, [`KvHistory::retire`]).
+struct NameColumn<'a> {
+    names: &'a [Scalar],
+    base: usize,
+}
+
+impl Keys<Scalar> for NameColumn<'_> {
+    fn key(&self, id: u32) -> &Scalar {
+        &self.names[id as usize - self.base]
+    }
 }
 
 /// The fields of a retired transaction that a checker keeps for its report.
@@ -245,8 +262,27 @@ impl KvHistory {
     /// finds repeated ids itself): [`KvHistory::txn_by_name`] then finds nothing and
     /// [`KvHistory::push_txn`] no longer refuses a repeated name.
     pub fn drop_name_index(&mut self) {
-        self.name_index = FxHashMap::default();
+        self.name_index = KeyIndex::default();
         self.unindexed = true;
+    }
+
+    /// The names column, as the name index compares through it.
+    fn name_column(&self) -> NameColumn<'_> {
+        NameColumn { names: &self.names, base: self.base }
+    }
+
+    /// Indexes `name` as transaction `id`'s, unless names are not indexed.
+    ///
+    /// # Errors
+    /// The name back when a transaction already has it.
+    fn index_name(&mut self, name: Scalar, id: TxnId) -> Result<Scalar, Scalar> {
+        if !self.unindexed {
+            if self.name_index.contains(&name, &self.name_column()) {
+                return Err(name);
+            }
+            self.name_index.insert(&name, id.0);
+        }
+        Ok(name)
     }
 
     /// Retires the transactions before index `upto` from the columns (names, sessions,
@@ -255,11 +291,16 @@ impl KvHistory {
     /// operations ([`KvHistory::free_block`] does). Accessors of a retired transaction that
     /// was not kept panic, and so does [`KvHistory::label_history`] then
     /// ([`KvHistory::label_history_of`] names only some).
+    ///
+    /// Retiring stops indexing names, as [`KvHistory::drop_name_index`] does (the index
+    /// compares through the names column, which retired names leave; a streaming checker,
+    /// the one caller, drops the index anyway).
     pub fn retire(&mut self, upto: usize, mut keep: impl FnMut(TxnId) -> bool) {
         let upto = upto.min(self.len());
         if upto <= self.base {
             return;
         }
+        self.drop_name_index();
         let n = upto - self.base;
         for j in 0..n {
             let t = TxnId::from_index(self.base + j);
@@ -423,20 +464,12 @@ impl KvHistory {
     /// Appends a transaction and its operations.
     ///
     /// # Errors
-    /// Returns the name back when a transaction already has it.
+    /// Returns the name back when a transaction already has it (unless names are not
+    /// indexed, [`KvHistory::drop_name_index`]).
     pub fn push_txn(&mut self, fields: KvTxnFields, ops: &[KvOp]) -> Result<TxnId, Scalar> {
         let id = TxnId::from_index(self.len());
-        if self.unindexed {
-            self.names.push(fields.name);
-        } else {
-            match self.name_index.entry(fields.name) {
-                std::collections::hash_map::Entry::Occupied(e) => return Err(e.key().clone()),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    self.names.push(e.key().clone());
-                    e.insert(id);
-                }
-            }
-        }
+        let name = self.index_name(fields.name, id)?;
+        self.names.push(name);
         self.sessions.push(fields.session);
         self.status.push(fields.status);
         let at = id.index() - self.base;
@@ -461,9 +494,10 @@ impl KvHistory {
         }
     }
 
-    /// The transaction named `name`.
+    /// The transaction named `name` (`None` when names are not indexed,
+    /// [`KvHistory::drop_name_index`]).
     pub fn txn_by_name(&self, name: &Scalar) -> Option<TxnId> {
-        self.name_index.get(name).copied()
+        self.name_index.get(name, &self.name_column()).map(TxnId)
     }
 
     /// A label such as `T17`, the same as [`History::txn_label`].
@@ -737,7 +771,9 @@ mod tests {
         }
         let mut kv = crate::read_kv_v1(text.as_bytes()).unwrap();
         let before = kv.label_history_of([TxnId(3), TxnId(8)]);
+        assert_eq!(kv.txn_by_name(&Scalar::Int(8)), Some(TxnId(8)));
         kv.retire(6, |t| t.0 == 3);
+        assert_eq!(kv.txn_by_name(&Scalar::Int(8)), None, "retiring stops indexing names");
         assert_eq!((kv.len(), kv.held_txns()), (10, 5));
         assert_eq!(kv.txn_label(TxnId(3)), "T3");
         assert_eq!(
@@ -786,13 +822,39 @@ mod tests {
         );
         let labels = kv.label_history();
         assert_eq!((labels.txns[3].start_ts(), labels.txns[1].commit_ts()), (Some(Timestamp::new(10)), None));
-        kv.drop_name_index();
         kv.retire(4, |t| t.0 == 3);
         assert_eq!((kv.start_ts(TxnId(3)), kv.start_ts(TxnId(4))), (Some(Timestamp::new(10)), None));
         kv.push_txn(fields(5, Some(20)), &[]).unwrap();
         assert_eq!(kv.commit_ts(TxnId(5)), Some(Timestamp::new(21)));
         let back = KvHistory::from_history(&labels).unwrap().into_history();
         assert_eq!(format!("{:?}", back.txns), format!("{:?}", labels.txns));
+    }
+
+    #[test]
+    fn names_are_indexed_without_a_copy_and_repeats_refused() {
+        let mut kv = KvHistory::new();
+        let session = kv.dict_mut().intern_session(Scalar::Int(0));
+        let fields = |name: Scalar| KvTxnFields {
+            name,
+            session,
+            status: Status::Committed,
+            start: None,
+            commit: None,
+            real_time: None,
+        };
+        let names =
+            [Scalar::Int(5), Scalar::Text("a".into()), Scalar::Int(-3), Scalar::Int(1 << 40), Scalar::Null];
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(kv.push_txn(fields(name.clone()), &[]), Ok(TxnId::from_index(i)));
+        }
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(kv.txn_by_name(name), Some(TxnId::from_index(i)), "{name:?}");
+            assert_eq!(kv.push_txn(fields(name.clone()), &[]), Err(name.clone()));
+        }
+        assert_eq!((kv.len(), kv.txn_by_name(&Scalar::Text("b".into()))), (names.len(), None));
+        kv.drop_name_index();
+        assert_eq!(kv.txn_by_name(&Scalar::Int(5)), None);
+        assert_eq!(kv.push_txn(fields(Scalar::Int(5)), &[]), Ok(TxnId::from_index(names.len())));
     }
 
     #[test]

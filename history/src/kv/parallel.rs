@@ -326,14 +326,10 @@ impl KvHistory {
             return (count, None);
         }
         self.names.reserve(count);
-        self.name_index.reserve(count);
         for (i, name) in names.drain(..).enumerate() {
-            match self.name_index.entry(name) {
-                std::collections::hash_map::Entry::Occupied(e) => return (i, Some(e.key().clone())),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    self.names.push(e.key().clone());
-                    e.insert(TxnId::from_index(at + i));
-                }
+            match self.index_name(name, TxnId::from_index(at + i)) {
+                Ok(name) => self.names.push(name),
+                Err(repeated) => return (i, Some(repeated)),
             }
         }
         (count, None)
