@@ -54,7 +54,6 @@ impl<T: Copy> LazyColumn<T> {
     }
 
     /// The bytes the column has allocated.
-    #[cfg(test)]
     pub(crate) fn heap_bytes(&self) -> usize {
         self.0.capacity() * std::mem::size_of::<Option<T>>()
     }

@@ -110,6 +110,25 @@ impl KvOp {
 /// Freed operation blocks a history keeps for reuse ([`KvHistory::free_block`]).
 const SPARE_BLOCKS: usize = 2;
 
+/// The most operations per transaction a new block is sized for when the estimate comes
+/// from a few transactions (a history's first): one huge transaction (a Plume file's aborted
+/// writes are one transaction of 22,000 operations) would otherwise reserve its size for
+/// each of the block's 16,384 transactions. A block of larger transactions grows as it fills.
+const MAX_GUESSED_OPS_PER_TXN: usize = 16;
+
+/// Transactions whose average operation count sizes a new block as it is, uncapped.
+const TRUSTED_SAMPLE: usize = 256;
+
+/// The operations to reserve for a block of [`KvHistory::BLOCK`] transactions like the
+/// `sample_txns` transactions that had `sample_ops` operations in all (the block before, or
+/// the block's first transaction), with an eighth more so that a block is rarely copied to
+/// grow; a small sample is trusted up to [`MAX_GUESSED_OPS_PER_TXN`] a transaction.
+fn block_capacity(sample_ops: usize, sample_txns: usize) -> usize {
+    let average = sample_ops.div_ceil(sample_txns.max(1));
+    let per_txn = if sample_txns >= TRUSTED_SAMPLE { average } else { average.min(MAX_GUESSED_OPS_PER_TXN) };
+    per_txn * KvHistory::BLOCK + per_txn * KvHistory::BLOCK / 8
+}
+
 /// The operations of [`KvHistory::BLOCK`] consecutive transactions.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OpBlock {
@@ -478,7 +497,8 @@ impl KvHistory {
         self.real_time.push(at, fields.real_time);
         let b = id.index() / Self::BLOCK;
         if b == self.blocks.len() {
-            self.start_block(ops.len() * Self::BLOCK);
+            let (sample_ops, sample_txns) = self.sample_before(ops.len());
+            self.start_block(block_capacity(sample_ops, sample_txns));
         }
         let block = self.blocks[b].as_mut().expect("blocks are only freed by checkers, after loading");
         block.ops.extend_from_slice(ops);
@@ -571,6 +591,78 @@ impl KvHistory {
         }
     }
 
+    /// The transactions a new block is sized from ([`block_capacity`]), its first one having
+    /// `first` operations: the operations and transactions of the block before it if that is
+    /// held, else that first transaction's.
+    fn sample_before(&self, first: usize) -> (usize, usize) {
+        match self.blocks.last() {
+            Some(Some(last)) if !last.ends.is_empty() => (last.ops.len(), last.ends.len()),
+            _ => (first, 1),
+        }
+    }
+
+    /// Sizes the columns and operation blocks for exactly the transactions to come, whose
+    /// operation counts `txn_ops` gives in order: a reader that knows them before it pushes
+    /// the first (the Plume reader groups the whole file) holds no slack, where growing by
+    /// doubling holds up to half again, and reserving blocks from the first transaction's
+    /// count can hold far more. The reader must then push exactly these transactions.
+    pub(crate) fn reserve_exact(&mut self, txn_ops: impl ExactSizeIterator<Item = usize>) {
+        self.names.reserve_exact(txn_ops.len());
+        self.sessions.reserve_exact(txn_ops.len());
+        self.status.reserve_exact(txn_ops.len());
+        let mut t = self.len();
+        let (mut txns, mut ops) = (0, 0);
+        for count in txn_ops {
+            txns += 1;
+            ops += count;
+            t += 1;
+            if t.is_multiple_of(Self::BLOCK) {
+                self.reserve_block_exact((t - 1) / Self::BLOCK, txns, ops);
+                (txns, ops) = (0, 0);
+            }
+        }
+        if txns > 0 {
+            self.reserve_block_exact((t - 1) / Self::BLOCK, txns, ops);
+        }
+    }
+
+    /// Makes room in block `b` (the last one held or the next) for exactly `txns` more
+    /// transactions of `ops` operations in all.
+    fn reserve_block_exact(&mut self, b: usize, txns: usize, ops: usize) {
+        if b == self.blocks.len() {
+            self.blocks.push(Some(OpBlock { ops: Vec::new(), ends: Vec::new() }));
+        }
+        let block = self.blocks[b].as_mut().expect("blocks are only freed by checkers, after loading");
+        block.ops.reserve_exact(ops);
+        block.ends.reserve_exact(txns);
+    }
+
+    /// The bytes this history's transaction columns, name index, initial values and
+    /// operation blocks have allocated (capacities, spare blocks included), not counting
+    /// the dictionary ([`KvHistory::dict`]) nor the text of names: what the compact model
+    /// costs beyond the interned tables, for memory reports and tests (issue 34).
+    pub fn heap_bytes(&self) -> usize {
+        fn bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        let blocks = self.blocks.iter().flatten().chain(&self.spare_blocks);
+        let ops: usize = blocks.map(|b| bytes(&b.ops) + bytes(&b.ends)).sum();
+        let kept = self.kept.capacity() * (std::mem::size_of::<(u32, KeptTxn)>() + 1);
+        let initial = self.initial.capacity() * (std::mem::size_of::<(ObjId, KvValue)>() + 1);
+        ops + bytes(&self.blocks)
+            + bytes(&self.spare_blocks)
+            + bytes(&self.names)
+            + self.name_index.heap_bytes()
+            + bytes(&self.sessions)
+            + bytes(&self.status)
+            + self.start.heap_bytes()
+            + self.commit.heap_bytes()
+            + self.real_time.heap_bytes()
+            + bytes(&self.int_keys)
+            + initial
+            + kept
+    }
+
     /// Starts the next operation block, room for `ops` operations: a spare one if there is
     /// one ([`KvHistory::free_block`]).
     pub(crate) fn start_block(&mut self, ops: usize) {
@@ -641,6 +733,7 @@ impl KvHistory {
     }
 
     /// Converts a general history: every operation must be an item read, write or append.
+    /// The columns and operation blocks are sized exactly for its transactions.
     ///
     /// # Errors
     /// [`FormatError::Unsupported`] naming the first predicate or aggregate operation.
@@ -650,6 +743,7 @@ impl KvHistory {
             let v = kv.kv_value(value);
             kv.initial.insert(obj, v);
         }
+        kv.reserve_exact(h.txns.iter().map(|t| t.ops.len()));
         let mut ops = Vec::new();
         for t in h.txn_ids() {
             let txn = h.txn(t);
@@ -855,6 +949,62 @@ mod tests {
         kv.drop_name_index();
         assert_eq!(kv.txn_by_name(&Scalar::Int(5)), None);
         assert_eq!(kv.push_txn(fields(Scalar::Int(5)), &[]), Ok(TxnId::from_index(names.len())));
+    }
+
+    /// A history of one session whose transaction `i` (named `i`) has `ops[i]` writes.
+    fn with_op_counts(kv: &mut KvHistory, counts: impl IntoIterator<Item = usize>) {
+        let session = kv.dict_mut().intern_session(Scalar::Int(0));
+        let obj = kv.kv_object(1);
+        for count in counts {
+            let fields = KvTxnFields {
+                name: Scalar::Int(kv.len() as i64),
+                session,
+                status: Status::Committed,
+                start: None,
+                commit: None,
+                real_time: None,
+            };
+            let ops = vec![KvOp::new(KvOpKind::Write, obj, KvValue::Int(count as i64)); count];
+            kv.push_txn(fields, &ops).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_huge_first_transaction_does_not_size_its_block() {
+        let mut kv = KvHistory::new();
+        with_op_counts(&mut kv, std::iter::once(22_000).chain(std::iter::repeat_n(10, 100)));
+        let reserved = kv.blocks[0].as_ref().unwrap().ops.capacity();
+        assert_eq!(reserved, block_capacity(MAX_GUESSED_OPS_PER_TXN, 1));
+        assert!(kv.heap_bytes() < 6 << 20, "{} bytes", kv.heap_bytes());
+        // A full block's average sizes the next block, however large.
+        let mut kv = KvHistory::new();
+        with_op_counts(&mut kv, std::iter::repeat_n(40, KvHistory::BLOCK + 1));
+        assert_eq!(
+            kv.blocks[1].as_ref().unwrap().ops.capacity(),
+            block_capacity(40 * KvHistory::BLOCK, KvHistory::BLOCK)
+        );
+        assert_eq!(kv.ops(TxnId::from_index(KvHistory::BLOCK)).len(), 40);
+    }
+
+    #[test]
+    fn reserved_exactly_the_columns_and_blocks_hold_no_slack() {
+        let counts: Vec<usize> = (0..KvHistory::BLOCK + 300).map(|i| i % 7).collect();
+        let mut kv = KvHistory::new();
+        with_op_counts(&mut kv, counts[..5].iter().copied());
+        let rest = &counts[5..];
+        kv.reserve_exact(rest.iter().copied());
+        with_op_counts(&mut kv, rest.iter().copied());
+        assert_eq!(kv.len(), counts.len());
+        assert_eq!(
+            (kv.names.capacity(), kv.sessions.capacity(), kv.status.capacity()),
+            (kv.len(), kv.len(), kv.len())
+        );
+        for block in kv.blocks.iter().flatten() {
+            assert_eq!((block.ops.capacity(), block.ends.capacity()), (block.ops.len(), block.ends.len()));
+        }
+        let in_second: usize = counts[KvHistory::BLOCK..].iter().sum();
+        assert_eq!(kv.blocks[1].as_ref().unwrap().ops.len(), in_second);
+        assert_eq!(kv.op_count(), counts.iter().sum::<usize>());
     }
 
     #[test]

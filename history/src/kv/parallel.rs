@@ -14,7 +14,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
 use super::v1_fast::{read_kv_v1, KvV1Reader};
-use super::{KvHistory, KvOp, KvValue, OpBlock};
+use super::{block_capacity, KvHistory, KvOp, KvValue, OpBlock};
 use crate::{FormatError, ObjId, Scalar, TxnId, ValueId, KV_TABLE};
 
 /// Files smaller than this are read on one thread: the split and the merge would cost more
@@ -347,12 +347,9 @@ impl KvHistory {
             let from = if j == 0 { 0 } else { block.ends[j - 1] as usize };
             let to = block.ends[j + k - 1] as usize;
             if b == self.blocks.len() {
-                // Sized for this block's share of operations per transaction, with room for
-                // an eighth more, so a block is rarely copied to grow.
-                let per_txn = block.ops.len().div_ceil(block.ends.len().max(1));
-                let capacity = per_txn * Self::BLOCK + per_txn * Self::BLOCK / 8;
+                // Sized for this block's share of operations per transaction.
                 self.blocks.push(Some(OpBlock {
-                    ops: Vec::with_capacity(capacity),
+                    ops: Vec::with_capacity(block_capacity(block.ops.len(), block.ends.len())),
                     ends: Vec::with_capacity(Self::BLOCK),
                 }));
             }
