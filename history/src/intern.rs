@@ -194,6 +194,22 @@ impl<K: IntKey> KeyIndex<K> {
         self.ints.insert(i, id);
     }
 
+    /// Forgets every key, keeping the memory (a history emptied for a reader to fill again).
+    pub(crate) fn clear(&mut self) {
+        self.direct.clear();
+        self.ints.clear();
+        self.others.clear();
+        self.len = 0;
+    }
+
+    /// About the bytes the index has allocated (the hash tables' slots and control bytes,
+    /// from their capacities).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.direct.capacity() * std::mem::size_of::<u32>()
+            + self.ints.capacity() * (std::mem::size_of::<(i64, u32)>() + 1)
+            + self.others.capacity() * (std::mem::size_of::<Slot>() + 1)
+    }
+
     /// Whether `key` is held.
     pub(crate) fn contains<S: Keys<K> + ?Sized>(&self, key: &K, keys: &S) -> bool {
         self.get(key, keys).is_some()

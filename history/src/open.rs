@@ -7,7 +7,7 @@ use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use crate::chronos::read_chronos;
-use crate::formats::{Format, Imported};
+use crate::formats::{read_plume_kv, Format, Imported};
 use crate::kv::read_history_through;
 use crate::{read_kv_v1, read_kv_v1_file, v1, FormatError, History, KvHistory};
 
@@ -123,7 +123,8 @@ const STREAM_WINDOW: usize = 1 << 18;
 /// Reads the history at `path` (`-`: standard input, for v1 and Chronos) in `format` into
 /// the key-value model the timestamp checkers take: Chronos and v1 by the fast readers (a
 /// v1 file on `threads` threads, split at line boundaries), a v1 history with constructs
-/// only the general reader handles by the general reader, other formats by their importer.
+/// only the general reader handles by the general reader, Plume text straight into the
+/// key-value model ([`read_plume_kv`]), other formats by their importer.
 /// Returns the history and the notes an importer made.
 ///
 /// # Errors
@@ -153,6 +154,7 @@ pub fn open_kv(path: &Path, format: Format, threads: usize) -> Result<(KvHistory
             }
             other => other.map_err(malformed)?,
         },
+        Format::Plume => return read_plume_path(path),
         other => {
             let imported =
                 other.read_path(path).map_err(|source| OpenError::Format { format: other, source })?;
@@ -160,6 +162,15 @@ pub fn open_kv(path: &Path, format: Format, threads: usize) -> Result<(KvHistory
         }
     };
     Ok((kv, Vec::new()))
+}
+
+/// Reads the Plume text file at `path` into the key-value model, with the reader's notes;
+/// errors name the file as [`Format::read_path`]'s do.
+fn read_plume_path(path: &Path) -> Result<(KvHistory, Vec<String>), OpenError> {
+    let format = Format::Plume;
+    let file = File::open(path)
+        .map_err(|e| OpenError::Format { format, source: FormatError::Io(e).in_file(path) })?;
+    read_plume_kv(BufReader::new(file)).map_err(|e| OpenError::Format { format, source: e.in_file(path) })
 }
 
 /// Opens the history (`-`: standard input), for reading on any thread: what a streaming
@@ -308,6 +319,25 @@ mod tests {
             assert_eq!(general(&h), general(&crate::v1::read_history(text.as_bytes()).expect("valid")));
             assert_eq!(calls.get(), 1);
         }
+    }
+
+    #[test]
+    fn plume_text_is_read_straight_into_the_key_value_model() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let text = "w(0,0,0,0)\nw(1,0,0,0)\nw(0,5,1,1)\nr(0,5,2,2)\nw(1,7,3,-1)\n";
+        let path = file(dir.path(), "h.txt", text);
+        let (kv, notes) = open_kv(&path, Format::Plume, 2).expect("a Plume history");
+        let imported = Format::Plume.read_path(&path).expect("a Plume history");
+        assert_eq!((kv.len(), &notes), (3, &imported.notes));
+        assert_eq!(general(&kv.into_history()), general(&imported.history));
+        let bad = file(dir.path(), "bad.txt", "w(1,2,3,4)\nr(1,2,5,4)\n");
+        let e = open_kv(&bad, Format::Plume, 2).expect_err("a transaction in two sessions");
+        let general = Format::Plume.read_path(&bad).expect_err("a transaction in two sessions");
+        assert!(matches!(e, OpenError::Format { format: Format::Plume, .. }), "{e:?}");
+        assert_eq!(std::error::Error::source(&e).map(|s| s.to_string()), Some(general.to_string()));
+        let e = open_kv(&dir.path().join("missing.txt"), Format::Plume, 2).expect_err("no file");
+        let general = Format::Plume.read_path(&dir.path().join("missing.txt")).expect_err("no file");
+        assert_eq!(std::error::Error::source(&e).map(|s| s.to_string()), Some(general.to_string()));
     }
 
     #[test]

@@ -51,19 +51,6 @@ pub(crate) fn int_value(
     }
 }
 
-/// Declares the initial value `0` for every kv object of the history that has none: the
-/// convention of dbcop, PolySI and Plume, whose implicit initial transaction writes 0 everywhere.
-pub(crate) fn initial_zero_everywhere(h: &mut History) {
-    let zero = h.intern_value(Value::Scalar(Scalar::Int(0)));
-    let has: rustc_hash::FxHashSet<ObjId> = h.initial.iter().map(|(o, _)| *o).collect();
-    for i in 0..h.object_count() {
-        let obj = ObjId::from_index(i);
-        if !has.contains(&obj) {
-            h.initial.push((obj, zero));
-        }
-    }
-}
-
 /// The value a read of `obj` returned, as the integer the int formats write: the initial
 /// value 0 stands for both the declared initial `0` and an unborn object.
 pub(crate) fn read_as_int(

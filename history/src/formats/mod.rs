@@ -56,7 +56,7 @@ pub use king_cobra::{
     parse_king_cobra_version_order, read_cobra_dir_with_version_order, read_cobra_log_with_version_order,
     write_king_cobra_version_order, KeyVersions,
 };
-pub use plume::{read_plume, write_plume};
+pub use plume::{read_plume, read_plume_kv, write_plume};
 pub use remap::remap_certificate;
 pub use traceability::{list_append_certificate, PrefixConflict, Traceability};
 pub use viper::{read_viper_dir, write_viper_dir};

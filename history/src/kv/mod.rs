@@ -10,6 +10,7 @@
 //! [`crate::chronos`]) fill it straight from the bytes without building a JSON tree.
 
 mod build;
+mod column;
 mod convert;
 mod parallel;
 pub(crate) mod scan;
@@ -17,11 +18,13 @@ pub(crate) mod v1_fast;
 
 use rustc_hash::FxHashMap;
 
+use crate::intern::{KeyIndex, Keys};
 use crate::{
     FormatError, History, ObjId, Op, RealTime, Scalar, SessionId, Status, Timestamp, TxnId, Value, ValueId,
 };
 
 pub(crate) use build::{RecordError, RecordReader};
+use column::LazyColumn;
 pub(crate) use convert::HistoryBuilder;
 pub use parallel::{read_kv_v1_chunks, read_kv_v1_file, ChunkFailed, KvV1Chunks};
 pub(crate) use v1_fast::read_history_through;
@@ -107,6 +110,25 @@ impl KvOp {
 /// Freed operation blocks a history keeps for reuse ([`KvHistory::free_block`]).
 const SPARE_BLOCKS: usize = 2;
 
+/// The most operations per transaction a new block is sized for when the estimate comes
+/// from a few transactions (a history's first): one huge transaction (a Plume file's aborted
+/// writes are one transaction of 22,000 operations) would otherwise reserve its size for
+/// each of the block's 16,384 transactions. A block of larger transactions grows as it fills.
+const MAX_GUESSED_OPS_PER_TXN: usize = 16;
+
+/// Transactions whose average operation count sizes a new block as it is, uncapped.
+const TRUSTED_SAMPLE: usize = 256;
+
+/// The operations to reserve for a block of [`KvHistory::BLOCK`] transactions like the
+/// `sample_txns` transactions that had `sample_ops` operations in all (the block before, or
+/// the block's first transaction), with an eighth more so that a block is rarely copied to
+/// grow; a small sample is trusted up to [`MAX_GUESSED_OPS_PER_TXN`] a transaction.
+fn block_capacity(sample_ops: usize, sample_txns: usize) -> usize {
+    let average = sample_ops.div_ceil(sample_txns.max(1));
+    let per_txn = if sample_txns >= TRUSTED_SAMPLE { average } else { average.min(MAX_GUESSED_OPS_PER_TXN) };
+    per_txn * KvHistory::BLOCK + per_txn * KvHistory::BLOCK / 8
+}
+
 /// The operations of [`KvHistory::BLOCK`] consecutive transactions.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OpBlock {
@@ -126,14 +148,18 @@ pub struct KvHistory {
     default_initial: Option<KvValue>,
     initial: FxHashMap<ObjId, KvValue>,
     names: Vec<Scalar>,
-    name_index: FxHashMap<Scalar, TxnId>,
+    /// The transaction of each name, compared through `names` ([`NameColumn`]) so that no
+    /// name is held twice.
+    name_index: KeyIndex<Scalar>,
     sessions: Vec<SessionId>,
     status: Vec<Status>,
-    start: Vec<Option<Timestamp>>,
-    commit: Vec<Option<Timestamp>>,
-    /// Clients' real times by transaction index; empty until the first timed transaction
+    /// Start timestamps by column index; empty until the first transaction that has one
     /// (most histories have none), then padded with `None`.
-    real_time: Vec<Option<RealTime>>,
+    start: LazyColumn<Timestamp>,
+    /// Commit timestamps, like `start`.
+    commit: LazyColumn<Timestamp>,
+    /// Clients' real times, like `start`.
+    real_time: LazyColumn<RealTime>,
     blocks: Vec<Option<OpBlock>>,
     /// Freed blocks kept, emptied, for the next block to reuse (at most [`SPARE_BLOCKS`]):
     /// a streaming check frees a block and starts another every 16,384 transactions, and
@@ -149,6 +175,20 @@ pub struct KvHistory {
     base: usize,
     /// Retired transactions that a checker still names, by index.
     kept: FxHashMap<u32, KeptTxn>,
+}
+
+/// The names column as the keys of [`KvHistory`]'s name index: the name of transaction
+/// `id` is at `id - base` (transactions before `base` have left the column; the index is
+/// dropped when they leave, [`KvHistory::retire`]).
+struct NameColumn<'a> {
+    names: &'a [Scalar],
+    base: usize,
+}
+
+impl Keys<Scalar> for NameColumn<'_> {
+    fn key(&self, id: u32) -> &Scalar {
+        &self.names[id as usize - self.base]
+    }
 }
 
 /// The fields of a retired transaction that a checker keeps for its report.
@@ -241,8 +281,27 @@ impl KvHistory {
     /// finds repeated ids itself): [`KvHistory::txn_by_name`] then finds nothing and
     /// [`KvHistory::push_txn`] no longer refuses a repeated name.
     pub fn drop_name_index(&mut self) {
-        self.name_index = FxHashMap::default();
+        self.name_index = KeyIndex::default();
         self.unindexed = true;
+    }
+
+    /// The names column, as the name index compares through it.
+    fn name_column(&self) -> NameColumn<'_> {
+        NameColumn { names: &self.names, base: self.base }
+    }
+
+    /// Indexes `name` as transaction `id`'s, unless names are not indexed.
+    ///
+    /// # Errors
+    /// The name back when a transaction already has it.
+    fn index_name(&mut self, name: Scalar, id: TxnId) -> Result<Scalar, Scalar> {
+        if !self.unindexed {
+            if self.name_index.contains(&name, &self.name_column()) {
+                return Err(name);
+            }
+            self.name_index.insert(&name, id.0);
+        }
+        Ok(name)
     }
 
     /// Retires the transactions before index `upto` from the columns (names, sessions,
@@ -251,11 +310,16 @@ impl KvHistory {
     /// operations ([`KvHistory::free_block`] does). Accessors of a retired transaction that
     /// was not kept panic, and so does [`KvHistory::label_history`] then
     /// ([`KvHistory::label_history_of`] names only some).
+    ///
+    /// Retiring stops indexing names, as [`KvHistory::drop_name_index`] does (the index
+    /// compares through the names column, which retired names leave; a streaming checker,
+    /// the one caller, drops the index anyway).
     pub fn retire(&mut self, upto: usize, mut keep: impl FnMut(TxnId) -> bool) {
         let upto = upto.min(self.len());
         if upto <= self.base {
             return;
         }
+        self.drop_name_index();
         let n = upto - self.base;
         for j in 0..n {
             let t = TxnId::from_index(self.base + j);
@@ -264,9 +328,9 @@ impl KvHistory {
                     name: std::mem::replace(&mut self.names[j], Scalar::Null),
                     session: self.sessions[j],
                     status: self.status[j],
-                    start: self.start[j],
-                    commit: self.commit[j],
-                    real_time: self.real_time.get(j).copied().flatten(),
+                    start: self.start.get(j),
+                    commit: self.commit.get(j),
+                    real_time: self.real_time.get(j),
                 };
                 self.kept.insert(t.0, fields);
             }
@@ -274,10 +338,9 @@ impl KvHistory {
         self.names.drain(..n);
         self.sessions.drain(..n);
         self.status.drain(..n);
-        self.start.drain(..n);
-        self.commit.drain(..n);
-        let timed = n.min(self.real_time.len());
-        self.real_time.drain(..timed);
+        self.start.drain_front(n);
+        self.commit.drain_front(n);
+        self.real_time.drain_front(n);
         self.base = upto;
     }
 
@@ -420,31 +483,22 @@ impl KvHistory {
     /// Appends a transaction and its operations.
     ///
     /// # Errors
-    /// Returns the name back when a transaction already has it.
+    /// Returns the name back when a transaction already has it (unless names are not
+    /// indexed, [`KvHistory::drop_name_index`]).
     pub fn push_txn(&mut self, fields: KvTxnFields, ops: &[KvOp]) -> Result<TxnId, Scalar> {
         let id = TxnId::from_index(self.len());
-        if self.unindexed {
-            self.names.push(fields.name);
-        } else {
-            match self.name_index.entry(fields.name) {
-                std::collections::hash_map::Entry::Occupied(e) => return Err(e.key().clone()),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    self.names.push(e.key().clone());
-                    e.insert(id);
-                }
-            }
-        }
+        let name = self.index_name(fields.name, id)?;
+        self.names.push(name);
         self.sessions.push(fields.session);
         self.status.push(fields.status);
-        self.start.push(fields.start);
-        self.commit.push(fields.commit);
-        if fields.real_time.is_some() || !self.real_time.is_empty() {
-            self.real_time.resize(id.index() - self.base, None);
-            self.real_time.push(fields.real_time);
-        }
+        let at = id.index() - self.base;
+        self.start.push(at, fields.start);
+        self.commit.push(at, fields.commit);
+        self.real_time.push(at, fields.real_time);
         let b = id.index() / Self::BLOCK;
         if b == self.blocks.len() {
-            self.start_block(ops.len() * Self::BLOCK);
+            let (sample_ops, sample_txns) = self.sample_before(ops.len());
+            self.start_block(block_capacity(sample_ops, sample_txns));
         }
         let block = self.blocks[b].as_mut().expect("blocks are only freed by checkers, after loading");
         block.ops.extend_from_slice(ops);
@@ -460,9 +514,10 @@ impl KvHistory {
         }
     }
 
-    /// The transaction named `name`.
+    /// The transaction named `name` (`None` when names are not indexed,
+    /// [`KvHistory::drop_name_index`]).
     pub fn txn_by_name(&self, name: &Scalar) -> Option<TxnId> {
-        self.name_index.get(name).copied()
+        self.name_index.get(name, &self.name_column()).map(TxnId)
     }
 
     /// A label such as `T17`, the same as [`History::txn_label`].
@@ -492,7 +547,7 @@ impl KvHistory {
     #[inline]
     pub fn start_ts(&self, t: TxnId) -> Option<Timestamp> {
         match self.col(t) {
-            Some(i) => self.start[i],
+            Some(i) => self.start.get(i),
             None => self.kept(t).start,
         }
     }
@@ -501,7 +556,7 @@ impl KvHistory {
     #[inline]
     pub fn commit_ts(&self, t: TxnId) -> Option<Timestamp> {
         match self.col(t) {
-            Some(i) => self.commit[i],
+            Some(i) => self.commit.get(i),
             None => self.kept(t).commit,
         }
     }
@@ -534,6 +589,78 @@ impl KvHistory {
                 self.spare_blocks.push(block);
             }
         }
+    }
+
+    /// The transactions a new block is sized from ([`block_capacity`]), its first one having
+    /// `first` operations: the operations and transactions of the block before it if that is
+    /// held, else that first transaction's.
+    fn sample_before(&self, first: usize) -> (usize, usize) {
+        match self.blocks.last() {
+            Some(Some(last)) if !last.ends.is_empty() => (last.ops.len(), last.ends.len()),
+            _ => (first, 1),
+        }
+    }
+
+    /// Sizes the columns and operation blocks for exactly the transactions to come, whose
+    /// operation counts `txn_ops` gives in order: a reader that knows them before it pushes
+    /// the first (the Plume reader groups the whole file) holds no slack, where growing by
+    /// doubling holds up to half again, and reserving blocks from the first transaction's
+    /// count can hold far more. The reader must then push exactly these transactions.
+    pub(crate) fn reserve_exact(&mut self, txn_ops: impl ExactSizeIterator<Item = usize>) {
+        self.names.reserve_exact(txn_ops.len());
+        self.sessions.reserve_exact(txn_ops.len());
+        self.status.reserve_exact(txn_ops.len());
+        let mut t = self.len();
+        let (mut txns, mut ops) = (0, 0);
+        for count in txn_ops {
+            txns += 1;
+            ops += count;
+            t += 1;
+            if t.is_multiple_of(Self::BLOCK) {
+                self.reserve_block_exact((t - 1) / Self::BLOCK, txns, ops);
+                (txns, ops) = (0, 0);
+            }
+        }
+        if txns > 0 {
+            self.reserve_block_exact((t - 1) / Self::BLOCK, txns, ops);
+        }
+    }
+
+    /// Makes room in block `b` (the last one held or the next) for exactly `txns` more
+    /// transactions of `ops` operations in all.
+    fn reserve_block_exact(&mut self, b: usize, txns: usize, ops: usize) {
+        if b == self.blocks.len() {
+            self.blocks.push(Some(OpBlock { ops: Vec::new(), ends: Vec::new() }));
+        }
+        let block = self.blocks[b].as_mut().expect("blocks are only freed by checkers, after loading");
+        block.ops.reserve_exact(ops);
+        block.ends.reserve_exact(txns);
+    }
+
+    /// The bytes this history's transaction columns, name index, initial values and
+    /// operation blocks have allocated (capacities, spare blocks included), not counting
+    /// the dictionary ([`KvHistory::dict`]) nor the text of names: what the compact model
+    /// costs beyond the interned tables, for memory reports and tests (issue 34).
+    pub fn heap_bytes(&self) -> usize {
+        fn bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        let blocks = self.blocks.iter().flatten().chain(&self.spare_blocks);
+        let ops: usize = blocks.map(|b| bytes(&b.ops) + bytes(&b.ends)).sum();
+        let kept = self.kept.capacity() * (std::mem::size_of::<(u32, KeptTxn)>() + 1);
+        let initial = self.initial.capacity() * (std::mem::size_of::<(ObjId, KvValue)>() + 1);
+        ops + bytes(&self.blocks)
+            + bytes(&self.spare_blocks)
+            + bytes(&self.names)
+            + self.name_index.heap_bytes()
+            + bytes(&self.sessions)
+            + bytes(&self.status)
+            + self.start.heap_bytes()
+            + self.commit.heap_bytes()
+            + self.real_time.heap_bytes()
+            + bytes(&self.int_keys)
+            + initial
+            + kept
     }
 
     /// Starts the next operation block, room for `ops` operations: a spare one if there is
@@ -572,7 +699,7 @@ impl KvHistory {
     /// The clients' real times of transaction `t`, if recorded.
     pub fn real_time(&self, t: TxnId) -> Option<RealTime> {
         match self.col(t) {
-            Some(i) => self.real_time.get(i).copied().flatten(),
+            Some(i) => self.real_time.get(i),
             None => self.kept(t).real_time,
         }
     }
@@ -606,6 +733,7 @@ impl KvHistory {
     }
 
     /// Converts a general history: every operation must be an item read, write or append.
+    /// The columns and operation blocks are sized exactly for its transactions.
     ///
     /// # Errors
     /// [`FormatError::Unsupported`] naming the first predicate or aggregate operation.
@@ -615,6 +743,7 @@ impl KvHistory {
             let v = kv.kv_value(value);
             kv.initial.insert(obj, v);
         }
+        kv.reserve_exact(h.txns.iter().map(|t| t.ops.len()));
         let mut ops = Vec::new();
         for t in h.txn_ids() {
             let txn = h.txn(t);
@@ -678,9 +807,9 @@ impl KvHistory {
                 name: std::mem::replace(&mut self.names[i], Scalar::Null),
                 session: self.sessions[i],
                 status: self.status[i],
-                start: self.start[i],
-                commit: self.commit[i],
-                real_time: self.real_time(t),
+                start: self.start.get(i),
+                commit: self.commit.get(i),
+                real_time: self.real_time.get(i),
             };
             built.push(&self.dict, fields, self.ops(t)).expect("a KvHistory has unique transaction names");
         }
@@ -736,7 +865,9 @@ mod tests {
         }
         let mut kv = crate::read_kv_v1(text.as_bytes()).unwrap();
         let before = kv.label_history_of([TxnId(3), TxnId(8)]);
+        assert_eq!(kv.txn_by_name(&Scalar::Int(8)), Some(TxnId(8)));
         kv.retire(6, |t| t.0 == 3);
+        assert_eq!(kv.txn_by_name(&Scalar::Int(8)), None, "retiring stops indexing names");
         assert_eq!((kv.len(), kv.held_txns()), (10, 5));
         assert_eq!(kv.txn_label(TxnId(3)), "T3");
         assert_eq!(
@@ -758,6 +889,122 @@ mod tests {
         };
         assert_eq!(kv.push_txn(fields, &[]), Ok(TxnId(10)));
         assert_eq!(kv.txn_label(TxnId(10)), "T10");
+    }
+
+    #[test]
+    fn timestamps_are_held_only_from_the_first_transaction_that_has_one() {
+        let mut kv = KvHistory::new();
+        let session = kv.dict_mut().intern_session(Scalar::Int(0));
+        let fields = |i: i64, ts: Option<u64>| KvTxnFields {
+            name: Scalar::Int(i),
+            session,
+            status: Status::Committed,
+            start: ts.map(Timestamp::new),
+            commit: ts.map(|t| Timestamp::new(t + 1)),
+            real_time: None,
+        };
+        for i in 0..3 {
+            kv.push_txn(fields(i, None), &[]).unwrap();
+        }
+        assert_eq!((kv.start.heap_bytes(), kv.commit.heap_bytes()), (0, 0));
+        kv.push_txn(fields(3, Some(10)), &[]).unwrap();
+        kv.push_txn(fields(4, None), &[]).unwrap();
+        assert_eq!((kv.start_ts(TxnId(2)), kv.commit_ts(TxnId(4))), (None, None));
+        assert_eq!(
+            (kv.start_ts(TxnId(3)), kv.commit_ts(TxnId(3))),
+            (Some(Timestamp::new(10)), Some(Timestamp::new(11)))
+        );
+        let labels = kv.label_history();
+        assert_eq!((labels.txns[3].start_ts(), labels.txns[1].commit_ts()), (Some(Timestamp::new(10)), None));
+        kv.retire(4, |t| t.0 == 3);
+        assert_eq!((kv.start_ts(TxnId(3)), kv.start_ts(TxnId(4))), (Some(Timestamp::new(10)), None));
+        kv.push_txn(fields(5, Some(20)), &[]).unwrap();
+        assert_eq!(kv.commit_ts(TxnId(5)), Some(Timestamp::new(21)));
+        let back = KvHistory::from_history(&labels).unwrap().into_history();
+        assert_eq!(format!("{:?}", back.txns), format!("{:?}", labels.txns));
+    }
+
+    #[test]
+    fn names_are_indexed_without_a_copy_and_repeats_refused() {
+        let mut kv = KvHistory::new();
+        let session = kv.dict_mut().intern_session(Scalar::Int(0));
+        let fields = |name: Scalar| KvTxnFields {
+            name,
+            session,
+            status: Status::Committed,
+            start: None,
+            commit: None,
+            real_time: None,
+        };
+        let names =
+            [Scalar::Int(5), Scalar::Text("a".into()), Scalar::Int(-3), Scalar::Int(1 << 40), Scalar::Null];
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(kv.push_txn(fields(name.clone()), &[]), Ok(TxnId::from_index(i)));
+        }
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(kv.txn_by_name(name), Some(TxnId::from_index(i)), "{name:?}");
+            assert_eq!(kv.push_txn(fields(name.clone()), &[]), Err(name.clone()));
+        }
+        assert_eq!((kv.len(), kv.txn_by_name(&Scalar::Text("b".into()))), (names.len(), None));
+        kv.drop_name_index();
+        assert_eq!(kv.txn_by_name(&Scalar::Int(5)), None);
+        assert_eq!(kv.push_txn(fields(Scalar::Int(5)), &[]), Ok(TxnId::from_index(names.len())));
+    }
+
+    /// A history of one session whose transaction `i` (named `i`) has `ops[i]` writes.
+    fn with_op_counts(kv: &mut KvHistory, counts: impl IntoIterator<Item = usize>) {
+        let session = kv.dict_mut().intern_session(Scalar::Int(0));
+        let obj = kv.kv_object(1);
+        for count in counts {
+            let fields = KvTxnFields {
+                name: Scalar::Int(kv.len() as i64),
+                session,
+                status: Status::Committed,
+                start: None,
+                commit: None,
+                real_time: None,
+            };
+            let ops = vec![KvOp::new(KvOpKind::Write, obj, KvValue::Int(count as i64)); count];
+            kv.push_txn(fields, &ops).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_huge_first_transaction_does_not_size_its_block() {
+        let mut kv = KvHistory::new();
+        with_op_counts(&mut kv, std::iter::once(22_000).chain(std::iter::repeat_n(10, 100)));
+        let reserved = kv.blocks[0].as_ref().unwrap().ops.capacity();
+        assert_eq!(reserved, block_capacity(MAX_GUESSED_OPS_PER_TXN, 1));
+        assert!(kv.heap_bytes() < 6 << 20, "{} bytes", kv.heap_bytes());
+        // A full block's average sizes the next block, however large.
+        let mut kv = KvHistory::new();
+        with_op_counts(&mut kv, std::iter::repeat_n(40, KvHistory::BLOCK + 1));
+        assert_eq!(
+            kv.blocks[1].as_ref().unwrap().ops.capacity(),
+            block_capacity(40 * KvHistory::BLOCK, KvHistory::BLOCK)
+        );
+        assert_eq!(kv.ops(TxnId::from_index(KvHistory::BLOCK)).len(), 40);
+    }
+
+    #[test]
+    fn reserved_exactly_the_columns_and_blocks_hold_no_slack() {
+        let counts: Vec<usize> = (0..KvHistory::BLOCK + 300).map(|i| i % 7).collect();
+        let mut kv = KvHistory::new();
+        with_op_counts(&mut kv, counts[..5].iter().copied());
+        let rest = &counts[5..];
+        kv.reserve_exact(rest.iter().copied());
+        with_op_counts(&mut kv, rest.iter().copied());
+        assert_eq!(kv.len(), counts.len());
+        assert_eq!(
+            (kv.names.capacity(), kv.sessions.capacity(), kv.status.capacity()),
+            (kv.len(), kv.len(), kv.len())
+        );
+        for block in kv.blocks.iter().flatten() {
+            assert_eq!((block.ops.capacity(), block.ends.capacity()), (block.ops.len(), block.ends.len()));
+        }
+        let in_second: usize = counts[KvHistory::BLOCK..].iter().sum();
+        assert_eq!(kv.blocks[1].as_ref().unwrap().ops.len(), in_second);
+        assert_eq!(kv.op_count(), counts.iter().sum::<usize>());
     }
 
     #[test]

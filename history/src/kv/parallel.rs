@@ -14,7 +14,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
 use super::v1_fast::{read_kv_v1, KvV1Reader};
-use super::{KvHistory, KvOp, KvValue, OpBlock};
+use super::{block_capacity, KvHistory, KvOp, KvValue, OpBlock};
 use crate::{FormatError, ObjId, Scalar, TxnId, ValueId, KV_TABLE};
 
 /// Files smaller than this are read on one thread: the split and the merge would cost more
@@ -289,12 +289,10 @@ impl KvHistory {
         let (taken, repeated) = self.take_names(&mut next.names, at);
         self.sessions.extend(next.sessions[..taken].iter().map(|s| sessions[s.index()]));
         self.status.extend_from_slice(&next.status[..taken]);
-        self.start.extend_from_slice(&next.start[..taken]);
-        self.commit.extend_from_slice(&next.commit[..taken]);
-        if !next.real_time.is_empty() || !self.real_time.is_empty() {
-            self.real_time.resize(at - self.base, None);
-            self.real_time.extend((0..taken).map(|i| next.real_time.get(i).copied().flatten()));
-        }
+        let from = at - self.base;
+        self.start.extend_from(from, &next.start, taken);
+        self.commit.extend_from(from, &next.commit, taken);
+        self.real_time.extend_from(from, &next.real_time, taken);
         for b in 0..next.blocks.len() {
             let first = b * Self::BLOCK;
             if first >= taken {
@@ -328,14 +326,10 @@ impl KvHistory {
             return (count, None);
         }
         self.names.reserve(count);
-        self.name_index.reserve(count);
         for (i, name) in names.drain(..).enumerate() {
-            match self.name_index.entry(name) {
-                std::collections::hash_map::Entry::Occupied(e) => return (i, Some(e.key().clone())),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    self.names.push(e.key().clone());
-                    e.insert(TxnId::from_index(at + i));
-                }
+            match self.index_name(name, TxnId::from_index(at + i)) {
+                Ok(name) => self.names.push(name),
+                Err(repeated) => return (i, Some(repeated)),
             }
         }
         (count, None)
@@ -353,12 +347,9 @@ impl KvHistory {
             let from = if j == 0 { 0 } else { block.ends[j - 1] as usize };
             let to = block.ends[j + k - 1] as usize;
             if b == self.blocks.len() {
-                // Sized for this block's share of operations per transaction, with room for
-                // an eighth more, so a block is rarely copied to grow.
-                let per_txn = block.ops.len().div_ceil(block.ends.len().max(1));
-                let capacity = per_txn * Self::BLOCK + per_txn * Self::BLOCK / 8;
+                // Sized for this block's share of operations per transaction.
                 self.blocks.push(Some(OpBlock {
-                    ops: Vec::with_capacity(capacity),
+                    ops: Vec::with_capacity(block_capacity(block.ops.len(), block.ends.len())),
                     ends: Vec::with_capacity(Self::BLOCK),
                 }));
             }
