@@ -27,25 +27,37 @@ use crate::{Anomaly, AnomalyKind, CheckError, CheckerKind};
 pub(crate) struct Site {
     /// The writing transaction.
     pub(crate) txn: TxnId,
-    /// The write's op index in it.
-    pub(crate) op: u32,
+    /// Where the write is stored ([`KvHistory::op_position`]); [`Site::op`] gives its index.
+    position: u32,
     /// Whether it is the transaction's last write of the object (an installed version).
     pub(crate) is_final: bool,
 }
 
-/// A [`Site`] in eight bytes: the op index with the top bit set when the write is not final.
+impl Site {
+    /// The write's op index in its transaction.
+    pub(crate) fn op(&self, kv: &KvHistory) -> u32 {
+        kv.op_index(self.txn, self.position)
+    }
+}
+
+/// A [`Site`] in eight bytes: the position with the top bit set when the write is not final.
 #[derive(Clone, Copy, Debug)]
 struct PackedSite {
     txn: u32,
-    op: u32,
+    position: u32,
 }
 
-/// [`PackedSite::op`]'s flag: an intermediate write (the transaction wrote the object again).
+/// [`PackedSite::position`]'s flag: an intermediate write (the transaction wrote the object
+/// again).
 const NOT_FINAL: u32 = 1 << 31;
 
 impl PackedSite {
     fn unpack(self) -> Site {
-        Site { txn: TxnId(self.txn), op: self.op & !NOT_FINAL, is_final: self.op & NOT_FINAL == 0 }
+        Site {
+            txn: TxnId(self.txn),
+            position: self.position & !NOT_FINAL,
+            is_final: self.position & NOT_FINAL == 0,
+        }
     }
 }
 
@@ -80,6 +92,7 @@ impl WriteSites {
         let mut later: Vec<ObjId> = Vec::new();
         for t in kv.txn_ids() {
             let ops = kv.ops(t);
+            let start = kv.op_position(t, 0);
             let mut later_set: Option<FxHashSet<ObjId>> = (ops.len() > 32).then(FxHashSet::default);
             later.clear();
             for (i, op) in ops.iter().enumerate().rev() {
@@ -96,7 +109,12 @@ impl WriteSites {
                     }
                 };
                 let flag = if is_final { 0 } else { NOT_FINAL };
-                sites.insert(kv, obj, op.value(), PackedSite { txn: t.0, op: i as u32 | flag });
+                sites.insert(
+                    kv,
+                    obj,
+                    op.value(),
+                    PackedSite { txn: t.0, position: (start + i as u32) | flag },
+                );
             }
         }
         sites
@@ -143,7 +161,7 @@ impl WriteSites {
 /// The object and value of the write at `site`.
 #[inline]
 fn written(kv: &KvHistory, site: PackedSite) -> (ObjId, KvValue) {
-    let op = kv.ops(TxnId(site.txn))[(site.op & !NOT_FINAL) as usize];
+    let op = kv.op_at(TxnId(site.txn), site.position & !NOT_FINAL);
     (op.obj(), op.value())
 }
 
@@ -206,7 +224,7 @@ pub(crate) fn resolve(
                 vec![t, w],
                 format!("{}, written by {}, which did not commit", read(), kv.txn_label(w)),
             )
-            .with_ops(vec![here, OpRef { txn: w, op: site.op }])
+            .with_ops(vec![here, OpRef { txn: w, op: site.op(kv) }])
             .with_objects(vec![obj]),
         );
         return None;
@@ -218,7 +236,7 @@ pub(crate) fn resolve(
                 vec![t, w],
                 format!("{}, an intermediate value {} overwrote before committing", read(), kv.txn_label(w)),
             )
-            .with_ops(vec![here, OpRef { txn: w, op: site.op }])
+            .with_ops(vec![here, OpRef { txn: w, op: site.op(kv) }])
             .with_objects(vec![obj]),
         );
         return None;
@@ -390,7 +408,7 @@ mod tests {
                         .map(|v| KvValue::Interned(isocert_history::ValueId::from_index(v))),
                 );
                 for value in values {
-                    let got = sites.get(&kv, obj, value).map(|s| (s.txn, s.op, s.is_final));
+                    let got = sites.get(&kv, obj, value).map(|s| (s.txn, s.op(&kv), s.is_final));
                     assert_eq!(got, reference.get(&(obj, value)).copied(), "{obj:?} {value:?}\n{text}");
                 }
             }

@@ -574,6 +574,38 @@ impl KvHistory {
         &block.ops[start..block.ends[j] as usize]
     }
 
+    /// Where `t`'s operation `op` is stored, for [`KvHistory::op_at`]: an index that
+    /// finds it again in one memory access, without looking up where `t`'s operations start
+    /// (an index of millions of writes compares through them: one cache miss instead of
+    /// three).
+    ///
+    /// # Panics
+    /// As [`KvHistory::ops`].
+    #[inline]
+    pub fn op_position(&self, t: TxnId, op: usize) -> u32 {
+        let i = t.index();
+        let block = self.blocks[i / Self::BLOCK].as_ref().expect("operations of a freed block");
+        let j = i % Self::BLOCK;
+        let start = if j == 0 { 0 } else { block.ends[j - 1] };
+        start + op as u32
+    }
+
+    /// The operation of `t` at `position` ([`KvHistory::op_position`]).
+    ///
+    /// # Panics
+    /// As [`KvHistory::ops`], or for a position that is not one of `t`'s block's.
+    #[inline]
+    pub fn op_at(&self, t: TxnId, position: u32) -> KvOp {
+        let block = self.blocks[t.index() / Self::BLOCK].as_ref().expect("operations of a freed block");
+        block.ops[position as usize]
+    }
+
+    /// The index in `t`'s operations of the one at `position` ([`KvHistory::op_position`]).
+    #[inline]
+    pub fn op_index(&self, t: TxnId, position: u32) -> u32 {
+        position - self.op_position(t, 0)
+    }
+
     /// Total number of operations (of blocks not freed).
     pub fn op_count(&self) -> usize {
         self.blocks.iter().flatten().map(|b| b.ops.len()).sum()
@@ -1005,6 +1037,22 @@ mod tests {
         let in_second: usize = counts[KvHistory::BLOCK..].iter().sum();
         assert_eq!(kv.blocks[1].as_ref().unwrap().ops.len(), in_second);
         assert_eq!(kv.op_count(), counts.iter().sum::<usize>());
+    }
+
+    #[test]
+    fn an_operation_is_found_again_at_its_position_in_every_block() {
+        let mut text = String::new();
+        for i in 0..KvHistory::BLOCK + 40 {
+            let ops: Vec<String> = (0..i % 4).map(|k| format!(r#"{{"f":"w","key":{k},"value":{i}}}"#)).collect();
+            text.push_str(&format!("{{\"id\":{i},\"session\":1,\"ops\":[{}]}}\n", ops.join(",")));
+        }
+        let kv = crate::read_kv_v1(text.as_bytes()).unwrap();
+        for t in kv.txn_ids() {
+            for (i, op) in kv.ops(t).iter().enumerate() {
+                let at = kv.op_position(t, i);
+                assert_eq!((kv.op_at(t, at), kv.op_index(t, at)), (*op, i as u32), "{t:?} op {i}");
+            }
+        }
     }
 
     #[test]
