@@ -279,16 +279,19 @@ pub(crate) fn op_count(kv: &KvHistory) -> usize {
     kv.txn_ids().map(|t| kv.ops(t).len()).sum()
 }
 
-/// `h` in the compact model, for `checker`, which refuses predicate operations: the refusal
-/// names the first one, as `what(label, kind)` words it (`label`: `T7 op 2`; `kind`: `a
-/// predicate read` or `a predicate write`).
+/// `h` in the compact model, for `checker`, which refuses predicate operations and
+/// histories `shape` refuses, naming the first operation in file order that breaks either:
+/// a predicate operation as `what(label, kind)` words it (`label`: `T7 op 2`; `kind`: `a
+/// predicate read` or `a predicate write`), unless `shape` refuses the history before it.
 ///
 /// # Errors
-/// [`CheckError::UnsupportedHistory`] naming the first predicate operation.
+/// [`CheckError::UnsupportedHistory`] naming the first predicate operation, or `shape`'s
+/// refusal of what comes before it.
 pub(crate) fn item_history(
     h: &History,
     checker: CheckerKind,
     what: impl Fn(String, &str) -> String,
+    shape: impl Fn(&KvHistory) -> Result<(), CheckError>,
 ) -> Result<KvHistory, CheckError> {
     for t in h.txn_ids() {
         for (i, op) in h.txn(t).ops.iter().enumerate() {
@@ -297,6 +300,7 @@ pub(crate) fn item_history(
                 Op::Select { .. } | Op::Aggregate { .. } => "a predicate read",
                 Op::Update { .. } | Op::Delete { .. } => "a predicate write",
             };
+            shape(&before(h, t, i))?;
             return Err(CheckError::UnsupportedHistory {
                 checker,
                 what: what(format!("{} op {i}", h.txn_label(t)), kind),
@@ -304,6 +308,33 @@ pub(crate) fn item_history(
         }
     }
     Ok(KvHistory::from_history(h).expect("a history of item reads, writes and appends converts"))
+}
+
+/// `h` in the compact model, for a checker of item reads and writes of unique values
+/// (Cobra, PolySI, weak), which refuses a predicate operation as it refuses a delete or a
+/// repeated value ([`unique_values`]).
+///
+/// # Errors
+/// [`CheckError::UnsupportedHistory`] naming the first operation that breaks the shape.
+pub(crate) fn unique_items(h: &History, checker: CheckerKind) -> Result<KvHistory, CheckError> {
+    let not_an_item = |label: String, _: &str| {
+        format!("{label} is not an item read or write (black-box checking needs item reads and writes of unique values)")
+    };
+    item_history(h, checker, not_an_item, |kv| unique_values(kv, checker, &WriteSites::build(kv)))
+}
+
+/// What comes before operation `op` of `t` in `h`, which holds no predicate operation
+/// before it, in the compact model: the transactions before `t` and `t`'s first `op`
+/// operations.
+fn before(h: &History, t: TxnId, op: usize) -> KvHistory {
+    let mut prefix = h.without_txns();
+    for u in h.txn_ids().take(t.index()) {
+        prefix.push_txn(h.txn(u).clone()).expect("names are unique in a history");
+    }
+    let mut cut = h.txn(t).clone();
+    cut.ops.truncate(op);
+    prefix.push_txn(cut).expect("names are unique in a history");
+    KvHistory::from_history(&prefix).expect("item reads, writes and appends convert")
 }
 
 /// Only item reads and writes, no deletes, no write of an object's initial value, and no

@@ -19,7 +19,12 @@ fn refusal(what: String) -> String {
 /// # Errors
 /// [`CheckError::UnsupportedHistory`] naming the first predicate operation.
 pub(crate) fn mini_transactions(h: &History) -> Result<KvHistory, CheckError> {
-    items::item_history(h, CheckerKind::Mtc, |label, kind| refusal(format!("{label} is {kind}")))
+    items::item_history(
+        h,
+        CheckerKind::Mtc,
+        |label, kind| refusal(format!("{label} is {kind}")),
+        |kv| check_shape(kv, &WriteSites::build(kv)),
+    )
 }
 
 /// Checks MTC's preconditions: only item reads and writes, every write of a key preceded by

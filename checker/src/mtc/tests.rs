@@ -151,6 +151,71 @@ fn histories_that_are_not_mini_transactions_are_refused_naming_the_transaction()
     assert!(matches!(check(&h, IsolationLevel::ReadCommitted), Err(CheckError::UnsupportedLevel { .. })));
 }
 
+/// The refusal names the first operation in file order that breaks the shape, whether it is
+/// a predicate operation (which the compact model cannot hold) or an item operation before
+/// it; every black-box checker words its own.
+#[test]
+fn a_refusal_names_the_first_operation_in_file_order_predicates_included() {
+    let select = r#"{"id":3,"session":3,"ops":[{"f":"select","table":"kv","where":"value > 0","rows":[]}]}"#;
+    let blind = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":1}]}"#;
+    let rmw = r#"{"id":1,"session":1,"ops":[{"f":"r","key":"x","value":0},{"f":"w","key":"x","value":1}]}"#;
+    let refusal = |body: String, level| {
+        let h = v1::read_history(
+            format!(
+                "{HEADER}
+{body}"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        check(&h, level).unwrap_err().to_string()
+    };
+    let first = refusal(
+        format!(
+            "{blind}
+{select}"
+        ),
+        SER,
+    );
+    assert!(first.contains("T1 op 0 writes") && first.contains("without reading it first"), "{first}");
+    let twin = refusal(
+        format!(
+            "{rmw}
+{select}"
+        ),
+        SER,
+    );
+    assert!(twin.contains("T3 op 0 is a predicate read"), "{twin}");
+    let deletes = r#"{"id":1,"session":1,"ops":[{"f":"w","key":"x","value":null}]}"#;
+    for checker in [CheckerKind::Cobra, CheckerKind::Weak] {
+        let level = if checker == CheckerKind::Weak { IsolationLevel::ReadCommitted } else { SER };
+        let h = v1::read_history(
+            format!(
+                "{HEADER}
+{deletes}
+{select}"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let oracle = isocert_oracle::Interpreter::new(&h).unwrap();
+        let cert = isocert_history::Certificate::default();
+        let e = check_any(&h, &cert, level, checker, &oracle).unwrap_err().to_string();
+        assert!(e.contains("T1 op 0 deletes"), "{checker}: {e}");
+        let h = v1::read_history(
+            format!(
+                "{HEADER}
+{blind}
+{select}"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let e = check_any(&h, &cert, level, checker, &oracle).unwrap_err().to_string();
+        assert!(e.contains("T3 op 0 is not an item read or write"), "{checker}: {e}");
+    }
+}
+
 #[test]
 fn auto_picks_mtc_without_a_certificate_and_refuses_other_shapes() {
     let body = r#"{"id":1,"session":1,"ops":[{"f":"r","key":"x","value":0},{"f":"w","key":"x","value":1}]}"#;

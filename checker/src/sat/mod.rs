@@ -72,7 +72,7 @@ pub(crate) fn check(
     supported(level, checker)?;
     if lists::is_list_history(h) {
         let items = lists::as_items(h);
-        let kv = item_history(&items.history, checker)?;
+        let kv = items::unique_items(&items.history, checker)?;
         let sites = WriteSites::build(&kv);
         let mut report = check_items(&kv, level, checker, Some(&items.order), &items.after, sites)?;
         report.notes.insert(
@@ -92,7 +92,7 @@ pub(crate) fn check(
         }
         return Ok(report);
     }
-    let kv = item_history(h, checker)?;
+    let kv = items::unique_items(h, checker)?;
     let sites = WriteSites::build(&kv);
     check_items(&kv, level, checker, given, &[], sites)
 }
@@ -108,13 +108,6 @@ pub(crate) fn check_kv(
 ) -> Result<Report, CheckError> {
     supported(level, checker)?;
     check_items(kv, level, checker, given, &[], sites)
-}
-
-/// `h` in the compact model, for `checker` (which refuses predicate operations).
-fn item_history(h: &History, checker: CheckerKind) -> Result<KvHistory, CheckError> {
-    items::item_history(h, checker, |label, _| {
-        format!("{label} is not an item read or write (black-box checking needs item reads and writes of unique values)")
-    })
 }
 
 /// The refusal of a level `checker` does not decide.
@@ -235,7 +228,7 @@ fn version_order(pg: &Polygraph, position: &[u32]) -> FxHashMap<ObjId, Vec<TxnId
 /// # Errors
 /// [`CheckError::UnsupportedHistory`] naming the first operation that is not.
 pub(crate) fn shape(h: &History, checker: CheckerKind) -> Result<(), CheckError> {
-    let kv = item_history(h, checker)?;
+    let kv = items::unique_items(h, checker)?;
     items::unique_values(&kv, checker, &WriteSites::build(&kv))
 }
 

@@ -74,11 +74,6 @@ fn violation_kind(level: IsolationLevel) -> Result<AnomalyKind, CheckError> {
     })
 }
 
-/// How the weak checker refuses a predicate operation (`label`: `T7 op 2`).
-fn not_an_item(label: String, _kind: &str) -> String {
-    format!("{label} is not an item read or write (black-box checking needs item reads and writes of unique values)")
-}
-
 /// Runs the weak checker at read committed, read atomic or causal on a history, in the
 /// compact model ([`items::item_history`]).
 pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckError> {
@@ -90,7 +85,7 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
             given.extend(writers.windows(2).map(|w| (obj, w[0], w[1])));
         }
         given.sort_unstable();
-        let kv = items::item_history(&lists.history, CheckerKind::Weak, not_an_item)?;
+        let kv = items::unique_items(&lists.history, CheckerKind::Weak)?;
         let sites = WriteSites::build(&kv);
         let mut report = check_items(&kv, level, kind, &given, sites)?;
         report.notes.insert(
@@ -110,7 +105,7 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
         }
         return Ok(report);
     }
-    let kv = items::item_history(h, CheckerKind::Weak, not_an_item)?;
+    let kv = items::unique_items(h, CheckerKind::Weak)?;
     let sites = WriteSites::build(&kv);
     check_items(&kv, level, kind, &[], sites)
 }

@@ -1043,7 +1043,8 @@ mod tests {
     fn an_operation_is_found_again_at_its_position_in_every_block() {
         let mut text = String::new();
         for i in 0..KvHistory::BLOCK + 40 {
-            let ops: Vec<String> = (0..i % 4).map(|k| format!(r#"{{"f":"w","key":{k},"value":{i}}}"#)).collect();
+            let ops: Vec<String> =
+                (0..i % 4).map(|k| format!(r#"{{"f":"w","key":{k},"value":{i}}}"#)).collect();
             text.push_str(&format!("{{\"id\":{i},\"session\":1,\"ops\":[{}]}}\n", ops.join(",")));
         }
         let kv = crate::read_kv_v1(text.as_bytes()).unwrap();
