@@ -217,28 +217,21 @@ pub(crate) fn resolve(
         return None;
     };
     let w = site.txn;
-    if !in_graph[w.index()] {
-        anomalies.push(
-            Anomaly::new(
-                AnomalyKind::G1a,
-                vec![t, w],
-                format!("{}, written by {}, which did not commit", read(), kv.txn_label(w)),
-            )
+    let unreadable = |kind, why: String| {
+        Anomaly::new(kind, vec![t, w], format!("{}, {why}", read()))
             .with_ops(vec![here, OpRef { txn: w, op: site.op(kv) }])
-            .with_objects(vec![obj]),
-        );
+            .with_objects(vec![obj])
+    };
+    if !in_graph[w.index()] {
+        anomalies.push(unreadable(
+            AnomalyKind::G1a,
+            format!("written by {}, which did not commit", kv.txn_label(w)),
+        ));
         return None;
     }
     if !site.is_final {
-        anomalies.push(
-            Anomaly::new(
-                AnomalyKind::G1b,
-                vec![t, w],
-                format!("{}, an intermediate value {} overwrote before committing", read(), kv.txn_label(w)),
-            )
-            .with_ops(vec![here, OpRef { txn: w, op: site.op(kv) }])
-            .with_objects(vec![obj]),
-        );
+        let why = format!("an intermediate value {} overwrote before committing", kv.txn_label(w));
+        anomalies.push(unreadable(AnomalyKind::G1b, why));
         return None;
     }
     Some(Writer::Txn(w))
@@ -391,6 +384,7 @@ pub(crate) fn unique_values(
 mod tests {
     use super::*;
     use isocert_history::v1;
+    use isocert_random::rand::Rng as _;
     use rustc_hash::FxHashMap;
 
     /// The sites against a map keyed by (object, value), the reference: values shared by
@@ -398,13 +392,8 @@ mod tests {
     /// intermediate writes, values never written.
     #[test]
     fn write_sites_agree_with_a_map_keyed_by_object_and_value() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut rng = isocert_random::seeded(0x5173);
+        let mut next = |bound: u64| rng.random_range(0..bound);
         for _ in 0..100 {
             let mut text = String::new();
             for t in 0..next(12) + 1 {

@@ -37,18 +37,8 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<Option<ExitCode>> {
         tracing::warn!("{}: {note}", args.history.display());
     }
     anyhow::ensure!(!kv.is_empty(), "{}", super::timestamp::empty_history(&args.history));
-    let spinner = super::checking_spinner(kv.len(), args.isolation);
-    let started = std::time::Instant::now();
-    let result = check_black_box(&kv, args.isolation, args.checker);
-    spinner.finish_and_clear();
-    let report = result.map_err(|e| super::missing_certificate_hint(e, args))?;
-    tracing::info!(
-        checker = %report.checker,
-        txns = report.stats.txns,
-        edges = report.stats.edges,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "check finished"
-    );
+    let report =
+        super::run_check(args, kv.len(), true, || check_black_box(&kv, args.isolation, args.checker))?;
     let labels = labels(kv, report.is_valid(), args);
     super::write_report(args, &report, &labels, &Certificate::default()).map(Some)
 }
