@@ -65,8 +65,8 @@ impl PackedSite {
 /// of the same (object, value) replaces an earlier one's, and a transaction that wrote it
 /// twice is named by its first such write (not final: it wrote the object again).
 ///
-/// A hash table of indices into the sites, compared through the history's operations: nine
-/// bytes a write or so (a map keyed by (object, value) held the key again beside each site,
+/// A hash table of indices into the sites, compared through the history's operations: about
+/// 13 bytes a write (a map keyed by (object, value) held the key again beside each site,
 /// 40 bytes a write with the table's slack).
 #[derive(Debug)]
 pub(crate) struct WriteSites {

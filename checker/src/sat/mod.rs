@@ -71,20 +71,20 @@ pub(crate) fn check(
 ) -> Result<Report, CheckError> {
     supported(level, checker)?;
     if lists::is_list_history(h) {
-        let items = lists::as_items(h);
-        let kv = items::unique_items(&items.history, checker)?;
+        let list_items = lists::as_items(h);
+        let kv = items::unique_items(&list_items.history, checker)?;
         let sites = WriteSites::build(&kv);
-        let mut report = check_items(&kv, level, checker, Some(&items.order), &items.after, sites)?;
+        let mut report = check_items(&kv, level, checker, Some(&list_items.order), &list_items.after, sites)?;
         report.notes.insert(
             0,
             format!(
                 "list-append: each list read is checked as a read of its last element; the order each list's \
                  longest read shows is fixed, and so is every append no read shows after them ({} such order(s)); \
                  only the order of those appends is searched",
-                items.after.len()
+                list_items.after.len()
             ),
         );
-        let mut anomalies = items.anomalies;
+        let mut anomalies = list_items.anomalies;
         anomalies.append(&mut report.anomalies);
         report.anomalies = anomalies;
         if !report.anomalies.is_empty() {

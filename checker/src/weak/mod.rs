@@ -110,19 +110,14 @@ pub(crate) fn check(h: &History, level: IsolationLevel) -> Result<Report, CheckE
     check_items(&kv, level, kind, &[], sites)
 }
 
-/// [`check`] on a history in the compact model, as `isocert check` reads Plume and v1
-/// files; a list-append history goes through the general model ([`check`] turns list reads
-/// into item reads and gives back the orders they show).
+/// [`check`] on an item history in the compact model (no list appends: those are turned
+/// into items in the general model, by [`check`]), whose writes `sites` indexes.
 pub(crate) fn check_kv(
     kv: &KvHistory,
     level: IsolationLevel,
     sites: WriteSites,
 ) -> Result<Report, CheckError> {
-    let kind = violation_kind(level)?;
-    if items::has_appends(kv) {
-        return check(&kv.clone().into_history(), level);
-    }
-    check_items(kv, level, kind, &[], sites)
+    check_items(kv, level, violation_kind(level)?, &[], sites)
 }
 
 /// [`check`] on a history of item reads and writes; `given`: write orders known to hold
