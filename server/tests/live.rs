@@ -346,6 +346,33 @@ fn requests_without_a_token_are_refused_before_their_body_is_read() {
 
 /// Slow and idle clients are cut off; the connection cap holds, and the server answers
 /// again once the idle connections are gone.
+/// A client still sending an oversized body hears the 413: the server reads the rest of
+/// the body (and throws it away) before it answers, so the connection is not reset under
+/// the client's write. Both ways a body is too large: declared, and grown past the limit
+/// in chunks.
+#[test]
+fn an_oversized_body_is_answered_not_reset() {
+    let live = start(ConnectionLimits::default(), 1 << 20);
+    let declared = vec![b' '; 6 << 20];
+    let mut chunked = format!(
+        "POST /v1/certificates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}\r\nTransfer-Encoding: chunked\r\n\r\n",
+        auth()
+    )
+    .into_bytes();
+    for _ in 0..96 {
+        chunked.extend_from_slice(format!("{:x}\r\n", 64 << 10).as_bytes());
+        chunked.extend_from_slice(&[b' '; 64 << 10]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    for round in 0..8 {
+        let answer = post(live.addr, "/v1/certificates", &[&auth()], &declared);
+        assert_eq!(answer.map(|a| a.0), Some(413), "declared, round {round}");
+        let answer = raw(live.addr, &chunked);
+        assert_eq!(answer.map(|a| a.0), Some(413), "chunked, round {round}");
+    }
+}
+
 #[test]
 fn slow_and_idle_connections_are_bounded() {
     let limits = ConnectionLimits { max_connections: 4, header_timeout: Duration::from_secs(1) };

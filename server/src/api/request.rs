@@ -4,9 +4,13 @@
 //! 1. the bearer token (scheme matched case-insensitively) and its rate: 401 / 429;
 //! 2. the `Content-Encoding` (`gzip` or `identity`, any case): 415;
 //! 3. the query string: 400;
-//! 4. the body, streamed and bounded: a declared `Content-Length` over the limit is 413 at
-//!    once, a body that grows past it is 413 as soon as it does, a body that stalls for
-//!    [`BODY_IDLE_TIMEOUT`] is 408;
+//! 4. the body, streamed and bounded: a declared `Content-Length` over the limit is 413
+//!    without keeping a byte, a body that grows past it is 413 as soon as it does, a body
+//!    that stalls for [`BODY_IDLE_TIMEOUT`] is 408. Before a 413 the rest of the body is
+//!    read and thrown away, within [`LINGER_TIME`] and the larger of the limit and
+//!    [`LINGER_BYTES`] (a lingering close, RFC 9112 section 9.6): closing a connection with
+//!    unread bytes resets it, and a client still sending would see a broken pipe instead
+//!    of the answer;
 //! 5. decompression, bounded by the same limit, on the CPU pool (never on the async
 //!    workers that answer other requests).
 
@@ -25,6 +29,13 @@ use crate::tenants::Tenant;
 
 /// How long a request body may stall between two chunks.
 pub(crate) const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest a refused body is read (and thrown away) so its sender hears the 413.
+pub(crate) const LINGER_TIME: Duration = Duration::from_secs(5);
+
+/// The fewest bytes of a refused body read (and thrown away) so its sender hears the 413;
+/// a server with a larger limit reads up to its limit.
+pub(crate) const LINGER_BYTES: usize = 16 << 20;
 
 /// The token of an `Authorization: Bearer TOKEN` header (the scheme in any case).
 pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
@@ -92,11 +103,12 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
+    let mut chunks = body.into_data_stream();
     if declared.is_some_and(|n| n > limit as u64) {
+        discard_rest(&mut chunks, limit).await;
         return Err(too_large(limit));
     }
     let mut out = Vec::with_capacity(declared.map_or(0, |n| n as usize));
-    let mut chunks = body.into_data_stream();
     loop {
         let chunk = match tokio::time::timeout(BODY_IDLE_TIMEOUT, chunks.next()).await {
             Err(_) => {
@@ -112,10 +124,29 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
             Ok(Some(Ok(chunk))) => chunk,
         };
         if out.len() + chunk.len() > limit {
+            discard_rest(&mut chunks, limit).await;
             return Err(too_large(limit));
         }
         out.extend_from_slice(&chunk);
     }
+}
+
+/// Reads and throws away what is left of a refused body, bounded by [`LINGER_TIME`] and
+/// the larger of `limit` and [`LINGER_BYTES`], so a client still sending it hears the
+/// answer instead of a reset connection. A body past the bound is left unread: the
+/// connection then closes after the answer.
+async fn discard_rest(chunks: &mut axum::body::BodyDataStream, limit: usize) {
+    let budget = limit.max(LINGER_BYTES);
+    let drain = async {
+        let mut read = 0;
+        while let Some(Ok(chunk)) = chunks.next().await {
+            read += chunk.len();
+            if read > budget {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
 /// The body decompressed, at most `limit` bytes (CPU work: run it on the CPU pool).
