@@ -274,7 +274,7 @@ fn read_batches<R: Read>(mut reader: KvV1Reader<R>, send: &std::sync::mpsc::Sync
         // first batch even when empty: it carries the header). A repeated id stays in
         // the batch unchecked.
         if count > 0 || (!sent && !matches!(next, Ok(Some(_)))) {
-            let batch = Parsed::Batch { history: Box::new(reader.take_history()), checked: count };
+            let batch = Parsed::Batch { history: Box::new(reader.take_part()), checked: count };
             count = 0;
             if send.send(batch).is_err() {
                 return;

@@ -736,9 +736,10 @@ impl KvHistory {
         }
     }
 
-    /// Transaction ids in file order.
+    /// Every transaction id in file order, retired ones included (their accessors panic
+    /// unless they were kept, see [`KvHistory::retire`]).
     pub fn txn_ids(&self) -> impl Iterator<Item = TxnId> {
-        (0..self.names.len()).map(TxnId::from_index)
+        (0..self.len()).map(TxnId::from_index)
     }
 
     /// A [`History`] with this one's interning tables and transactions (names, sessions,
@@ -901,6 +902,7 @@ mod tests {
         kv.retire(6, |t| t.0 == 3);
         assert_eq!(kv.txn_by_name(&Scalar::Int(8)), None, "retiring stops indexing names");
         assert_eq!((kv.len(), kv.held_txns()), (10, 5));
+        assert_eq!(kv.txn_ids().collect::<Vec<_>>(), (0..10).map(TxnId).collect::<Vec<_>>());
         assert_eq!(kv.txn_label(TxnId(3)), "T3");
         assert_eq!(
             (kv.start_ts(TxnId(3)), kv.commit_ts(TxnId(7))),

@@ -129,18 +129,6 @@ impl<R: Read> KvV1Reader<R> {
         self.history
     }
 
-    /// Hands over the transactions read so far as a history of their own and continues
-    /// into a fresh one (a reader thread passing batches to a checker thread). The first
-    /// batch carries the header; append the later ones to it with [`KvHistory::append`],
-    /// which re-interns them and finds transaction ids repeated across batches (within
-    /// a batch this reader reports them with their line).
-    pub fn take_history(&mut self) -> KvHistory {
-        let mut fresh = KvHistory::new();
-        // Ids are indexed once, by the append into the first batch.
-        fresh.unindexed = true;
-        std::mem::replace(&mut self.history, fresh)
-    }
-
     /// The line of the last transaction read (0 before the first).
     pub fn last_line(&self) -> usize {
         self.last_line
