@@ -346,12 +346,13 @@ fn requests_without_a_token_are_refused_before_their_body_is_read() {
 
 /// Slow and idle clients are cut off; the connection cap holds, and the server answers
 /// again once the idle connections are gone.
-/// A client still sending an oversized body hears the 413: the server reads the rest of
-/// the body (and throws it away) before it answers, so the connection is not reset under
-/// the client's write. Both ways a body is too large: declared, and grown past the limit
-/// in chunks.
+/// A client with a valid token still sending a body the server refuses hears why: the
+/// server reads the rest of the body (and throws it away) before it answers, so the
+/// connection is not reset under the client's write. Both ways a body is too large
+/// (declared, and grown past the limit in chunks), and refusals before the body is read
+/// (an unknown encoding, a bad query string).
 #[test]
-fn an_oversized_body_is_answered_not_reset() {
+fn a_refused_body_is_answered_not_reset() {
     let live = start(ConnectionLimits::default(), 1 << 20);
     let declared = vec![b' '; 6 << 20];
     let mut chunked = format!(
@@ -370,6 +371,10 @@ fn an_oversized_body_is_answered_not_reset() {
         assert_eq!(answer.map(|a| a.0), Some(413), "declared, round {round}");
         let answer = raw(live.addr, &chunked);
         assert_eq!(answer.map(|a| a.0), Some(413), "chunked, round {round}");
+        let answer = post(live.addr, "/v1/certificates", &[&auth(), "Content-Encoding: br"], &declared);
+        assert_eq!(answer.map(|a| a.0), Some(415), "encoding, round {round}");
+        let answer = post(live.addr, "/v1/check?isolation=nope", &[&auth()], &declared);
+        assert_eq!(answer.map(|a| a.0), Some(400), "query string, round {round}");
     }
 }
 

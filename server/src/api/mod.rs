@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -27,7 +28,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::error::ApiError;
-use self::request::{authenticate, encoding, inflate, query, read_body, still_valid, Encoding};
+use self::request::{authenticate, discard_body, encoding, inflate, query, read_body, still_valid, Encoding};
 use crate::answers::{AnswerCache, KeyBuilder, Recent};
 use crate::certify::{read_history, recover, resolve, Backend, CertifyContext, CertifyError};
 use crate::cpu::CpuPool;
@@ -248,20 +249,20 @@ enum Ask {
     Check(IsolationLevel),
 }
 
-/// Authenticates, reads and parses the body, certifies, and renders the answer (the
-/// certificate, or the check's report); answers already given for the same submission
-/// and the same stored changes are reused.
+/// Reads and parses the body, certifies, and renders the answer (the certificate, or the
+/// check's report); answers already given for the same submission and the same stored
+/// changes are reused.
 async fn answer(
     state: &AppState,
-    request: Request,
+    headers: &HeaderMap,
+    body: Body,
+    encoding: Encoding,
     tenant: &Arc<Tenant>,
     ask: Ask,
     schema: Option<String>,
 ) -> Result<Arc<Vec<u8>>, ApiError> {
-    let (parts, body) = request.into_parts();
-    let encoding = encoding(&parts.headers)?;
     let limit = state.config.body_limit;
-    let raw = read_body(&parts.headers, body, limit).await?;
+    let raw = read_body(headers, body, limit).await?;
     // The body as sent (with its encoding) names the history: a body seen recently is not
     // inflated and parsed again.
     let (raw, digest) = state
@@ -353,22 +354,40 @@ async fn answer(
     Ok(rendered)
 }
 
-/// Runs a certificate or check route: the token first, then the query, then the rest; the
-/// token is checked again before the answer goes out (it may have been revoked meanwhile).
+/// Runs a certificate or check route: the token first, then the encoding and the query,
+/// then the rest; the token is checked again before the answer goes out (it may have been
+/// revoked meanwhile). A valid token refused before its body is read (429, or a bad query
+/// string or encoding) has its body read and thrown away first, so the client hears why
+/// ([`discard_body`]); an invalid one is answered 401 without a byte read.
 async fn certificate_route<Q: serde::de::DeserializeOwned>(
     state: Shared,
     request: Request,
     ask: impl FnOnce(Q) -> Result<(Ask, Option<String>), ApiError>,
 ) -> Response {
-    let tenant = match authenticate(&state, request.headers()) {
+    let limit = state.config.body_limit;
+    let (parts, body) = request.into_parts();
+    let tenant = match authenticate(&state, &parts.headers) {
         Ok(tenant) => tenant,
-        Err(e) => return e.into_response(),
+        Err(e) if e.status == StatusCode::UNAUTHORIZED => return e.into_response(),
+        Err(e) => {
+            discard_body(body, limit).await;
+            return e.into_response();
+        }
     };
-    let headers = request.headers().clone();
     let outcome = async {
-        let (ask, schema) = ask(query::<Q>(request.uri())?)?;
-        let body = answer(&state, request, &tenant, ask, schema).await?;
-        if !still_valid(&state, &headers) {
+        let head = encoding(&parts.headers).and_then(|encoding| {
+            let (ask, schema) = query::<Q>(&parts.uri).and_then(ask)?;
+            Ok((ask, schema, encoding))
+        });
+        let (ask, schema, encoding) = match head {
+            Ok(head) => head,
+            Err(e) => {
+                discard_body(body, limit).await;
+                return Err(e);
+            }
+        };
+        let body = answer(&state, &parts.headers, body, encoding, &tenant, ask, schema).await?;
+        if !still_valid(&state, &parts.headers) {
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "the token was revoked"));
         }
         Ok(([(header::CONTENT_TYPE, "application/json")], body.as_ref().clone()).into_response())

@@ -10,7 +10,8 @@
 //!    read and thrown away, within [`LINGER_TIME`] and the larger of the limit and
 //!    [`LINGER_BYTES`] (a lingering close, RFC 9112 section 9.6): closing a connection with
 //!    unread bytes resets it, and a client still sending would see a broken pipe instead
-//!    of the answer;
+//!    of the answer. A valid token's request refused before its body is read (429, 415,
+//!    a bad query string) gets the same ([`discard_body`]);
 //! 5. decompression, bounded by the same limit, on the CPU pool (never on the async
 //!    workers that answer other requests).
 
@@ -129,6 +130,12 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
         }
         out.extend_from_slice(&chunk);
     }
+}
+
+/// Reads and throws away a body refused before it was read (the same bounds as
+/// [`read_body`]'s before a 413), so a client still sending it hears why.
+pub(crate) async fn discard_body(body: Body, limit: usize) {
+    discard_rest(&mut body.into_data_stream(), limit).await;
 }
 
 /// Reads and throws away what is left of a refused body, bounded by [`LINGER_TIME`] and
