@@ -196,8 +196,9 @@ pub(crate) fn infer(kv: &KvHistory, sites: &WriteSites) -> Inference {
 /// version one after the other; transactions whose predecessor is unknown come last).
 pub(crate) fn version_order(kv: &KvHistory, inf: &Inference) -> FxHashMap<ObjId, Vec<TxnId>> {
     let mut writers: FxHashMap<ObjId, Vec<TxnId>> = FxHashMap::default();
+    let mut seen: Vec<ObjId> = Vec::new();
     for t in kv.txn_ids().filter(|t| inf.in_graph[t.index()]) {
-        let mut seen: Vec<ObjId> = Vec::new();
+        seen.clear();
         for op in kv.ops(t).iter().filter(|op| op.kind() == KvOpKind::Write) {
             if !seen.contains(&op.obj()) {
                 seen.push(op.obj());
@@ -205,29 +206,37 @@ pub(crate) fn version_order(kv: &KvHistory, inf: &Inference) -> FxHashMap<ObjId,
             }
         }
     }
-    let mut order = FxHashMap::default();
+    // Whether a transaction is placed in the current object's order yet: every child of
+    // an object's version writes that object, so the object's writers are exactly what
+    // gets placed, and unplacing them readies the array for the next object.
+    let mut placed = vec![false; kv.len()];
+    let mut stack = Vec::new();
+    let mut order = FxHashMap::with_capacity_and_hasher(writers.len(), Default::default());
     for (obj, ws) in writers {
-        let mut placed: FxHashMap<TxnId, bool> = ws.iter().map(|&t| (t, false)).collect();
         let mut out = Vec::with_capacity(ws.len());
         let roots = std::iter::once(Writer::Initial).chain(ws.iter().map(|&t| Writer::Txn(t)));
         for root in roots {
             if let Writer::Txn(t) = root {
-                if placed[&t] {
+                if placed[t.index()] {
                     continue;
                 }
-                placed.insert(t, true);
+                placed[t.index()] = true;
                 out.push(t);
             }
-            let mut stack = vec![root];
+            stack.push(root);
             while let Some(w) = stack.pop() {
                 for &k in inf.children.get(&(obj, w)).map(Vec::as_slice).unwrap_or(&[]).iter().rev() {
-                    if !placed[&k] {
-                        placed.insert(k, true);
+                    if !placed[k.index()] {
+                        placed[k.index()] = true;
                         out.push(k);
                         stack.push(Writer::Txn(k));
                     }
                 }
             }
+        }
+        debug_assert_eq!(out.len(), ws.len(), "a child of a version of {obj:?} does not write it");
+        for t in &out {
+            placed[t.index()] = false;
         }
         order.insert(obj, out);
     }
