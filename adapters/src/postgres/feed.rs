@@ -7,8 +7,8 @@
 //! acknowledged to the server (Standby Status Update). A consumer killed at any moment
 //! therefore loses nothing (the slot still holds what was not acknowledged) and a restart
 //! may receive again what was stored but not yet acknowledged, which the sink drops by
-//! commit position. Coverage for waiters comes from commits and keepalives as in a run's
-//! stream consumer (`replication_stream.rs`).
+//! commit position. Coverage for waiters comes from commits and keepalives, and status
+//! updates follow the same schedule, as in a run's stream consumer (`standby.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,15 +19,14 @@ use tokio::time::Instant;
 use super::replication::{is_transient, quote_ident, stop_requested};
 use super::replication_decode::PgOutputDecoder;
 use super::session::connect;
+use super::standby::{Received, StatusSchedule, STATUS_INTERVAL};
 use super::walsender::WalSender;
 use super::walsender_wire::{lsn_text, StreamMessage};
 use crate::seam::{FeedProgress, FeedSink, FeedTxn};
 use crate::AdapterError;
 
 /// How often the stored restart position is refreshed when only keepalives arrive.
-const STATUS_INTERVAL: Duration = Duration::from_secs(1);
-/// How often the feed asks for a keepalive while someone waits for a position.
-const PING_INTERVAL: Duration = Duration::from_millis(20);
+const STORE_INTERVAL: Duration = STATUS_INTERVAL;
 /// Pause between reconnect attempts.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 
@@ -117,14 +116,11 @@ async fn stream<S: FeedSink>(
     progress.set_connected(true);
     tracing::info!(feed = name, from = %lsn_text(*resume), "change feed streaming");
     let mut stored_resume = *resume;
-    let mut next_status = Instant::now();
+    let mut schedule = StatusSchedule::new();
     let mut next_store = Instant::now();
-    let mut next_ping = Instant::now();
     let mut batch: Vec<FeedTxn> = Vec::new();
     loop {
-        let mut reply = false;
-        let mut covered = 0;
-        let mut safe = 0;
+        let mut received = Received::default();
         while let Some(message) = conn.next_message()? {
             match message {
                 StreamMessage::XLogData { data, .. } => {
@@ -134,8 +130,7 @@ async fn stream<S: FeedSink>(
                         }
                     }
                     if let Some(txn) = decoder.feed(&data)? {
-                        covered = covered.max(txn.end_lsn);
-                        safe = safe.max(txn.end_lsn);
+                        received.commit(txn.end_lsn);
                         let (tables, truncated) = decoder.take_feed_tables();
                         if !txn.changes.is_empty() || !truncated.is_empty() {
                             batch.push(FeedTxn { txn, tables, truncated });
@@ -143,45 +138,33 @@ async fn stream<S: FeedSink>(
                     }
                 }
                 StreamMessage::Keepalive { wal_end, reply_requested } => {
-                    covered = covered.max(wal_end);
-                    if !decoder.in_transaction() {
-                        safe = safe.max(wal_end);
-                    }
-                    reply |= reply_requested;
+                    received.keepalive(wal_end, reply_requested, decoder.in_transaction());
                 }
             }
         }
         let now = Instant::now();
-        let target = (*resume).max(safe);
+        let target = (*resume).max(received.safe);
         // A position with no transaction to store is stored at most once a second, or at
         // once when the server asks for a reply (a stopping server waits for it).
-        if !batch.is_empty() || (target > stored_resume && (reply || now >= next_store)) {
+        if !batch.is_empty() || (target > stored_resume && (received.reply || now >= next_store)) {
             sink.store(std::mem::take(&mut batch), target).await.map_err(|message| {
                 AdapterError::Protocol { message: format!("storing the change feed: {message}") }
             })?;
             stored_resume = target;
-            next_store = now + STATUS_INTERVAL;
+            next_store = now + STORE_INTERVAL;
         }
         *resume = target;
         // Every transaction received is stored now, so everything committed before the
         // received position is.
-        if covered > 0 {
-            progress.advance(covered);
+        if received.covered > 0 {
+            progress.advance(received.covered);
         }
         let behind = progress.wanted() > progress.covered();
-        let ping = behind && now >= next_ping;
-        if reply || ping || now >= next_status {
-            conn.send_status(stored_resume, ping).await?;
-            next_status = now + STATUS_INTERVAL;
-            if ping {
-                next_ping = now + PING_INTERVAL;
-            }
-        }
+        let wake_at = schedule.send_if_due(&mut conn, stored_resume, received.reply, behind).await?;
         if stop_requested(stop) {
             conn.close().await;
             return Ok(());
         }
-        let wake_at = if behind { next_status.min(next_ping) } else { next_status };
         tokio::select! {
             received = conn.receive() => received?,
             _ = tokio::time::sleep_until(wake_at) => {}

@@ -11,6 +11,7 @@ mod replication_decode;
 mod replication_poll;
 mod replication_stream;
 mod session;
+mod standby;
 mod walsender;
 mod walsender_wire;
 

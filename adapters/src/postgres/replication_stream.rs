@@ -8,28 +8,20 @@
 //! restarts from the recorded position, and the log drops repeats by commit position.
 //!
 //! Coverage (what [`ReplicationConsumer::wait_for`](super::ReplicationConsumer::wait_for)
-//! waits on) comes from two facts: transactions arrive in commit order, so after a Commit
-//! ending at `E` every commit before `E` is recorded; and a primary keepalive carries the
-//! walsender's sent position `P`, up to which every record has been decoded and its output
-//! sent before the keepalive, so every commit before `P` is recorded. While someone waits
-//! for a position not yet covered, the consumer asks the server for keepalives.
+//! waits on) comes from commits and keepalives ([`Received`]); while someone waits for a
+//! position not yet covered, the consumer asks the server for keepalives
+//! ([`StatusSchedule`]).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use super::replication::{stop_requested, ReplicationSlot, Shared};
 use super::replication_decode::PgOutputDecoder;
+use super::standby::{Received, StatusSchedule};
 use super::walsender::WalSender;
 use super::walsender_wire::{lsn_text, StreamMessage};
 use crate::AdapterError;
-
-/// How often the consumer reports its recorded position when the server does not ask.
-const STATUS_INTERVAL: Duration = Duration::from_secs(1);
-/// How often the consumer asks for a keepalive while a waited-for position is not covered.
-const PING_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Connects, streams from `*resume` until stopped, and keeps `*resume` at the position up
 /// to which every transaction is recorded (where a reconnect starts). `connected` is set
@@ -50,21 +42,15 @@ pub(super) async fn stream(
     *connected = true;
     shared.started.store(true, Ordering::SeqCst);
     tracing::debug!(slot = %slot.slot, from = %lsn_text(*resume), pid = conn.backend_pid(), "streaming");
-    let mut next_status = Instant::now();
-    let mut next_ping = Instant::now();
+    let mut schedule = StatusSchedule::new();
     let mut txns = Vec::new();
     loop {
-        let mut reply = false;
-        // Every commit before `covered` has been received; every commit before `safe`
-        // too, and `safe` is a transaction boundary (a restart point).
-        let mut covered = 0;
-        let mut safe = 0;
+        let mut received = Received::default();
         while let Some(message) = conn.next_message()? {
             match message {
                 StreamMessage::XLogData { data, .. } => {
                     if let Some(txn) = decoder.feed(&data)? {
-                        covered = covered.max(txn.end_lsn);
-                        safe = safe.max(txn.end_lsn);
+                        received.commit(txn.end_lsn);
                         // PostgreSQL 15 skips empty transactions; an older server may send them.
                         if !txn.changes.is_empty() {
                             txns.push(txn);
@@ -72,13 +58,7 @@ pub(super) async fn stream(
                     }
                 }
                 StreamMessage::Keepalive { wal_end, reply_requested } => {
-                    covered = covered.max(wal_end);
-                    // Inside a transaction the keepalive position precedes its commit,
-                    // which a restart from there would not skip; stay with the boundary.
-                    if !decoder.in_transaction() {
-                        safe = safe.max(wal_end);
-                    }
-                    reply |= reply_requested;
+                    received.keepalive(wal_end, reply_requested, decoder.in_transaction());
                 }
             }
         }
@@ -89,26 +69,17 @@ pub(super) async fn stream(
             }
         }
         // Recorded: the server may now forget them.
-        *resume = (*resume).max(safe);
-        if covered > 0 {
-            shared.covered.fetch_max(covered, Ordering::SeqCst);
+        *resume = (*resume).max(received.safe);
+        if received.covered > 0 {
+            shared.covered.fetch_max(received.covered, Ordering::SeqCst);
             shared.progress.notify_waiters();
         }
-        let now = Instant::now();
         let behind = shared.wanted.load(Ordering::SeqCst) > shared.covered.load(Ordering::SeqCst);
-        let ping = behind && now >= next_ping;
-        if reply || ping || now >= next_status {
-            conn.send_status(*resume, ping).await?;
-            next_status = now + STATUS_INTERVAL;
-            if ping {
-                next_ping = now + PING_INTERVAL;
-            }
-        }
+        let wake_at = schedule.send_if_due(&mut conn, *resume, received.reply, behind).await?;
         if stop_requested(stop) {
             conn.close().await;
             return Ok(());
         }
-        let wake_at = if behind { next_status.min(next_ping) } else { next_status };
         tokio::select! {
             received = conn.receive() => received?,
             _ = tokio::time::sleep_until(wake_at) => {}
