@@ -344,8 +344,6 @@ fn requests_without_a_token_are_refused_before_their_body_is_read() {
     assert_eq!(status, 400, "{text}");
 }
 
-/// Slow and idle clients are cut off; the connection cap holds, and the server answers
-/// again once the idle connections are gone.
 /// A client with a valid token still sending a body the server refuses hears why: the
 /// server reads the rest of the body (and throws it away) before it answers, so the
 /// connection is not reset under the client's write. Both ways a body is too large
@@ -378,6 +376,8 @@ fn a_refused_body_is_answered_not_reset() {
     }
 }
 
+/// Slow and idle clients are cut off; the connection cap holds, and the server answers
+/// again once the idle connections are gone.
 #[test]
 fn slow_and_idle_connections_are_bounded() {
     let limits = ConnectionLimits { max_connections: 4, header_timeout: Duration::from_secs(1) };

@@ -76,9 +76,6 @@ pub(crate) struct Inference {
     pub(crate) anomalies: Vec<Anomaly>,
 }
 
-/// Transactions with more operations than this index their objects (see [`infer`]).
-const LONG_TXN: usize = 32;
-
 /// Resolves every read of an MT-shaped history (whose writes `sites` indexes) and builds the
 /// dependency edges.
 pub(crate) fn infer(kv: &KvHistory, sites: &WriteSites) -> Inference {
@@ -111,7 +108,7 @@ pub(crate) fn infer(kv: &KvHistory, sites: &WriteSites) -> Inference {
         // a long transaction also indexed by object, so its ops are not scanned once per op
         // (a Cobra log of one 100,000-read transaction took 8.8 s; issue 28).
         let mut own: Vec<(ObjId, KvValue, bool)> = Vec::new();
-        let long = ops.len() > LONG_TXN;
+        let long = ops.len() > items::LONG_TXN;
         let mut own_index: FxHashMap<ObjId, usize> = FxHashMap::default();
         for (i, op) in ops.iter().enumerate() {
             let (obj, value, is_read) = match op.kind() {
