@@ -62,5 +62,6 @@ pub use recovered::{Recovered, RecoveryStats, RowMatcher};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
 pub use tidb::{recover_tidb, tidb_timestamps, TiDbOpFacts, TiDbTxnFacts};
 pub use timestamp_order::{
-    recover_by_timestamps, LogMatch, RecordedLiveTicks, RecordedTimestamps, TimestampFacts, VersionSource,
+    recover_by_timestamps, LogMatch, ReadWindow, RecordedLiveTicks, RecordedTimestamps, TimestampFacts,
+    VersionSource,
 };

@@ -28,6 +28,10 @@ pub struct RecoveryStats {
     /// Reads whose version the log could not pin down (several candidates remained; the
     /// rule took one and says which in its warnings). PostgreSQL's snapshots leave none.
     pub ambiguous_reads: usize,
+    /// Operations whose read time the database did not give and whose versions the bounds
+    /// known leave undecided: marked in the certificate's `hidden_reads`
+    /// (`read-time-unknown`, `outcome-unknown`), so the check is uncertified (exit 2).
+    pub unknown_read_times: usize,
     /// Returned versions that were not the newest while their reader ran, by the log's
     /// positions (taken from the row's value anyway).
     pub outside_window: usize,

@@ -24,8 +24,8 @@
 //! final write of the row.
 
 use isocert_history::{
-    Certificate, History, IsolationLevel, ObjId, Op, OpRef, SeenVersion, SerialOrder, Status, Timestamp,
-    TxnId, ValueId, Writer,
+    Certificate, HiddenRead, HiddenReason, History, IsolationLevel, ObjId, Op, OpRef, SeenVersion,
+    SerialOrder, Status, Timestamp, TxnId, ValueId, Writer,
 };
 use rustc_hash::FxHashMap;
 
@@ -57,6 +57,35 @@ pub struct TimestampFacts {
     /// level promises it (CockroachDB's SERIALIZABLE, [`commit_order_if_serializable`]);
     /// [`SerialOrder::Unknown`] otherwise (snapshot isolation: TiDB, MongoDB, Dgraph).
     pub serial_order: SerialOrder,
+    /// Transactions whose snapshot the database did not give, only bounded
+    /// ([`ReadWindow`]; CockroachDB's REPEATABLE READ): the rule places the snapshot where
+    /// every time the window allows sees the same versions, or marks what it cannot place.
+    /// Where set, it replaces [`Self::start`] for the transaction's reads.
+    pub start_window: Vec<Option<ReadWindow>>,
+    /// Statements whose read time the database did not give, only bounded (CockroachDB's
+    /// READ COMMITTED); where set, it replaces [`Self::read_ts`] and the snapshot.
+    pub read_window: FxHashMap<OpRef, ReadWindow>,
+}
+
+/// What is known of a read time the database did not give: bounds the client measured or
+/// the database promises, and the versions the reads returned (each says the read time is
+/// at or after that version's commit and before the row's next version).
+///
+/// A read with a window gets a version only where every time in the window gives the same
+/// one: a predicate operation (or, for a transaction's snapshot, any read and any write
+/// whose concurrency matters) over a row that another transaction wrote inside the window
+/// is marked [`HiddenReason::ReadTimeUnknown`] (uncertified); an item read there is left to
+/// be matched by its value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadWindow {
+    /// The read time is at or after this (`None`: no lower bound but the initial versions).
+    pub from: Option<Timestamp>,
+    /// The read time is strictly before this (`None`: no upper bound): the transaction's
+    /// own commit timestamp, when known.
+    pub until: Option<Timestamp>,
+    /// The versions the reads returned, as (row, the commit timestamp of the version read:
+    /// CockroachDB's `crdb_internal_mvcc_timestamp`).
+    pub returned: Vec<(ObjId, Timestamp)>,
 }
 
 impl TimestampFacts {
@@ -67,6 +96,8 @@ impl TimestampFacts {
             commit: vec![None; txns],
             read_ts: FxHashMap::default(),
             serial_order: SerialOrder::Unknown,
+            start_window: vec![None; txns],
+            read_window: FxHashMap::default(),
         }
     }
 }
@@ -237,55 +268,16 @@ pub fn recover_by_timestamps(
         objects_of[h.object(*obj).table.index()].push(*obj);
     }
     objects_of.iter_mut().for_each(|v| v.sort_unstable());
-    let newest_at = |obj: ObjId, ts: Timestamp| -> Option<Version> {
-        let list = versions.get(&obj)?;
-        list.iter().rev().find(|v| v.commit_ts.is_none_or(|c| c <= ts)).copied()
-    };
 
-    let mut sets: FxHashMap<OpRef, Vec<SeenVersion>> = FxHashMap::default();
-    for t in h.txn_ids() {
-        let Some((start, _)) = times[t.index()] else { continue };
-        let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
-        for (i, op) in h.txn(t).ops.iter().enumerate() {
-            let at = OpRef { txn: t, op: i as u32 };
-            let read_ts = facts.read_ts.get(&at).copied().unwrap_or(start);
-            match op {
-                Op::Read { obj, .. } if !own.contains_key(obj) => {
-                    if let Some(v) = newest_at(*obj, read_ts) {
-                        sets.insert(at, vec![SeenVersion { obj: *obj, writer: v.writer }]);
-                        stats.item_read_versions += 1;
-                    }
-                }
-                Op::Select { predicate, .. }
-                | Op::Update { predicate, .. }
-                | Op::Delete { predicate, .. }
-                | Op::Aggregate { predicate, .. } => {
-                    let table = h.predicate(*predicate).table;
-                    let mut set = Vec::new();
-                    for &obj in &objects_of[table.index()] {
-                        if own.contains_key(&obj) {
-                            set.push(SeenVersion { obj, writer: Writer::Txn(t) });
-                        } else if let Some(v) = newest_at(obj, read_ts) {
-                            if !(v.writer == Writer::Initial && v.value == ValueId::ABSENT) {
-                                set.push(SeenVersion { obj, writer: v.writer });
-                            }
-                        }
-                    }
-                    sets.insert(at, set);
-                    stats.version_sets += 1;
-                }
-                _ => {}
-            }
-            record_own_writes(op, &mut own);
-        }
-    }
+    let mut placing = Placing { h, facts, versions: &versions, objects_of: &objects_of, stats: &mut stats };
+    let (sets, hidden_reads) = placing.version_sets(&mut times, &mut warnings);
     let certificate = Certificate {
         version_order: Some(matched.version_order),
         version_sets: Some(sets),
         snapshot_sets: None,
         serialization_order: None,
         writer_identity: false,
-        hidden_reads: Vec::new(),
+        hidden_reads,
     };
     for (txn, time) in history.txns.iter_mut().zip(&times) {
         if let Some((start, commit)) = time {
@@ -295,6 +287,198 @@ pub fn recover_by_timestamps(
     }
     history.serial_order = facts.serial_order;
     Ok(Recovered { certificate, stats, warnings })
+}
+
+/// What [`recover_by_timestamps`] needs to give each read its versions.
+struct Placing<'a> {
+    h: &'a History,
+    facts: &'a TimestampFacts,
+    /// Per row, its versions by commit timestamp (the initial one first).
+    versions: &'a FxHashMap<ObjId, Vec<Version>>,
+    /// Per table, its rows.
+    objects_of: &'a [Vec<ObjId>],
+    stats: &'a mut RecoveryStats,
+}
+
+/// Where a read reads: at a time the database gave, or within a [`ReadWindow`] (the
+/// bounds it sets, and the rows whose version a read returned).
+#[derive(Clone, Copy)]
+enum ReadAt<'w> {
+    Known(Timestamp),
+    Window { from: Option<Timestamp>, until: Option<Timestamp>, returned: &'w [(ObjId, Timestamp)] },
+}
+
+/// The earliest timestamp: before every commit (the initial versions only).
+const BEFORE_ALL: Timestamp = Timestamp::new(0);
+
+impl Placing<'_> {
+    /// The newest version of `obj` committed at or before `ts`.
+    fn newest_at(&self, obj: ObjId, ts: Timestamp) -> Option<Version> {
+        let list = self.versions.get(&obj)?;
+        list.iter().rev().find(|v| v.commit_ts.is_none_or(|c| c <= ts)).copied()
+    }
+
+    /// The window's bounds, narrowed by the versions it returned: at or after each one's
+    /// commit, before its row's next version.
+    fn bounds<'w>(&self, w: &'w ReadWindow) -> ReadAt<'w> {
+        let (mut from, mut until) = (w.from, w.until);
+        for &(obj, ts) in &w.returned {
+            from = from.max(Some(ts));
+            let next =
+                self.versions.get(&obj).and_then(|l| l.iter().find_map(|v| v.commit_ts.filter(|c| *c > ts)));
+            if let Some(next) = next {
+                until = Some(until.map_or(next, |u| u.min(next)));
+            }
+        }
+        ReadAt::Window { from, until, returned: &w.returned }
+    }
+
+    /// Whether a transaction other than `reader` committed a version of `obj` strictly
+    /// inside the window: then where the read falls in it decides what it saw.
+    fn changes_within(&self, obj: ObjId, reader: TxnId, at: ReadAt<'_>) -> bool {
+        let ReadAt::Window { from, until, returned } = at else { return false };
+        if returned.iter().any(|&(o, _)| o == obj) {
+            return false; // the database returned the version it saw
+        }
+        self.versions.get(&obj).is_some_and(|list| {
+            list.iter().any(|v| {
+                v.writer != Writer::Txn(reader)
+                    && v.commit_ts.is_some_and(|c| from.is_none_or(|f| c > f) && until.is_none_or(|u| c < u))
+            })
+        })
+    }
+
+    /// The time a read is placed at: the known one, or the window's start (where nothing
+    /// that matters to it changes within the window, every time in it gives the same).
+    fn time(at: ReadAt<'_>) -> Timestamp {
+        match at {
+            ReadAt::Known(ts) => ts,
+            ReadAt::Window { from, .. } => from.unwrap_or(BEFORE_ALL),
+        }
+    }
+
+    /// Each read's versions (module doc), and the operations the windows leave undecided;
+    /// a transaction whose snapshot is only bounded gets its start placed in `times`.
+    fn version_sets(
+        &mut self,
+        times: &mut [Option<(Timestamp, Timestamp)>],
+        warnings: &mut Vec<String>,
+    ) -> (FxHashMap<OpRef, Vec<SeenVersion>>, Vec<HiddenRead>) {
+        let h = self.h;
+        let mut sets: FxHashMap<OpRef, Vec<SeenVersion>> = FxHashMap::default();
+        let mut hidden: Vec<HiddenRead> = Vec::new();
+        for t in h.txn_ids() {
+            let Some((start, commit)) = times[t.index()] else { continue };
+            let snapshot = self.facts.start_window[t.index()].as_ref().map(|w| self.bounds(w));
+            if let Some(bounds) = snapshot {
+                // A transaction that committed no write of its own commits at its snapshot.
+                let placed = Self::time(bounds).min(commit);
+                times[t.index()] = Some((placed, if commit == start { placed } else { commit }));
+            }
+            let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
+            for (i, op) in h.txn(t).ops.iter().enumerate() {
+                let opref = OpRef { txn: t, op: i as u32 };
+                let statement = self.facts.read_window.get(&opref).map(|w| self.bounds(w));
+                let at = statement.or(snapshot).unwrap_or_else(|| {
+                    ReadAt::Known(self.facts.read_ts.get(&opref).copied().unwrap_or(start))
+                });
+                let undecided = self.op_versions(t, opref, op, (at, statement.is_none()), &own, &mut sets);
+                if let Some(why) = undecided {
+                    // An item read in a statement of its own is matched by its value; a
+                    // snapshot's start is what the timestamp checkers judge it by.
+                    if !(matches!(op, Op::Read { .. }) && statement.is_some()) {
+                        hidden.push(HiddenRead { at: opref, why: HiddenReason::ReadTimeUnknown });
+                        self.stats.unknown_read_times += 1;
+                        warnings.push(format!("{} op {i}: uncertified: {why}", h.txn_label(t)));
+                    }
+                }
+                record_own_writes(op, &mut own);
+            }
+        }
+        (sets, hidden)
+    }
+
+    /// Gives operation `opref` (of `t`, after its writes `own`) its versions at `at`, or
+    /// says why the window leaves them undecided; `snapshot`: `at` is the transaction's
+    /// snapshot, whose position also decides which writers of its rows were concurrent.
+    fn op_versions(
+        &mut self,
+        t: TxnId,
+        opref: OpRef,
+        op: &Op,
+        (at, snapshot): (ReadAt<'_>, bool),
+        own: &FxHashMap<ObjId, ValueId>,
+        sets: &mut FxHashMap<OpRef, Vec<SeenVersion>>,
+    ) -> Option<String> {
+        let h = self.h;
+        let ts = Self::time(at);
+        let undecided = |obj: ObjId| {
+            let ReadAt::Window { from, until, .. } = at else { return String::new() };
+            let show = |b: Option<Timestamp>| b.map_or_else(|| "-".to_string(), |b| b.to_string());
+            format!(
+                "the database gave no read time for it; the versions returned and the bounds known place it \
+                 in [{}, {}), where another transaction committed a version of {}",
+                show(from),
+                show(until),
+                h.object_label(obj)
+            )
+        };
+        match op {
+            Op::Read { obj, .. } if !own.contains_key(obj) => {
+                if self.changes_within(*obj, t, at) {
+                    return Some(undecided(*obj));
+                }
+                if let Some(v) = self.newest_at(*obj, ts) {
+                    sets.insert(opref, vec![SeenVersion { obj: *obj, writer: v.writer }]);
+                    self.stats.item_read_versions += 1;
+                }
+            }
+            Op::Select { predicate, .. }
+            | Op::Update { predicate, .. }
+            | Op::Delete { predicate, .. }
+            | Op::Aggregate { predicate, .. } => {
+                let table = h.predicate(*predicate).table;
+                let objects = &self.objects_of[table.index()];
+                if let Some(&obj) =
+                    objects.iter().find(|o| !own.contains_key(o) && self.changes_within(**o, t, at))
+                {
+                    return Some(undecided(obj));
+                }
+                let mut set = Vec::new();
+                for &obj in objects {
+                    if own.contains_key(&obj) {
+                        set.push(SeenVersion { obj, writer: Writer::Txn(t) });
+                    } else if let Some(v) = self.newest_at(obj, ts) {
+                        if !(v.writer == Writer::Initial && v.value == ValueId::ABSENT) {
+                            set.push(SeenVersion { obj, writer: v.writer });
+                        }
+                    }
+                }
+                sets.insert(opref, set);
+                self.stats.version_sets += 1;
+            }
+            _ => {}
+        }
+        // A snapshot's writes: whether another writer of the row was concurrent decides
+        // a lost update, so a version inside the window leaves it undecided too.
+        if snapshot && matches!(at, ReadAt::Window { .. }) {
+            for obj in written_by(op) {
+                if self.changes_within(obj, t, at) {
+                    return Some(undecided(obj));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The rows `op` writes.
+fn written_by(op: &Op) -> Vec<ObjId> {
+    match op {
+        Op::Write { obj, .. } | Op::Append { obj, .. } => vec![*obj],
+        Op::Update { rows, .. } | Op::Delete { rows, .. } => rows.iter().map(|r| r.obj).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Matches a log to the history by commit timestamp: both sides' timestamps are numbered
