@@ -186,7 +186,7 @@ pub fn recover_by_timestamps(
             (matched, logged, stats)
         }
         VersionSource::CommitTimestamps => {
-            let matched = writers_by_commit_ts(history, &facts.commit)?;
+            let matched = writers_by_commit_ts(history, facts)?;
             let n = history.txns.len();
             (matched, vec![None; n], RecoveryStats::default())
         }
@@ -509,9 +509,10 @@ fn match_by_commit_ts(
 
 /// The version order when there is no log: each committed writer at its commit timestamp,
 /// its final write of each row as the version. An unknown-outcome transaction cannot be
-/// placed: it is left out (with its writes never read, as if aborted) or refused when some
-/// transaction read what it wrote.
-fn writers_by_commit_ts(h: &mut History, commit: &[Option<Timestamp>]) -> Result<Matched, RecoveryError> {
+/// placed: it is left out (as if aborted) when no read could rest on its writes, and
+/// refused otherwise ([`reader_of`]).
+fn writers_by_commit_ts(h: &mut History, facts: &TimestampFacts) -> Result<Matched, RecoveryError> {
+    let commit = &facts.commit;
     let n = h.txns.len();
     let mut m = Matched { stream_pos: vec![None; n], xid: vec![None; n], ..Matched::default() };
     let mut writers: Vec<(Timestamp, TxnId)> = Vec::new();
@@ -528,12 +529,12 @@ fn writers_by_commit_ts(h: &mut History, commit: &[Option<Timestamp>]) -> Result
             }
             Status::Unknown => {
                 let writes = final_writes(h, t)?;
-                if let Some(reader) = reader_of(h, t, &writes) {
+                if let Some(reader) = reader_of(h, t, &writes, &facts.start) {
                     return Err(RecoveryError::Meta {
                         txn: h.txn_label(t),
                         field: "status".into(),
                         message: format!(
-                            "its outcome is unknown and there is no log to settle it, but {reader} read what it wrote"
+                            "uncertified: its outcome is unknown and there is no log to settle it, but {reader}"
                         ),
                     });
                 }
@@ -553,19 +554,54 @@ fn writers_by_commit_ts(h: &mut History, commit: &[Option<Timestamp>]) -> Result
     Ok(m)
 }
 
-/// The first transaction other than `writer` whose item read returned a value `writer`
-/// wrote, as a label.
-fn reader_of(h: &History, writer: TxnId, writes: &[(ObjId, ValueId)]) -> Option<String> {
-    h.txn_ids().filter(|&t| t != writer).find_map(|t| {
-        h.txn(t).ops.iter().find_map(|op| match op {
-            Op::Read { obj, value }
-                if writes.iter().any(|&(o, v)| o == *obj && v == *value && v != ValueId::ABSENT) =>
-            {
-                Some(h.txn_label(t))
+/// The first read of another transaction whose outcome could rest on `writer`'s writes
+/// (`writes`, its final value of each row), said as a clause naming it: an item read or a
+/// returned row holding a value `writer` wrote; and, from a reader whose snapshot (`start`)
+/// is not known to precede `writer`'s (so that `writer`'s commit could be in it), an item
+/// read of a row `writer` wrote that returned `writer`'s value (a delete's "no row"
+/// included), or a select, aggregate, predicate update or delete over a table `writer`
+/// wrote in: whether the row it added, changed or removed was visible decides its result.
+fn reader_of(
+    h: &History,
+    writer: TxnId,
+    writes: &[(ObjId, ValueId)],
+    start: &[Option<Timestamp>],
+) -> Option<String> {
+    let wrote = |obj: ObjId, value: ValueId| writes.iter().any(|&(o, v)| o == obj && v == value);
+    let tables: Vec<_> = writes.iter().map(|&(o, _)| h.object(o).table).collect();
+    let readers = h.txn_ids().filter(|&t| t != writer && h.txn(t).status != Status::Aborted);
+    for t in readers {
+        let could_see = match (start[t.index()], start[writer.index()]) {
+            (Some(reader), Some(writer)) => reader > writer,
+            _ => true,
+        };
+        for (i, op) in h.txn(t).ops.iter().enumerate() {
+            let at = format!("{} op {i}", h.txn_label(t));
+            match op {
+                Op::Read { obj, value }
+                    if wrote(*obj, *value) && (*value != ValueId::ABSENT || could_see) =>
+                {
+                    return Some(format!("{at} read the value it wrote of {}", h.object_label(*obj)));
+                }
+                Op::Select { rows, .. } if rows.iter().any(|r| wrote(r.obj, r.value)) => {
+                    return Some(format!("{at} returned a row holding a value it wrote"));
+                }
+                Op::Select { predicate, .. }
+                | Op::Aggregate { predicate, .. }
+                | Op::Update { predicate, .. }
+                | Op::Delete { predicate, .. }
+                    if could_see && tables.contains(&h.predicate(*predicate).table) =>
+                {
+                    return Some(format!(
+                        "{at} evaluated its predicate over a table it wrote in, at a snapshot its commit could \
+                         precede (the result may rest on its rows)"
+                    ));
+                }
+                _ => {}
             }
-            _ => None,
-        })
-    })
+        }
+    }
+    None
 }
 
 #[cfg(test)]
