@@ -70,8 +70,8 @@ pub struct Certificate {
     /// Operations whose outcome rests on a value this certificate does not show (isocert
     /// extension `hidden_reads`, what `isocert serve` marks): no checker may call a history
     /// with such an operation valid, nor an anomaly through it, so checking refuses it as
-    /// uncertified. A database's own capture adds [`HiddenReason::ReadTimeUnknown`] and
-    /// [`HiddenReason::OutcomeUnknown`] where the database did not tell enough.
+    /// uncertified. A database's own capture adds [`HiddenReason::ReadTimeUnknown`] where
+    /// the database did not tell enough.
     pub hidden_reads: Vec<HiddenRead>,
 }
 
@@ -102,9 +102,6 @@ pub enum HiddenReason {
     /// versions it returned and the client's measurements set leave commits that change
     /// what it saw: which versions it evaluated is not known.
     ReadTimeUnknown,
-    /// The operation read a row whose version rests on a transaction whose outcome nobody
-    /// recorded (a lost COMMIT answer and no log to settle it).
-    OutcomeUnknown,
 }
 
 impl HiddenReason {
@@ -114,20 +111,14 @@ impl HiddenReason {
             HiddenReason::ValueWrittenOutside => "value-written-outside",
             HiddenReason::PredicateOverHidden => "predicate-over-hidden",
             HiddenReason::ReadTimeUnknown => "read-time-unknown",
-            HiddenReason::OutcomeUnknown => "outcome-unknown",
         }
     }
 
     /// The reason named `name` ([`as_str`](Self::as_str)).
     pub fn from_name(name: &str) -> Option<Self> {
-        [
-            HiddenReason::ValueWrittenOutside,
-            HiddenReason::PredicateOverHidden,
-            HiddenReason::ReadTimeUnknown,
-            HiddenReason::OutcomeUnknown,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == name)
+        [HiddenReason::ValueWrittenOutside, HiddenReason::PredicateOverHidden, HiddenReason::ReadTimeUnknown]
+            .into_iter()
+            .find(|r| r.as_str() == name)
     }
 
     /// What it means, for an uncertified verdict.
@@ -141,9 +132,6 @@ impl HiddenReason {
             }
             HiddenReason::ReadTimeUnknown => {
                 "the database gave no read time for it, and commits between the bounds its returned versions set change what it saw"
-            }
-            HiddenReason::OutcomeUnknown => {
-                "what it saw rests on a transaction whose outcome is unknown and that nothing recorded settles"
             }
         }
     }

@@ -58,7 +58,7 @@ pub use postgres::{
     PgOpFacts, PgTxnFacts, PostgresRecovery,
 };
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
-pub use recovered::{Recovered, RecoveryStats, RowMatcher};
+pub use recovered::{FactSources, Recovered, RecoveryStats, RowMatcher};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
 pub use tidb::{recover_tidb, tidb_timestamps, TiDbOpFacts, TiDbTxnFacts};
 pub use timestamp_order::{

@@ -338,6 +338,11 @@ fn a_read_committed_select_that_returned_nothing_is_uncertified_when_a_commit_fa
 fn a_read_committed_select_is_certified_where_every_time_in_its_window_sees_the_same() {
     let (h, recovered) = read_committed(D, false);
     assert_eq!(recovered.stats.unknown_read_times, 0);
+    // Where the facts came from: both commits from the changefeed, the select's versions
+    // from bounds (no read time returned), none at a time the database gave.
+    let sources = &recovered.stats.sources;
+    assert_eq!((sources.commits_from_log, sources.commits_returned), (2, 0));
+    assert_eq!((sources.reads_at_returned_time, sources.reads_within_bounds), (0, 1));
     assert_eq!(check_read_committed(&h, &recovered).unwrap(), Vec::<String>::new());
     let (h, recovered) = read_committed(A, true);
     assert_eq!(recovered.stats.unknown_read_times, 0);

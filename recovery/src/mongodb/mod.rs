@@ -137,16 +137,14 @@ pub fn recover_mongodb(
                 }
                 match (fitting.first().zip(fitting.last()), candidates.last()) {
                     (Some((&first, &last)), _) => {
-                        if first != last {
-                            // Several snapshots explain every read: the shared rule gives
-                            // each operation its versions only where they all agree.
-                            ambiguous += 1;
-                            ts.start_window[t.index()] = Some(ReadWindow {
-                                from: Some(first),
-                                until: Some(Timestamp::hlc(last.wall, last.logical.saturating_add(1))),
-                                returned: Vec::new(),
-                            });
-                        }
+                        // The shared rule gives each operation its versions only where
+                        // every snapshot left gives the same (all do when one is left).
+                        ambiguous += usize::from(first != last);
+                        ts.start_window[t.index()] = Some(ReadWindow {
+                            from: Some(first),
+                            until: Some(Timestamp::hlc(last.wall, last.logical.saturating_add(1))),
+                            returned: Vec::new(),
+                        });
                         Some(last)
                     }
                     // No snapshot the item reads allow explains the predicate reads: each

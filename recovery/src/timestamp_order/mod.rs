@@ -216,6 +216,11 @@ pub fn recover_by_timestamps(
                 ));
             }
         }
+        match (logged, client) {
+            (Some(_), _) => stats.sources.commits_from_log += 1,
+            (None, Some(_)) => stats.sources.commits_returned += 1,
+            (None, None) => {}
+        }
         let commit = match (logged, client) {
             (Some(c), _) => c,
             (None, Some(c)) if matches!(source, VersionSource::CommitTimestamps) => c,
@@ -348,6 +353,14 @@ impl Placing<'_> {
         })
     }
 
+    /// Counts where the read time of a read given its versions came from.
+    fn count_source(&mut self, at: ReadAt<'_>) {
+        match at {
+            ReadAt::Known(_) => self.stats.sources.reads_at_returned_time += 1,
+            ReadAt::Window { .. } => self.stats.sources.reads_within_bounds += 1,
+        }
+    }
+
     /// The time a read is placed at: the known one, or the window's start (where nothing
     /// that matters to it changes within the window, every time in it gives the same).
     fn time(at: ReadAt<'_>) -> Timestamp {
@@ -431,6 +444,7 @@ impl Placing<'_> {
                 if let Some(v) = self.newest_at(*obj, ts) {
                     sets.insert(opref, vec![SeenVersion { obj: *obj, writer: v.writer }]);
                     self.stats.item_read_versions += 1;
+                    self.count_source(at);
                 }
             }
             Op::Select { predicate, .. }
@@ -456,6 +470,7 @@ impl Placing<'_> {
                 }
                 sets.insert(opref, set);
                 self.stats.version_sets += 1;
+                self.count_source(at);
             }
             _ => {}
         }
