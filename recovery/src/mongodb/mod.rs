@@ -110,6 +110,8 @@ pub fn recover_mongodb(
             _ => None,
         })
         .collect();
+    let keyed = with_key_columns(history, log);
+    let log = &keyed;
     let versions = logged_versions(history, log);
     let commits: Vec<Timestamp> = log.txns().iter().filter_map(|t| t.commit_ts).collect();
     let initial: FxHashMap<ObjId, &Value> =
@@ -225,6 +227,32 @@ fn predicates_explained(
         crate::matching::record_own_writes(op, &mut own);
     }
     Ok(true)
+}
+
+/// The log with each document's `_id` named as its table's key column: the history's rows
+/// carry the workload's key column (`items.id`, the first column: the adapter writes a row's
+/// first column as `_id`, `adapters/src/mongodb/session.rs`), the documents `_id`. Tables
+/// that have an `_id` column, and the key-value table, are left as they are.
+fn with_key_columns(h: &History, log: &RawLog) -> RawLog {
+    let mut out = RawLog::new();
+    for txn in log.txns() {
+        let mut txn = txn.clone();
+        for change in &mut txn.changes {
+            let Some(table) = h.table_by_name(&change.table).map(|t| h.table(t)) else { continue };
+            let Some(key_column) =
+                table.columns.first().filter(|_| !table.is_kv() && table.column("_id").is_none())
+            else {
+                continue;
+            };
+            for (name, _) in change.row.iter_mut().flatten() {
+                if &**name == "_id" {
+                    *name = std::sync::Arc::from(&**key_column);
+                }
+            }
+        }
+        out.push(txn);
+    }
+    out
 }
 
 fn logged_versions(h: &History, log: &RawLog) -> Versions {
