@@ -261,10 +261,7 @@ fn run_routes_cockroachdb_urls_to_the_adapter_and_names_an_unreachable_cluster()
 /// changefeed's, matched by value. T1 writes row 1 at `t1_commit`; T2's select `v > 0`
 /// returns nothing, then T2 writes row 2 at C. `pinned`: T2 first read row 1 and got T1's
 /// version (its `mvcc_ts` A), which places the later select at or after A.
-fn read_committed(t1_commit: &str, pinned: bool) -> (History, isocert_recovery::Recovered) {
-    use isocert_history::Scalar;
-    use isocert_recovery::{CommittedTxn, RowChange};
-    use std::sync::Arc;
+fn read_committed_text(t1_commit: &str, pinned: bool) -> String {
     let rc = r#""meta":{"isolation":"read-committed","effective_isolation":"read-committed"}"#;
     let first = if pinned {
         format!(
@@ -273,15 +270,31 @@ fn read_committed(t1_commit: &str, pinned: bool) -> (History, isocert_recovery::
     } else {
         String::new()
     };
-    let text = [
+    [
         HEADER.to_string(),
         format!(r#"{{"id":1,"session":1,"ops":[{{"f":"w","table":"items","key":1,"value":{{"id":1,"v":11}}}}],{rc}}}"#),
         format!(
             r#"{{"id":2,"session":2,"ops":[{first}{{"f":"select","table":"items","where":"v > 0","rows":[],"meta":{{"mvcc_ts_rows":[]}}}},{{"f":"w","table":"items","key":2,"value":{{"id":2,"v":22}}}}],{rc}}}"#
         ),
     ]
-    .join("\n");
+    .join("\n")
+}
+
+fn read_committed(t1_commit: &str, pinned: bool) -> (History, isocert_recovery::Recovered) {
+    let text = read_committed_text(t1_commit, pinned);
     let mut h = v1::read_history(text.as_bytes()).unwrap();
+    let log = read_committed_log(t1_commit);
+    let interpreter = Interpreter::new(&h).unwrap();
+    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    let recovered = recover_cockroach(&mut h, &log, &matcher).expect("recovers");
+    (h, recovered)
+}
+
+/// The changefeed of [`read_committed`]: T1's row 1 at `t1_commit`, T2's row 2 at C.
+fn read_committed_log(t1_commit: &str) -> RawLog {
+    use isocert_history::Scalar;
+    use isocert_recovery::{CommittedTxn, RowChange};
+    use std::sync::Arc;
     let change = |key: i64, v: i64, at: &str, pos: u64| {
         let ts = isocert_recovery::parse_hlc(at).unwrap();
         CommittedTxn {
@@ -303,10 +316,7 @@ fn read_committed(t1_commit: &str, pinned: bool) -> (History, isocert_recovery::
     for (pos, c) in changes.into_iter().enumerate() {
         log.push(CommittedTxn { commit_lsn: pos as u64 + 1, end_lsn: pos as u64 + 1, ..c });
     }
-    let interpreter = Interpreter::new(&h).unwrap();
-    let matcher = |h: &History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
-    let recovered = recover_cockroach(&mut h, &log, &matcher).expect("recovers");
-    (h, recovered)
+    log
 }
 
 fn check_read_committed(h: &History, recovered: &isocert_recovery::Recovered) -> Result<Vec<String>, String> {
@@ -348,6 +358,49 @@ fn a_read_committed_select_is_certified_where_every_time_in_its_window_sees_the_
     assert_eq!(recovered.stats.unknown_read_times, 0);
     let anomalies = check_read_committed(&h, &recovered).unwrap();
     assert!(anomalies.iter().any(|a| a.contains("ResultSetMismatch")), "{anomalies:?}");
+}
+
+/// The same READ COMMITTED histories through the commands: `isocert recover` writes the
+/// `read-time-unknown` mark into the certificate, and `isocert check` at read committed
+/// exits 2 naming the operation, where the near twin exits 0.
+#[test]
+fn recover_and_check_exit_2_on_a_read_time_cockroachdb_did_not_give() {
+    for (t1_commit, code) in [(A, 2), (D, 0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (h_in, log) = (read_committed_text(t1_commit, false), read_committed_log(t1_commit));
+        std::fs::write(dir.path().join("history.jsonl"), h_in).unwrap();
+        let mut raw = Vec::new();
+        log.write_jsonl(&mut raw).unwrap();
+        std::fs::write(dir.path().join("raw-log.jsonl"), raw).unwrap();
+        let (cert, history_out) = (dir.path().join("cert.json"), dir.path().join("out.jsonl"));
+        let o = Command::new(isocert_tests::isocert_bin())
+            .args(["recover", "--database", "cockroachdb", "--history"])
+            .arg(dir.path().join("history.jsonl"))
+            .arg("--source")
+            .arg(dir.path().join("raw-log.jsonl"))
+            .arg("--out")
+            .arg(&cert)
+            .arg("--history-out")
+            .arg(&history_out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("facts:"), "{stderr}");
+        let o = Command::new(isocert_tests::isocert_bin())
+            .arg("check")
+            .arg(&history_out)
+            .arg("--certificate")
+            .arg(&cert)
+            .args(["--isolation", "read-committed"])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.status.code(), Some(code), "{text}");
+        if code == 2 {
+            assert!(text.contains("uncertified") && text.contains("T2 op 0"), "{text}");
+        }
+    }
 }
 
 /// `isocert run` against a live CockroachDB: kv and predicate at SERIALIZABLE certify;
