@@ -14,6 +14,10 @@
 //! - what each read saw: the newest version committed at or before its read timestamp (the
 //!   transaction's snapshot timestamp, or the statement's own where [`TimestampFacts::read_ts`]
 //!   gives one, as for read committed); a transaction sees its own writes first;
+//! - read times the database did not give ([`ReadWindow`]: CockroachDB below SERIALIZABLE,
+//!   MongoDB's bracketed snapshots): a read gets its versions only where every time inside
+//!   its bounds gives the same; otherwise it is marked `read-time-unknown` in the
+//!   certificate's `hidden_reads` (uncertified), never placed at a guess;
 //! - timestamps: each committed transaction's start and commit timestamps are written into
 //!   the history, so that the snapshot isolation checks (Chronos, Aion, Emme's SI) judge
 //!   exactly what the database promises.
