@@ -101,6 +101,7 @@ pub fn recover_cockroach(
     facts.serial_order = commit_order_if_serializable(txn.iter().map(effective_level));
 
     // Snapshot and statement timestamps.
+    let after = session_commits(h, &facts.commit);
     for t in h.txn_ids() {
         let level = effective_level(&txn[t.index()]);
         let commit = facts.commit[t.index()];
@@ -108,7 +109,7 @@ pub fn recover_cockroach(
             facts.start[t.index()] = commit.map(just_below);
             continue;
         }
-        read_windows(h, t, level == "read-committed", session_commit(h, &facts.commit, t), &mut facts)?;
+        read_windows(h, t, level == "read-committed", after[t.index()], &mut facts)?;
         // The placeholder until the shared rule places the snapshot in its window (a
         // READ COMMITTED transaction has no snapshot: each statement reads at its own time).
         facts.start[t.index()] = commit.or(log_start).or(Some(Timestamp::new(0)));
@@ -179,15 +180,20 @@ fn read_windows(
     Ok(())
 }
 
-/// The commit timestamp of the last committed transaction before `t` in its session, if
-/// known: the session's connection (its gateway node) saw it before `t` began.
-fn session_commit(h: &History, commit: &[Option<Timestamp>], t: TxnId) -> Option<Timestamp> {
-    let session = h.txn(t).session;
-    h.txn_ids()
-        .take_while(|&p| p != t)
-        .filter(|&p| h.txn(p).session == session && h.txn(p).status == Status::Committed)
-        .last()
-        .and_then(|p| commit[p.index()])
+/// Per transaction, the commit timestamp of the last committed transaction before it in
+/// its session, if known: the session's connection (its gateway node) saw it before the
+/// transaction began.
+fn session_commits(h: &History, commit: &[Option<Timestamp>]) -> Vec<Option<Timestamp>> {
+    let mut last: FxHashMap<isocert_history::SessionId, Option<Timestamp>> = FxHashMap::default();
+    let mut out = Vec::with_capacity(h.txns.len());
+    for t in h.txn_ids() {
+        let session = h.txn(t).session;
+        out.push(last.get(&session).copied().flatten());
+        if h.txn(t).status == Status::Committed {
+            last.insert(session, commit[t.index()]);
+        }
+    }
+    out
 }
 
 /// Whether `op` reads (an item read or a predicate operation).
