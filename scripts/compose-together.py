@@ -75,6 +75,16 @@ def problems(doc):
         for dep in deps:
             if dep not in services:
                 found.append(f"service {name} depends on {dep}, which the file does not define")
+        probe = service.get("healthcheck", {}).get("test") or []
+        probe = " ".join(probe) if isinstance(probe, list) else str(probe)
+        clients = ["curl ", "wget ", "busybox wget "]
+        if "build" not in service and any(c in probe for c in clients[:2]):
+            missing = [c.strip() for c in clients if c not in probe]
+            if missing:
+                found.append(
+                    f"service {name}'s health check probes HTTP without {', '.join(missing)}: an image "
+                    "may lack any one client (try curl, wget and busybox wget)"
+                )
         if "healthcheck" not in service and name not in one_shot:
             found.append(f"service {name} has no healthcheck (`docker compose up --wait` needs one)")
     # Dependency cycles.

@@ -132,6 +132,19 @@ fn recover_with<D: Database>(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
         recovered.stats.version_sets,
         args.out.display()
     );
+    let sources = &recovered.stats.sources;
+    if sources != &isocert_recovery::FactSources::default() || recovered.stats.unknown_read_times > 0 {
+        eprintln!(
+            "isocert: facts: {} commit timestamp(s) from the database's log, {} returned to the client; {} read(s) at \
+             a read time the database returned, {} within bounds (versions it returned, brackets the client \
+             measured), {} left uncertified (read-time-unknown)",
+            sources.commits_from_log,
+            sources.commits_returned,
+            sources.reads_at_returned_time,
+            sources.reads_within_bounds,
+            recovered.stats.unknown_read_times
+        );
+    }
     // Transactions whose outcome neither the client nor the log knows: checkers leave
     // them out, so what they read and wrote is undecided.
     let unknown = history.txns.iter().filter(|t| t.status == isocert_history::Status::Unknown).count();

@@ -840,6 +840,13 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
             "ambiguous_reads": r.stats.ambiguous_reads,
             "outside_window": r.stats.outside_window,
             "serialization_cycle": r.stats.serialization_cycle,
+            "unknown_read_times": r.stats.unknown_read_times,
+            "sources": {
+                "commits_from_log": r.stats.sources.commits_from_log,
+                "commits_returned": r.stats.sources.commits_returned,
+                "reads_at_returned_time": r.stats.sources.reads_at_returned_time,
+                "reads_within_bounds": r.stats.sources.reads_within_bounds,
+            },
             "warnings": r.warnings,
         });
     }

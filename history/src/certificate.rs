@@ -70,7 +70,8 @@ pub struct Certificate {
     /// Operations whose outcome rests on a value this certificate does not show (isocert
     /// extension `hidden_reads`, what `isocert serve` marks): no checker may call a history
     /// with such an operation valid, nor an anomaly through it, so checking refuses it as
-    /// uncertified. Empty in every certificate a database's own capture recovers.
+    /// uncertified. A database's own capture adds [`HiddenReason::ReadTimeUnknown`] where
+    /// the database did not tell enough.
     pub hidden_reads: Vec<HiddenRead>,
 }
 
@@ -96,6 +97,11 @@ pub enum HiddenReason {
     /// A predicate operation evaluated a version written outside the history whose value is
     /// not shown: whether it matched rests on that value.
     PredicateOverHidden,
+    /// The database gave no read time for the operation (CockroachDB below SERIALIZABLE,
+    /// MongoDB's snapshot within a client-measured bracket), and the bounds that the
+    /// versions it returned and the client's measurements set leave commits that change
+    /// what it saw: which versions it evaluated is not known.
+    ReadTimeUnknown,
 }
 
 impl HiddenReason {
@@ -104,12 +110,13 @@ impl HiddenReason {
         match self {
             HiddenReason::ValueWrittenOutside => "value-written-outside",
             HiddenReason::PredicateOverHidden => "predicate-over-hidden",
+            HiddenReason::ReadTimeUnknown => "read-time-unknown",
         }
     }
 
     /// The reason named `name` ([`as_str`](Self::as_str)).
     pub fn from_name(name: &str) -> Option<Self> {
-        [HiddenReason::ValueWrittenOutside, HiddenReason::PredicateOverHidden]
+        [HiddenReason::ValueWrittenOutside, HiddenReason::PredicateOverHidden, HiddenReason::ReadTimeUnknown]
             .into_iter()
             .find(|r| r.as_str() == name)
     }
@@ -122,6 +129,9 @@ impl HiddenReason {
             }
             HiddenReason::PredicateOverHidden => {
                 "its predicate evaluated a row written outside the submitted history; this server does not reveal other writers' values"
+            }
+            HiddenReason::ReadTimeUnknown => {
+                "the database gave no read time for it, and commits between the bounds its returned versions set change what it saw"
             }
         }
     }

@@ -58,9 +58,10 @@ pub use postgres::{
     PgOpFacts, PgTxnFacts, PostgresRecovery,
 };
 pub use raw_log::{CommittedTxn, RawLog, RawLogError, RowChange};
-pub use recovered::{Recovered, RecoveryStats, RowMatcher};
+pub use recovered::{FactSources, Recovered, RecoveryStats, RowMatcher};
 pub use snapshot::{widen_xid, PgSnapshot, SnapshotParseError};
 pub use tidb::{recover_tidb, tidb_timestamps, TiDbOpFacts, TiDbTxnFacts};
 pub use timestamp_order::{
-    recover_by_timestamps, LogMatch, RecordedLiveTicks, RecordedTimestamps, TimestampFacts, VersionSource,
+    recover_by_timestamps, LogMatch, ReadWindow, RecordedLiveTicks, RecordedTimestamps, TimestampFacts,
+    VersionSource,
 };

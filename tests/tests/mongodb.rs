@@ -118,6 +118,78 @@ fn the_same_commits_as_change_events_give_the_same_verdict() {
 }
 
 /// `isocert recover --database mongodb --source OPLOG.jsonl` (the binary needs the feature).
+/// Issue 46: a transaction whose snapshot the session only bracketed (`read_after`: the
+/// session's `operationTime` before it; `read_before`: the first reply's; no `atClusterTime`,
+/// which the driver does not expose). T1 writes key 1 at (…601,1). `t2` is T2's
+/// transaction line (session 2, txn 1) and `t2_bracket` its bracket and commit.
+fn bracketed(
+    t2_ops: &str,
+    t2_bracket: ((u32, u32), (u32, u32), (u32, u32)),
+    t2_writes: bool,
+) -> (String, RawLog) {
+    let ((after_t, after_i), (before_t, before_i), (commit_t, commit_i)) = t2_bracket;
+    let text = [
+        r#"{"format":"isocert-history","version":1,"dialect":"mongodb","initial":[{"key":1,"value":0},{"key":2,"value":0}]}"#.to_string(),
+        format!(
+            r#"{{"id":1,"session":1,"ops":[{{"f":"w","key":1,"value":10}}],"meta":{{"isolation":"repeatable-read","lsid":"{}","txn_number":1,"read_ts":{{"t":1714557600,"i":1}},"commit_ts":{{"t":1714557601,"i":1}}}}}}"#,
+            LSID[0]
+        ),
+        format!(
+            r#"{{"id":2,"session":2,"ops":[{t2_ops}],"meta":{{"isolation":"repeatable-read","lsid":"{}","txn_number":1,"read_after":{{"t":{after_t},"i":{after_i}}},"read_before":{{"t":{before_t},"i":{before_i}}},"commit_ts":{{"t":{commit_t},"i":{commit_i}}}}}}}"#,
+            LSID[1]
+        ),
+    ]
+    .join("\n");
+    let mut dump = vec![oplog_txn(0, 1, (1_714_557_601, 1), &[(1, 10)])];
+    if t2_writes {
+        dump.push(oplog_txn(1, 1, (commit_t, commit_i), &[(1, 20)]));
+    }
+    (text, read_oplog(dump.join("\n").as_bytes(), Some("isocert")).expect("oplog reads"))
+}
+
+/// The verdict at snapshot isolation, or the check's refusal.
+fn checked(text: &str, log: &RawLog) -> Result<Vec<AnomalyKind>, String> {
+    let mut h = v1::read_history(text.as_bytes()).expect("history");
+    let interpreter = Interpreter::new(&h).expect("the filters compile");
+    let matcher =
+        |h: &isocert_history::History, p, o, v| interpreter.matches(h, p, o, v).map_err(|e| e.to_string());
+    let recovered = recover_mongodb(&mut h, log, &matcher).expect("recovers");
+    let interpreter = Interpreter::new(&h).unwrap();
+    check(&h, &recovered.certificate, IsolationLevel::SnapshotIsolation, CheckerKind::Emme, &interpreter)
+        .map(|r| r.anomalies.iter().map(|a| a.kind).collect())
+        .map_err(|e| e.to_string())
+}
+
+/// T2's select `value >= 5` returned nothing: its bracket (…600,5)–(…601,5) holds T1's
+/// commit, and only a snapshot before it explains the empty result. The old rule took the
+/// latest position (after T1) and reported a result-set mismatch MongoDB did not cause.
+/// Near twin: a bracket that starts after T1's commit, where the empty result is wrong.
+#[test]
+fn a_bracketed_snapshot_is_placed_by_its_predicate_reads() {
+    let select = r#"{"f":"select","table":"kv","where":"{\"value\": {\"$gte\": 5}}","rows":[]}"#;
+    let (text, log) = bracketed(select, ((1_714_557_600, 5), (1_714_557_601, 5), (1_714_557_601, 6)), false);
+    assert_eq!(checked(&text, &log), Ok(vec![]));
+    let (text, log) = bracketed(select, ((1_714_557_601, 2), (1_714_557_601, 5), (1_714_557_601, 6)), false);
+    assert_eq!(checked(&text, &log), Ok(vec![AnomalyKind::ResultSetMismatch]));
+}
+
+/// T2 blindly writes key 1 and commits at (…601,4); its bracket (…600,5)–(…601,3) holds
+/// T1's commit of key 1, so whether the two were concurrent (a lost update) is unknown.
+/// The old rule placed the snapshot after T1 and certified it VALID; it is now uncertified,
+/// naming T2. Near twins: a bracket that ends before T1's commit (a lost update, G-SI) and
+/// one that starts after it (VALID).
+#[test]
+fn a_blind_write_whose_bracket_holds_a_conflicting_commit_is_uncertified() {
+    let write = r#"{"f":"w","key":1,"value":20}"#;
+    let (text, log) = bracketed(write, ((1_714_557_600, 5), (1_714_557_601, 3), (1_714_557_601, 4)), true);
+    let e = checked(&text, &log).unwrap_err();
+    assert!(e.contains("uncertified") && e.contains("T2 op 0") && e.contains("no read time"), "{e}");
+    let (text, log) = bracketed(write, ((1_714_557_600, 5), (1_714_557_600, 9), (1_714_557_601, 4)), true);
+    assert_eq!(checked(&text, &log), Ok(vec![AnomalyKind::GSi]));
+    let (text, log) = bracketed(write, ((1_714_557_601, 2), (1_714_557_601, 3), (1_714_557_601, 4)), true);
+    assert_eq!(checked(&text, &log), Ok(vec![]));
+}
+
 #[cfg(feature = "mongodb")]
 #[test]
 fn isocert_recover_reads_an_oplog_dump() {

@@ -68,6 +68,25 @@ struct State {
     created_topic: Option<(String, String)>,
 }
 
+/// The capture's log inside its locked state, for [`super::kafka::KafkaFeed::read_until`].
+#[cfg(feature = "kafka")]
+struct SharedLog<'a>(std::sync::MutexGuard<'a, State>);
+
+#[cfg(feature = "kafka")]
+impl std::ops::Deref for SharedLog<'_> {
+    type Target = FeedLog;
+    fn deref(&self) -> &FeedLog {
+        &self.0.log
+    }
+}
+
+#[cfg(feature = "kafka")]
+impl std::ops::DerefMut for SharedLog<'_> {
+    fn deref_mut(&mut self) -> &mut FeedLog {
+        &mut self.0.log
+    }
+}
+
 /// The sinkless changefeed of one table.
 #[derive(Debug)]
 pub struct ChangefeedCapture {
@@ -214,10 +233,12 @@ async fn consume_kafka(
         lock().job = rows.first().and_then(|r| r.get(0)).map(str::to_string);
         lock().started = true;
         tick.send_modify(|n| *n += 1);
-        let mut log = FeedLog::new();
+        // Each message goes into the shared log in place (issue 46: the log used to be
+        // copied whole every 300 ms, which grew with the run).
         while !*stopped.borrow() {
-            feed.read_until(&mut log, None, Duration::from_millis(300), |_| {}).await.map_err(|e| e.to_string())?;
-            lock().log = log.clone();
+            feed.read_until(|| SharedLog(lock()), None, Duration::from_millis(300), |_| {})
+                .await
+                .map_err(|e| e.to_string())?;
             tick.send_modify(|n| *n += 1);
         }
         Ok(())

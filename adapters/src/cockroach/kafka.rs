@@ -198,23 +198,25 @@ impl KafkaFeed {
         (self.origin == TopicOrigin::Created).then(|| (self.brokers.clone(), self.topic.clone()))
     }
 
-    /// Reads messages into `log` until its watermark (over all partitions) reaches
-    /// `target`, or `timeout` passes; calls `progress` after each message.
+    /// Reads messages into the log `log()` gives until its watermark (over all partitions)
+    /// reaches `target`, or `timeout` passes; calls `progress` after each message. `log`
+    /// hands out the log for one step at a time (a lock's guard: the capture shares it
+    /// with `finish` and adds each message in place rather than copying the whole log).
     ///
     /// # Errors
     /// A consumer error, a message that is not a changefeed message (naming its partition
     /// and offset), or the timeout.
-    pub async fn read_until(
+    pub async fn read_until<L: std::ops::DerefMut<Target = FeedLog>>(
         &self,
-        log: &mut FeedLog,
+        mut log: impl FnMut() -> L,
         target: Option<Timestamp>,
         timeout: Duration,
         mut progress: impl FnMut(&FeedLog),
     ) -> Result<(), AdapterError> {
-        log.expect_partitions(self.partitions);
+        log().expect_partitions(self.partitions);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut stream = self.consumer.stream();
-        while target.is_none_or(|t| !log.covers(t)) {
+        while target.is_none_or(|t| !log().covers(t)) {
             let next = tokio::time::timeout_at(deadline, stream.next()).await;
             let message = match next {
                 Err(_) if target.is_none() => return Ok(()),
@@ -223,7 +225,7 @@ impl KafkaFeed {
                         "waiting for the resolved timestamp",
                         format!(
                             "the watermark ({}) did not reach {} within {timeout:?}",
-                            log.watermark().map_or("none yet".into(), |w| w.to_string()),
+                            log().watermark().map_or("none yet".into(), |w| w.to_string()),
                             target.map_or(String::new(), |t| t.to_string())
                         ),
                     ))
@@ -245,8 +247,9 @@ impl KafkaFeed {
                 json(message.payload())?.ok_or_else(|| kafka_error(&at, "a message without a value"))?;
             let parsed =
                 parse_message(Some(&self.table), key.as_ref(), &value).map_err(|e| kafka_error(&at, e))?;
+            let mut log = log();
             log.push(message.partition() as u32, parsed).map_err(|e| kafka_error(&at, e))?;
-            progress(log);
+            progress(&log);
         }
         Ok(())
     }

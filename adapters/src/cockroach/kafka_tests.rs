@@ -279,13 +279,15 @@ async fn existing_topic_read_from_its_end(brokers: &str, topic: &str) {
     ] {
         send(&producer, topic, partition, key, &value).await;
     }
-    let mut log = FeedLog::new();
+    let shared = std::sync::Mutex::new(FeedLog::new());
+    let log = || shared.lock().unwrap();
     let mut seen = 0;
     let target = isocert_recovery::parse_hlc(RESOLVED).unwrap();
-    feed.read_until(&mut log, Some(target), Duration::from_secs(20), |_| seen += 1).await.unwrap();
-    assert!(seen >= 4 && log.is_complete(), "{seen}");
-    feed.read_until(&mut log, None, Duration::from_millis(500), |_| seen += 1).await.unwrap();
+    feed.read_until(log, Some(target), Duration::from_secs(20), |_| seen += 1).await.unwrap();
+    assert!(seen >= 4 && log().is_complete(), "{seen}");
+    feed.read_until(log, None, Duration::from_millis(500), |_| seen += 1).await.unwrap();
     assert_eq!(seen, 5, "the earlier run's message is not read");
+    let log = shared.into_inner().unwrap();
     assert_eq!((log.txn_count(), log.change_count(), log.duplicates()), (2, 2, 1));
     let raw = log.to_raw_log();
     let keys: Vec<String> = raw.txns().iter().map(|t| t.changes[0].key.to_string()).collect();

@@ -39,6 +39,13 @@ const RETRYABLE: &[u16] = &[9007, 8005, 8002, 8022, 8028, 1213, 1205, 9001, 9002
 /// versions settle such an attempt, as after a connection lost during COMMIT.
 const UNKNOWN_AT_COMMIT: &[u16] = &[9001, 9002, 9003, 9005];
 
+/// "Duplicate entry for key" (1062). An optimistic transaction checks unique keys lazily
+/// (`tidb_constraint_check_in_place` is off by default): an `INSERT` of a key another
+/// transaction committed meanwhile fails only at COMMIT, which rolls the transaction back
+/// (`pessimistic-transaction.md`, "constraint check"). There it is a transaction abort, not
+/// a failure of the run; at a statement it stays fatal, as on every other database.
+const DUPLICATE_AT_COMMIT: u16 = 1062;
+
 /// Error numbers that mean the session is gone: killed (1927), server shutdown (1053).
 const CONNECTION_GONE: &[u16] = &[1927, 1053];
 
@@ -52,10 +59,12 @@ fn db_error(context: &str, e: mysql_async::Error) -> DbError {
 }
 
 /// Classifies an error of COMMIT: as [`classify`], except that the transient cluster
-/// errors leave the outcome unknown.
+/// errors leave the outcome unknown and an optimistic transaction's duplicate key
+/// ([`DUPLICATE_AT_COMMIT`]) aborted it (recorded as aborted, the plan retried).
 pub fn classify_commit(e: &mysql_async::Error) -> ErrorClass {
     match e {
         mysql_async::Error::Server(s) if UNKNOWN_AT_COMMIT.contains(&s.code) => ErrorClass::ConnectionLost,
+        mysql_async::Error::Server(s) if s.code == DUPLICATE_AT_COMMIT => ErrorClass::Retryable,
         _ => classify(e),
     }
 }
@@ -278,6 +287,10 @@ mod tests {
         for code in [9007, 8005, 9004, 1213] {
             assert_eq!(classify_commit(&server(code)), ErrorClass::Retryable, "{code}");
         }
+        // An optimistic transaction's duplicate key, found at COMMIT, aborted it; at a
+        // statement it stops the run.
+        assert_eq!(classify_commit(&server(1062)), ErrorClass::Retryable);
+        assert_eq!(classify(&server(1062)), ErrorClass::Fatal);
         // GC life time shorter than the transaction (9006) and the rest stop the run.
         assert_eq!(classify(&server(1105)), ErrorClass::Fatal);
         assert_eq!(classify(&server(9006)), ErrorClass::Fatal);

@@ -10,8 +10,8 @@ use crate::matching::{final_writes, logged_value};
 use crate::meta::{op_facts, txn_facts};
 use crate::timestamp_order::commit_order_if_serializable;
 use crate::{
-    recover_by_timestamps, LogMatch, RawLog, Recovered, RecoveryError, RowMatcher, TimestampFacts,
-    VersionSource,
+    recover_by_timestamps, LogMatch, RawLog, ReadWindow, Recovered, RecoveryError, RowMatcher,
+    TimestampFacts, VersionSource,
 };
 
 /// Recovers the certificate of a CockroachDB history from its changefeed's log (a
@@ -23,11 +23,14 @@ use crate::{
 ///   refreshes its reads up to it), the `cluster_logical_timestamp()` the client recorded
 ///   before COMMIT, which the log's `updated` must equal; its snapshot is placed just below
 ///   it (before its own writes);
-/// - REPEATABLE READ (snapshot): its snapshot is placed at the newest version its reads
-///   returned (`crdb_internal_mvcc_timestamp`), its commit timestamp is the log's;
-/// - READ COMMITTED: each statement reads at the newest version it returned;
-///   a transaction that returned no stored version reads at its commit timestamp, or, if
-///   it wrote nothing either, at the start of the log.
+/// - REPEATABLE READ (snapshot) and READ COMMITTED: CockroachDB gives no read timestamp,
+///   so each read gets a [`ReadWindow`] (the transaction's snapshot at REPEATABLE READ, each
+///   statement's at READ COMMITTED): at or after the versions it returned
+///   (`crdb_internal_mvcc_timestamp`), the earlier statements' and the session's previous
+///   commit, before its rows' next versions and its own commit. A read whose window holds
+///   another transaction's commit of a row it depends on gets no version set and is
+///   marked `read-time-unknown` (an item read of a READ COMMITTED statement is matched by
+///   its value instead); the check is then uncertified, naming it.
 ///
 /// A writer without a recorded commit timestamp (below SERIALIZABLE, or a lost COMMIT
 /// answer) is found in the log by the unique values it wrote; an unknown outcome found
@@ -98,63 +101,107 @@ pub fn recover_cockroach(
     facts.serial_order = commit_order_if_serializable(txn.iter().map(effective_level));
 
     // Snapshot and statement timestamps.
+    let after = session_commits(h, &facts.commit);
     for t in h.txn_ids() {
-        let f = &txn[t.index()];
-        let level = effective_level(f);
+        let level = effective_level(&txn[t.index()]);
         let commit = facts.commit[t.index()];
         if level == "serializable" {
             facts.start[t.index()] = commit.map(just_below);
             continue;
         }
-        let per_statement = level == "read-committed";
-        let mut written: FxHashSet<ObjId> = FxHashSet::default();
-        let mut newest: Option<Timestamp> = None;
-        for (i, op) in h.txn(t).ops.iter().enumerate() {
-            let of: CrdbOpFacts = op_facts(h, t, i)?;
-            let mut seen: Vec<(ObjId, &str)> = Vec::new();
-            match op {
-                Op::Read { obj, .. } => seen.extend(of.mvcc_ts.as_deref().map(|m| (*obj, m))),
-                Op::Select { rows, .. } => {
-                    let stamps = of.mvcc_ts_rows.as_deref().unwrap_or(&[]);
-                    if !stamps.is_empty() && stamps.len() != rows.len() {
-                        return Err(bad(
-                            h,
-                            t,
-                            &format!("ops[{i}].meta.mvcc_ts_rows"),
-                            format!("{} timestamps for {} rows", stamps.len(), rows.len()),
-                        ));
-                    }
-                    seen.extend(rows.iter().zip(stamps).map(|(r, m)| (r.obj, m.as_str())));
-                }
-                _ => {}
-            }
-            let mut op_newest: Option<Timestamp> = None;
-            for (obj, m) in seen {
-                if written.contains(&obj) {
-                    continue; // its own provisional version
-                }
-                let ts = parse_hlc(m).map_err(|e| bad(h, t, &format!("ops[{i}].meta"), e))?;
-                op_newest = op_newest.max(Some(ts));
-            }
-            if per_statement {
-                if let Some(ts) = op_newest {
-                    facts.read_ts.insert(OpRef { txn: t, op: i as u32 }, ts);
-                }
-            }
-            newest = newest.max(op_newest);
-            written.extend(objects_written(op));
-        }
-        facts.start[t.index()] = match (per_statement, newest, commit) {
-            (false, Some(ts), _) => Some(ts),
-            (_, _, Some(c)) => Some(c),
-            (_, Some(ts), None) => Some(ts),
-            (_, None, None) => log_start.or(Some(Timestamp::new(0))),
-        };
+        read_windows(h, t, level == "read-committed", after[t.index()], &mut facts)?;
+        // The placeholder until the shared rule places the snapshot in its window (a
+        // READ COMMITTED transaction has no snapshot: each statement reads at its own time).
+        facts.start[t.index()] = commit.or(log_start).or(Some(Timestamp::new(0)));
     }
     let mut recovered =
         recover_by_timestamps(history, VersionSource::Log { log, by: LogMatch::CommitTimestamp }, &facts)?;
     recovered.stats.resolved_aborted += settled_aborted;
     Ok(recovered)
+}
+
+/// The read windows of a transaction below SERIALIZABLE (module doc of
+/// [`crate::timestamp_order`]): CockroachDB gives no read timestamp there, so each read is
+/// bounded from below by the versions returned (`crdb_internal_mvcc_timestamp`) and by
+/// `after` (the commit of the session's previous transaction, which the gateway's HLC has
+/// seen before this one begins), from above by the transaction's own commit timestamp.
+/// `per_statement` (READ COMMITTED): each statement reads at a new time, no earlier than
+/// the previous statement's; otherwise (REPEATABLE READ) the transaction reads one snapshot.
+fn read_windows(
+    h: &History,
+    t: TxnId,
+    per_statement: bool,
+    after: Option<Timestamp>,
+    facts: &mut TimestampFacts,
+) -> Result<(), RecoveryError> {
+    let until = facts.commit[t.index()];
+    let mut written: FxHashSet<ObjId> = FxHashSet::default();
+    let mut snapshot = ReadWindow { from: after, until, returned: Vec::new() };
+    for (i, op) in h.txn(t).ops.iter().enumerate() {
+        let of: CrdbOpFacts = op_facts(h, t, i)?;
+        let mut seen: Vec<(ObjId, &str)> = Vec::new();
+        match op {
+            Op::Read { obj, .. } => seen.extend(of.mvcc_ts.as_deref().map(|m| (*obj, m))),
+            Op::Select { rows, .. } => {
+                let stamps = of.mvcc_ts_rows.as_deref().unwrap_or(&[]);
+                if !stamps.is_empty() && stamps.len() != rows.len() {
+                    return Err(bad(
+                        h,
+                        t,
+                        &format!("ops[{i}].meta.mvcc_ts_rows"),
+                        format!("{} timestamps for {} rows", stamps.len(), rows.len()),
+                    ));
+                }
+                seen.extend(rows.iter().zip(stamps).map(|(r, m)| (r.obj, m.as_str())));
+            }
+            _ => {}
+        }
+        let mut returned = Vec::new();
+        for (obj, m) in seen {
+            if !written.contains(&obj) {
+                // Not its own provisional version.
+                let ts = parse_hlc(m).map_err(|e| bad(h, t, &format!("ops[{i}].meta"), e))?;
+                returned.push((obj, ts));
+            }
+        }
+        if per_statement && reads(op) {
+            let from = snapshot.returned.iter().map(|r| r.1).max().max(snapshot.from);
+            facts.read_window.insert(
+                OpRef { txn: t, op: i as u32 },
+                ReadWindow { from, until, returned: returned.clone() },
+            );
+        }
+        snapshot.returned.extend(returned);
+        written.extend(objects_written(op));
+    }
+    if !per_statement {
+        facts.start_window[t.index()] = Some(snapshot);
+    }
+    Ok(())
+}
+
+/// Per transaction, the commit timestamp of the last committed transaction before it in
+/// its session, if known: the session's connection (its gateway node) saw it before the
+/// transaction began.
+fn session_commits(h: &History, commit: &[Option<Timestamp>]) -> Vec<Option<Timestamp>> {
+    let mut last: FxHashMap<isocert_history::SessionId, Option<Timestamp>> = FxHashMap::default();
+    let mut out = Vec::with_capacity(h.txns.len());
+    for t in h.txn_ids() {
+        let session = h.txn(t).session;
+        out.push(last.get(&session).copied().flatten());
+        if h.txn(t).status == Status::Committed {
+            last.insert(session, commit[t.index()]);
+        }
+    }
+    out
+}
+
+/// Whether `op` reads (an item read or a predicate operation).
+fn reads(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Read { .. } | Op::Select { .. } | Op::Update { .. } | Op::Delete { .. } | Op::Aggregate { .. }
+    )
 }
 
 /// The `(start, commit)` of a CockroachDB transaction at SERIALIZABLE as recovery writes

@@ -77,7 +77,52 @@ fn a_lost_commit_answer_nobody_read_is_aborted_and_one_read_is_refused() {
     let reader = r#"{"id":5,"session":5,"ops":[{"f":"r","table":"t","key":2,"value":{"id":2,"v":40}}],"meta":{"start_ts":150}}"#;
     let mut h = history(&[W1, lost, reader]);
     let e = recover(&mut h).unwrap_err().to_string();
-    assert!(e.contains("unknown") && e.contains("read what it wrote"), "{e}");
+    assert!(e.contains("uncertified") && e.contains("T5 op 0 read the value it wrote"), "{e}");
+}
+
+/// Issue 46: a lost commit answer is settled by every read, not only item reads. T4 (outcome
+/// unknown, snapshot 130) writes row 2 = 40. The old rule saw no item read of 40 and settled
+/// it as aborted, so a select that returned it became a g1a, and a select, aggregate or
+/// predicate update whose snapshot could include T4's commit (a result that may rest on
+/// row 2's version) was judged against a version order without it. Each is now refused,
+/// naming the reader. Near twins: the same reads at a snapshot before T4's (130), which its
+/// commit cannot be in, settle it as aborted.
+#[test]
+fn a_lost_commit_answer_is_settled_by_selects_aggregates_and_predicate_writes_too() {
+    let lost = r#"{"id":4,"session":4,"status":"unknown","ops":[{"f":"w","table":"t","key":2,"value":{"id":2,"v":40}}],"meta":{"start_ts":130,"error":"connection"}}"#;
+    let readers = [
+        (
+            r#"{"f":"select","table":"t","where":"ge(v, 5)","rows":[{"key":1,"value":{"id":1,"v":10}},{"key":2,"value":{"id":2,"v":40}}]}"#,
+            "returned a row holding a value it wrote",
+        ),
+        (
+            r#"{"f":"select","table":"t","where":"ge(v, 5)","rows":[{"key":1,"value":{"id":1,"v":10}}]}"#,
+            "evaluated its predicate",
+        ),
+        (
+            r#"{"f":"aggregate","table":"t","where":"ge(v, 5)","function":"count","result":1}"#,
+            "evaluated its predicate",
+        ),
+        (
+            r#"{"f":"update","table":"t","where":"ge(v, 30)","set":{"v":7},"rows":[]}"#,
+            "evaluated its predicate",
+        ),
+    ];
+    for (op, why) in readers {
+        let reader = format!(r#"{{"id":5,"session":5,"ops":[{op}],"meta":{{"start_ts":150}}}}"#);
+        let mut h = history(&[W1, lost, &reader]);
+        let e = recover(&mut h).unwrap_err().to_string();
+        assert!(
+            e.contains("T4") && e.contains("uncertified") && e.contains("T5 op 0") && e.contains(why),
+            "{op}: {e}"
+        );
+        if why == "evaluated its predicate" {
+            let before = reader.replace(r#""start_ts":150"#, r#""start_ts":125"#);
+            let mut h = history(&[W1, lost, &before]);
+            recover(&mut h).expect("a snapshot before T4's start cannot hold its commit");
+            assert_eq!(h.txns[1].status, Status::Aborted, "{op}");
+        }
+    }
 }
 
 #[test]

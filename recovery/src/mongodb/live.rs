@@ -125,7 +125,17 @@ impl LiveTicks for MongoLiveTicks {
             let reads = item_reads(txn);
             let explains = |at: Timestamp| reads.iter().all(|&(obj, v)| self.visible(obj, at) == v);
             let start = match snapshot(f, &self.commits, explains) {
-                Snapshot::Exact(at) | Snapshot::Placed { at, .. } => at,
+                Snapshot::Exact(at) => at,
+                Snapshot::Placed { candidates, .. } if candidates.len() == 1 => candidates[0],
+                Snapshot::Placed { candidates, .. } => {
+                    // Several snapshots (or none) explain its item reads: recovery decides
+                    // with its predicate reads, or marks what stays undecided.
+                    return Err(stop(format!(
+                        "{label}'s snapshot is only bracketed and {} positions in its bracket explain its item \
+                         reads",
+                        candidates.len()
+                    )));
+                }
                 Snapshot::Unknown => {
                     return Err(stop(format!("{label} committed without a snapshot time or bracket")))
                 }

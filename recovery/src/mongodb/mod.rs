@@ -11,10 +11,10 @@
 //!   used as is. Otherwise the client brackets it: `read_after` (the session's
 //!   `operationTime` before the transaction: the snapshot is no older) and `read_before`
 //!   (the first statement's reply `operationTime`, or the commit's). Within the bracket only
-//!   the commits the log shows matter; recovery takes the latest of those positions that
-//!   explains every item read of the transaction (documents carry their writer, so an item
-//!   read names its version), and says in a warning how many transactions had more than one
-//!   such position (their predicate reads could have seen either: docs/MONGODB.md).
+//!   the commits the log shows matter. The positions that explain the item reads (documents
+//!   carry their writer, so an item read names its version) and then the predicate reads
+//!   remain; with several, the shared rule gives each operation its versions only where
+//!   they all agree and marks the rest `read-time-unknown` (uncertified): docs/MONGODB.md.
 
 mod change_stream;
 mod ext_json;
@@ -34,7 +34,7 @@ pub use oplog::read_oplog;
 
 use crate::matching::logged_value;
 use crate::meta::txn_facts;
-use crate::timestamp_order::{recover_by_timestamps, LogMatch, TimestampFacts, VersionSource};
+use crate::timestamp_order::{recover_by_timestamps, LogMatch, ReadWindow, TimestampFacts, VersionSource};
 use crate::{RawLog, Recovered, RecoveryError, RowMatcher};
 
 /// A BSON `Timestamp(t, i)`: seconds and the increment within the second.
@@ -99,7 +99,7 @@ type Versions = FxHashMap<ObjId, Vec<(Timestamp, Value)>>;
 pub fn recover_mongodb(
     history: &mut History,
     log: &RawLog,
-    _matcher: RowMatcher<'_>,
+    matcher: RowMatcher<'_>,
 ) -> Result<Recovered, RecoveryError> {
     let facts: Vec<MongoTxnFacts> =
         history.txn_ids().map(|t| txn_facts(history, t)).collect::<Result<_, _>>()?;
@@ -110,6 +110,8 @@ pub fn recover_mongodb(
             _ => None,
         })
         .collect();
+    let keyed = with_key_columns(history, log);
+    let log = &keyed;
     let versions = logged_versions(history, log);
     let commits: Vec<Timestamp> = log.txns().iter().filter_map(|t| t.commit_ts).collect();
     let initial: FxHashMap<ObjId, &Value> =
@@ -128,13 +130,33 @@ pub fn recover_mongodb(
         };
         ts.start[t.index()] = match snapshot(f, &commits, explains) {
             Snapshot::Exact(at) => Some(at),
-            Snapshot::Placed { at, choices } => {
-                if choices > 1 {
-                    ambiguous += 1;
-                } else if choices == 0 {
-                    unexplained.push(history.txn_label(t));
+            Snapshot::Placed { candidates, high } => {
+                let mut fitting = Vec::new();
+                for &at in &candidates {
+                    if predicates_explained(history, t, &versions, &initial, at, matcher)? {
+                        fitting.push(at);
+                    }
                 }
-                Some(at)
+                match (fitting.first().zip(fitting.last()), candidates.last()) {
+                    (Some((&first, &last)), _) => {
+                        // The shared rule gives each operation its versions only where
+                        // every snapshot left gives the same (all do when one is left).
+                        ambiguous += usize::from(first != last);
+                        ts.start_window[t.index()] = Some(ReadWindow {
+                            from: Some(first),
+                            until: Some(Timestamp::hlc(last.wall, last.logical.saturating_add(1))),
+                            returned: Vec::new(),
+                        });
+                        Some(last)
+                    }
+                    // No snapshot the item reads allow explains the predicate reads: each
+                    // gives a wrong result, which the checkers report.
+                    (None, Some(&last)) => Some(last),
+                    (None, None) => {
+                        unexplained.push(history.txn_label(t));
+                        Some(high)
+                    }
+                }
             }
             Snapshot::Unknown => None,
         };
@@ -143,7 +165,8 @@ pub fn recover_mongodb(
         recover_by_timestamps(history, VersionSource::Log { log, by: LogMatch::Xid(&ids) }, &ts)?;
     if ambiguous > 0 {
         recovered.warnings.push(format!(
-            "{ambiguous} transactions' snapshot times are only bracketed: several commits in their bracket explain their item reads; the latest was taken (docs/MONGODB.md)"
+            "{ambiguous} transactions' snapshot times are only bracketed and several commits in their bracket explain \
+             their reads; operations whose versions differ between them are uncertified (docs/MONGODB.md)"
         ));
     }
     if !unexplained.is_empty() {
@@ -153,6 +176,83 @@ pub fn recover_mongodb(
         ));
     }
     Ok(recovered)
+}
+
+/// Whether a snapshot of `t` at `at` explains its predicate reads: each select returns the
+/// documents, and each predicate update or delete writes the documents, that match its
+/// filter there (its own earlier writes first).
+fn predicates_explained(
+    h: &History,
+    t: isocert_history::TxnId,
+    versions: &Versions,
+    initial: &FxHashMap<ObjId, &Value>,
+    at: Timestamp,
+    matcher: RowMatcher<'_>,
+) -> Result<bool, RecoveryError> {
+    let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
+    for op in &h.txn(t).ops {
+        let (predicate, rows, values) = match op {
+            Op::Select { predicate, rows } => (*predicate, rows, true),
+            Op::Update { predicate, rows, .. } | Op::Delete { predicate, rows } => (*predicate, rows, false),
+            _ => {
+                crate::matching::record_own_writes(op, &mut own);
+                continue;
+            }
+        };
+        let table = h.predicate(predicate).table;
+        let mut expected: Vec<(ObjId, Option<ValueId>)> = Vec::new();
+        for obj in (0..h.object_count()).map(ObjId::from_index).filter(|o| h.object(*o).table == table) {
+            let value = match own.get(&obj) {
+                Some(v) => Some(*v),
+                None => h.value_id(visible(versions, initial, obj, at)),
+            };
+            // A version the history never wrote or read cannot be judged: not explained.
+            let Some(value) = value else { return Ok(false) };
+            if value != ValueId::ABSENT
+                && matcher(h, predicate, obj, value).map_err(|e| RecoveryError::Meta {
+                    txn: h.txn_label(t),
+                    field: "ops".into(),
+                    message: e,
+                })?
+            {
+                expected.push((obj, values.then_some(value)));
+            }
+        }
+        let mut returned: Vec<(ObjId, Option<ValueId>)> =
+            rows.iter().map(|r| (r.obj, values.then_some(r.value))).collect();
+        returned.sort_unstable();
+        if expected != returned {
+            return Ok(false);
+        }
+        crate::matching::record_own_writes(op, &mut own);
+    }
+    Ok(true)
+}
+
+/// The log with each document's `_id` named as its table's key column: the history's rows
+/// carry the workload's key column (`items.id`, the first column: the adapter writes a row's
+/// first column as `_id`, `adapters/src/mongodb/session.rs`), the documents `_id`. Tables
+/// that have an `_id` column, and the key-value table, are left as they are.
+fn with_key_columns(h: &History, log: &RawLog) -> RawLog {
+    let mut out = RawLog::new();
+    for txn in log.txns() {
+        let mut txn = txn.clone();
+        for change in &mut txn.changes {
+            let Some(table) = h.table_by_name(&change.table).map(|t| h.table(t)) else { continue };
+            let Some(key_column) =
+                table.columns.first().filter(|_| !table.is_kv() && table.column("_id").is_none())
+            else {
+                continue;
+            };
+            for (name, _) in change.row.iter_mut().flatten() {
+                if &**name == "_id" {
+                    *name = std::sync::Arc::from(&**key_column);
+                }
+            }
+        }
+        out.push(txn);
+    }
+    out
 }
 
 fn logged_versions(h: &History, log: &RawLog) -> Versions {
@@ -175,13 +275,13 @@ fn logged_versions(h: &History, log: &RawLog) -> Versions {
 }
 
 /// Where a transaction's snapshot lies, by what its session recorded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Snapshot {
     /// The server reported it (`atClusterTime`).
     Exact(Timestamp),
-    /// Placed in its bracket: the latest position that explains its item reads, and how
-    /// many positions do (the bracket's end when none does).
-    Placed { at: Timestamp, choices: usize },
+    /// Only bracketed: the positions in the bracket (its start and the commits inside it,
+    /// in order) that explain its item reads, and the bracket's end.
+    Placed { candidates: Vec<Timestamp>, high: Timestamp },
     /// Nothing recorded bounds it.
     Unknown,
 }
@@ -203,16 +303,9 @@ fn snapshot(f: &MongoTxnFacts, commits: &[Timestamp], explains: impl Fn(Timestam
         .commit_ts
         .map(ClusterTime::timestamp)
         .map_or(high, |own| high.min(Timestamp::hlc(own.wall, own.logical.saturating_sub(1))));
-    let mut best = None;
-    let mut choices = 0;
     let inside = commits.iter().copied().filter(|c| low < *c && *c <= high);
-    for at in std::iter::once(low).chain(inside) {
-        if explains(at) {
-            choices += 1;
-            best = Some(at);
-        }
-    }
-    Snapshot::Placed { at: best.unwrap_or(high), choices }
+    let candidates = std::iter::once(low).chain(inside).filter(|&at| explains(at)).collect();
+    Snapshot::Placed { candidates, high }
 }
 
 /// The item reads of `txn` made before it wrote the object: what places its snapshot.

@@ -546,3 +546,43 @@ fn a_change_stream_read_in_batches_is_the_stream_read_whole() {
     let e = reader.read_batch(b"{}".as_slice()).unwrap_err().to_string();
     assert!(e.contains("line 4"), "errors name the line in the whole stream: {e}");
 }
+
+/// Issue 46: a `predicate` run's table `items` has the key column `id`, its documents carry
+/// `_id` (the adapter writes a row's first column as `_id`): recovery used to stop with a
+/// value mismatch, so no predicate run on MongoDB could be certified. Shapes: the oplog as
+/// above, in `isocert.items`.
+#[test]
+fn a_predicate_runs_documents_match_its_rows_by_the_key_column() {
+    let items = |key: i64, v: i64, writer: u64| {
+        format!(
+            r#"{{"op":"i","ns":"isocert.items","ui":{UI},"o":{{"_id":{key},"c1":{key},"v":{v},"writer":"{writer}"}}}}"#
+        )
+    };
+    let set_v = |key: i64, v: i64, writer: u64| {
+        format!(
+            r#"{{"op":"u","ns":"isocert.items","ui":{UI},"o":{{"$v":2,"diff":{{"u":{{"v":{v},"writer":"{writer}"}}}}}},"o2":{{"_id":{key}}}}}"#
+        )
+    };
+    let dump = [
+        apply_ops(LSID_A, 1, (1_700_000_060, 1), &[items(1, 10, 1), items(2, 20, 1)], ""),
+        apply_ops(LSID_A, 2, (1_700_000_060, 2), &[set_v(1, 11, 2)], ""),
+    ];
+    let log = read_oplog(dump.join("\n").as_bytes(), None).expect("reads");
+    let header = r#"{"format":"isocert-history","version":1,"dialect":"mongodb"}"#;
+    let lines = [
+        header.to_string(),
+        format!(
+            r#"{{"id":1,"session":1,"ops":[{{"f":"w","table":"items","key":1,"value":{{"id":1,"c1":1,"v":10}}}},{{"f":"w","table":"items","key":2,"value":{{"id":2,"c1":2,"v":20}}}}],"meta":{}}}"#,
+            meta(LSID_A, 1, Some((1_700_000_059, 1)), Some((1_700_000_060, 1)))
+        ),
+        format!(
+            r#"{{"id":2,"session":1,"ops":[{{"f":"select","table":"items","where":"{{\"v\": {{\"$gte\": 10}}}}","rows":[{{"key":1,"value":{{"id":1,"c1":1,"v":10}}}},{{"key":2,"value":{{"id":2,"c1":2,"v":20}}}}]}},{{"f":"w","table":"items","key":1,"value":{{"id":1,"c1":1,"v":11}}}}],"meta":{}}}"#,
+            meta(LSID_A, 2, Some((1_700_000_060, 1)), Some((1_700_000_060, 2)))
+        ),
+    ];
+    let mut h = v1::read_history(lines.join("\n").as_bytes()).expect("history");
+    let r = recover_mongodb(&mut h, &log, &never).expect("the documents match the rows");
+    let items = h.table_by_name("items").unwrap();
+    let one = h.object_by_key(items, &Scalar::Int(1)).unwrap();
+    assert_eq!(r.certificate.version_order.unwrap()[&one], vec![TxnId(0), TxnId(1)]);
+}

@@ -14,6 +14,10 @@
 //! - what each read saw: the newest version committed at or before its read timestamp (the
 //!   transaction's snapshot timestamp, or the statement's own where [`TimestampFacts::read_ts`]
 //!   gives one, as for read committed); a transaction sees its own writes first;
+//! - read times the database did not give ([`ReadWindow`]: CockroachDB below SERIALIZABLE,
+//!   MongoDB's bracketed snapshots): a read gets its versions only where every time inside
+//!   its bounds gives the same; otherwise it is marked `read-time-unknown` in the
+//!   certificate's `hidden_reads` (uncertified), never placed at a guess;
 //! - timestamps: each committed transaction's start and commit timestamps are written into
 //!   the history, so that the snapshot isolation checks (Chronos, Aion, Emme's SI) judge
 //!   exactly what the database promises.
@@ -24,8 +28,8 @@
 //! final write of the row.
 
 use isocert_history::{
-    Certificate, History, IsolationLevel, ObjId, Op, OpRef, SeenVersion, SerialOrder, Status, Timestamp,
-    TxnId, ValueId, Writer,
+    Certificate, HiddenRead, HiddenReason, History, IsolationLevel, ObjId, Op, OpRef, SeenVersion,
+    SerialOrder, Status, Timestamp, TxnId, ValueId, Writer,
 };
 use rustc_hash::FxHashMap;
 
@@ -57,6 +61,35 @@ pub struct TimestampFacts {
     /// level promises it (CockroachDB's SERIALIZABLE, [`commit_order_if_serializable`]);
     /// [`SerialOrder::Unknown`] otherwise (snapshot isolation: TiDB, MongoDB, Dgraph).
     pub serial_order: SerialOrder,
+    /// Transactions whose snapshot the database did not give, only bounded
+    /// ([`ReadWindow`]; CockroachDB's REPEATABLE READ): the rule places the snapshot where
+    /// every time the window allows sees the same versions, or marks what it cannot place.
+    /// Where set, it replaces [`Self::start`] for the transaction's reads.
+    pub start_window: Vec<Option<ReadWindow>>,
+    /// Statements whose read time the database did not give, only bounded (CockroachDB's
+    /// READ COMMITTED); where set, it replaces [`Self::read_ts`] and the snapshot.
+    pub read_window: FxHashMap<OpRef, ReadWindow>,
+}
+
+/// What is known of a read time the database did not give: bounds the client measured or
+/// the database promises, and the versions the reads returned (each says the read time is
+/// at or after that version's commit and before the row's next version).
+///
+/// A read with a window gets a version only where every time in the window gives the same
+/// one: a predicate operation (or, for a transaction's snapshot, any read and any write
+/// whose concurrency matters) over a row that another transaction wrote inside the window
+/// is marked [`HiddenReason::ReadTimeUnknown`] (uncertified); an item read there is left to
+/// be matched by its value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadWindow {
+    /// The read time is at or after this (`None`: no lower bound but the initial versions).
+    pub from: Option<Timestamp>,
+    /// The read time is strictly before this (`None`: no upper bound): the transaction's
+    /// own commit timestamp, when known.
+    pub until: Option<Timestamp>,
+    /// The versions the reads returned, as (row, the commit timestamp of the version read:
+    /// CockroachDB's `crdb_internal_mvcc_timestamp`).
+    pub returned: Vec<(ObjId, Timestamp)>,
 }
 
 impl TimestampFacts {
@@ -67,6 +100,8 @@ impl TimestampFacts {
             commit: vec![None; txns],
             read_ts: FxHashMap::default(),
             serial_order: SerialOrder::Unknown,
+            start_window: vec![None; txns],
+            read_window: FxHashMap::default(),
         }
     }
 }
@@ -155,7 +190,7 @@ pub fn recover_by_timestamps(
             (matched, logged, stats)
         }
         VersionSource::CommitTimestamps => {
-            let matched = writers_by_commit_ts(history, &facts.commit)?;
+            let matched = writers_by_commit_ts(history, facts)?;
             let n = history.txns.len();
             (matched, vec![None; n], RecoveryStats::default())
         }
@@ -184,6 +219,11 @@ pub fn recover_by_timestamps(
                     h.txn_label(t)
                 ));
             }
+        }
+        match (logged, client) {
+            (Some(_), _) => stats.sources.commits_from_log += 1,
+            (None, Some(_)) => stats.sources.commits_returned += 1,
+            (None, None) => {}
         }
         let commit = match (logged, client) {
             (Some(c), _) => c,
@@ -237,55 +277,16 @@ pub fn recover_by_timestamps(
         objects_of[h.object(*obj).table.index()].push(*obj);
     }
     objects_of.iter_mut().for_each(|v| v.sort_unstable());
-    let newest_at = |obj: ObjId, ts: Timestamp| -> Option<Version> {
-        let list = versions.get(&obj)?;
-        list.iter().rev().find(|v| v.commit_ts.is_none_or(|c| c <= ts)).copied()
-    };
 
-    let mut sets: FxHashMap<OpRef, Vec<SeenVersion>> = FxHashMap::default();
-    for t in h.txn_ids() {
-        let Some((start, _)) = times[t.index()] else { continue };
-        let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
-        for (i, op) in h.txn(t).ops.iter().enumerate() {
-            let at = OpRef { txn: t, op: i as u32 };
-            let read_ts = facts.read_ts.get(&at).copied().unwrap_or(start);
-            match op {
-                Op::Read { obj, .. } if !own.contains_key(obj) => {
-                    if let Some(v) = newest_at(*obj, read_ts) {
-                        sets.insert(at, vec![SeenVersion { obj: *obj, writer: v.writer }]);
-                        stats.item_read_versions += 1;
-                    }
-                }
-                Op::Select { predicate, .. }
-                | Op::Update { predicate, .. }
-                | Op::Delete { predicate, .. }
-                | Op::Aggregate { predicate, .. } => {
-                    let table = h.predicate(*predicate).table;
-                    let mut set = Vec::new();
-                    for &obj in &objects_of[table.index()] {
-                        if own.contains_key(&obj) {
-                            set.push(SeenVersion { obj, writer: Writer::Txn(t) });
-                        } else if let Some(v) = newest_at(obj, read_ts) {
-                            if !(v.writer == Writer::Initial && v.value == ValueId::ABSENT) {
-                                set.push(SeenVersion { obj, writer: v.writer });
-                            }
-                        }
-                    }
-                    sets.insert(at, set);
-                    stats.version_sets += 1;
-                }
-                _ => {}
-            }
-            record_own_writes(op, &mut own);
-        }
-    }
+    let mut placing = Placing { h, facts, versions: &versions, objects_of: &objects_of, stats: &mut stats };
+    let (sets, hidden_reads) = placing.version_sets(&mut times, &mut warnings);
     let certificate = Certificate {
         version_order: Some(matched.version_order),
         version_sets: Some(sets),
         snapshot_sets: None,
         serialization_order: None,
         writer_identity: false,
-        hidden_reads: Vec::new(),
+        hidden_reads,
     };
     for (txn, time) in history.txns.iter_mut().zip(&times) {
         if let Some((start, commit)) = time {
@@ -295,6 +296,208 @@ pub fn recover_by_timestamps(
     }
     history.serial_order = facts.serial_order;
     Ok(Recovered { certificate, stats, warnings })
+}
+
+/// What [`recover_by_timestamps`] needs to give each read its versions.
+struct Placing<'a> {
+    h: &'a History,
+    facts: &'a TimestampFacts,
+    /// Per row, its versions by commit timestamp (the initial one first).
+    versions: &'a FxHashMap<ObjId, Vec<Version>>,
+    /// Per table, its rows.
+    objects_of: &'a [Vec<ObjId>],
+    stats: &'a mut RecoveryStats,
+}
+
+/// Where a read reads: at a time the database gave, or within a [`ReadWindow`] (the
+/// bounds it sets, and the rows whose version a read returned).
+#[derive(Clone, Copy)]
+enum ReadAt<'w> {
+    Known(Timestamp),
+    Window { from: Option<Timestamp>, until: Option<Timestamp>, returned: &'w [(ObjId, Timestamp)] },
+}
+
+/// The earliest timestamp: before every commit (the initial versions only).
+const BEFORE_ALL: Timestamp = Timestamp::new(0);
+
+impl Placing<'_> {
+    /// The newest version of `obj` committed at or before `ts`.
+    fn newest_at(&self, obj: ObjId, ts: Timestamp) -> Option<Version> {
+        let list = self.versions.get(&obj)?;
+        list.iter().rev().find(|v| v.commit_ts.is_none_or(|c| c <= ts)).copied()
+    }
+
+    /// The window's bounds, narrowed by the versions it returned: at or after each one's
+    /// commit, before its row's next version.
+    fn bounds<'w>(&self, w: &'w ReadWindow) -> ReadAt<'w> {
+        let (mut from, mut until) = (w.from, w.until);
+        for &(obj, ts) in &w.returned {
+            from = from.max(Some(ts));
+            let next =
+                self.versions.get(&obj).and_then(|l| l.iter().find_map(|v| v.commit_ts.filter(|c| *c > ts)));
+            if let Some(next) = next {
+                until = Some(until.map_or(next, |u| u.min(next)));
+            }
+        }
+        ReadAt::Window { from, until, returned: &w.returned }
+    }
+
+    /// Whether a transaction other than `reader` committed a version of `obj` strictly
+    /// inside the window: then where the read falls in it decides what it saw.
+    fn changes_within(&self, obj: ObjId, reader: TxnId, at: ReadAt<'_>) -> bool {
+        let ReadAt::Window { from, until, returned } = at else { return false };
+        if returned.iter().any(|&(o, _)| o == obj) {
+            return false; // the database returned the version it saw
+        }
+        self.versions.get(&obj).is_some_and(|list| {
+            list.iter().any(|v| {
+                v.writer != Writer::Txn(reader)
+                    && v.commit_ts.is_some_and(|c| from.is_none_or(|f| c > f) && until.is_none_or(|u| c < u))
+            })
+        })
+    }
+
+    /// Counts where the read time of a read given its versions came from.
+    fn count_source(&mut self, at: ReadAt<'_>) {
+        match at {
+            ReadAt::Known(_) => self.stats.sources.reads_at_returned_time += 1,
+            ReadAt::Window { .. } => self.stats.sources.reads_within_bounds += 1,
+        }
+    }
+
+    /// The time a read is placed at: the known one, or the window's start (where nothing
+    /// that matters to it changes within the window, every time in it gives the same).
+    fn time(at: ReadAt<'_>) -> Timestamp {
+        match at {
+            ReadAt::Known(ts) => ts,
+            ReadAt::Window { from, .. } => from.unwrap_or(BEFORE_ALL),
+        }
+    }
+
+    /// Each read's versions (module doc), and the operations the windows leave undecided;
+    /// a transaction whose snapshot is only bounded gets its start placed in `times`.
+    fn version_sets(
+        &mut self,
+        times: &mut [Option<(Timestamp, Timestamp)>],
+        warnings: &mut Vec<String>,
+    ) -> (FxHashMap<OpRef, Vec<SeenVersion>>, Vec<HiddenRead>) {
+        let h = self.h;
+        let mut sets: FxHashMap<OpRef, Vec<SeenVersion>> = FxHashMap::default();
+        let mut hidden: Vec<HiddenRead> = Vec::new();
+        for t in h.txn_ids() {
+            let Some((start, commit)) = times[t.index()] else { continue };
+            let snapshot = self.facts.start_window[t.index()].as_ref().map(|w| self.bounds(w));
+            if let Some(bounds) = snapshot {
+                // A transaction that committed no write of its own commits at its snapshot.
+                let placed = Self::time(bounds).min(commit);
+                times[t.index()] = Some((placed, if commit == start { placed } else { commit }));
+            }
+            let mut own: FxHashMap<ObjId, ValueId> = FxHashMap::default();
+            for (i, op) in h.txn(t).ops.iter().enumerate() {
+                let opref = OpRef { txn: t, op: i as u32 };
+                let statement = self.facts.read_window.get(&opref).map(|w| self.bounds(w));
+                let at = statement.or(snapshot).unwrap_or_else(|| {
+                    ReadAt::Known(self.facts.read_ts.get(&opref).copied().unwrap_or(start))
+                });
+                let undecided = self.op_versions(t, opref, op, (at, statement.is_none()), &own, &mut sets);
+                if let Some(why) = undecided {
+                    // An item read in a statement of its own is matched by its value; a
+                    // snapshot's start is what the timestamp checkers judge it by.
+                    if !(matches!(op, Op::Read { .. }) && statement.is_some()) {
+                        hidden.push(HiddenRead { at: opref, why: HiddenReason::ReadTimeUnknown });
+                        self.stats.unknown_read_times += 1;
+                        warnings.push(format!("{} op {i}: uncertified: {why}", h.txn_label(t)));
+                    }
+                }
+                record_own_writes(op, &mut own);
+            }
+        }
+        (sets, hidden)
+    }
+
+    /// Gives operation `opref` (of `t`, after its writes `own`) its versions at `at`, or
+    /// says why the window leaves them undecided; `snapshot`: `at` is the transaction's
+    /// snapshot, whose position also decides which writers of its rows were concurrent.
+    fn op_versions(
+        &mut self,
+        t: TxnId,
+        opref: OpRef,
+        op: &Op,
+        (at, snapshot): (ReadAt<'_>, bool),
+        own: &FxHashMap<ObjId, ValueId>,
+        sets: &mut FxHashMap<OpRef, Vec<SeenVersion>>,
+    ) -> Option<String> {
+        let h = self.h;
+        let ts = Self::time(at);
+        let undecided = |obj: ObjId| {
+            let ReadAt::Window { from, until, .. } = at else { return String::new() };
+            let show = |b: Option<Timestamp>| b.map_or_else(|| "-".to_string(), |b| b.to_string());
+            format!(
+                "the database gave no read time for it; the versions returned and the bounds known place it \
+                 in [{}, {}), where another transaction committed a version of {}",
+                show(from),
+                show(until),
+                h.object_label(obj)
+            )
+        };
+        match op {
+            Op::Read { obj, .. } if !own.contains_key(obj) => {
+                if self.changes_within(*obj, t, at) {
+                    return Some(undecided(*obj));
+                }
+                if let Some(v) = self.newest_at(*obj, ts) {
+                    sets.insert(opref, vec![SeenVersion { obj: *obj, writer: v.writer }]);
+                    self.stats.item_read_versions += 1;
+                    self.count_source(at);
+                }
+            }
+            Op::Select { predicate, .. }
+            | Op::Update { predicate, .. }
+            | Op::Delete { predicate, .. }
+            | Op::Aggregate { predicate, .. } => {
+                let table = h.predicate(*predicate).table;
+                let objects = &self.objects_of[table.index()];
+                if let Some(&obj) =
+                    objects.iter().find(|o| !own.contains_key(o) && self.changes_within(**o, t, at))
+                {
+                    return Some(undecided(obj));
+                }
+                let mut set = Vec::new();
+                for &obj in objects {
+                    if own.contains_key(&obj) {
+                        set.push(SeenVersion { obj, writer: Writer::Txn(t) });
+                    } else if let Some(v) = self.newest_at(obj, ts) {
+                        if !(v.writer == Writer::Initial && v.value == ValueId::ABSENT) {
+                            set.push(SeenVersion { obj, writer: v.writer });
+                        }
+                    }
+                }
+                sets.insert(opref, set);
+                self.stats.version_sets += 1;
+                self.count_source(at);
+            }
+            _ => {}
+        }
+        // A snapshot's writes: whether another writer of the row was concurrent decides
+        // a lost update, so a version inside the window leaves it undecided too.
+        if snapshot && matches!(at, ReadAt::Window { .. }) {
+            for obj in written_by(op) {
+                if self.changes_within(obj, t, at) {
+                    return Some(undecided(obj));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The rows `op` writes.
+fn written_by(op: &Op) -> Vec<ObjId> {
+    match op {
+        Op::Write { obj, .. } | Op::Append { obj, .. } => vec![*obj],
+        Op::Update { rows, .. } | Op::Delete { rows, .. } => rows.iter().map(|r| r.obj).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Matches a log to the history by commit timestamp: both sides' timestamps are numbered
@@ -325,9 +528,10 @@ fn match_by_commit_ts(
 
 /// The version order when there is no log: each committed writer at its commit timestamp,
 /// its final write of each row as the version. An unknown-outcome transaction cannot be
-/// placed: it is left out (with its writes never read, as if aborted) or refused when some
-/// transaction read what it wrote.
-fn writers_by_commit_ts(h: &mut History, commit: &[Option<Timestamp>]) -> Result<Matched, RecoveryError> {
+/// placed: it is left out (as if aborted) when no read could rest on its writes, and
+/// refused otherwise ([`reader_of`]).
+fn writers_by_commit_ts(h: &mut History, facts: &TimestampFacts) -> Result<Matched, RecoveryError> {
+    let commit = &facts.commit;
     let n = h.txns.len();
     let mut m = Matched { stream_pos: vec![None; n], xid: vec![None; n], ..Matched::default() };
     let mut writers: Vec<(Timestamp, TxnId)> = Vec::new();
@@ -344,12 +548,12 @@ fn writers_by_commit_ts(h: &mut History, commit: &[Option<Timestamp>]) -> Result
             }
             Status::Unknown => {
                 let writes = final_writes(h, t)?;
-                if let Some(reader) = reader_of(h, t, &writes) {
+                if let Some(reader) = reader_of(h, t, &writes, &facts.start) {
                     return Err(RecoveryError::Meta {
                         txn: h.txn_label(t),
                         field: "status".into(),
                         message: format!(
-                            "its outcome is unknown and there is no log to settle it, but {reader} read what it wrote"
+                            "uncertified: its outcome is unknown and there is no log to settle it, but {reader}"
                         ),
                     });
                 }
@@ -369,19 +573,54 @@ fn writers_by_commit_ts(h: &mut History, commit: &[Option<Timestamp>]) -> Result
     Ok(m)
 }
 
-/// The first transaction other than `writer` whose item read returned a value `writer`
-/// wrote, as a label.
-fn reader_of(h: &History, writer: TxnId, writes: &[(ObjId, ValueId)]) -> Option<String> {
-    h.txn_ids().filter(|&t| t != writer).find_map(|t| {
-        h.txn(t).ops.iter().find_map(|op| match op {
-            Op::Read { obj, value }
-                if writes.iter().any(|&(o, v)| o == *obj && v == *value && v != ValueId::ABSENT) =>
-            {
-                Some(h.txn_label(t))
+/// The first read of another transaction whose outcome could rest on `writer`'s writes
+/// (`writes`, its final value of each row), said as a clause naming it: an item read or a
+/// returned row holding a value `writer` wrote; and, from a reader whose snapshot (`start`)
+/// is not known to precede `writer`'s (so that `writer`'s commit could be in it), an item
+/// read of a row `writer` wrote that returned `writer`'s value (a delete's "no row"
+/// included), or a select, aggregate, predicate update or delete over a table `writer`
+/// wrote in: whether the row it added, changed or removed was visible decides its result.
+fn reader_of(
+    h: &History,
+    writer: TxnId,
+    writes: &[(ObjId, ValueId)],
+    start: &[Option<Timestamp>],
+) -> Option<String> {
+    let wrote = |obj: ObjId, value: ValueId| writes.iter().any(|&(o, v)| o == obj && v == value);
+    let tables: Vec<_> = writes.iter().map(|&(o, _)| h.object(o).table).collect();
+    let readers = h.txn_ids().filter(|&t| t != writer && h.txn(t).status != Status::Aborted);
+    for t in readers {
+        let could_see = match (start[t.index()], start[writer.index()]) {
+            (Some(reader), Some(writer)) => reader > writer,
+            _ => true,
+        };
+        for (i, op) in h.txn(t).ops.iter().enumerate() {
+            let at = format!("{} op {i}", h.txn_label(t));
+            match op {
+                Op::Read { obj, value }
+                    if wrote(*obj, *value) && (*value != ValueId::ABSENT || could_see) =>
+                {
+                    return Some(format!("{at} read the value it wrote of {}", h.object_label(*obj)));
+                }
+                Op::Select { rows, .. } if rows.iter().any(|r| wrote(r.obj, r.value)) => {
+                    return Some(format!("{at} returned a row holding a value it wrote"));
+                }
+                Op::Select { predicate, .. }
+                | Op::Aggregate { predicate, .. }
+                | Op::Update { predicate, .. }
+                | Op::Delete { predicate, .. }
+                    if could_see && tables.contains(&h.predicate(*predicate).table) =>
+                {
+                    return Some(format!(
+                        "{at} evaluated its predicate over a table it wrote in, at a snapshot its commit could \
+                         precede (the result may rest on its rows)"
+                    ));
+                }
+                _ => {}
             }
-            _ => None,
-        })
-    })
+        }
+    }
+    None
 }
 
 #[cfg(test)]
