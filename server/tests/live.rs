@@ -443,3 +443,59 @@ fn issue_32_the_incarnation_is_the_one_holding_the_historys_transactions() {
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("(xid 700)") && !body.contains("Some("), "{body}");
 }
+
+/// The two-transaction history of the first incarnation of `public.kv` (xids 700, 701),
+/// one line per element.
+fn two_kv_transactions() -> Vec<String> {
+    let mut lines = vec![String::from("{\"format\":\"isocert-history\",\"version\":1,\"initial\":[]}\n")];
+    for (id, xid, v) in [(1, 700, 1), (2, 701, 2)] {
+        let ops: Vec<String> = (1..=4)
+            .map(|k| format!("{{\"f\":\"w\",\"table\":\"kv\",\"key\":{k},\"value\":{}}}", v * 10 + k))
+            .collect();
+        lines.push(format!(
+            "{{\"id\":{id},\"session\":0,\"status\":\"committed\",\"meta\":{{\"xid\":{xid}}},\"ops\":[{}]}}\n",
+            ops.join(",")
+        ));
+    }
+    lines
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(data).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Issue 47 item 1: a body of several gzip members (`pigz`, `cat a.gz b.gz`) was decoded
+/// up to the end of its first member and the rest dropped: a transaction in the second
+/// member was never certified, a repeated id there never seen, and gzip followed by garbage
+/// answered 200. Now every member is read, on both routes, and trailing bytes are 400.
+#[test]
+fn issue_47_every_gzip_member_of_a_body_is_read() {
+    let live = start(ConnectionLimits::default(), 1 << 20);
+    let lines = two_kv_transactions();
+    let mut members = gzip(format!("{}{}", lines[0], lines[1]).as_bytes());
+    members.extend(gzip(lines[2].as_bytes()));
+    let gz = "Content-Encoding: gzip";
+    let (status, body) = post(live.addr, "/v1/certificates", &[&auth(), gz], &members).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let cert: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(cert["version_order"][0]["writers"], serde_json::json!([1, 2]), "{cert}");
+    let (status, body) = post(live.addr, "/v1/check?isolation=ser", &[&auth(), gz], &members).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(report["stats"]["txns"], serde_json::json!(2), "{report}");
+    // A repeated transaction id in the second member is seen.
+    let mut repeated = gzip(format!("{}{}", lines[0], lines[1]).as_bytes());
+    repeated.extend(gzip(lines[1].as_bytes()));
+    for path in ["/v1/certificates", "/v1/check?isolation=ser"] {
+        let (status, body) = post(live.addr, path, &[&auth(), gz], &repeated).unwrap();
+        assert_eq!(status, 400, "{path}: {body}");
+        // Garbage after the last member: 400 naming it.
+        let mut trailing = members.clone();
+        trailing.extend_from_slice(b"\n{\"id\":9}\n");
+        let (status, body) = post(live.addr, path, &[&auth(), gz], &trailing).unwrap();
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains("after its last member"), "{body}");
+    }
+}

@@ -157,18 +157,53 @@ async fn discard_rest(chunks: &mut axum::body::BodyDataStream, limit: usize) {
 }
 
 /// The body decompressed, at most `limit` bytes (CPU work: run it on the CPU pool).
+///
+/// A gzip body is every member it holds, in order (what `pigz` and `cat a.gz b.gz`
+/// produce), not only the first: a history cut at the end of its first member would be
+/// checked in part. Bytes after the last member that do not start another one are refused
+/// (400), never ignored.
 pub(crate) fn inflate(raw: Vec<u8>, encoding: Encoding, limit: usize) -> Result<Vec<u8>, ApiError> {
     match encoding {
         Encoding::Identity => Ok(raw),
-        Encoding::Gzip => {
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut out).map_err(
-                |e| ApiError::new(StatusCode::BAD_REQUEST, format!("the gzip body cannot be read: {e}")),
-            )?;
-            if out.len() > limit {
-                return Err(too_large(limit));
-            }
-            Ok(out)
+        Encoding::Gzip => gunzip(&raw, limit),
+    }
+}
+
+/// The magic bytes that open a gzip member (RFC 1952).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Every gzip member of `raw`, decompressed and concatenated, at most `limit` bytes.
+fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    let mut member = 0usize;
+    loop {
+        member += 1;
+        let mut decoder = flate2::bufread::GzDecoder::new(rest);
+        let room = (limit + 1).saturating_sub(out.len()) as u64;
+        (&mut decoder).take(room).read_to_end(&mut out).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("the gzip body cannot be read (member {member}): {e}"),
+            )
+        })?;
+        if out.len() > limit {
+            return Err(too_large(limit));
+        }
+        rest = decoder.into_inner();
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        if !rest.starts_with(&GZIP_MAGIC) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the gzip body has {} bytes after its last member (member {member}, ending at byte {}) \
+                     that are not gzip",
+                    rest.len(),
+                    raw.len() - rest.len()
+                ),
+            ));
         }
     }
 }
@@ -217,5 +252,43 @@ mod tests {
             inflate(b"nope".to_vec(), Encoding::Gzip, 10).unwrap_err().status,
             StatusCode::BAD_REQUEST
         );
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// Issue 47 item 1: every member of a multi-member gzip body is decoded (the first
+    /// alone was, and the rest dropped without a word), within the limit over all members;
+    /// bytes after the last member are refused, as is a member cut short.
+    #[test]
+    fn issue_47_every_gzip_member_is_decoded_and_trailing_bytes_are_refused() {
+        let mut packed = gzip(b"first line\n");
+        packed.extend(gzip(b"second line\n"));
+        packed.extend(gzip(b""));
+        packed.extend(gzip(b"third line\n"));
+        assert_eq!(
+            inflate(packed.clone(), Encoding::Gzip, 1000).unwrap(),
+            b"first line\nsecond line\nthird line\n"
+        );
+        assert_eq!(inflate(packed.clone(), Encoding::Gzip, 34).unwrap().len(), 34);
+        assert_eq!(
+            inflate(packed.clone(), Encoding::Gzip, 33).unwrap_err().status,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        let mut trailing = packed.clone();
+        trailing.extend_from_slice(b"garbage");
+        let refused = inflate(trailing, Encoding::Gzip, 1000).unwrap_err();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert!(refused.message.contains("7 bytes after its last member"), "{}", refused.message);
+        let mut zeros = packed.clone();
+        zeros.extend_from_slice(&[0; 4]);
+        assert_eq!(inflate(zeros, Encoding::Gzip, 1000).unwrap_err().status, StatusCode::BAD_REQUEST);
+        let mut cut = packed.clone();
+        cut.extend_from_slice(&gzip(b"fourth")[..12]);
+        assert_eq!(inflate(cut, Encoding::Gzip, 1000).unwrap_err().status, StatusCode::BAD_REQUEST);
     }
 }
