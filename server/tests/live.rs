@@ -72,6 +72,18 @@ fn kv_change(table: &TableIncarnation, key: i64, value: i64) -> RowChange {
 /// incarnation of `public.kv` (keys 1..=4), then one (xid 800) on a newer incarnation (the
 /// table dropped and created again).
 pub(crate) fn start(limits: ConnectionLimits, body_limit: usize) -> Live {
+    start_with(limits, body_limit, Budget { bodies: 1 << 30, per_token: 64 })
+}
+
+/// The bounds on bodies held at once: all requests' bytes, and each token's requests.
+#[derive(Clone, Copy)]
+pub(crate) struct Budget {
+    bodies: usize,
+    per_token: usize,
+}
+
+/// [`start`] with `budget`.
+pub(crate) fn start_with(limits: ConnectionLimits, body_limit: usize, budget: Budget) -> Live {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite://{}", dir.path().join("store.sqlite").display());
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -110,6 +122,8 @@ pub(crate) fn start(limits: ConnectionLimits, body_limit: usize) -> Live {
                 wait: Duration::from_secs(1),
                 body_limit,
                 retention: Duration::from_secs(3600),
+                bodies_budget: budget.bodies,
+                requests_per_token: budget.per_token,
             };
             let backend: Arc<dyn Backend> =
                 Arc::new(Offline(SeamBackend(Postgres::new("postgres://offline/x"))));
@@ -138,6 +152,25 @@ pub(crate) fn raw(addr: SocketAddr, request: &[u8]) -> Option<(u16, String)> {
     let status = text.split(' ').nth(1)?.parse().ok()?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Some((status, body))
+}
+
+/// The head of a `post` answer: its status line and headers.
+fn post_head(addr: SocketAddr, path: &str, headers: &[&str], body: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut request =
+        format!("POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    s.write_all(request.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    text.split_once("\r\n\r\n").map_or(text.clone(), |(head, _)| head.to_ascii_lowercase())
 }
 
 /// POSTs `body` to `path` with `headers` (each `Name: value`), closing the connection after.
@@ -498,4 +531,107 @@ fn issue_47_every_gzip_member_of_a_body_is_read() {
         assert_eq!(status, 400, "{path}: {body}");
         assert!(body.contains("after its last member"), "{body}");
     }
+}
+
+/// A certificate request whose headers (declaring `length` bytes) and first `sent` bytes
+/// were sent, then one byte every second (never stalling long enough for a 408), until
+/// dropped: the connection is closed then.
+struct Trickle {
+    stream: TcpStream,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Trickle {
+    fn start(addr: SocketAddr, length: usize, sent: usize) -> Trickle {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "POST /v1/certificates HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Length: {length}\r\n\r\n",
+            auth()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&vec![b' '; sent]).unwrap();
+        let mut writer = s.try_clone().unwrap();
+        let thread = std::thread::spawn(move || {
+            for _ in sent + 1..length {
+                std::thread::sleep(Duration::from_secs(1));
+                if writer.write_all(b" ").is_err() {
+                    return;
+                }
+            }
+        });
+        Trickle { stream: s, thread: Some(thread) }
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits until `answer` gives a status `wanted` accepts (the server sees stalled uploads
+/// start and end a little after the client does), for at most 30 s; the last answer.
+fn eventually(
+    wanted: impl Fn(u16) -> bool,
+    mut answer: impl FnMut() -> Option<(u16, String)>,
+) -> Option<(u16, String)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = answer();
+        if got.as_ref().is_some_and(|(s, _)| wanted(*s)) || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 47 item 5: slow uploads with one valid token held `--max-connections` ×
+/// `--max-body-mib` bytes. Now one token has at most `--max-requests-per-token` requests in
+/// flight (429 past it) and all bodies together at most `--max-bodies-mib` (503 past it),
+/// each with Retry-After; the budget is given back when the uploads end.
+#[test]
+fn issue_47_bodies_held_at_once_are_bounded() {
+    let body = history_with("{\"f\":\"r\",\"table\":\"kv\",\"key\":1,\"value\":null}");
+    let retry = |text: &str| text.starts_with("{\"error\"");
+    let admitted = |status| status != 429 && status != 503;
+    // Per token: two uploads in flight, the third is 429.
+    let live = start_with(ConnectionLimits::default(), 1 << 20, Budget { bodies: 64 << 20, per_token: 2 });
+    let uploads: Vec<Trickle> = (0..2).map(|_| Trickle::start(live.addr, 1000, 10)).collect();
+    let third = eventually(|s| s == 429, || post(live.addr, "/v1/certificates", &[&auth()], &body));
+    let (status, text) = third.unwrap();
+    assert_eq!((status, retry(&text)), (429, true), "{text}");
+    assert!(text.contains("in flight"), "{text}");
+    let head = post_head(live.addr, "/v1/certificates", &[&auth()], &body);
+    assert!(head.starts_with("http/1.1 429") && head.contains("retry-after: 1"), "{head}");
+    drop(uploads);
+    let (status, text) =
+        eventually(admitted, || post(live.addr, "/v1/certificates", &[&auth()], &body)).unwrap();
+    assert!(status != 429 && status != 503, "{status} {text}");
+    // All bodies: two slow uploads of 600 KiB declared fill a 1.2 MiB budget; a third
+    // body is 503 with Retry-After, a body that grows past what is left too.
+    let live = start_with(ConnectionLimits::default(), 1 << 20, Budget { bodies: 1200 << 10, per_token: 64 });
+    let uploads: Vec<Trickle> = (0..2).map(|_| Trickle::start(live.addr, 600 << 10, 10)).collect();
+    let refused = eventually(|s| s == 503, || post(live.addr, "/v1/certificates", &[&auth()], &body));
+    let (status, text) = refused.unwrap();
+    assert_eq!((status, retry(&text)), (503, true), "{text}");
+    assert!(text.contains("--max-bodies-mib"), "{text}");
+    let head = post_head(live.addr, "/v1/certificates", &[&auth()], &body);
+    assert!(head.starts_with("http/1.1 503") && head.contains("retry-after: 1"), "{head}");
+    let head = format!(
+        "POST /v1/certificates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}\r\nTransfer-Encoding: chunked\r\n\r\n",
+        auth()
+    );
+    let mut chunked = head.into_bytes();
+    chunked.extend_from_slice(format!("{:x}\r\n", 64 << 10).as_bytes());
+    chunked.extend_from_slice(&[b' '; 64 << 10]);
+    chunked.extend_from_slice(b"\r\n0\r\n\r\n");
+    let (status, text) = raw(live.addr, &chunked).unwrap();
+    assert_eq!(status, 503, "{text}");
+    drop(uploads);
+    let (status, text) =
+        eventually(admitted, || post(live.addr, "/v1/certificates", &[&auth()], &body)).unwrap();
+    assert!(status != 429 && status != 503, "the budget was given back: {status} {text}");
 }

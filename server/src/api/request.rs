@@ -24,9 +24,10 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
+use super::budget::{BodyBudget, BodyReservation};
 use super::error::ApiError;
 use super::AppState;
-use crate::tenants::Tenant;
+use crate::tenants::{Tenant, TokenDigest};
 
 /// How long a request body may stall between two chunks.
 pub(crate) const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,6 +48,14 @@ pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 
 /// The bearer token's tenant, admitted by its rate limit.
 pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Arc<Tenant>, ApiError> {
+    authenticate_token(state, headers).map(|(_, tenant)| tenant)
+}
+
+/// The bearer token's digest and tenant, admitted by its rate limit.
+pub(crate) fn authenticate_token(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<(TokenDigest, Arc<Tenant>), ApiError> {
     let unauthorized = || ApiError::new(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
     let token = bearer_token(headers).ok_or_else(unauthorized)?;
     let (digest, tenant) = state.tenants.tenants().authenticate(token).ok_or_else(unauthorized)?;
@@ -54,7 +63,7 @@ pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Arc<
         return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "this token's request rate is exceeded")
             .retry_after(1));
     }
-    Ok(tenant)
+    Ok((digest, tenant))
 }
 
 /// Whether the token is still valid (it may have been revoked while the request waited).
@@ -98,8 +107,27 @@ fn too_large(limit: usize) -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the history is larger than {limit} bytes"))
 }
 
-/// The body as sent, at most `limit` bytes.
-pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+/// The 503 of a body the budget of bodies held at once has no room for.
+pub(crate) fn over_budget(budget: &BodyBudget) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "the server holds as many request bodies as it may at once ({} bytes, --max-bodies-mib); retry",
+            budget.bytes()
+        ),
+    )
+    .retry_after(1)
+}
+
+/// The body as sent, at most `limit` bytes, each byte covered by `reservation` as it
+/// arrives (a declared `Content-Length` at once): 503 when the budget has no room.
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    budget: &BodyBudget,
+    reservation: &mut BodyReservation,
+) -> Result<Vec<u8>, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -108,6 +136,10 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
     if declared.is_some_and(|n| n > limit as u64) {
         discard_rest(&mut chunks, limit).await;
         return Err(too_large(limit));
+    }
+    if !reservation.cover(declared.map_or(0, |n| n as usize)) {
+        discard_rest(&mut chunks, limit).await;
+        return Err(over_budget(budget));
     }
     let mut out = Vec::with_capacity(declared.map_or(0, |n| n as usize));
     loop {
@@ -127,6 +159,10 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
         if out.len() + chunk.len() > limit {
             discard_rest(&mut chunks, limit).await;
             return Err(too_large(limit));
+        }
+        if !reservation.cover(out.len() + chunk.len()) {
+            discard_rest(&mut chunks, limit).await;
+            return Err(over_budget(budget));
         }
         out.extend_from_slice(&chunk);
     }
