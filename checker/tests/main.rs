@@ -562,3 +562,51 @@ fn issue_47_identifiers_in_the_html_reports_json_are_escaped() {
     assert!(explanation.contains(x) && explanation.contains(y), "{explanation}");
     assert_eq!(explanation, r.anomalies[0].explanation);
 }
+
+/// Issue 47 item 6: with a certificate recovered for another history, Emme and Enne report
+/// contradictions, but Chronos and Aion (and MTC, the weak checker) decided without
+/// reading it and said VALID with no note. Now every checker has the certificate checked
+/// against the history as Emme checks it: the same contradictions, as anomalies; the
+/// history's own certificate adds none.
+#[test]
+fn issue_47_every_checker_refuses_another_historys_certificate() {
+    let h = r#"{"format":"isocert-history","version":1,"initial":[{"key":"x","value":0},{"key":"y","value":0}]}
+{"id":1,"session":1,"start_ts":1,"commit_ts":2,"ops":[{"f":"r","key":"x","value":0},{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"start_ts":3,"commit_ts":4,"ops":[{"f":"r","key":"x","value":1},{"f":"w","key":"y","value":2}]}"#;
+    let own = r#"{"version_order":[{"key":"x","writers":[1]},{"key":"y","writers":[2]}]}"#;
+    let foreign = r#"{"version_order":[{"key":"x","writers":[2]},{"key":"y","writers":[1]}]}"#;
+    let reference = run(h, foreign, IsolationLevel::Serializable, CheckerKind::Emme);
+    let contradictions =
+        reference.anomalies.iter().filter(|a| a.kind == AnomalyKind::CertificateContradiction);
+    let expected: Vec<String> = contradictions.map(|a| a.explanation.clone()).collect();
+    assert!(!expected.is_empty(), "{:?}", reference.anomalies);
+    for (checker, level) in [
+        (CheckerKind::Chronos, IsolationLevel::SnapshotIsolation),
+        (CheckerKind::Chronos, IsolationLevel::Serializable),
+        (CheckerKind::Aion, IsolationLevel::SnapshotIsolation),
+        (CheckerKind::Weak, IsolationLevel::ReadCommitted),
+    ] {
+        let r = run(h, own, level, checker);
+        assert!(r.is_valid(), "{checker} at {level} with the history's certificate: {:?}", r.anomalies);
+        let r = run(h, foreign, level, checker);
+        assert!(!r.is_valid(), "{checker} at {level} accepted another history's certificate");
+        let found: Vec<String> = r.anomalies.iter().map(|a| a.explanation.clone()).collect();
+        assert_eq!(found, expected, "{checker} at {level}");
+        assert!(r.anomalies.iter().all(|a| a.kind == AnomalyKind::CertificateContradiction));
+        assert!(r.notes.iter().any(|n| n.contains("checked against the history as emme")), "{:?}", r.notes);
+    }
+    // A serialization order alone is checked as Enne checks it (one listing a
+    // transaction twice and leaving a committed one out).
+    let enne_foreign = r#"{"serialization_order":[1,1]}"#;
+    let reference = run(h, enne_foreign, IsolationLevel::Serializable, CheckerKind::Enne);
+    assert_eq!(kinds(&reference), vec![AnomalyKind::CertificateContradiction; 2]);
+    let r = run(h, enne_foreign, IsolationLevel::SnapshotIsolation, CheckerKind::Chronos);
+    assert_eq!(kinds(&r), vec![AnomalyKind::CertificateContradiction; 2], "{:?}", r.notes);
+    assert!(run(
+        h,
+        r#"{"serialization_order":[1,2]}"#,
+        IsolationLevel::SnapshotIsolation,
+        CheckerKind::Chronos
+    )
+    .is_valid());
+}
