@@ -360,7 +360,7 @@ fn requests_without_a_token_are_refused_before_their_body_is_read() {
             "post",
             &[200, 202, 400, 401, 403, 404, 408, 409, 410, 413, 415, 422, 429, 500, 503][..],
         ),
-        ("/v1/status", "get", &[200, 401, 429, 503][..]),
+        ("/v1/status", "get", &[200, 400, 401, 429, 503][..]),
         ("/healthz", "get", &[200, 503][..]),
     ] {
         for code in statuses {
@@ -634,4 +634,48 @@ fn issue_47_bodies_held_at_once_are_bounded() {
     let (status, text) =
         eventually(admitted, || post(live.addr, "/v1/certificates", &[&auth()], &body)).unwrap();
     assert!(status != 429 && status != 503, "the budget was given back: {status} {text}");
+}
+
+/// Issue 47 item 8: the answers hyper gives itself to a request it cannot parse (400 for a
+/// bad Content-Length, 414, 431) had empty bodies, though every answer is JSON; two
+/// `Authorization` headers were accepted (the first won). Now each is JSON, and two
+/// headers are 400 on every `/v1` route, before anything is read.
+#[test]
+fn issue_47_unparsable_requests_and_two_tokens_are_answered_in_json() {
+    let live = start(ConnectionLimits::default(), 1 << 20);
+    let json_error = |answer: Option<(u16, String)>| -> (u16, bool) {
+        let (status, body) = answer.expect("an answer");
+        let parsed: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+        (status, parsed.is_some_and(|v| v["error"].is_string()))
+    };
+    let auth = auth();
+    for length in ["abc", "5, 6", "-1", "1 2"] {
+        let request = format!(
+            "POST /v1/certificates HTTP/1.1\r\nHost: x\r\n{auth}\r\nContent-Length: {length}\r\n\r\nxxxxx"
+        );
+        assert_eq!(json_error(raw(live.addr, request.as_bytes())), (400, true), "Content-Length: {length}");
+    }
+    let long_uri = format!("GET /v1/status?{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    assert_eq!(json_error(raw(live.addr, long_uri.as_bytes())), (414, true));
+    let mut many = String::from("GET /v1/status HTTP/1.1\r\nHost: x\r\n");
+    for i in 0..200 {
+        many.push_str(&format!("X-Header-{i}: {i}\r\n"));
+    }
+    many.push_str("\r\n");
+    assert_eq!(json_error(raw(live.addr, many.as_bytes())), (431, true));
+    // Two Authorization headers: 400 whichever comes first, on every route.
+    for second in [auth.as_str(), "Authorization: Bearer other"] {
+        let request =
+            format!("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}\r\n{second}\r\n\r\n");
+        assert_eq!(json_error(raw(live.addr, request.as_bytes())), (400, true), "{second}");
+        let body = history_with("{\"f\":\"r\",\"table\":\"kv\",\"key\":1,\"value\":null}");
+        for path in ["/v1/certificates", "/v1/check?isolation=ser"] {
+            let (status, text) =
+                post(live.addr, path, &["Authorization: Bearer other", &auth], &body).unwrap();
+            assert_eq!(status, 400, "{path}: {text}");
+            assert!(text.contains("more than one Authorization header"), "{text}");
+            assert_eq!(json_error(post(live.addr, path, &[&auth, second], &body)), (400, true), "{path}");
+        }
+    }
+    assert!(healthy(live.addr));
 }

@@ -390,7 +390,10 @@ async fn certificate_route<Q: serde::de::DeserializeOwned>(
     let (parts, body) = request.into_parts();
     let (token, tenant) = match authenticate_token(&state, &parts.headers) {
         Ok(authenticated) => authenticated,
-        Err(e) if e.status == StatusCode::UNAUTHORIZED => return e.into_response(),
+        // No token identified (none valid, or two Authorization headers): nothing is read.
+        Err(e) if matches!(e.status, StatusCode::UNAUTHORIZED | StatusCode::BAD_REQUEST) => {
+            return e.into_response()
+        }
         Err(e) => {
             discard_body(body, limit).await;
             return e.into_response();
@@ -447,7 +450,7 @@ async fn certificate_route<Q: serde::de::DeserializeOwned>(
     responses(
         (status = 200, description = "The v1 certificate.", body = Object),
         (status = 202, description = "The change feed has not reached the history's commits yet; retry after Retry-After seconds."),
-        (status = 400, description = "The body is not a v1 history, a table is ambiguous, or the query string is malformed."),
+        (status = 400, description = "The body is not a v1 history, a table is ambiguous, the query string is malformed, or the request has two Authorization headers or a head that cannot be parsed (a bad Content-Length)."),
         (status = 401, description = "No valid bearer token."),
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),
@@ -479,7 +482,7 @@ async fn post_certificates(State(state): State<Shared>, request: Request) -> Res
     responses(
         (status = 200, description = "The report (verdict and anomalies).", body = Object),
         (status = 202, description = "Not ready yet; retry after Retry-After seconds."),
-        (status = 400, description = "Bad history, isolation level or query string."),
+        (status = 400, description = "Bad history, isolation level or query string, two Authorization headers, or a head that cannot be parsed."),
         (status = 401, description = "No valid bearer token."),
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),

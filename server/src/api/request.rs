@@ -51,11 +51,18 @@ pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Arc<
     authenticate_token(state, headers).map(|(_, tenant)| tenant)
 }
 
-/// The bearer token's digest and tenant, admitted by its rate limit.
+/// The bearer token's digest and tenant, admitted by its rate limit. A request with more
+/// than one `Authorization` header is refused (400) rather than one of them picked.
 pub(crate) fn authenticate_token(
     state: &AppState,
     headers: &HeaderMap,
 ) -> Result<(TokenDigest, Arc<Tenant>), ApiError> {
+    if headers.get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the request has more than one Authorization header",
+        ));
+    }
     let unauthorized = || ApiError::new(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
     let token = bearer_token(headers).ok_or_else(unauthorized)?;
     let (digest, tenant) = state.tenants.tenants().authenticate(token).ok_or_else(unauthorized)?;
