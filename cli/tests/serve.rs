@@ -598,23 +598,40 @@ fn issue_47_a_replica_that_cannot_take_the_feed_stays_up_and_says_why() {
     write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
     let feed = "isocert_serve_slot_ahead";
     let mut server = Serve::start(&db_url, dir.path(), feed, &[]);
-    // A transaction stored: the store has a position.
+    let stored = |server: &Serve, at_least: f64| {
+        let waited = Instant::now();
+        while server.metric("isocert_store_transactions") < at_least {
+            assert!(waited.elapsed() < Duration::from_secs(30), "the feed stores nothing");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
     sql(&db_url, &["CREATE TABLE slot_ahead (k int PRIMARY KEY)", "INSERT INTO slot_ahead VALUES (1)"]);
-    let waited = Instant::now();
-    while server.metric("isocert_store_transactions") == 0.0 {
-        assert!(waited.elapsed() < Duration::from_secs(30), "the feed stores nothing");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    stored(&server, 1.0);
+    // The store as it is now, kept aside (the server stopped, so the SQLite files are whole).
     server.child.kill().expect("kill -9");
     let _ = server.child.wait();
-    // The slot moves past what the store holds.
-    sql(
-        &db_url,
-        &[
-            "INSERT INTO slot_ahead VALUES (2)",
-            &format!("SELECT pg_replication_slot_advance('{feed}', pg_current_wal_lsn())"),
-        ],
-    );
+    let kept = dir.path().join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    let store_files = ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm"];
+    for f in store_files {
+        if dir.path().join(f).exists() {
+            std::fs::copy(dir.path().join(f), kept.join(f)).unwrap();
+        }
+    }
+    // The feed goes on: another transaction is stored and acknowledged, so the slot moves
+    // past what the kept store holds.
+    server.kill_and_restart();
+    sql(&db_url, &["INSERT INTO slot_ahead VALUES (2)"]);
+    stored(&server, 2.0);
+    std::thread::sleep(Duration::from_secs(3));
+    server.child.kill().expect("kill -9");
+    let _ = server.child.wait();
+    for f in store_files {
+        let _ = std::fs::remove_file(dir.path().join(f));
+        if kept.join(f).exists() {
+            std::fs::copy(kept.join(f), dir.path().join(f)).unwrap();
+        }
+    }
     server.kill_and_restart();
     let waited = Instant::now();
     while !server.log.lock().unwrap().iter().any(|l| l.contains("has moved past what the store holds")) {
