@@ -1192,3 +1192,13 @@ fn initial_versions_are_decided_by_position_and_no_answer_depends_on_a_claimed_o
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("kv[2]") && body.contains("123"), "{body}");
 }
+
+/// Issue 47 item 5: a budget of bodies held at once smaller than the largest body accepted
+/// is refused at start (such a body could never be read), naming both flags.
+#[test]
+fn issue_47_a_bodies_budget_smaller_than_one_body_is_refused() {
+    let out = isocert(&["serve", "--max-body-mib", "100", "--max-bodies-mib", "50"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("--max-bodies-mib 50") && said.contains("--max-body-mib 100"), "{said}");
+}
