@@ -522,3 +522,91 @@ fn a_read_the_certificate_marks_hidden_is_uncertified_not_a_garbage_read() {
     assert!(matches!(e, isocert_checker::CheckError::HiddenValues { .. }), "{e}");
     assert!(e.to_string().contains("op 0: its value was written outside the submitted history"), "{e}");
 }
+
+/// Issue 47 item 7: identifiers were embedded raw in the report's
+/// `<script type="application/json">`; one holding `<!--<script>` changes how the HTML
+/// parser ends that element (the rest of the page becomes script text), one holding
+/// `</script>` ends it early. Now `<`, `>`, `&`, U+2028 and U+2029 are `\u` escapes there:
+/// the element ends at its own `</script>` and its text parses to the identifiers unchanged.
+#[test]
+fn issue_47_identifiers_in_the_html_reports_json_are_escaped() {
+    let x = "<!--<script>&";
+    let y = "</script><b>";
+    let xj = serde_json::to_string(x).unwrap();
+    let yj = serde_json::to_string(y).unwrap();
+    // A write skew of transactions named x and y: a G2-item cycle naming both.
+    let h = format!(
+        r#"{{"format":"isocert-history","version":1,"initial":[{{"key":"a","value":0}},{{"key":"b","value":0}}]}}
+{{"id":{xj},"session":1,"ops":[{{"f":"r","key":"a","value":0}},{{"f":"r","key":"b","value":0}},{{"f":"w","key":"a","value":1}}]}}
+{{"id":{yj},"session":2,"ops":[{{"f":"r","key":"a","value":0}},{{"f":"r","key":"b","value":0}},{{"f":"w","key":"b","value":2}}]}}"#
+    );
+    let c = format!(r#"{{"version_order":[{{"key":"a","writers":[{xj}]}},{{"key":"b","writers":[{yj}]}}]}}"#);
+    let r = run(&h, &c, IsolationLevel::Serializable, CheckerKind::Emme);
+    assert_eq!(kinds(&r), vec![AnomalyKind::G2Item]);
+    let (hist, cert) = load(&h, &c);
+    let html = render_html(
+        &r,
+        &hist,
+        &cert,
+        &HtmlOptions { layout: GraphLayout::Builtin, ..HtmlOptions::default() },
+    );
+    let open = html.find("<script type=\"application/json\" id=\"all-data\"").expect("the list's data");
+    let start = open + html[open..].find('>').unwrap() + 1;
+    let text = &html[start..start + html[start..].find("</script>").expect("the element ends")];
+    for raw in ["<", ">", "&", "\u{2028}", "\u{2029}"] {
+        assert!(!text.contains(raw), "{raw:?} unescaped in {text}");
+    }
+    let rows: serde_json::Value = serde_json::from_str(text).expect("the element's text is the whole JSON");
+    let (txns, explanation) = (rows[0][1].as_str().unwrap(), rows[0][2].as_str().unwrap());
+    assert!(txns.contains(x) && txns.contains(y), "{txns}");
+    assert!(explanation.contains(x) && explanation.contains(y), "{explanation}");
+    assert_eq!(explanation, r.anomalies[0].explanation);
+}
+
+/// Issue 47 item 6: with a certificate recovered for another history, Emme and Enne report
+/// contradictions, but Chronos and Aion (and MTC, the weak checker) decided without
+/// reading it and said VALID with no note. Now every checker has the certificate checked
+/// against the history as Emme checks it: the same contradictions, as anomalies; the
+/// history's own certificate adds none.
+#[test]
+fn issue_47_every_checker_refuses_another_historys_certificate() {
+    let h = r#"{"format":"isocert-history","version":1,"initial":[{"key":"x","value":0},{"key":"y","value":0}]}
+{"id":1,"session":1,"start_ts":1,"commit_ts":2,"ops":[{"f":"r","key":"x","value":0},{"f":"w","key":"x","value":1}]}
+{"id":2,"session":2,"start_ts":3,"commit_ts":4,"ops":[{"f":"r","key":"x","value":1},{"f":"w","key":"y","value":2}]}"#;
+    let own = r#"{"version_order":[{"key":"x","writers":[1]},{"key":"y","writers":[2]}]}"#;
+    let foreign = r#"{"version_order":[{"key":"x","writers":[2]},{"key":"y","writers":[1]}]}"#;
+    let reference = run(h, foreign, IsolationLevel::Serializable, CheckerKind::Emme);
+    let contradictions =
+        reference.anomalies.iter().filter(|a| a.kind == AnomalyKind::CertificateContradiction);
+    let expected: Vec<String> = contradictions.map(|a| a.explanation.clone()).collect();
+    assert!(!expected.is_empty(), "{:?}", reference.anomalies);
+    for (checker, level) in [
+        (CheckerKind::Chronos, IsolationLevel::SnapshotIsolation),
+        (CheckerKind::Chronos, IsolationLevel::Serializable),
+        (CheckerKind::Aion, IsolationLevel::SnapshotIsolation),
+        (CheckerKind::Weak, IsolationLevel::ReadCommitted),
+    ] {
+        let r = run(h, own, level, checker);
+        assert!(r.is_valid(), "{checker} at {level} with the history's certificate: {:?}", r.anomalies);
+        let r = run(h, foreign, level, checker);
+        assert!(!r.is_valid(), "{checker} at {level} accepted another history's certificate");
+        let found: Vec<String> = r.anomalies.iter().map(|a| a.explanation.clone()).collect();
+        assert_eq!(found, expected, "{checker} at {level}");
+        assert!(r.anomalies.iter().all(|a| a.kind == AnomalyKind::CertificateContradiction));
+        assert!(r.notes.iter().any(|n| n.contains("checked against the history as emme")), "{:?}", r.notes);
+    }
+    // A serialization order alone is checked as Enne checks it (one listing a
+    // transaction twice and leaving a committed one out).
+    let enne_foreign = r#"{"serialization_order":[1,1]}"#;
+    let reference = run(h, enne_foreign, IsolationLevel::Serializable, CheckerKind::Enne);
+    assert_eq!(kinds(&reference), vec![AnomalyKind::CertificateContradiction; 2]);
+    let r = run(h, enne_foreign, IsolationLevel::SnapshotIsolation, CheckerKind::Chronos);
+    assert_eq!(kinds(&r), vec![AnomalyKind::CertificateContradiction; 2], "{:?}", r.notes);
+    assert!(run(
+        h,
+        r#"{"serialization_order":[1,2]}"#,
+        IsolationLevel::SnapshotIsolation,
+        CheckerKind::Chronos
+    )
+    .is_valid());
+}

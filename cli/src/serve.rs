@@ -50,6 +50,15 @@ pub(crate) struct ServeArgs {
     /// The largest history accepted, in MiB (after decompression); larger ones get 413.
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     max_body_mib: usize,
+    /// The most bytes of request bodies the server holds at once, all requests together,
+    /// in MiB (as sent, or inflated when larger) [default: 256, or --max-body-mib when
+    /// larger]; a body that does not fit is refused with 503 and Retry-After.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..))]
+    max_bodies_mib: Option<u32>,
+    /// The most certificate and check requests one token may have in flight at once; one
+    /// more is refused with 429 and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    max_requests_per_token: u32,
     /// How long recovered versions are kept, in hours; older ones are collected and a
     /// certificate that would need them is refused (410).
     #[arg(long, value_name = "HOURS", default_value_t = 24)]
@@ -108,13 +117,30 @@ impl DatabaseVisitor for ServeOn {
     }
 }
 
+/// `--max-bodies-mib` when not given (or `--max-body-mib` when that is larger).
+const DEFAULT_BODIES_MIB: usize = 256;
+
 fn serve_with<D: Database>(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let bodies_mib = match args.max_bodies_mib {
+        Some(mib) => {
+            anyhow::ensure!(
+                mib as usize >= args.max_body_mib,
+                "--max-bodies-mib {mib} is smaller than --max-body-mib {}: a body of the largest size \
+                 accepted would never fit",
+                args.max_body_mib
+            );
+            mib as usize
+        }
+        None => args.max_body_mib.max(DEFAULT_BODIES_MIB),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
     let api = ApiConfig {
         feed_name: args.feed_name.clone(),
         wait: Duration::from_secs(args.wait_secs),
         body_limit: args.max_body_mib << 20,
         retention: Duration::from_secs(args.retention_hours * 3600),
+        bodies_budget: bodies_mib << 20,
+        requests_per_token: args.max_requests_per_token as usize,
     };
     let connections = ConnectionLimits {
         max_connections: args.max_connections as usize,

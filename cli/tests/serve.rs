@@ -495,6 +495,156 @@ fn three_replicas_survive_the_leader_killed_mid_workload() {
     assert_eq!(leaders(&replicas), [successor]);
 }
 
+/// Starts a replica in each of `dirs` at the same moment (one thread each), every one on
+/// store `store`; each must come up (print its address) or the test fails.
+fn start_at_once(db_url: &str, dirs: &[PathBuf], feed: &str, store: &str) -> Vec<Serve> {
+    std::thread::scope(|scope| {
+        let started: Vec<_> = dirs
+            .iter()
+            .map(|d| scope.spawn(move || Serve::start(db_url, d, feed, &["--store", store])))
+            .collect();
+        started.into_iter().map(|s| s.join().expect("every replica comes up")).collect()
+    })
+}
+
+/// Waits (at most 30 s) until exactly one of `replicas` leads and every one is alive and
+/// healthy (`/healthz` 200: no feed error); the leader's index.
+fn one_healthy_leader(replicas: &mut [Serve]) -> usize {
+    let waited = Instant::now();
+    loop {
+        for (i, r) in replicas.iter_mut().enumerate() {
+            let exited = r.child.try_wait().expect("try_wait");
+            assert!(exited.is_none(), "replica {i} exited ({exited:?}): {:?}", r.log.lock().unwrap());
+        }
+        let leaders: Vec<usize> =
+            (0..replicas.len()).filter(|&i| replicas[i].metric("isocert_feed_leader") == 1.0).collect();
+        let healthy = replicas.iter().all(|r| get(&format!("{}/healthz", r.url()), None).0 == 200);
+        if let ([one], true) = (leaders.as_slice(), healthy) {
+            return *one;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(30), "leaders {leaders:?}, all healthy: {healthy}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Issue 47 item 9: three replicas started at the same moment on a fresh store (what
+/// `docker compose up --scale isocert-serve=3` does) raced to create the store's tables,
+/// and two exited at once (`type "isocert_feed_state" already exists`); the tables are now
+/// created under an advisory lock. Started together again on the existing store, none may
+/// exit either (a leader that cannot take the feed follows and tries again). Every replica
+/// answers the certificate `isocert run` recovers.
+#[test]
+fn issue_47_replicas_started_at_once_all_come_up() {
+    let Some((db_url, _pg)) = database("at_once") else { return };
+    let store_db = format!("{}_store", db_url.rsplit('/').next().unwrap());
+    let base = db_url.rsplit_once('/').map_or(db_url.as_str(), |(base, _)| base).to_string();
+    sql(&db_url, &[&format!("DROP DATABASE IF EXISTS {store_db}"), &format!("CREATE DATABASE {store_db}")]);
+    let store = format!("{base}/{store_db}");
+    let dir = tempfile::tempdir().unwrap();
+    write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
+    let dirs: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            let d = dir.path().join(format!("r{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::copy(dir.path().join("tenants.toml"), d.join("tenants.toml")).unwrap();
+            d
+        })
+        .collect();
+    let feed = "isocert_serve_at_once";
+    let mut replicas = start_at_once(&db_url, &dirs, feed, &store);
+    one_healthy_leader(&mut replicas);
+    let out = dir.path().join("run");
+    direct_run(&db_url, &out, "200", "kv");
+    let history = std::fs::read(out.join("history.jsonl")).unwrap();
+    let reference = std::fs::read_to_string(out.join("certificate.json")).unwrap();
+    let answers_all = |replicas: &[Serve]| {
+        for (i, r) in replicas.iter().enumerate() {
+            let (status, body) =
+                post(&format!("{}/v1/certificates", r.url()), Some("tok-t"), history.clone());
+            assert_eq!(status, 200, "replica {i}: {body}");
+            assert_eq!(certificate_core(&body), certificate_core(&reference), "replica {i}");
+        }
+    };
+    answers_all(&replicas);
+    // All stopped at once (SIGKILL), two started together again on the existing store.
+    for r in &mut replicas {
+        r.child.kill().expect("kill -9");
+        let _ = r.child.wait();
+    }
+    let third = replicas.pop().expect("three");
+    let again = start_at_once(&db_url, &dirs[..2], feed, &store);
+    for (r, new) in replicas.iter_mut().zip(again) {
+        // The new process replaces the old in place; the old value's Drop (which drops the
+        // feed) must not run now.
+        let old = std::mem::replace(r, new);
+        std::mem::forget(old);
+    }
+    one_healthy_leader(&mut replicas);
+    std::thread::sleep(Duration::from_secs(3));
+    one_healthy_leader(&mut replicas);
+    answers_all(&replicas);
+    drop(replicas);
+    drop(third);
+}
+
+/// Issue 47 item 9: a replica that finds the slot ahead of the store exited at start
+/// (`the change feed ... has moved past what the store holds`), though another replica may
+/// store what it lacks. Now it comes up as a follower, says why in its log and on
+/// `/healthz` (503), and tries again every second.
+#[test]
+fn issue_47_a_replica_that_cannot_take_the_feed_stays_up_and_says_why() {
+    let Some((db_url, _pg)) = database("slot_ahead") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    write_tenants(&dir.path().join("tenants.toml"), &[("t", "tok-t", "\"public.*\"")]);
+    let feed = "isocert_serve_slot_ahead";
+    let mut server = Serve::start(&db_url, dir.path(), feed, &[]);
+    let stored = |server: &Serve, at_least: f64| {
+        let waited = Instant::now();
+        while server.metric("isocert_store_transactions") < at_least {
+            assert!(waited.elapsed() < Duration::from_secs(30), "the feed stores nothing");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    sql(&db_url, &["CREATE TABLE slot_ahead (k int PRIMARY KEY)", "INSERT INTO slot_ahead VALUES (1)"]);
+    stored(&server, 1.0);
+    // The store as it is now, kept aside (the server stopped, so the SQLite files are whole).
+    server.child.kill().expect("kill -9");
+    let _ = server.child.wait();
+    let kept = dir.path().join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    let store_files = ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm"];
+    for f in store_files {
+        if dir.path().join(f).exists() {
+            std::fs::copy(dir.path().join(f), kept.join(f)).unwrap();
+        }
+    }
+    // The feed goes on: another transaction is stored and acknowledged, so the slot moves
+    // past what the kept store holds.
+    server.kill_and_restart();
+    sql(&db_url, &["INSERT INTO slot_ahead VALUES (2)"]);
+    stored(&server, 2.0);
+    std::thread::sleep(Duration::from_secs(3));
+    server.child.kill().expect("kill -9");
+    let _ = server.child.wait();
+    for f in store_files {
+        let _ = std::fs::remove_file(dir.path().join(f));
+        if kept.join(f).exists() {
+            std::fs::copy(kept.join(f), dir.path().join(f)).unwrap();
+        }
+    }
+    server.kill_and_restart();
+    let waited = Instant::now();
+    while !server.log.lock().unwrap().iter().any(|l| l.contains("has moved past what the store holds")) {
+        assert!(waited.elapsed() < Duration::from_secs(30), "no word of the slot ahead of the store");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(server.child.try_wait().expect("try_wait").is_none(), "the replica exited");
+    let (status, body) = get(&format!("{}/healthz", server.url()), None);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(server.metric("isocert_feed_leader"), 0.0);
+}
+
 #[test]
 fn bad_bodies_revoked_tokens_lost_connections_and_the_openapi_document() {
     let Some((db_url, _pg)) = database("faults") else { return };
@@ -621,7 +771,10 @@ fn concurrent_clients_under_load_get_correct_certificates() {
         &dir.path().join("tenants.toml"),
         &[("t", "tok-t", "\"s0.*\", \"s1.*\", \"s2.*\", \"s3.*\", \"busy.*\"")],
     );
-    let serve = Serve::start(&db_url, dir.path(), "isocert_serve_load", &[]);
+    // One token for every client: its requests in flight are not what is measured.
+    let per_token = clients.max(8).to_string();
+    let serve =
+        Serve::start(&db_url, dir.path(), "isocert_serve_load", &["--max-requests-per-token", &per_token]);
     let mut cases = Vec::new();
     for schema in &schemas {
         let out = dir.path().join(schema);
@@ -1041,4 +1194,14 @@ fn initial_versions_are_decided_by_position_and_no_answer_depends_on_a_claimed_o
     let (status, body) = post(&certificates, Some("tok-t"), history(123, &own));
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("kv[2]") && body.contains("123"), "{body}");
+}
+
+/// Issue 47 item 5: a budget of bodies held at once smaller than the largest body accepted
+/// is refused at start (such a body could never be read), naming both flags.
+#[test]
+fn issue_47_a_bodies_budget_smaller_than_one_body_is_refused() {
+    let out = isocert(&["serve", "--max-body-mib", "100", "--max-bodies-mib", "50"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("--max-bodies-mib 50") && said.contains("--max-body-mib 100"), "{said}");
 }

@@ -96,8 +96,9 @@ const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
 /// the API. `ready` is called with the bound addresses once requests are accepted.
 ///
 /// # Errors
-/// A store, feed or listener that cannot be set up; a slot that is ahead of the store
-/// (its transactions in between would be missing from certificates).
+/// A store or listener that cannot be set up. A feed that cannot be taken (a slot ahead
+/// of the store: its transactions in between would be missing from certificates) is not
+/// an error: the server follows, reports it on `/healthz`, and tries again.
 pub async fn run_server<D: Database>(
     db: D,
     config: ServeConfig,
@@ -116,9 +117,19 @@ pub async fn run_server<D: Database>(
         config.api.clone(),
         cpu,
     );
-    // The first replica to start leads; a stale store is refused before anything is served.
+    // The first replica to start leads. One that cannot take the feed (a store behind the
+    // slot) does not exit: replicas started together must all come up (issue 47), and
+    // another may store what this one lacks. It follows, says why on /healthz and in its
+    // log, and tries again every LEAD_INTERVAL.
     let lead = match store.try_lead(&name).await.context("electing the feed's leader")? {
-        Some(lead) => Some((open_feed(&db, &store, &name).await?, lead)),
+        Some(lead) => match open_feed(&db, &store, &name).await {
+            Ok(resume) => Some((resume, lead)),
+            Err(e) => {
+                refuse_feed(&state, &name, &e);
+                lead.release().await;
+                None
+            }
+        },
         None => {
             tracing::info!(
                 feed = name,
@@ -183,6 +194,16 @@ async fn open_feed<D: Database>(db: &D, store: &VersionStore, name: &str) -> any
     }
 }
 
+/// Reports why this server cannot take the change feed (log, `/healthz`); it follows.
+fn refuse_feed(state: &AppState, name: &str, error: &anyhow::Error) {
+    let message = format!("{error:#}");
+    tracing::error!(
+        feed = name,
+        "cannot take the change feed: {message}; following, and trying again every {LEAD_INTERVAL:?}"
+    );
+    *state.feed_error.lock().expect("feed error lock") = Some(message);
+}
+
 /// Leads the feed while this server holds the lead, follows the store otherwise, and
 /// takes the lead when the leader is gone (a shared PostgreSQL store; with SQLite this
 /// server always leads).
@@ -219,17 +240,18 @@ async fn lead_or_follow<D: Database>(
                 match store.try_lead(&name).await {
                     Ok(Some(leadership)) => match open_feed(&db, &store, &name).await {
                         Ok(resume) => {
+                            *state.feed_error.lock().expect("feed error lock") = None;
                             lead = Some((resume, leadership));
                             break;
                         }
                         Err(e) => {
-                            let message = format!("{e:#}");
-                            tracing::error!(feed = name, "cannot take over the change feed: {message}");
-                            *state.feed_error.lock().expect("feed error lock") = Some(message);
+                            refuse_feed(&state, &name, &e);
                             leadership.release().await;
                         }
                     },
-                    Ok(None) => {}
+                    // Another replica holds the feed: what this one could not take is not
+                    // this one's to report.
+                    Ok(None) => *state.feed_error.lock().expect("feed error lock") = None,
                     Err(e) => tracing::warn!(feed = name, "electing the feed's leader: {e}"),
                 }
             }

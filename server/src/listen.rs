@@ -8,6 +8,10 @@
 //!   (an idle keep-alive, or a half-sent request line) is closed then. A TLS handshake has
 //!   the same bound. Bodies are read by the routes, with their own idle bound
 //!   (`api::BODY_IDLE_TIMEOUT`) and only after the token was checked.
+//! - A request hyper cannot parse (a malformed `Content-Length` or header: 400; a URI too
+//!   long: 414; headers too large or too many: 431) is answered by hyper itself, before any
+//!   route, with an empty body; [`JsonParseErrors`] gives that answer the JSON body
+//!   `{"error": "..."}` every other answer has.
 //! - On shutdown the listener stops accepting and lets the requests in flight finish (at
 //!   most [`SHUTDOWN_GRACE`]).
 //!
@@ -16,8 +20,11 @@
 //! serves both.
 
 use std::future::Future;
+use std::io;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context as TaskContext, Poll};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -25,7 +32,7 @@ use axum::body::Body;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -144,7 +151,7 @@ where
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
-        .serve_connection(TokioIo::new(io), service);
+        .serve_connection(TokioIo::new(JsonParseErrors::new(io)), service);
     tokio::pin!(connection);
     tokio::select! {
         result = connection.as_mut() => {
@@ -155,6 +162,131 @@ where
         _ = stop.changed() => {
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
+        }
+    }
+}
+
+/// A connection whose answers from hyper itself (to a request it cannot parse: 400, 414,
+/// 431, a head with `content-length: 0` and no body) are given a JSON body naming the
+/// problem, as docs/API.md promises for every answer. Every other byte passes unchanged.
+///
+/// hyper writes such an answer as one head, in one write, and closes the connection after
+/// it; the routes' answers always have a body and a `content-type`, so they never match.
+struct JsonParseErrors<I> {
+    inner: I,
+    /// The answer written instead of the one hyper is writing: its bytes, how many were
+    /// written, and the length of hyper's (reported written once all of ours are).
+    replacing: Option<(Vec<u8>, usize, usize)>,
+}
+
+impl<I> JsonParseErrors<I> {
+    fn new(inner: I) -> Self {
+        JsonParseErrors { inner, replacing: None }
+    }
+}
+
+/// The JSON answer for hyper's own answer `head`, if it is one.
+fn json_parse_error(head: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(head).ok()?;
+    let (status_line, headers) = text.strip_suffix("\r\n\r\n")?.split_once("\r\n")?;
+    if headers.contains("\r\n\r\n") || !status_line.starts_with("HTTP/1.") {
+        return None;
+    }
+    let message = match status_line.get(9..12)? {
+        "400" => "the request cannot be parsed: a malformed request line or header (a Content-Length that is not one \
+                  number, say)",
+        "414" => "the request's URI is too long",
+        "431" => "the request's headers are too large or too many",
+        _ => return None,
+    };
+    let lines: Vec<&str> = headers.split("\r\n").collect();
+    let is = |line: &&str, name: &str| {
+        line.split_once(':').is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+    };
+    let empty = lines
+        .iter()
+        .any(|l| is(l, "content-length") && l.split_once(':').is_some_and(|(_, v)| v.trim() == "0"));
+    if !empty || lines.iter().any(|l| is(l, "content-type")) {
+        return None;
+    }
+    let body = serde_json::json!({ "error": message }).to_string();
+    let mut out =
+        format!("{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len());
+    for line in lines.iter().filter(|l| !is(l, "content-length")) {
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("\r\n");
+    out.push_str(&body);
+    Some(out.into_bytes())
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for JsonParseErrors<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for JsonParseErrors<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.replacing.is_none() {
+            match json_parse_error(buf) {
+                Some(answer) => this.replacing = Some((answer, 0, buf.len())),
+                None => return Pin::new(&mut this.inner).poll_write(cx, buf),
+            }
+        }
+        let Some((answer, written, reported)) = &mut this.replacing else { unreachable!("set above") };
+        while *written < answer.len() {
+            match ready!(Pin::new(&mut this.inner).poll_write(cx, &answer[*written..])) {
+                Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Ok(n) => *written += n,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        let reported = *reported;
+        this.replacing = None;
+        Poll::Ready(Ok(reported))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hypers_own_empty_answers_are_given_a_json_body() {
+        let hyper = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        let answer = String::from_utf8(json_parse_error(hyper).unwrap()).unwrap();
+        assert!(answer.starts_with(
+            "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+        ));
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())) && head.contains("date: x"),
+            "{head}"
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(body).unwrap()["error"].is_string());
+        for routes in [
+            &b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 0\r\n\r\n"[..],
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 12\r\n\r\n",
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n{}",
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+            b"{\"error\": \"HTTP/1.1 400\"}",
+        ] {
+            assert!(json_parse_error(routes).is_none(), "{}", String::from_utf8_lossy(routes));
         }
     }
 }

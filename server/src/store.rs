@@ -109,14 +109,17 @@ impl VersionStore {
             .acquire_timeout(std::time::Duration::from_secs(5))
             .connect(&url)
             .await?;
-        if url.starts_with("sqlite://") {
+        let sqlite = url.starts_with("sqlite://");
+        if sqlite {
             sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
             sqlx::query("PRAGMA synchronous = FULL").execute(&pool).await?;
+            for statement in SCHEMA {
+                sqlx::query(statement).execute(&pool).await?;
+            }
+        } else {
+            create_schema_locked(&pool).await?;
         }
-        for statement in SCHEMA {
-            sqlx::query(statement).execute(&pool).await?;
-        }
-        Ok(VersionStore { pool, sqlite: url.starts_with("sqlite://") })
+        Ok(VersionStore { pool, sqlite })
     }
 
     /// The position the feed resumes from, if anything was ever stored.
@@ -487,6 +490,37 @@ fn leader_lock_key(feed: &str) -> i64 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash as i64
+}
+
+/// Creates the store's tables on PostgreSQL in one transaction holding an advisory lock
+/// (issue 47): replicas started at the same moment on a fresh store each ran `CREATE TABLE
+/// IF NOT EXISTS`, and all but one failed (`duplicate key value violates unique constraint
+/// "pg_type_typname_nsp_index"`), since `IF NOT EXISTS` does not see a table another
+/// transaction is creating. Under the lock the others wait, then find the tables there.
+async fn create_schema_locked(pool: &AnyPool) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK_KEY).execute(&mut *tx).await?;
+    for statement in SCHEMA {
+        sqlx::query(statement).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The advisory lock key under which the store's tables are created: FNV-1a of a name of
+/// its own, so it never equals a feed's leader lock ([`leader_lock_key`]).
+const SCHEMA_LOCK_KEY: i64 = fnv1a(b"isocert serve store schema") as i64;
+
+/// FNV-1a of `bytes` (the same in every process and version).
+const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    hash
 }
 
 /// Creates the SQLite file readable and writable by its owner only (0600) before SQLite

@@ -72,6 +72,18 @@ fn kv_change(table: &TableIncarnation, key: i64, value: i64) -> RowChange {
 /// incarnation of `public.kv` (keys 1..=4), then one (xid 800) on a newer incarnation (the
 /// table dropped and created again).
 pub(crate) fn start(limits: ConnectionLimits, body_limit: usize) -> Live {
+    start_with(limits, body_limit, Budget { bodies: 1 << 30, per_token: 64 })
+}
+
+/// The bounds on bodies held at once: all requests' bytes, and each token's requests.
+#[derive(Clone, Copy)]
+pub(crate) struct Budget {
+    bodies: usize,
+    per_token: usize,
+}
+
+/// [`start`] with `budget`.
+pub(crate) fn start_with(limits: ConnectionLimits, body_limit: usize, budget: Budget) -> Live {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite://{}", dir.path().join("store.sqlite").display());
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -110,6 +122,8 @@ pub(crate) fn start(limits: ConnectionLimits, body_limit: usize) -> Live {
                 wait: Duration::from_secs(1),
                 body_limit,
                 retention: Duration::from_secs(3600),
+                bodies_budget: budget.bodies,
+                requests_per_token: budget.per_token,
             };
             let backend: Arc<dyn Backend> =
                 Arc::new(Offline(SeamBackend(Postgres::new("postgres://offline/x"))));
@@ -138,6 +152,25 @@ pub(crate) fn raw(addr: SocketAddr, request: &[u8]) -> Option<(u16, String)> {
     let status = text.split(' ').nth(1)?.parse().ok()?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Some((status, body))
+}
+
+/// The head of a `post` answer: its status line and headers.
+fn post_head(addr: SocketAddr, path: &str, headers: &[&str], body: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut request =
+        format!("POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    s.write_all(request.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    text.split_once("\r\n\r\n").map_or(text.clone(), |(head, _)| head.to_ascii_lowercase())
 }
 
 /// POSTs `body` to `path` with `headers` (each `Name: value`), closing the connection after.
@@ -327,7 +360,7 @@ fn requests_without_a_token_are_refused_before_their_body_is_read() {
             "post",
             &[200, 202, 400, 401, 403, 404, 408, 409, 410, 413, 415, 422, 429, 500, 503][..],
         ),
-        ("/v1/status", "get", &[200, 401, 429, 503][..]),
+        ("/v1/status", "get", &[200, 400, 401, 429, 503][..]),
         ("/healthz", "get", &[200, 503][..]),
     ] {
         for code in statuses {
@@ -442,4 +475,207 @@ fn issue_32_the_incarnation_is_the_one_holding_the_historys_transactions() {
     let (status, body) = post(live.addr, "/v1/certificates", &[&auth()], wrong.as_bytes()).unwrap();
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("(xid 700)") && !body.contains("Some("), "{body}");
+}
+
+/// The two-transaction history of the first incarnation of `public.kv` (xids 700, 701),
+/// one line per element.
+fn two_kv_transactions() -> Vec<String> {
+    let mut lines = vec![String::from("{\"format\":\"isocert-history\",\"version\":1,\"initial\":[]}\n")];
+    for (id, xid, v) in [(1, 700, 1), (2, 701, 2)] {
+        let ops: Vec<String> = (1..=4)
+            .map(|k| format!("{{\"f\":\"w\",\"table\":\"kv\",\"key\":{k},\"value\":{}}}", v * 10 + k))
+            .collect();
+        lines.push(format!(
+            "{{\"id\":{id},\"session\":0,\"status\":\"committed\",\"meta\":{{\"xid\":{xid}}},\"ops\":[{}]}}\n",
+            ops.join(",")
+        ));
+    }
+    lines
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(data).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Issue 47 item 1: a body of several gzip members (`pigz`, `cat a.gz b.gz`) was decoded
+/// up to the end of its first member and the rest dropped: a transaction in the second
+/// member was never certified, a repeated id there never seen, and gzip followed by garbage
+/// answered 200. Now every member is read, on both routes, and trailing bytes are 400.
+#[test]
+fn issue_47_every_gzip_member_of_a_body_is_read() {
+    let live = start(ConnectionLimits::default(), 1 << 20);
+    let lines = two_kv_transactions();
+    let mut members = gzip(format!("{}{}", lines[0], lines[1]).as_bytes());
+    members.extend(gzip(lines[2].as_bytes()));
+    let gz = "Content-Encoding: gzip";
+    let (status, body) = post(live.addr, "/v1/certificates", &[&auth(), gz], &members).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let cert: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(cert["version_order"][0]["writers"], serde_json::json!([1, 2]), "{cert}");
+    let (status, body) = post(live.addr, "/v1/check?isolation=ser", &[&auth(), gz], &members).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let report: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(report["stats"]["txns"], serde_json::json!(2), "{report}");
+    // A repeated transaction id in the second member is seen.
+    let mut repeated = gzip(format!("{}{}", lines[0], lines[1]).as_bytes());
+    repeated.extend(gzip(lines[1].as_bytes()));
+    for path in ["/v1/certificates", "/v1/check?isolation=ser"] {
+        let (status, body) = post(live.addr, path, &[&auth(), gz], &repeated).unwrap();
+        assert_eq!(status, 400, "{path}: {body}");
+        // Garbage after the last member: 400 naming it.
+        let mut trailing = members.clone();
+        trailing.extend_from_slice(b"\n{\"id\":9}\n");
+        let (status, body) = post(live.addr, path, &[&auth(), gz], &trailing).unwrap();
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains("after its last member"), "{body}");
+    }
+}
+
+/// A certificate request whose headers (declaring `length` bytes) and first `sent` bytes
+/// were sent, then one byte every second (never stalling long enough for a 408), until
+/// dropped: the connection is closed then.
+struct Trickle {
+    stream: TcpStream,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Trickle {
+    fn start(addr: SocketAddr, length: usize, sent: usize) -> Trickle {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "POST /v1/certificates HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Length: {length}\r\n\r\n",
+            auth()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&vec![b' '; sent]).unwrap();
+        let mut writer = s.try_clone().unwrap();
+        let thread = std::thread::spawn(move || {
+            for _ in sent + 1..length {
+                std::thread::sleep(Duration::from_secs(1));
+                if writer.write_all(b" ").is_err() {
+                    return;
+                }
+            }
+        });
+        Trickle { stream: s, thread: Some(thread) }
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits until `answer` gives a status `wanted` accepts (the server sees stalled uploads
+/// start and end a little after the client does), for at most 30 s; the last answer.
+fn eventually(
+    wanted: impl Fn(u16) -> bool,
+    mut answer: impl FnMut() -> Option<(u16, String)>,
+) -> Option<(u16, String)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = answer();
+        if got.as_ref().is_some_and(|(s, _)| wanted(*s)) || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 47 item 5: slow uploads with one valid token held `--max-connections` ×
+/// `--max-body-mib` bytes. Now one token has at most `--max-requests-per-token` requests in
+/// flight (429 past it) and all bodies together at most `--max-bodies-mib` (503 past it),
+/// each with Retry-After; the budget is given back when the uploads end.
+#[test]
+fn issue_47_bodies_held_at_once_are_bounded() {
+    let body = history_with("{\"f\":\"r\",\"table\":\"kv\",\"key\":1,\"value\":null}");
+    let retry = |text: &str| text.starts_with("{\"error\"");
+    let admitted = |status| status != 429 && status != 503;
+    // Per token: two uploads in flight, the third is 429.
+    let live = start_with(ConnectionLimits::default(), 1 << 20, Budget { bodies: 64 << 20, per_token: 2 });
+    let uploads: Vec<Trickle> = (0..2).map(|_| Trickle::start(live.addr, 1000, 10)).collect();
+    let third = eventually(|s| s == 429, || post(live.addr, "/v1/certificates", &[&auth()], &body));
+    let (status, text) = third.unwrap();
+    assert_eq!((status, retry(&text)), (429, true), "{text}");
+    assert!(text.contains("in flight"), "{text}");
+    let head = post_head(live.addr, "/v1/certificates", &[&auth()], &body);
+    assert!(head.starts_with("http/1.1 429") && head.contains("retry-after: 1"), "{head}");
+    drop(uploads);
+    let (status, text) =
+        eventually(admitted, || post(live.addr, "/v1/certificates", &[&auth()], &body)).unwrap();
+    assert!(status != 429 && status != 503, "{status} {text}");
+    // All bodies: two slow uploads of 600 KiB declared fill a 1.2 MiB budget; a third
+    // body is 503 with Retry-After, a body that grows past what is left too.
+    let live = start_with(ConnectionLimits::default(), 1 << 20, Budget { bodies: 1200 << 10, per_token: 64 });
+    let uploads: Vec<Trickle> = (0..2).map(|_| Trickle::start(live.addr, 600 << 10, 10)).collect();
+    let refused = eventually(|s| s == 503, || post(live.addr, "/v1/certificates", &[&auth()], &body));
+    let (status, text) = refused.unwrap();
+    assert_eq!((status, retry(&text)), (503, true), "{text}");
+    assert!(text.contains("--max-bodies-mib"), "{text}");
+    let head = post_head(live.addr, "/v1/certificates", &[&auth()], &body);
+    assert!(head.starts_with("http/1.1 503") && head.contains("retry-after: 1"), "{head}");
+    let head = format!(
+        "POST /v1/certificates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}\r\nTransfer-Encoding: chunked\r\n\r\n",
+        auth()
+    );
+    let mut chunked = head.into_bytes();
+    chunked.extend_from_slice(format!("{:x}\r\n", 64 << 10).as_bytes());
+    chunked.extend_from_slice(&[b' '; 64 << 10]);
+    chunked.extend_from_slice(b"\r\n0\r\n\r\n");
+    let (status, text) = raw(live.addr, &chunked).unwrap();
+    assert_eq!(status, 503, "{text}");
+    drop(uploads);
+    let (status, text) =
+        eventually(admitted, || post(live.addr, "/v1/certificates", &[&auth()], &body)).unwrap();
+    assert!(status != 429 && status != 503, "the budget was given back: {status} {text}");
+}
+
+/// Issue 47 item 8: the answers hyper gives itself to a request it cannot parse (400 for a
+/// bad Content-Length, 414, 431) had empty bodies, though every answer is JSON; two
+/// `Authorization` headers were accepted (the first won). Now each is JSON, and two
+/// headers are 400 on every `/v1` route, before anything is read.
+#[test]
+fn issue_47_unparsable_requests_and_two_tokens_are_answered_in_json() {
+    let live = start(ConnectionLimits::default(), 1 << 20);
+    let json_error = |answer: Option<(u16, String)>| -> (u16, bool) {
+        let (status, body) = answer.expect("an answer");
+        let parsed: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+        (status, parsed.is_some_and(|v| v["error"].is_string()))
+    };
+    let auth = auth();
+    for length in ["abc", "5, 6", "-1", "1 2"] {
+        let request = format!(
+            "POST /v1/certificates HTTP/1.1\r\nHost: x\r\n{auth}\r\nContent-Length: {length}\r\n\r\nxxxxx"
+        );
+        assert_eq!(json_error(raw(live.addr, request.as_bytes())), (400, true), "Content-Length: {length}");
+    }
+    let long_uri = format!("GET /v1/status?{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    assert_eq!(json_error(raw(live.addr, long_uri.as_bytes())), (414, true));
+    let mut many = String::from("GET /v1/status HTTP/1.1\r\nHost: x\r\n");
+    for i in 0..200 {
+        many.push_str(&format!("X-Header-{i}: {i}\r\n"));
+    }
+    many.push_str("\r\n");
+    assert_eq!(json_error(raw(live.addr, many.as_bytes())), (431, true));
+    // Two Authorization headers: 400 whichever comes first, on every route.
+    for second in [auth.as_str(), "Authorization: Bearer other"] {
+        let request =
+            format!("GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}\r\n{second}\r\n\r\n");
+        assert_eq!(json_error(raw(live.addr, request.as_bytes())), (400, true), "{second}");
+        let body = history_with("{\"f\":\"r\",\"table\":\"kv\",\"key\":1,\"value\":null}");
+        for path in ["/v1/certificates", "/v1/check?isolation=ser"] {
+            let (status, text) =
+                post(live.addr, path, &["Authorization: Bearer other", &auth], &body).unwrap();
+            assert_eq!(status, 400, "{path}: {text}");
+            assert!(text.contains("more than one Authorization header"), "{text}");
+            assert_eq!(json_error(post(live.addr, path, &[&auth, second], &body)), (400, true), "{path}");
+        }
+    }
+    assert!(healthy(live.addr));
 }

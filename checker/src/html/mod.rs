@@ -97,6 +97,27 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
+/// JSON text safe inside a `<script type="application/json">` element: `<`, `>` and `&`
+/// written as `\u003c`, `\u003e`, `\u0026` (so no `</script>`, `<!--` or `<script` in
+/// an identifier changes where the HTML parser ends the element), U+2028 and U+2029 as
+/// `\u2028`, `\u2029`. The JSON value is unchanged: these escapes are the same characters
+/// to `JSON.parse`.
+pub(crate) fn script_json(value: &serde_json::Value) -> String {
+    let text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The report as a self-contained HTML page; see the module doc. `cert` supplies the
 /// certificate facts shown per edge (an empty certificate shows none).
 pub fn render_html(report: &Report, h: &History, cert: &Certificate, opts: &HtmlOptions) -> String {
@@ -295,7 +316,7 @@ fn all_list(out: &mut String, h: &History, report: &Report, drawn: usize) {
             serde_json::json!([a.kind.as_str(), txns.join(", "), a.explanation])
         })
         .collect();
-    let data = serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()).replace("</", "<\\/");
+    let data = script_json(&serde_json::Value::Array(rows));
     let _ = writeln!(
         out,
         "<section id=\"all\"><h2>All anomalies ({})</h2>\n<p class=\"hint\">The first {drawn} are drawn above. \
@@ -306,4 +327,22 @@ fn all_list(out: &mut String, h: &History, report: &Report, drawn: usize) {
          </table>\n<script type=\"application/json\" id=\"all-data\" data-drawn=\"{drawn}\">{data}</script></section>",
         report.anomalies.len()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 47 item 7: what would end or reopen a script element, and the line separators
+    /// older JavaScript parsers took for line ends, are `\u` escapes; the JSON is the same.
+    #[test]
+    fn embedded_json_has_no_markup_and_no_line_separators() {
+        let value = serde_json::json!(["</script><!--<script>&\u{2028}\u{2029}", {"k": "a>b"}]);
+        let text = script_json(&value);
+        assert_eq!(
+            text,
+            r#"["\u003c/script\u003e\u003c!--\u003cscript\u003e\u0026\u2028\u2029",{"k":"a\u003eb"}]"#
+        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+    }
 }

@@ -43,7 +43,9 @@ pub(crate) struct CheckArgs {
     /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`). Its
     /// `transactions` (outcomes, start/commit timestamps) and `serial_order`, what
     /// `isocert serve` answers, are set on the history first; Chronos and Aion then read
-    /// the history whole.
+    /// the history whole. A checker that decides without the certificate's orders
+    /// (chronos, aion, mtc, weak; cobra and polysi with a full version order) has it
+    /// checked against the history as emme checks it: each contradiction is an anomaly.
     #[arg(short, long, value_name = "CERT")]
     pub(crate) certificate: Option<PathBuf>,
     /// The isolation level: strict-serializable (sser: serializable in an order that keeps

@@ -3,6 +3,7 @@
 //! is a route documented. `/metrics` is served by [`metrics_router`], on a listener of its
 //! own (`--metrics-listen`), never beside the tenants' routes.
 
+mod budget;
 mod error;
 mod request;
 mod status;
@@ -27,8 +28,11 @@ use utoipa::{IntoParams, Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use self::budget::{BodyBudget, TokenSlots};
 use self::error::ApiError;
-use self::request::{authenticate, discard_body, encoding, inflate, query, read_body, still_valid, Encoding};
+use self::request::{
+    authenticate_token, discard_body, encoding, inflate, over_budget, query, read_body, still_valid, Encoding,
+};
 use crate::answers::{AnswerCache, KeyBuilder, Recent};
 use crate::certify::{read_history, recover, resolve, Backend, CertifyContext, CertifyError};
 use crate::cpu::CpuPool;
@@ -51,6 +55,12 @@ pub struct ApiConfig {
     pub body_limit: usize,
     /// How long stored versions are kept.
     pub retention: Duration,
+    /// The bytes of request bodies held at once by all requests together (as sent, or
+    /// inflated when larger); a body past it is refused (503).
+    pub bodies_budget: usize,
+    /// How many certificate and check requests one token may have in flight; one more is
+    /// refused (429).
+    pub requests_per_token: usize,
 }
 
 /// How many bytes of answers are kept for identical submissions.
@@ -89,6 +99,8 @@ pub struct AppState {
     /// Digests of bodies seen once ([`SEEN_KEPT`]).
     seen: Recent<()>,
     answers: AnswerCache,
+    budget: BodyBudget,
+    token_slots: TokenSlots,
     openapi: OnceLock<String>,
 }
 
@@ -108,6 +120,8 @@ impl AppState {
         config: ApiConfig,
         cpu: CpuPool,
     ) -> Arc<Self> {
+        let budget = BodyBudget::new(config.bodies_budget);
+        let token_slots = TokenSlots::new(config.requests_per_token);
         Arc::new(AppState {
             backend,
             store,
@@ -123,6 +137,8 @@ impl AppState {
             parsed: Recent::new(PARSED_KEPT),
             seen: Recent::new(SEEN_KEPT),
             answers: AnswerCache::new(ANSWER_CACHE_BYTES),
+            budget,
+            token_slots,
             openapi: OnceLock::new(),
         })
     }
@@ -262,7 +278,10 @@ async fn answer(
     schema: Option<String>,
 ) -> Result<Arc<Vec<u8>>, ApiError> {
     let limit = state.config.body_limit;
-    let raw = read_body(headers, body, limit).await?;
+    // Held until the answer is rendered: the body as sent, then the larger of it and the
+    // body inflated (the parsed history is of that order).
+    let mut reservation = state.budget.reserve();
+    let raw = read_body(headers, body, limit, &state.budget, &mut reservation).await?;
     // The body as sent (with its encoding) names the history: a body seen recently is not
     // inflated and parsed again.
     let (raw, digest) = state
@@ -277,10 +296,12 @@ async fn answer(
         Some(history) => history,
         None => {
             let raw = raw.clone();
-            let history = state
-                .cpu
-                .run(move || Ok::<_, ApiError>(Arc::new(read_history(&inflate(raw, encoding, limit)?)?)))
-                .await??;
+            let inflated = state.cpu.run(move || inflate(raw, encoding, limit)).await??;
+            if !reservation.cover(inflated.len()) {
+                return Err(over_budget(&state.budget));
+            }
+            let history =
+                state.cpu.run(move || Ok::<_, ApiError>(Arc::new(read_history(&inflated)?))).await??;
             if state.seen.get(&digest).is_some() {
                 state.parsed.put(digest, Arc::clone(&history));
             } else {
@@ -349,6 +370,7 @@ async fn answer(
                 .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
         })
         .await??;
+    drop(reservation);
     let rendered = Arc::new(rendered);
     state.answers.put(key, Arc::clone(&rendered));
     Ok(rendered)
@@ -366,13 +388,28 @@ async fn certificate_route<Q: serde::de::DeserializeOwned>(
 ) -> Response {
     let limit = state.config.body_limit;
     let (parts, body) = request.into_parts();
-    let tenant = match authenticate(&state, &parts.headers) {
-        Ok(tenant) => tenant,
-        Err(e) if e.status == StatusCode::UNAUTHORIZED => return e.into_response(),
+    let (token, tenant) = match authenticate_token(&state, &parts.headers) {
+        Ok(authenticated) => authenticated,
+        // No token identified (none valid, or two Authorization headers): nothing is read.
+        Err(e) if matches!(e.status, StatusCode::UNAUTHORIZED | StatusCode::BAD_REQUEST) => {
+            return e.into_response()
+        }
         Err(e) => {
             discard_body(body, limit).await;
             return e.into_response();
         }
+    };
+    let Some(_slot) = state.token_slots.enter(token) else {
+        discard_body(body, limit).await;
+        let cap = state.token_slots.cap();
+        let refused = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("this token has {cap} requests in flight already (--max-requests-per-token); retry"),
+        )
+        .retry_after(1);
+        let mut response = refused.into_response();
+        response.extensions_mut().insert(TenantName(tenant.name.clone()));
+        return response;
     };
     let outcome = async {
         let head = encoding(&parts.headers).and_then(|encoding| {
@@ -413,7 +450,7 @@ async fn certificate_route<Q: serde::de::DeserializeOwned>(
     responses(
         (status = 200, description = "The v1 certificate.", body = Object),
         (status = 202, description = "The change feed has not reached the history's commits yet; retry after Retry-After seconds."),
-        (status = 400, description = "The body is not a v1 history, a table is ambiguous, or the query string is malformed."),
+        (status = 400, description = "The body is not a v1 history, a table is ambiguous, the query string is malformed, or the request has two Authorization headers or a head that cannot be parsed (a bad Content-Length)."),
         (status = 401, description = "No valid bearer token."),
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),
@@ -423,9 +460,9 @@ async fn certificate_route<Q: serde::de::DeserializeOwned>(
         (status = 413, description = "The body is too large (before or after decompression)."),
         (status = 415, description = "A Content-Encoding other than gzip."),
         (status = 422, description = "History and change stream disagree, or a predicate cannot be evaluated (one nested too deep, say)."),
-        (status = 429, description = "Rate limit exceeded."),
+        (status = 429, description = "Rate limit exceeded, or the token has --max-requests-per-token requests in flight."),
         (status = 500, description = "A bug in the server; the message says where."),
-        (status = 503, description = "The database or the store is unavailable.")
+        (status = 503, description = "The database or the store is unavailable, or the bodies in flight fill --max-bodies-mib.")
     ),
     security(("bearer" = []))
 )]
@@ -445,7 +482,7 @@ async fn post_certificates(State(state): State<Shared>, request: Request) -> Res
     responses(
         (status = 200, description = "The report (verdict and anomalies).", body = Object),
         (status = 202, description = "Not ready yet; retry after Retry-After seconds."),
-        (status = 400, description = "Bad history, isolation level or query string."),
+        (status = 400, description = "Bad history, isolation level or query string, two Authorization headers, or a head that cannot be parsed."),
         (status = 401, description = "No valid bearer token."),
         (status = 403, description = "The history names a table this token may not read."),
         (status = 404, description = "No change of a table of the history was recorded."),
@@ -455,9 +492,9 @@ async fn post_certificates(State(state): State<Shared>, request: Request) -> Res
         (status = 413, description = "The body is too large (before or after decompression)."),
         (status = 415, description = "A Content-Encoding other than gzip."),
         (status = 422, description = "History and change stream disagree, or a predicate cannot be evaluated."),
-        (status = 429, description = "Rate limit exceeded."),
+        (status = 429, description = "Rate limit exceeded, or the token has --max-requests-per-token requests in flight."),
         (status = 500, description = "A bug in the server; the message says where."),
-        (status = 503, description = "The database or the store is unavailable.")
+        (status = 503, description = "The database or the store is unavailable, or the bodies in flight fill --max-bodies-mib.")
     ),
     security(("bearer" = []))
 )]

@@ -24,9 +24,10 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
+use super::budget::{BodyBudget, BodyReservation};
 use super::error::ApiError;
 use super::AppState;
-use crate::tenants::Tenant;
+use crate::tenants::{Tenant, TokenDigest};
 
 /// How long a request body may stall between two chunks.
 pub(crate) const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,6 +48,21 @@ pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 
 /// The bearer token's tenant, admitted by its rate limit.
 pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Arc<Tenant>, ApiError> {
+    authenticate_token(state, headers).map(|(_, tenant)| tenant)
+}
+
+/// The bearer token's digest and tenant, admitted by its rate limit. A request with more
+/// than one `Authorization` header is refused (400) rather than one of them picked.
+pub(crate) fn authenticate_token(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<(TokenDigest, Arc<Tenant>), ApiError> {
+    if headers.get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the request has more than one Authorization header",
+        ));
+    }
     let unauthorized = || ApiError::new(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
     let token = bearer_token(headers).ok_or_else(unauthorized)?;
     let (digest, tenant) = state.tenants.tenants().authenticate(token).ok_or_else(unauthorized)?;
@@ -54,7 +70,7 @@ pub(crate) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Arc<
         return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "this token's request rate is exceeded")
             .retry_after(1));
     }
-    Ok(tenant)
+    Ok((digest, tenant))
 }
 
 /// Whether the token is still valid (it may have been revoked while the request waited).
@@ -98,8 +114,27 @@ fn too_large(limit: usize) -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the history is larger than {limit} bytes"))
 }
 
-/// The body as sent, at most `limit` bytes.
-pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+/// The 503 of a body the budget of bodies held at once has no room for.
+pub(crate) fn over_budget(budget: &BodyBudget) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "the server holds as many request bodies as it may at once ({} bytes, --max-bodies-mib); retry",
+            budget.bytes()
+        ),
+    )
+    .retry_after(1)
+}
+
+/// The body as sent, at most `limit` bytes, each byte covered by `reservation` as it
+/// arrives (a declared `Content-Length` at once): 503 when the budget has no room.
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    budget: &BodyBudget,
+    reservation: &mut BodyReservation,
+) -> Result<Vec<u8>, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -108,6 +143,10 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
     if declared.is_some_and(|n| n > limit as u64) {
         discard_rest(&mut chunks, limit).await;
         return Err(too_large(limit));
+    }
+    if !reservation.cover(declared.map_or(0, |n| n as usize)) {
+        discard_rest(&mut chunks, limit).await;
+        return Err(over_budget(budget));
     }
     let mut out = Vec::with_capacity(declared.map_or(0, |n| n as usize));
     loop {
@@ -127,6 +166,10 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
         if out.len() + chunk.len() > limit {
             discard_rest(&mut chunks, limit).await;
             return Err(too_large(limit));
+        }
+        if !reservation.cover(out.len() + chunk.len()) {
+            discard_rest(&mut chunks, limit).await;
+            return Err(over_budget(budget));
         }
         out.extend_from_slice(&chunk);
     }
@@ -157,18 +200,53 @@ async fn discard_rest(chunks: &mut axum::body::BodyDataStream, limit: usize) {
 }
 
 /// The body decompressed, at most `limit` bytes (CPU work: run it on the CPU pool).
+///
+/// A gzip body is every member it holds, in order (what `pigz` and `cat a.gz b.gz`
+/// produce), not only the first: a history cut at the end of its first member would be
+/// checked in part. Bytes after the last member that do not start another one are refused
+/// (400), never ignored.
 pub(crate) fn inflate(raw: Vec<u8>, encoding: Encoding, limit: usize) -> Result<Vec<u8>, ApiError> {
     match encoding {
         Encoding::Identity => Ok(raw),
-        Encoding::Gzip => {
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut out).map_err(
-                |e| ApiError::new(StatusCode::BAD_REQUEST, format!("the gzip body cannot be read: {e}")),
-            )?;
-            if out.len() > limit {
-                return Err(too_large(limit));
-            }
-            Ok(out)
+        Encoding::Gzip => gunzip(&raw, limit),
+    }
+}
+
+/// The magic bytes that open a gzip member (RFC 1952).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Every gzip member of `raw`, decompressed and concatenated, at most `limit` bytes.
+fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    let mut member = 0usize;
+    loop {
+        member += 1;
+        let mut decoder = flate2::bufread::GzDecoder::new(rest);
+        let room = (limit + 1).saturating_sub(out.len()) as u64;
+        (&mut decoder).take(room).read_to_end(&mut out).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("the gzip body cannot be read (member {member}): {e}"),
+            )
+        })?;
+        if out.len() > limit {
+            return Err(too_large(limit));
+        }
+        rest = decoder.into_inner();
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        if !rest.starts_with(&GZIP_MAGIC) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the gzip body has {} bytes after its last member (member {member}, ending at byte {}) \
+                     that are not gzip",
+                    rest.len(),
+                    raw.len() - rest.len()
+                ),
+            ));
         }
     }
 }
@@ -217,5 +295,43 @@ mod tests {
             inflate(b"nope".to_vec(), Encoding::Gzip, 10).unwrap_err().status,
             StatusCode::BAD_REQUEST
         );
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// Issue 47 item 1: every member of a multi-member gzip body is decoded (the first
+    /// alone was, and the rest dropped without a word), within the limit over all members;
+    /// bytes after the last member are refused, as is a member cut short.
+    #[test]
+    fn issue_47_every_gzip_member_is_decoded_and_trailing_bytes_are_refused() {
+        let mut packed = gzip(b"first line\n");
+        packed.extend(gzip(b"second line\n"));
+        packed.extend(gzip(b""));
+        packed.extend(gzip(b"third line\n"));
+        assert_eq!(
+            inflate(packed.clone(), Encoding::Gzip, 1000).unwrap(),
+            b"first line\nsecond line\nthird line\n"
+        );
+        assert_eq!(inflate(packed.clone(), Encoding::Gzip, 34).unwrap().len(), 34);
+        assert_eq!(
+            inflate(packed.clone(), Encoding::Gzip, 33).unwrap_err().status,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        let mut trailing = packed.clone();
+        trailing.extend_from_slice(b"garbage");
+        let refused = inflate(trailing, Encoding::Gzip, 1000).unwrap_err();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert!(refused.message.contains("7 bytes after its last member"), "{}", refused.message);
+        let mut zeros = packed.clone();
+        zeros.extend_from_slice(&[0; 4]);
+        assert_eq!(inflate(zeros, Encoding::Gzip, 1000).unwrap_err().status, StatusCode::BAD_REQUEST);
+        let mut cut = packed.clone();
+        cut.extend_from_slice(&gzip(b"fourth")[..12]);
+        assert_eq!(inflate(cut, Encoding::Gzip, 1000).unwrap_err().status, StatusCode::BAD_REQUEST);
     }
 }

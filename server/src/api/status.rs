@@ -60,6 +60,7 @@ pub struct TableStatus {
     path = "/v1/status",
     responses(
         (status = 200, description = "The feed's health and this token's tables.", body = Status),
+        (status = 400, description = "Two Authorization headers."),
         (status = 401, description = "No valid bearer token."),
         (status = 429, description = "Rate limit exceeded."),
         (status = 503, description = "The store is unavailable.")
