@@ -67,6 +67,31 @@ fn integers_beyond_64_bits_are_refused_not_rounded() {
     assert!(stderr.contains("line 1") && stderr.contains("outside the 64-bit"), "{stderr}");
 }
 
+/// Issue 47, item 4: a value that differs from another only beyond a 64-bit float is
+/// refused (exit 2, line and field) rather than read as the float, where a read of `0.1`
+/// would have passed as reading the `0.1000000000000000001` written.
+#[test]
+fn numbers_that_do_not_round_trip_are_refused_not_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("round.jsonl");
+    std::fs::write(
+        &v1,
+        "{\"id\":1,\"session\":1,\"start_ts\":1,\"commit_ts\":2,\"ops\":[{\"f\":\"w\",\"key\":\"x\",\"value\":0.1000000000000000001}]}\n\
+         {\"id\":2,\"session\":2,\"start_ts\":3,\"commit_ts\":4,\"ops\":[{\"f\":\"r\",\"key\":\"x\",\"value\":0.1}]}\n",
+    )
+    .unwrap();
+    for checker in ["emme", "chronos", "aion", "auto"] {
+        let out = isocert(&["check", v1.to_str().unwrap(), "--isolation", "si", "--checker", checker]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{checker}: {stderr}");
+        assert!(
+            stderr.contains("line 1: value: number 0.1000000000000000001 does not round-trip")
+                && stderr.contains("write it as a string"),
+            "{checker}: {stderr}"
+        );
+    }
+}
+
 /// Issue 10, item 15: a convert that fails late used to leave the half it had written,
 /// which another tool then checked as a shorter history. Now nothing is left.
 #[test]
