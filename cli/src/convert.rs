@@ -88,8 +88,8 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     if args.certificate_out.is_some() {
         anyhow::ensure!(
             !carried.is_empty(),
-            "--certificate-out: a {} history carries no certificate facts (give one with --certificate)",
-            args.from
+            "--certificate-out: {} history carries no certificate facts (give one with --certificate)",
+            args.from.with_article()
         );
     }
     let dropped = args.to.dropped_facts(&h);
@@ -113,8 +113,8 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             if matches!(&**error, FormatError::Io(io) if io.kind() == std::io::ErrorKind::AlreadyExists));
         let hint = if refused { " (pass --force to replace it)" } else { "" };
         anyhow::Error::new(e).context(format!(
-            "writing a {} history to {}{hint}",
-            args.to,
+            "writing {} history to {}{hint}",
+            args.to.with_article(),
             args.output.display()
         ))
     })?;

@@ -180,3 +180,54 @@ fn issue_47_numbers_that_do_not_round_trip_are_refused_by_every_reader() {
     v1::read_history(fine.as_bytes()).unwrap();
     v1::read_history_bytes(fine.as_bytes(), v1::AdapterFacts::Keep).unwrap();
 }
+
+/// Issue 47, item 8: a NUL-filled file (or `/dev/zero`) in any line format is refused on
+/// line 1 naming byte 0x00, and a UTF-8 byte order mark by name, instead of being read to
+/// the memory limit or reported as `'ï'`.
+#[test]
+fn issue_47_nul_bytes_and_a_bom_are_named_in_every_text_format() {
+    use isocert_history::formats::Format;
+    let dir = tempfile::tempdir().unwrap();
+    let nul = dir.path().join("zeros");
+    std::fs::write(&nul, vec![0u8; 1 << 20]).unwrap();
+    let bom = dir.path().join("bom");
+    std::fs::write(&bom, b"\xEF\xBB\xBF{\"id\":1,\"session\":1,\"ops\":[]}\n").unwrap();
+    for format in isocert_history::formats::ALL_FORMATS {
+        if matches!(format, Format::DbcopBincode | Format::Cobra | Format::Viper) {
+            continue; // binary, or directories of logs
+        }
+        let err = format.read_path(&nul).unwrap_err().to_string();
+        assert!(err.contains("line 1: byte 0x00 (NUL)"), "{format}: {err}");
+        let err = format.read_path(&bom).unwrap_err().to_string();
+        assert!(err.contains("line 1: the file starts with a UTF-8 byte order mark"), "{format}: {err}");
+    }
+    for format in [Format::V1, Format::Chronos, Format::Plume, Format::Elle] {
+        let err = isocert_history::open(&nul, format, v1::AdapterFacts::Keep, |f| f).unwrap_err();
+        let chain =
+            format!("{err}: {}", std::error::Error::source(&err).map_or(String::new(), |s| s.to_string()));
+        assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{format}: {chain}");
+        let err = isocert_history::open_kv(&nul, format, 1).unwrap_err();
+        let chain =
+            format!("{err}: {}", std::error::Error::source(&err).map_or(String::new(), |s| s.to_string()));
+        assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{format} (key-value): {chain}");
+    }
+    let err = isocert_history::open(&nul, Format::Elle, v1::AdapterFacts::Keep, |f| f).unwrap_err();
+    assert_eq!(err.to_string(), "reading an elle history");
+    assert_eq!(Format::AwditTest.with_article(), "an awdit-test");
+    assert_eq!(Format::Plume.with_article(), "a plume");
+    if std::path::Path::new("/dev/zero").exists() {
+        let zero = std::path::Path::new("/dev/zero");
+        for format in [Format::V1, Format::Chronos] {
+            let err = isocert_history::open_kv(zero, format, 1).unwrap_err();
+            let chain = format!(
+                "{err}: {}",
+                std::error::Error::source(&err).map_or(String::new(), |s| s.to_string())
+            );
+            assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{format}: {chain}");
+        }
+        let err = isocert_history::open(zero, Format::V1, v1::AdapterFacts::Keep, |f| f).unwrap_err();
+        let chain =
+            format!("{err}: {}", std::error::Error::source(&err).map_or(String::new(), |s| s.to_string()));
+        assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{chain}");
+    }
+}

@@ -184,7 +184,11 @@ impl Format {
     /// # Errors
     /// A [`FormatError`] naming the file, the line (or byte offset) and the field.
     pub fn read_path(self, path: &Path) -> Result<Imported, FormatError> {
-        let open = |p: &Path| File::open(p).map(BufReader::new).map_err(|e| FormatError::Io(e).in_file(p));
+        let open = |p: &Path| {
+            File::open(p)
+                .map(|f| BufReader::new(crate::text::TextOnly::new(f)))
+                .map_err(|e| FormatError::Io(e).in_file(p))
+        };
         let in_file = |e: FormatError| e.in_file(path);
         match self {
             Format::V1 => Ok(Imported::plain(v1::read_history(open(path)?).map_err(in_file)?)),
@@ -197,7 +201,9 @@ impl Format {
             Format::DbcopText => read_dbcop_text(open(path)?).map_err(in_file),
             Format::DbcopBincode => {
                 let file = if path.is_dir() { path.join("history.bincode") } else { path.to_path_buf() };
-                read_dbcop_bincode(open(&file)?).map_err(|e| e.in_file(&file))
+                let binary =
+                    File::open(&file).map(BufReader::new).map_err(|e| FormatError::Io(e).in_file(&file))?;
+                read_dbcop_bincode(binary).map_err(|e| e.in_file(&file))
             }
             Format::Plume => read_plume(open(path)?).map_err(in_file),
             Format::AwditTest => read_awdit_test(open(path)?).map_err(in_file),
@@ -364,6 +370,12 @@ impl DroppedFacts {
 }
 
 impl Format {
+    /// The name with its indefinite article, for messages: "an elle", "a plume".
+    pub fn with_article(self) -> String {
+        let article = if self.name().starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        format!("{article} {}", self.name())
+    }
+
     /// Whether the format carries transactions' `start_ts`/`commit_ts`.
     pub fn carries_timestamps(self) -> bool {
         matches!(self, Format::V1 | Format::Chronos)
