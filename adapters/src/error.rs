@@ -127,6 +127,13 @@ pub enum AdapterError {
         /// What is not supported, and what to do instead.
         message: String,
     },
+    /// The database changed a recorded table in a way its change stream cannot express row
+    /// by row (PostgreSQL: a TRUNCATE), so the run's record of versions is incomplete.
+    #[error("{message}")]
+    Unrecordable {
+        /// What happened, naming the statement and the table.
+        message: String,
+    },
     /// The data directory of an embedded server could not be prepared.
     #[error("cannot prepare data directory {path}: {message}")]
     DataDir {
@@ -147,6 +154,17 @@ impl AdapterError {
     /// An [`AdapterError::Io`] with its context.
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         AdapterError::Io { context: context.into(), source }
+    }
+
+    /// Whether this is (or wraps) an [`AdapterError::Unrecordable`]: the capture ended
+    /// because the database changed a recorded table beyond what it can record, not
+    /// because it failed; the run's history is still worth keeping.
+    pub fn is_unrecordable(&self) -> bool {
+        match self {
+            AdapterError::Unrecordable { .. } => true,
+            AdapterError::Context { source, .. } => source.is_unrecordable(),
+            _ => false,
+        }
     }
 
     /// An [`AdapterError::Db`] with its context.

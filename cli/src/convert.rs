@@ -15,7 +15,10 @@ use crate::exit;
 ///
 /// Reading the Chronos format with `--initial-value V` gives every key the initial value V
 /// (a header `initial` entry per key in v1). Writing the Chronos format leaves out aborted
-/// and unknown-outcome transactions (the format holds committed ones) and says so.
+/// and unknown-outcome transactions (the format holds committed ones) and says so. Every
+/// format but v1 leaves out transactions without operations (noted); a format without a
+/// place for start/commit timestamps or real times is refused when the history has them,
+/// unless `--lossy` (then noted with counts).
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConvertArgs {
     /// The format of IN: v1, chronos, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode,
@@ -42,6 +45,13 @@ pub(crate) struct ConvertArgs {
     /// non-empty OUT is refused, so old logs never mix with new ones).
     #[arg(long)]
     pub(crate) force: bool,
+    /// Convert even when OUT's format has no place for facts a verdict rests on: the
+    /// transactions' start_ts/commit_ts (snapshot isolation, Chronos, Aion; unless
+    /// `--certificate` carries a version order) or their invoked_at/completed_at (strict
+    /// serializability). Without it such a convert exits 2 before writing anything; with
+    /// it, a note counts what was dropped.
+    #[arg(long)]
+    pub(crate) lossy: bool,
     /// The input history.
     pub(crate) input: PathBuf,
     /// Where to write the converted history.
@@ -78,9 +88,24 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     if args.certificate_out.is_some() {
         anyhow::ensure!(
             !carried.is_empty(),
-            "--certificate-out: a {} history carries no certificate facts (give one with --certificate)",
-            args.from
+            "--certificate-out: {} history carries no certificate facts (give one with --certificate)",
+            args.from.with_article()
         );
+    }
+    let dropped = args.to.dropped_facts(&h);
+    // With `--certificate`, the version order certifies the history and timestamps are
+    // no longer its only certificate; real-time order has no stand-in.
+    let verdict_rests_on_dropped =
+        dropped.real_times > 0 || (dropped.timestamps > 0 && args.certificate.is_none());
+    if verdict_rests_on_dropped && !args.lossy {
+        anyhow::bail!(
+            "{}: {}; a verdict rests on them (pass --lossy to convert anyway)",
+            args.output.display(),
+            dropped.notes(args.to).join("; ").replace(" were dropped", " would be dropped")
+        );
+    }
+    for note in dropped.notes(args.to) {
+        tracing::warn!("{}: {note}", args.output.display());
     }
     let existing = if args.force { ExistingDirectory::Replace } else { ExistingDirectory::Refuse };
     let notes = args.to.write_path_with(&h, &args.output, existing).map_err(|e| {
@@ -88,8 +113,8 @@ pub(crate) fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             if matches!(&**error, FormatError::Io(io) if io.kind() == std::io::ErrorKind::AlreadyExists));
         let hint = if refused { " (pass --force to replace it)" } else { "" };
         anyhow::Error::new(e).context(format!(
-            "writing a {} history to {}{hint}",
-            args.to,
+            "writing {} history to {}{hint}",
+            args.to.with_article(),
             args.output.display()
         ))
     })?;

@@ -191,6 +191,9 @@ struct RunStats {
     check_secs: Option<f64>,
     /// A signal stopped the workload early.
     interrupted: bool,
+    /// Why the change capture could not record the whole run (a TRUNCATE of the run's
+    /// table): the history is saved, no certificate is recovered, the run is uncertified.
+    incomplete: Option<String>,
 }
 
 /// Parses `NAME=VALUE`.
@@ -268,6 +271,9 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
             "isocert: interrupted: {} transactions committed before the stop; saving and checking them",
             stats.committed
         );
+    }
+    if let Some(why) = &stats.incomplete {
+        return save_incomplete_run::<D>(&args, &history, &stats, why);
     }
     if history.txns.is_empty() {
         return save_empty_run::<D>(&args, &history, log.as_ref(), &stats);
@@ -403,6 +409,26 @@ fn save_empty_run<D: Database>(
         args.out.display()
     );
     Ok(if stats.interrupted { exit::interrupted() } else { exit::error() })
+}
+
+/// A run whose change capture could not record every change (`why`: a TRUNCATE of the
+/// run's table): the history and run.json (marked incomplete) are saved, and the run is
+/// uncertified (exit 2), since no certificate can be recovered for it.
+fn save_incomplete_run<D: Database>(
+    args: &RunArgs,
+    history: &History,
+    stats: &RunStats,
+    why: &str,
+) -> anyhow::Result<ExitCode> {
+    write_history(&args.out.join("history.jsonl"), history)?;
+    write_run_json::<D>(&args.out, args, stats, None)?;
+    note!(
+        "isocert: error: the change capture stopped: {why}; {} committed transactions are saved in {} \
+         (history.jsonl, run.json marked incomplete), uncertified",
+        stats.committed,
+        args.out.display()
+    );
+    Ok(exit::error())
 }
 
 /// A run with `--no-recovery`: the history and the run's facts, no certificate, no check.
@@ -762,12 +788,22 @@ async fn run_workload<D: Database>(
         }
     };
     let catching_up = Instant::now();
+    let mut incomplete = None;
     let log = match consumer {
-        Some(c) => Some(
-            tokio::time::timeout(Duration::from_secs(600), c.finish(Some(&history)))
+        Some(c) => {
+            let finished = tokio::time::timeout(Duration::from_secs(600), c.finish(Some(&history)))
                 .await
-                .context("the change capture did not catch up within 10 minutes")??,
-        ),
+                .context("the change capture did not catch up within 10 minutes")?;
+            match finished {
+                Ok(log) => Some(log),
+                // The capture has dropped what it made; the history is still worth saving.
+                Err(e) if e.is_unrecordable() => {
+                    incomplete = Some(format!("{:#}", anyhow::Error::new(e)));
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         None => None,
     };
     let committed = history.txns.iter().filter(|t| t.is_committed()).count();
@@ -777,6 +813,7 @@ async fn run_workload<D: Database>(
         committed,
         attempts: history.txns.len(),
         catch_up_secs,
+        incomplete,
         ..RunStats::default()
     };
     Ok((history, log, stats, last_commit))
@@ -828,6 +865,9 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "check_secs": stats.check_secs,
         "interrupted": stats.interrupted,
     });
+    if let Some(why) = &stats.incomplete {
+        out["incomplete"] = json!(why);
+    }
     if let Some(r) = r {
         out["recovered"] = json!({
             "logged_txns": r.stats.logged_txns,

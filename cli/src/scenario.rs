@@ -460,6 +460,10 @@ fn judge<D: Database>(
     if run.invalid.is_some() {
         return Ok(unrecorded(run, Verdict::Invalid, None));
     }
+    if let Some(why) = run.capture_incomplete.clone() {
+        let why = format!("the change capture could not record the permutation: {why}");
+        return Ok(unrecorded(run, Verdict::Uncertified, Some(why)));
+    }
     let (false, Some(log)) = (run.tables.is_empty(), run.log.take()) else {
         return Ok(unrecorded(run, Verdict::Unrecorded, None));
     };

@@ -116,8 +116,17 @@ fn the_compact_arm_reports_as_the_general_path_on_generated_plume_and_v1_files()
         let plume = dir.path().join(format!("{name}.txt"));
         let back = dir.path().join(format!("{name}.back.jsonl"));
         for (from, to, input, output) in [("v1", "plume", &v1, &plume), ("plume", "v1", &plume, &back)] {
-            let args =
-                ["convert", "--from", from, "--to", to, input.to_str().unwrap(), output.to_str().unwrap()];
+            // Generated histories carry timestamps, which Plume has no place for (issue 47).
+            let args = [
+                "convert",
+                "--from",
+                from,
+                "--to",
+                to,
+                "--lossy",
+                input.to_str().unwrap(),
+                output.to_str().unwrap(),
+            ];
             assert_eq!(isocert(&args).status.code(), Some(0), "convert {name} to {to}");
         }
         invalid += agree(&plume, "plume", &back, dir.path());

@@ -443,3 +443,74 @@ fn isovista_initial_state_checks_and_refusals_name_the_real_cause() {
     assert_eq!(out.status.code(), Some(2), "{}{}", text(&out.stdout), text(&out.stderr));
     assert!(text(&out.stderr).contains("writes the initial value 0"), "{}", text(&out.stderr));
 }
+
+/// Issue 47: `convert` to a format without a place for timestamps or real times refuses
+/// (exit 2, naming what and how many) unless `--lossy`, which notes the counts; an empty
+/// transaction is left out with a note, and the output reads back.
+#[test]
+fn issue_47_convert_refuses_to_drop_facts_a_verdict_rests_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    // A lost update Chronos rejects at SI through its timestamps alone.
+    std::fs::write(
+        path("lost.json"),
+        r#"[{"tid":1,"sid":1,"sts":{"p":1,"l":0},"cts":{"p":3,"l":0},"ops":[{"t":"r","k":"x","v":null},{"t":"w","k":"x","v":1}]},
+{"tid":2,"sid":2,"sts":{"p":2,"l":0},"cts":{"p":4,"l":0},"ops":[{"t":"r","k":"x","v":null},{"t":"w","k":"x","v":2}]}]"#,
+    )
+    .unwrap();
+    let out =
+        isocert(&["convert", "--from", "chronos", "--to", "elle", &path("lost.json"), &path("lost.edn")]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("start_ts/commit_ts of 2 transactions") && err.contains("--lossy"), "{err}");
+    assert!(!dir.path().join("lost.edn").exists(), "nothing is written");
+    let out = isocert(&[
+        "convert",
+        "--from",
+        "chronos",
+        "--to",
+        "elle",
+        "--lossy",
+        &path("lost.json"),
+        &path("lost.edn"),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("start_ts/commit_ts of 2 transactions were dropped"), "{err}");
+
+    // Real times (strict serializability) and an empty transaction.
+    std::fs::write(
+        path("timed.jsonl"),
+        r#"{"id":1,"session":1,"invoked_at":1,"completed_at":2,"ops":[{"f":"w","key":1,"value":1}]}
+{"id":2,"session":1,"invoked_at":3,"completed_at":4,"ops":[]}
+{"id":3,"session":2,"invoked_at":5,"completed_at":6,"ops":[{"f":"r","key":1,"value":1}]}
+"#,
+    )
+    .unwrap();
+    let out =
+        isocert(&["convert", "--from", "v1", "--to", "dbcop-hist", &path("timed.jsonl"), &path("t.hist")]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("invoked_at/completed_at (real time) of 2 transactions"), "{err}");
+    let out = isocert(&[
+        "convert",
+        "--from",
+        "v1",
+        "--to",
+        "dbcop-hist",
+        "--lossy",
+        &path("timed.jsonl"),
+        &path("t.hist"),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("1 transactions without operations were left out"), "{err}");
+    let out =
+        isocert(&["convert", "--from", "dbcop-hist", "--to", "v1", &path("t.hist"), &path("back.jsonl")]);
+    assert_eq!(out.status.code(), Some(0), "the written .hist reads back: {}", text(&out.stderr));
+    // Elle carries real time: no refusal; the empty transaction is still left out.
+    let out = isocert(&["convert", "--from", "v1", "--to", "elle", &path("timed.jsonl"), &path("t.edn")]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("without operations"), "{err}");
+}

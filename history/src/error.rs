@@ -66,6 +66,9 @@ impl FormatError {
     /// An I/O error while reading line `line`: input that is not UTF-8 becomes a syntax
     /// error naming the line (std's readers report it without one); others stay I/O errors.
     pub fn reading_line(e: std::io::Error, line: usize) -> Self {
+        if let Some(found) = crate::text::not_text(&e) {
+            return found;
+        }
         match e.kind() {
             std::io::ErrorKind::InvalidData => {
                 FormatError::Syntax { line, message: "the line is not UTF-8".into() }

@@ -30,6 +30,7 @@ mod model;
 mod name;
 mod open;
 mod snapshot_set;
+mod text;
 mod timestamp;
 pub mod v1;
 mod value;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::chronos::read_chronos;
 use crate::formats::{read_plume_kv, Format, Imported};
 use crate::kv::read_history_through;
+use crate::text::{self, TextOnly};
 use crate::{read_kv_v1, read_kv_v1_file, v1, FormatError, History, KvHistory};
 
 /// Why a history file could not be read; each names the file (or the format) as the
@@ -56,7 +57,7 @@ pub enum OpenError {
         source: FormatError,
     },
     /// Another tool's format could not be read.
-    #[error("reading a {format} history")]
+    #[error("reading {} history", format.with_article())]
     Format {
         /// The format it was read in.
         format: Format,
@@ -100,9 +101,13 @@ pub fn open<W: Read>(
     let malformed = |source| OpenError::Malformed { path: path.into(), hint: hint.clone(), source };
     if !file.metadata().map_err(read)?.is_file() {
         let mut bytes = Vec::new();
-        watch(file).read_to_end(&mut bytes).map_err(read)?;
+        TextOnly::new(watch(file)).read_to_end(&mut bytes).map_err(|e| match text::not_text(&e) {
+            Some(found) => malformed(found),
+            None => read(e),
+        })?;
         return v1::read_history_vec(bytes, facts).map(Imported::plain).map_err(malformed);
     }
+    text::check_text_file(path).map_err(malformed)?;
     let mut again = file.try_clone().map_err(read)?;
     match read_history_through(watch(file), STREAM_WINDOW) {
         Ok((history, skipped_meta)) if facts == v1::AdapterFacts::Skip || !skipped_meta => {
@@ -134,11 +139,16 @@ pub fn open_kv(path: &Path, format: Format, threads: usize) -> Result<(KvHistory
     let malformed = |source| OpenError::Malformed { path: path.into(), hint: String::new(), source };
     let input = |source| OpenError::Input { path: path.into(), source };
     let kv = match format {
-        Format::Chronos => read_chronos(open_input(path)?, None).map_err(malformed)?,
+        Format::Chronos => read_chronos(TextOnly::new(open_input(path)?), None).map_err(malformed)?,
         // Standard input and pipes cannot be read twice: keep the bytes for the fallback.
         Format::V1 if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) => {
             let mut bytes = Vec::new();
-            open_input(path)?.read_to_end(&mut bytes).map_err(input)?;
+            TextOnly::new(open_input(path)?).read_to_end(&mut bytes).map_err(|e| {
+                match text::not_text(&e) {
+                    Some(found) => malformed(found),
+                    None => input(e),
+                }
+            })?;
             match read_kv_v1(bytes.as_slice()) {
                 Err(FormatError::Unsupported { .. }) => {
                     key_value(&v1::read_history(bytes.as_slice()).map_err(malformed)?)?
@@ -147,7 +157,7 @@ pub fn open_kv(path: &Path, format: Format, threads: usize) -> Result<(KvHistory
             }
         }
         // A file is read on every core (split at line boundaries).
-        Format::V1 => match read_kv_v1_file(path, threads) {
+        Format::V1 => match text::check_text_file(path).and_then(|()| read_kv_v1_file(path, threads)) {
             Err(FormatError::Unsupported { .. }) => {
                 let file = std::io::BufReader::new(File::open(path).map_err(input)?);
                 key_value(&v1::read_history(file).map_err(malformed)?)?
@@ -170,7 +180,8 @@ fn read_plume_path(path: &Path) -> Result<(KvHistory, Vec<String>), OpenError> {
     let format = Format::Plume;
     let file = File::open(path)
         .map_err(|e| OpenError::Format { format, source: FormatError::Io(e).in_file(path) })?;
-    read_plume_kv(BufReader::new(file)).map_err(|e| OpenError::Format { format, source: e.in_file(path) })
+    read_plume_kv(BufReader::new(TextOnly::new(file)))
+        .map_err(|e| OpenError::Format { format, source: e.in_file(path) })
 }
 
 /// Opens the history (`-`: standard input), for reading on any thread: what a streaming

@@ -137,3 +137,97 @@ fn bad_real_times() {
         &["completed_at", "before"],
     );
 }
+
+/// Issue 47, item 4: a number that does not round-trip through a 64-bit float is refused by
+/// every reader that takes JSON numbers, naming the line and field (it read as the nearest
+/// float, and a read of a value nobody wrote passed as valid); ordinary floats and
+/// integers at the edges of 64 bits still read.
+#[test]
+fn issue_47_numbers_that_do_not_round_trip_are_refused_by_every_reader() {
+    for number in ["0.1000000000000000001", "9007199254740993.0", "1e-400", "-1e-400"] {
+        let text = format!(
+            "{OK}\n{{\"id\":2,\"session\":0,\"start_ts\":1,\"commit_ts\":2,\"ops\":[{{\"f\":\"w\",\"key\":1,\"value\":{number}}}]}}\n"
+        );
+        assert_error(&text, 2, &["value", number, "does not round-trip", "write it as a string"]);
+        let fast = v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Keep).unwrap_err().to_string();
+        assert!(fast.starts_with("line 2: value:") && fast.contains(number), "{fast}");
+        let row = format!(
+            "{{\"id\":1,\"session\":0,\"ops\":[{{\"f\":\"w\",\"table\":\"t\",\"key\":1,\"value\":{{\"c\":{number}}}}}]}}\n"
+        );
+        assert_error(&row, 1, &["c:", number]);
+        let chronos = format!(
+            "[{{\"tid\":1,\"sid\":1,\"sts\":{{\"p\":1,\"l\":0}},\"cts\":{{\"p\":2,\"l\":0}},\"ops\":[{{\"t\":\"w\",\"k\":\"x\",\"v\":{number}}}]}}]"
+        );
+        let err = isocert_history::chronos::read_chronos(chronos.as_bytes(), None).unwrap_err().to_string();
+        assert!(err.contains(number) && err.contains("write it as a string"), "{err}");
+        let elle =
+            format!("{{\"type\":\"ok\",\"f\":\"txn\",\"process\":0,\"value\":[[\"w\",1,{number}]]}}\n");
+        let err = isocert_history::formats::read_elle_json(elle.as_bytes()).unwrap_err().to_string();
+        assert!(err.starts_with("line 1: value:") && err.contains(number), "{err}");
+        let edn = format!("{{:type :ok, :f :txn, :process 0, :value [[:w 1 {number}]]}}\n");
+        let err = isocert_history::formats::read_elle_edn(edn.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains(number), "{err}");
+        let mut h = v1::read_history(OK.as_bytes()).unwrap();
+        let cert = format!("{{\"version_order\":[{{\"key\":1,\"writers\":[1]}}],\n\"x\":{number}}}");
+        let err = v1::read_certificate_bytes(cert.as_bytes(), &mut h).unwrap_err().to_string();
+        assert!(err.starts_with("line 2: x:") && err.contains(number), "{err}");
+    }
+    let fine = format!(
+        "{OK}\n{{\"id\":2,\"session\":0,\"ops\":[{{\"f\":\"w\",\"key\":1,\"value\":0.1}},{{\"f\":\"w\",\"key\":2,\"value\":9007199254740992.0}},\
+         {{\"f\":\"w\",\"key\":3,\"value\":-9223372036854775808}},{{\"f\":\"w\",\"key\":4,\"value\":2.5e-3}},\
+         {{\"f\":\"w\",\"key\":5,\"value\":5e-324}},{{\"f\":\"w\",\"key\":6,\"value\":-0.0}},{{\"f\":\"w\",\"key\":7,\"value\":\"1e-400\"}}]}}\n"
+    );
+    v1::read_history(fine.as_bytes()).unwrap();
+    v1::read_history_bytes(fine.as_bytes(), v1::AdapterFacts::Keep).unwrap();
+}
+
+/// Issue 47, item 8: a NUL-filled file (or `/dev/zero`) in any line format is refused on
+/// line 1 naming byte 0x00, and a UTF-8 byte order mark by name, instead of being read to
+/// the memory limit or reported as `'ï'`.
+#[test]
+fn issue_47_nul_bytes_and_a_bom_are_named_in_every_text_format() {
+    use isocert_history::formats::Format;
+    let dir = tempfile::tempdir().unwrap();
+    let nul = dir.path().join("zeros");
+    std::fs::write(&nul, vec![0u8; 1 << 20]).unwrap();
+    let bom = dir.path().join("bom");
+    std::fs::write(&bom, b"\xEF\xBB\xBF{\"id\":1,\"session\":1,\"ops\":[]}\n").unwrap();
+    for format in isocert_history::formats::ALL_FORMATS {
+        if matches!(format, Format::DbcopBincode | Format::Cobra | Format::Viper) {
+            continue; // binary, or directories of logs
+        }
+        let err = format.read_path(&nul).unwrap_err().to_string();
+        assert!(err.contains("line 1: byte 0x00 (NUL)"), "{format}: {err}");
+        let err = format.read_path(&bom).unwrap_err().to_string();
+        assert!(err.contains("line 1: the file starts with a UTF-8 byte order mark"), "{format}: {err}");
+    }
+    for format in [Format::V1, Format::Chronos, Format::Plume, Format::Elle] {
+        let err = isocert_history::open(&nul, format, v1::AdapterFacts::Keep, |f| f).unwrap_err();
+        let chain =
+            format!("{err}: {}", std::error::Error::source(&err).map_or(String::new(), |s| s.to_string()));
+        assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{format}: {chain}");
+        let err = isocert_history::open_kv(&nul, format, 1).unwrap_err();
+        let chain =
+            format!("{err}: {}", std::error::Error::source(&err).map_or(String::new(), |s| s.to_string()));
+        assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{format} (key-value): {chain}");
+    }
+    let err = isocert_history::open(&nul, Format::Elle, v1::AdapterFacts::Keep, |f| f).unwrap_err();
+    assert_eq!(err.to_string(), "reading an elle history");
+    assert_eq!(Format::AwditTest.with_article(), "an awdit-test");
+    assert_eq!(Format::Plume.with_article(), "a plume");
+    if std::path::Path::new("/dev/zero").exists() {
+        let zero = std::path::Path::new("/dev/zero");
+        for format in [Format::V1, Format::Chronos] {
+            let err = isocert_history::open_kv(zero, format, 1).unwrap_err();
+            let chain = format!(
+                "{err}: {}",
+                std::error::Error::source(&err).map_or(String::new(), |s| s.to_string())
+            );
+            assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{format}: {chain}");
+        }
+        let err = isocert_history::open(zero, Format::V1, v1::AdapterFacts::Keep, |f| f).unwrap_err();
+        let chain =
+            format!("{err}: {}", std::error::Error::source(&err).map_or(String::new(), |s| s.to_string()));
+        assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{chain}");
+    }
+}

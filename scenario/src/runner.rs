@@ -123,6 +123,10 @@ pub struct PermutationRun {
     /// Recordable tables whose rows could not be read after the setup (a NULL, a value out
     /// of range): not recorded in this permutation, their statements run as written.
     pub unreadable: Vec<SkippedTable>,
+    /// Why the change capture could not record the permutation (a statement, such as
+    /// PostgreSQL's TRUNCATE of a recorded table, changed rows it cannot follow): `log` is
+    /// then `None` and the permutation is uncertified; the next permutations still run.
+    pub capture_incomplete: Option<String>,
 }
 
 /// Why a permutation could not run.
@@ -386,6 +390,7 @@ async fn run_sessions<D: Database>(
         levels: Vec::new(),
         tables: tables.iter().map(|t| t.spec.name).collect(),
         unreadable: Vec::new(),
+        capture_incomplete: None,
     };
     // Session setups, each to completion.
     for (i, s) in spec.sessions.iter().enumerate() {
@@ -416,11 +421,18 @@ async fn run_sessions<D: Database>(
         run.history = record_history::<D>(spec, tables, &initial, finished);
     }
     let mut logs = Vec::new();
+    // Every capture is finished (each drops what it made), even after one could not record.
     for c in captures.drain(..) {
         let finish = tokio::time::timeout(CATCH_UP, c.finish(Some(&run.history)));
-        logs.push(finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))??);
+        match finish.await.map_err(|_| ScenarioError::CatchUp(CATCH_UP.as_secs()))? {
+            Ok(log) => logs.push(log),
+            Err(e) if e.is_unrecordable() => {
+                run.capture_incomplete.get_or_insert_with(|| e.to_string());
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    if !logs.is_empty() {
+    if !logs.is_empty() && run.capture_incomplete.is_none() {
         run.log = Some(RawLog::merge(logs));
     }
     Ok(run)

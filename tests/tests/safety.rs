@@ -382,3 +382,42 @@ fn sighup_without_db_saves_a_partial_result_and_stops_the_server() {
     assert!(!process_running(postmaster), "the postmaster is stopped");
     wait_until("the server directory is removed", Duration::from_secs(30), || !server_dir.exists());
 }
+
+/// Another client TRUNCATEs the run's table while `isocert run --db` records (issue 47):
+/// a clear error naming the TRUNCATE and the table, exit 2 (it used to panic with
+/// `JoinHandle polled after completion` and leave `--out` empty and the table behind);
+/// history.jsonl and run.json are saved, run.json marked incomplete; the slot, the
+/// publication and the run's table are dropped.
+#[test]
+fn issue_47_a_truncate_of_the_runs_table_saves_the_history_and_leaves_nothing() {
+    let Some(server) = test_pg() else { return };
+    let url = fresh_database(&server, "truncate");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let child = isocert()
+        .args(["run", "--workload", "kv", "--isolation", "serializable", "--txns", "4000", "--sessions", "4"])
+        .args(["--db", &url])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("isocert run starts");
+    wait_until("a write of the run committed", Duration::from_secs(60), || some_write_committed(&url));
+    psql(&url, "TRUNCATE kv");
+    let output = finish(child);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("TRUNCATE of the recorded table \"kv\""), "{stderr}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).expect("run.json"))
+            .expect("json");
+    assert!(run["incomplete"].as_str().is_some_and(|why| why.contains("TRUNCATE")), "{run}");
+    assert!(run["committed"].as_u64().unwrap() > 0, "{run}");
+    let history = std::fs::read_to_string(out.join("history.jsonl")).expect("history.jsonl");
+    assert!(history.lines().count() > 1, "the history is saved");
+    assert!(!out.join("certificate.json").exists(), "no certificate for an incomplete record");
+    assert_eq!(isocert_objects(&url), "", "no slot or publication is left");
+    assert_eq!(psql(&url, "SELECT to_regclass('kv') IS NULL"), "t", "the run's own table is dropped");
+}

@@ -307,6 +307,10 @@ impl PgCapture {
 /// `e` with what was being done and, when streaming, the way around a server that refuses
 /// replication connections.
 fn explain(mode: ReplicationMode, doing: &str, e: AdapterError) -> AdapterError {
+    if e.is_unrecordable() {
+        // What the database did, not a connection problem the hint below could help with.
+        return e;
+    }
     let context = match mode {
         ReplicationMode::Stream => format!(
             "{doing} logical replication (streaming; `--replication poll` reads the slot over an \

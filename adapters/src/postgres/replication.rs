@@ -225,7 +225,14 @@ impl ReplicationSlot {
         let shared = Arc::new(Shared::default());
         let (stop_tx, stop_rx) = watch::channel(false);
         let task = tokio::spawn(consume(self.clone(), shared.clone(), stop_rx));
-        ReplicationConsumer { slot: self, shared, stop: stop_tx, task, cleaned: false, position_client: None }
+        ReplicationConsumer {
+            slot: self,
+            shared,
+            stop: stop_tx,
+            task: Some(task),
+            cleaned: false,
+            position_client: None,
+        }
     }
 
     /// Drops the slot and the publication.
@@ -334,7 +341,9 @@ pub struct ReplicationConsumer {
     slot: ReplicationSlot,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
-    task: JoinHandle<Result<(), AdapterError>>,
+    /// The consumer task; taken when it is awaited (a finished task may be awaited once:
+    /// `wait_for` reporting its error and `finish` then stopping it must not both await it).
+    task: Option<JoinHandle<Result<(), AdapterError>>>,
     /// Whether [`finish`](Self::finish) dropped (or tried to drop) the slot; if not, dropping
     /// the consumer does it.
     cleaned: bool,
@@ -386,8 +395,8 @@ impl ReplicationConsumer {
     pub async fn wait_started(&mut self, timeout: Duration) -> Result<(), AdapterError> {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.shared.started.load(Ordering::SeqCst) {
-            if self.task.is_finished() {
-                return Err(stopped_early(&mut self.task).await);
+            if let Some(error) = stopped_early(&mut self.task).await {
+                return Err(error);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(AdapterError::Protocol {
@@ -411,8 +420,8 @@ impl ReplicationConsumer {
             if self.shared.covered.load(Ordering::SeqCst) >= lsn {
                 return Ok(());
             }
-            if self.task.is_finished() {
-                return Err(stopped_early(&mut self.task).await);
+            if let Some(error) = stopped_early(&mut self.task).await {
+                return Err(error);
             }
             let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
         }
@@ -429,7 +438,11 @@ impl ReplicationConsumer {
         tracing::debug!(lsn = %lsn_text(lsn), "waiting for the replication stream to reach the flushed WAL");
         let waited = self.wait_for(lsn).await;
         let _ = self.stop.send(true);
-        let stopped = (&mut self.task).await;
+        // `None`: `wait_for` already awaited the task, and `waited` holds its error.
+        let stopped = match self.task.take() {
+            Some(task) => task.await,
+            None => Ok(Ok(())),
+        };
         let dropped = drop_slot(&client, &self.slot.slot, &self.slot.publication).await;
         restore_identity(&client, &self.slot.identity_changed).await;
         self.cleaned = true;
@@ -463,7 +476,9 @@ impl Drop for ReplicationConsumer {
             return;
         }
         let _ = self.stop.send(true);
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
         let slot = self.slot.clone();
         let cleanup = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
@@ -545,13 +560,20 @@ pub async fn drop_stale(url: &str, other_hosts: bool) -> Result<StaleObjects, Ad
     Ok(found)
 }
 
-/// Why a finished consumer task stopped before it was asked to.
-async fn stopped_early(task: &mut JoinHandle<Result<(), AdapterError>>) -> AdapterError {
-    match task.await {
+/// Why the consumer task stopped before it was asked to, once it has finished (`None`
+/// while it runs). The task is awaited here and not again; a later call finds it gone
+/// and reports that.
+async fn stopped_early(task: &mut Option<JoinHandle<Result<(), AdapterError>>>) -> Option<AdapterError> {
+    let Some(finished) = task.take_if(|t| t.is_finished()) else {
+        return task.is_none().then(|| AdapterError::Protocol {
+            message: "the replication consumer has stopped (its error was reported before)".into(),
+        });
+    };
+    Some(match finished.await {
         Ok(Ok(())) => AdapterError::Protocol { message: "replication consumer stopped early".into() },
         Ok(Err(e)) => e,
         Err(e) => AdapterError::Protocol { message: format!("replication consumer panicked: {e}") },
-    }
+    })
 }
 
 /// Forces every commit made so far to disk (a synchronous commit flushes all WAL before

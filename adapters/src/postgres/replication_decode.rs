@@ -211,7 +211,21 @@ impl PgOutputDecoder {
                 }
                 Ok(None)
             }
-            b'T' => Err(protocol("TRUNCATE of a published table: its rows' versions cannot be recovered")),
+            b'T' => {
+                let count = r.u32()?;
+                let _options = r.u8()?;
+                let mut names = Vec::new();
+                for _ in 0..count {
+                    names.push(format!("\"{}\"", self.relation(r.u32()?)?.name));
+                }
+                Err(AdapterError::Unrecordable {
+                    message: format!(
+                        "a TRUNCATE of the recorded table {} (by this run or another client) emptied it at once: \
+                         the versions of its rows cannot be recovered, so the run's record is incomplete",
+                        names.join(", ")
+                    ),
+                })
+            }
             b'O' | b'Y' | b'M' => Ok(None),
             other => Err(protocol(format!("unknown pgoutput message {:?}", other as char))),
         }
@@ -483,7 +497,7 @@ mod tests {
         let err = d.feed(&Msg::new(b'I').u32(16384).u8(b'N').tuple(&[Some("1")]).0).unwrap_err();
         assert!(err.to_string().contains("1 columns"), "{err}");
         let err = d.feed(&Msg::new(b'T').u32(1).u8(0).u32(16384).0).unwrap_err();
-        assert!(err.to_string().contains("TRUNCATE"), "{err}");
+        assert!(err.to_string().contains("TRUNCATE of the recorded table \"items\""), "{err}");
     }
 
     #[test]

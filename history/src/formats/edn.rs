@@ -358,7 +358,10 @@ impl<'a> EdnReader<'a> {
         }
         let float = token.strip_suffix('M').unwrap_or(token);
         match float.parse::<f64>() {
-            Ok(f) if f.is_finite() => Ok(Edn::Float(f)),
+            Ok(f) if f.is_finite() => match crate::value::inexact_float(float, f) {
+                None => Ok(Edn::Float(f)),
+                Some(message) => Err(self.error(message)),
+            },
             Ok(_) => Err(self.error(crate::value::out_of_float_range(token))),
             Err(_) => Err(self.error(format!("malformed number {token:?}"))),
         }

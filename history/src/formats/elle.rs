@@ -157,6 +157,9 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
             }
             continue;
         }
+        if let Some(inexact) = crate::value::inexact_number_in_json(t.as_bytes()) {
+            return Err(FormatError::invalid(line_no, inexact.field, inexact.message));
+        }
         match serde_json::from_str::<Json>(t) {
             Ok(op @ Json::Object(_)) => {
                 let op = json_to_edn(&op).map_err(|m| FormatError::invalid(line_no, "value", m))?;
@@ -192,6 +195,7 @@ pub fn read_elle_json<R: BufRead>(mut input: R) -> Result<Imported, FormatError>
 }
 
 fn read_json_document(mut builder: ElleBuilder, text: &str) -> Result<Imported, FormatError> {
+    crate::value::refuse_inexact_numbers(text.as_bytes())?;
     let doc: Json = serde_json::from_str(text)
         .map_err(|e| FormatError::Syntax { line: e.line(), message: e.to_string() })?;
     let Json::Array(ops) = doc else {

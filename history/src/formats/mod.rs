@@ -39,6 +39,7 @@ mod remap;
 mod traceability;
 mod viper;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, Write};
@@ -183,7 +184,11 @@ impl Format {
     /// # Errors
     /// A [`FormatError`] naming the file, the line (or byte offset) and the field.
     pub fn read_path(self, path: &Path) -> Result<Imported, FormatError> {
-        let open = |p: &Path| File::open(p).map(BufReader::new).map_err(|e| FormatError::Io(e).in_file(p));
+        let open = |p: &Path| {
+            File::open(p)
+                .map(|f| BufReader::new(crate::text::TextOnly::new(f)))
+                .map_err(|e| FormatError::Io(e).in_file(p))
+        };
         let in_file = |e: FormatError| e.in_file(path);
         match self {
             Format::V1 => Ok(Imported::plain(v1::read_history(open(path)?).map_err(in_file)?)),
@@ -196,7 +201,9 @@ impl Format {
             Format::DbcopText => read_dbcop_text(open(path)?).map_err(in_file),
             Format::DbcopBincode => {
                 let file = if path.is_dir() { path.join("history.bincode") } else { path.to_path_buf() };
-                read_dbcop_bincode(open(&file)?).map_err(|e| e.in_file(&file))
+                let binary =
+                    File::open(&file).map(BufReader::new).map_err(|e| FormatError::Io(e).in_file(&file))?;
+                read_dbcop_bincode(binary).map_err(|e| e.in_file(&file))
             }
             Format::Plume => read_plume(open(path)?).map_err(in_file),
             Format::AwditTest => read_awdit_test(open(path)?).map_err(in_file),
@@ -230,15 +237,16 @@ impl Format {
         existing: crate::ExistingDirectory,
     ) -> Result<Vec<String>, FormatError> {
         if self.is_directory() {
+            let (h, notes) = self.carried(h);
             crate::write_directory_atomically(path, existing, |dir: &Path| match self {
-                Format::Cobra => write_cobra_dir(h, dir),
-                _ => write_viper_dir(h, dir),
+                Format::Cobra => write_cobra_dir(&h, dir),
+                _ => write_viper_dir(&h, dir),
             })
             .map_err(|e| match e {
                 FormatError::Io(io) => FormatError::Io(io).in_file(path),
                 other => other,
             })?;
-            return Ok(Vec::new());
+            return Ok(notes);
         }
         let file = if self == Format::DbcopBincode && path.extension().is_none_or(|e| e != "bincode") {
             std::fs::create_dir_all(path).map_err(|e| FormatError::Io(e).in_file(path))?;
@@ -255,6 +263,31 @@ impl Format {
     /// [`FormatError::Unsupported`] for what the format cannot carry, or for a directory
     /// format (use [`Format::write_path`]); I/O errors of `out`.
     pub fn write<W: Write>(self, h: &History, out: &mut W) -> Result<Vec<String>, FormatError> {
+        let (h, mut notes) = self.carried(h);
+        notes.extend(self.write_carried(&h, out)?);
+        Ok(notes)
+    }
+
+    /// The history this format is written from: without its empty transactions (a
+    /// committed transaction without operations) in every format but v1, since some formats have no
+    /// place for one (Plume's lines are operations; dbcop's `.hist` reader refuses `[]`) and
+    /// none decides a verdict (it reads and writes nothing, and any order it is part of
+    /// holds between its neighbours without it). The note counts them.
+    fn carried(self, h: &History) -> (Cow<'_, History>, Vec<String>) {
+        let empty = h.txns.iter().filter(|t| is_empty_commit(t)).count();
+        if self == Format::V1 || empty == 0 {
+            return (Cow::Borrowed(h), Vec::new());
+        }
+        let mut kept = h.without_txns();
+        for t in h.txns.iter().filter(|t| !is_empty_commit(t)) {
+            kept.push_txn(t.clone()).expect("names of a history are unique");
+        }
+        let note = format!("{empty} transactions without operations were left out (they decide no verdict)");
+        (Cow::Owned(kept), vec![note])
+    }
+
+    /// [`Format::write`] of a history this format can carry ([`Format::carried`]).
+    fn write_carried<W: Write>(self, h: &History, out: &mut W) -> Result<Vec<String>, FormatError> {
         match self {
             Format::V1 => v1::write_history(h, out)?,
             Format::Chronos => {
@@ -291,6 +324,88 @@ impl Format {
             }
         }
         Ok(Vec::new())
+    }
+}
+
+/// Whether `t` committed without an operation (what [`Format::write`] leaves out of every
+/// format but v1; one that did not commit is written, or refused, as before).
+fn is_empty_commit(t: &crate::Transaction) -> bool {
+    t.ops.is_empty() && t.is_committed()
+}
+
+/// Facts of a history that a format has no place for, counted by transaction
+/// ([`Format::dropped_facts`]); `isocert convert` notes each kind, and refuses to drop
+/// those a verdict rests on without `--lossy` (docs/FORMATS.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DroppedFacts {
+    /// Transactions with a `start_ts` or `commit_ts` (snapshot isolation's start
+    /// dependencies, Chronos and Aion rest on them).
+    pub timestamps: usize,
+    /// Transactions with `invoked_at`/`completed_at` (strict serializability's real-time
+    /// order rests on them).
+    pub real_times: usize,
+    /// Committed transactions without operations (left out; no verdict rests on them).
+    pub empty: usize,
+}
+
+impl DroppedFacts {
+    /// One note per kind of fact dropped (timestamps, real times), with its count, naming
+    /// the target format; the writer's own notes count the empty transactions.
+    pub fn notes(&self, to: Format) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.timestamps > 0 {
+            notes.push(format!(
+                "the start_ts/commit_ts of {} transactions were dropped ({to} has no place for them)",
+                self.timestamps
+            ));
+        }
+        if self.real_times > 0 {
+            notes.push(format!(
+                "the invoked_at/completed_at (real time) of {} transactions were dropped ({to} has no place for them)",
+                self.real_times
+            ));
+        }
+        notes
+    }
+}
+
+impl Format {
+    /// The name with its indefinite article, for messages: "an elle", "a plume".
+    pub fn with_article(self) -> String {
+        let article = if self.name().starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        format!("{article} {}", self.name())
+    }
+
+    /// Whether the format carries transactions' `start_ts`/`commit_ts`.
+    pub fn carries_timestamps(self) -> bool {
+        matches!(self, Format::V1 | Format::Chronos)
+    }
+
+    /// Whether the format carries transactions' `invoked_at`/`completed_at` (Jepsen's
+    /// `:time`).
+    pub fn carries_real_time(self) -> bool {
+        matches!(self, Format::V1 | Format::Elle | Format::ElleJson)
+    }
+
+    /// What writing `h` in this format drops of the facts [`DroppedFacts`] counts;
+    /// timestamps and real times are counted over the transactions with operations.
+    pub fn dropped_facts(self, h: &History) -> DroppedFacts {
+        let mut dropped = DroppedFacts::default();
+        for t in &h.txns {
+            if is_empty_commit(t) {
+                if self != Format::V1 {
+                    dropped.empty += 1;
+                }
+                continue;
+            }
+            if !self.carries_timestamps() && (t.start_ts().is_some() || t.commit_ts().is_some()) {
+                dropped.timestamps += 1;
+            }
+            if !self.carries_real_time() && t.real_time().is_some() {
+                dropped.real_times += 1;
+            }
+        }
+        dropped
     }
 }
 

@@ -118,7 +118,7 @@ pub fn remap_certificate(from: &History, to: &History, cert: &Certificate) -> Re
         Some(order) => Some(
             order
                 .iter()
-                .filter(|x| from.txn(**x).is_committed() || pairing.contains_key(x))
+                .filter(|x| needs_twin(from, **x) || pairing.contains_key(x))
                 .map(|x| committed(*x))
                 .collect::<Result<Vec<_>>>()?,
         ),
@@ -174,7 +174,7 @@ fn pair_by_id(from: &Side<'_>, to: &Side<'_>) -> Option<Pairing> {
             None => return None,
         }
     }
-    from.h.txn_ids().all(|x| pairing.contains_key(&x) || !from.h.txn(x).is_committed()).then_some(pairing)
+    from.h.txn_ids().all(|x| pairing.contains_key(&x) || !needs_twin(from.h, x)).then_some(pairing)
 }
 
 /// Sessions paired by name (formats that keep session names but read them back in another
@@ -225,7 +225,7 @@ fn pair_by_session_order(
                     pairing.extend(attempt);
                     break;
                 }
-                Err(e) if xs.iter().any(|x| from.h.txn(*x).is_committed()) => return Err(e),
+                Err(e) if xs.iter().any(|x| needs_twin(from.h, *x)) => return Err(e),
                 // A session that committed nothing may be left out whole.
                 Err(_) => {}
             }
@@ -244,7 +244,7 @@ fn pair_session(from: &Side<'_>, to: &Side<'_>, xs: &[TxnId], ys: &[TxnId], out:
     for &x in xs {
         loop {
             let Some(&y) = ys.get(next) else {
-                if from.h.txn(x).is_committed() {
+                if needs_twin(from.h, x) {
                     return Err(fail(format!(
                         "{} (session {}) is not in the written history",
                         from.h.txn_label(x),
@@ -258,7 +258,7 @@ fn pair_session(from: &Side<'_>, to: &Side<'_>, xs: &[TxnId], ys: &[TxnId], out:
                 next += 1;
                 break;
             }
-            if !from.h.txn(x).is_committed() {
+            if !needs_twin(from.h, x) {
                 break;
             }
             if to.h.txn(y).is_committed() {
@@ -280,8 +280,16 @@ fn pair_session(from: &Side<'_>, to: &Side<'_>, xs: &[TxnId], ys: &[TxnId], out:
     Ok(())
 }
 
+/// Whether transaction `x` of the input must be in the written history: a committed one
+/// with operations (formats other than v1 leave empty transactions out, and a
+/// transaction that did not commit may be left out).
+fn needs_twin(h: &History, x: TxnId) -> bool {
+    let t = h.txn(x);
+    t.is_committed() && !t.ops.is_empty()
+}
+
 fn ensure_dropped(from: &Side<'_>, xs: &[TxnId]) -> Result<()> {
-    match xs.iter().find(|x| from.h.txn(**x).is_committed()) {
+    match xs.iter().find(|x| needs_twin(from.h, **x)) {
         Some(x) => {
             Err(fail(format!("committed transaction {} is not in the written history", from.h.txn_label(*x))))
         }

@@ -159,6 +159,9 @@ impl ViperReader {
             if line.trim().is_empty() {
                 continue;
             }
+            if let Some(inexact) = crate::value::inexact_number_in_json(line.as_bytes()) {
+                return Err(FormatError::invalid(line_no, inexact.field, inexact.message));
+            }
             let json: Json = serde_json::from_str(&line)
                 .map_err(|e| FormatError::Syntax { line: line_no, message: format!("{e}") })?;
             let Json::Object(mut map) = json else {

@@ -367,6 +367,9 @@ impl<'a> Scan<'a> {
         if !value.is_finite() {
             return Err(Fail::bad(crate::value::out_of_float_range(text)));
         }
+        if let Some(message) = crate::value::inexact_float(text, value) {
+            return Err(Fail::bad(message));
+        }
         self.pos = i;
         Ok(Number::Float(value))
     }

@@ -303,6 +303,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
 /// # Errors
 /// As [`read_certificate`].
 pub fn read_certificate_bytes(bytes: &[u8], h: &mut History) -> Result<Certificate, FormatError> {
+    crate::value::refuse_inexact_numbers(bytes)?;
     let raw: RawCertificate = serde_json::from_slice(bytes)
         .map_err(|e| FormatError::Syntax { line: e.line(), message: crate::error::json_message(&e) })?;
     check_header(&raw)?;

@@ -163,6 +163,9 @@ impl<R: BufRead> HistoryReader<R> {
                     message: "expected a JSON object (one transaction per line)".into(),
                 });
             }
+            if let Some(inexact) = crate::value::inexact_number_in_json(text.as_bytes()) {
+                return Err(FormatError::invalid(self.line, inexact.field, inexact.message));
+            }
             let first = !self.seen_content;
             self.seen_content = true;
             if first && looks_like_header(text) {

@@ -107,3 +107,43 @@ fn chronos_goes_through_the_format_enum() {
     let notes = Format::Chronos.write(&h, &mut Vec::new()).unwrap();
     assert!(notes[0].contains("1 aborted or unknown"), "{notes:?}");
 }
+
+/// Issue 47: every writer's output, of a history with an empty transaction, reads back
+/// with its reader (dbcop's `.hist` used to get `[]`, which its reader refuses); every
+/// format but v1 leaves the empty transaction out and says so, and `dropped_facts` counts
+/// the timestamps and real times a format has no place for.
+#[test]
+fn issue_47_every_writer_output_reads_back_and_empty_transactions_are_noted() {
+    let kv = v1_history(
+        r#"{"id":1,"session":1,"start_ts":1,"commit_ts":2,"invoked_at":1,"completed_at":2,"ops":[{"f":"w","key":1,"value":1}]}
+{"id":2,"session":1,"start_ts":3,"commit_ts":3,"invoked_at":3,"completed_at":4,"ops":[]}
+{"id":3,"session":2,"start_ts":5,"commit_ts":6,"invoked_at":5,"completed_at":6,"ops":[{"f":"r","key":1,"value":1},{"f":"w","key":1,"value":2}]}
+"#,
+    );
+    // Viper's rows live in its own table.
+    let viper = v1_history(
+        r#"{"id":1,"session":1,"start_ts":1,"commit_ts":2,"invoked_at":1,"completed_at":2,"ops":[{"f":"w","table":"viper","key":1,"value":{"id":1,"val":1,"dead":false}}]}
+{"id":2,"session":1,"start_ts":3,"commit_ts":3,"invoked_at":3,"completed_at":4,"ops":[]}
+{"id":3,"session":2,"start_ts":5,"commit_ts":6,"invoked_at":5,"completed_at":6,"ops":[{"f":"r","table":"viper","key":1,"value":{"id":1,"val":1,"dead":false}}]}
+"#,
+    );
+    for format in isocert_history::formats::ALL_FORMATS {
+        let h = if format == Format::Viper { &viper } else { &kv };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(if format.is_directory() { "logs" } else { "history" });
+        let notes = format.write_path(h, &path).unwrap_or_else(|e| panic!("writing {format}: {e}"));
+        let back = format.read_path(&path).unwrap_or_else(|e| panic!("reading back {format}: {e}"));
+        let committed = back.history.txns.iter().filter(|t| t.is_committed()).count();
+        let dropped = format.dropped_facts(h);
+        if format == Format::V1 {
+            assert_eq!(committed, 3, "{format}");
+            assert_eq!(dropped, Default::default(), "{format}");
+            continue;
+        }
+        assert_eq!(committed, 2, "{format}: the empty transaction is left out");
+        assert!(notes.iter().any(|n| n.contains("1 transactions without operations")), "{format}: {notes:?}");
+        assert_eq!(dropped.empty, 1, "{format}");
+        assert_eq!(dropped.timestamps, if format.carries_timestamps() { 0 } else { 2 }, "{format}");
+        assert_eq!(dropped.real_times, if format.carries_real_time() { 0 } else { 2 }, "{format}");
+    }
+}
