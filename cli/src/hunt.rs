@@ -364,7 +364,11 @@ async fn save_finding<D: Database>(
 ) -> anyhow::Result<Json> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let h = &trial.history;
-    write_history(&dir.join("history.jsonl"), h)?;
+    // Saved with the level checked, which `isocert check finding-N/history.jsonl` then uses.
+    let mut saved = h.clone();
+    saved.isolation = Some(level);
+    write_history(&dir.join("history.jsonl"), &saved)?;
+    drop(saved);
     write_raw_log(&dir.join(crate::run::RAW_LOG), &trial.log)?;
     write_certificate(&dir.join("certificate.json"), h, &trial.recovered)?;
     write_reports(dir, &trial.report, h)?;
@@ -413,7 +417,7 @@ async fn save_finding<D: Database>(
         "anomalies": trial.report.anomalies.len(),
         "command": format!("isocert run --isolation {} {}", args.isolation, p.run_flags()),
     });
-    let shrunk = match shrink(h, &trial.recovered.certificate, level, &trial.report, anomaly) {
+    let mut shrunk = match shrink(h, &trial.recovered.certificate, level, &trial.report, anomaly) {
         Ok(s) => s,
         Err(e) => {
             out["shrink_error"] = json!(e.to_string());
@@ -426,6 +430,7 @@ async fn save_finding<D: Database>(
     fs::create_dir_all(&shrunk_dir).with_context(|| format!("creating {}", shrunk_dir.display()))?;
     let recovered =
         isocert_recovery::Recovered { certificate: shrunk.certificate.clone(), ..Default::default() };
+    shrunk.history.isolation = Some(level);
     write_history(&shrunk_dir.join("history.jsonl"), &shrunk.history)?;
     write_certificate(&shrunk_dir.join("certificate.json"), &shrunk.history, &recovered)?;
     write_reports(&shrunk_dir, &shrunk.report, &shrunk.history)?;
@@ -437,16 +442,19 @@ async fn save_finding<D: Database>(
     });
     let mut runs: Vec<(&str, Reproduction)> = Vec::new();
     if D::DIALECT == Dialect::Postgres {
-        let title = format!(
-            "isocert hunt reproducer: {} at {} checked as {level}, shrunk from {} to {} transactions.\n\
-             Found on {} with: isocert run --isolation {} {}",
-            anomaly.kind.as_str(),
-            args.isolation,
-            h.txns.len(),
-            shrunk.kept.len(),
-            server_version.unwrap_or(D::KIND.display_name()),
-            args.isolation,
-            p.run_flags()
+        let title = repro_title(
+            &format!(
+                "isocert hunt reproducer: {} at {} checked as {level}, shrunk from {} to {} transactions.\n\
+                 Found on {} with: isocert run --isolation {} {}",
+                anomaly.kind.as_str(),
+                args.isolation,
+                h.txns.len(),
+                shrunk.kept.len(),
+                server_version.unwrap_or(D::KIND.display_name()),
+                args.isolation,
+                p.run_flags()
+            ),
+            level,
         );
         let table = p.workload.table_spec();
         // The trial's table would clash with the reproducer's setup: it is isocert's own.
@@ -485,6 +493,13 @@ async fn save_finding<D: Database>(
         h.txns.len(),
     ));
     Ok(out)
+}
+
+/// The comment heading a reproducer: `about`, then the level to check at in the comment
+/// `isocert scenario` reads, so that `isocert scenario finding-N/repro.spec` checks at the
+/// hunt's level by itself.
+fn repro_title(about: &str, level: IsolationLevel) -> String {
+    format!("{about}\n{} {level}", isocert_scenario::CHECK_DIRECTIVE)
 }
 
 /// What the trials covered, in one line: trials per workload and the range of each setting.
@@ -527,5 +542,20 @@ fn rate(r: &Reproduction) -> String {
             r.runs,
             r.why_uncertified.clone().unwrap_or_default()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reproducer's heading carries the level to check, which `isocert scenario` reads,
+    /// so `isocert scenario finding-N/repro.spec` checks at the hunt's level by itself.
+    #[test]
+    fn a_reproducer_heading_names_the_level_scenario_checks_at() {
+        let title = repro_title("isocert hunt reproducer: g-si", IsolationLevel::SnapshotIsolation);
+        let comments: String = title.lines().map(|l| format!("# {l}\n")).collect();
+        let spec = format!("{comments}session s\nstep a {{ SELECT 1; }}\n");
+        assert_eq!(isocert_scenario::parse(&spec).unwrap().check, Some(IsolationLevel::SnapshotIsolation));
     }
 }

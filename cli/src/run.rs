@@ -260,7 +260,9 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
             tracing::warn!("stopping the embedded {name}: {e}");
         }
     }
-    let ((history, log, mut stats, last_commit), fetched) = outcome?;
+    let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
+    // `isocert check DIR/history.jsonl` checks at this level without `--isolation`.
+    history.isolation = Some(level);
     stats.server_version = server_version;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {

@@ -12,6 +12,7 @@ mod mtc;
 mod online;
 mod peer_histories;
 mod predicate_reader;
+mod readme;
 mod seam;
 mod serve;
 mod weak;
