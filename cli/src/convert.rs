@@ -17,6 +17,7 @@ use crate::exit;
 /// (a header `initial` entry per key in v1). Writing the Chronos format leaves out aborted
 /// and unknown-outcome transactions (the format holds committed ones) and says so.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  isocert convert --from elle --to v1 history.edn history.jsonl")]
 pub(crate) struct ConvertArgs {
     /// The format of IN: v1, chronos, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode,
     /// plume, awdit-test, cobra or viper.

@@ -39,7 +39,15 @@ use crate::run::{
 /// Hunt for an isolation anomaly: sweep workloads, key counts, sessions, distributions,
 /// transaction lengths, delete and abort mixes and seeds within a budget, spending more
 /// where the server aborts most; shrink a finding and write a reproducer.
+///
+/// Exit code 0: no finding (VALID, with what the trials tried); 1: findings, each saved in
+/// DIR/finding-N/ with its shrunk history and reproducer; 2: an error; 130: interrupted
+/// (what was found is kept). At a level below serializable, the anomalies the level allows
+/// are not findings: the summary says which, and `--check serializable` asks for them.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert hunt --isolation repeatable-read --check snapshot-isolation --workloads kv --runs 6 --out out/rr-hunt\n  isocert hunt --isolation serializable --budget 15m --out out/ser-hunt\n  isocert scenario out/rr-hunt/finding-1/repro.spec   # run a finding's reproducer again"
+)]
 pub(crate) struct HuntArgs {
     /// The database to test (the scheme picks the adapter, as for `isocert run`); without it
     /// a throwaway server of --database is started and removed afterwards.
@@ -199,6 +207,7 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
         "attempts": tally.attempts,
         "server_aborts": tally.aborts,
         "ignored_anomalies": tally.ignored,
+        "allowed_at_level": crate::allowed::allowed_note(level),
         "findings": tally.findings,
         "trials": tally.trials,
     });
@@ -225,6 +234,9 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
             args.out.display()
         );
         println!("  tried: {}", tried(&tally.trials));
+        if let Some(allowed) = crate::allowed::allowed_note(level) {
+            println!("  note: {allowed}");
+        }
         for f in &tally.findings {
             println!("  {}", f["summary"].as_str().unwrap_or_default());
         }
@@ -372,7 +384,11 @@ async fn save_finding<D: Database>(
     write_raw_log(&dir.join(crate::run::RAW_LOG), &trial.log)?;
     write_certificate(&dir.join("certificate.json"), h, &trial.recovered)?;
     write_reports(dir, &trial.report, h)?;
-    let html = isocert_checker::HtmlOptions::default();
+    let context = crate::allowed::allowed_note(level)
+        .map(|allowed| ("allowed at this level".to_string(), allowed))
+        .into_iter()
+        .collect();
+    let html = isocert_checker::HtmlOptions { context, ..isocert_checker::HtmlOptions::default() };
     crate::check::write_html(
         &dir.join("report.html"),
         &trial.report,

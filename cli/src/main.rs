@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod allowed;
 mod answer;
 mod certificate;
 mod check;
@@ -159,8 +160,10 @@ fn init_logging(verbose: u8, serving: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("ISOCERT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // Colour only for a person at a terminal: escapes in a log file or a pipe are noise.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Colour only for a person at a terminal who has not asked for none (NO_COLOR, any
+    // value but empty: no-color.org): escapes in a log file or a pipe are noise.
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 

@@ -37,6 +37,9 @@ use crate::verdict::{Summary, Verdict};
 
 /// Run an isolationtester `.spec` scenario: every permutation recorded, recovered and checked.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert scenario tests/scenarios/g2-item-write-skew.spec --isolation repeatable-read --check serializable\n  isocert scenario tests/scenarios/*.spec --isolation read-committed --isolation serializable --table"
+)]
 pub(crate) struct ScenarioArgs {
     /// The scenarios, in PostgreSQL's isolationtester format (setup, teardown, sessions
     /// with steps, permutations; all interleavings when it lists none).

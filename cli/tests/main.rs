@@ -8,6 +8,7 @@ mod formats;
 mod hunt;
 mod issue_30;
 mod mtc;
+mod newcomer;
 #[cfg(feature = "kafka")]
 mod online;
 mod peer_histories;

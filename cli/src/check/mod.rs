@@ -31,14 +31,13 @@ pub(crate) mod timestamp;
 /// found (each is printed with its explained counterexample); 2: the input could not be
 /// used (bad file, bad flag, or the certificate lacks what the level needs).
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert check out/history.jsonl --certificate out/certificate.json\n  isocert check history.jsonl --certificate certificate.json --isolation si --html report.html\n  isocert check elle-history.edn --format elle --isolation serializable"
+)]
 pub(crate) struct CheckArgs {
     /// The history (JSON Lines, v1 format); not with --online.
     #[arg(required_unless_present = "online", default_value = "-", hide_default_value = true)]
     pub(crate) history: PathBuf,
-    /// Online checking: join a consumer group on this topic of transactions and check the
-    /// partitions Kafka assigns (docs/ONLINE.md); needs a binary built with `--features kafka`.
-    #[command(flatten)]
-    pub(crate) online: crate::online::OnlineCheckArgs,
     /// The version certificate (version order, version sets, serialization order): a v1
     /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`). Its
     /// `transactions` (outcomes, start/commit timestamps) and `serial_order`, what
@@ -138,6 +137,11 @@ pub(crate) struct CheckArgs {
     /// (tests compare the two paths).
     #[arg(long, hide = true)]
     pub(crate) general_model: bool,
+    /// Online checking: join a consumer group on this topic of transactions and check the
+    /// partitions Kafka assigns (docs/ONLINE.md); needs a binary built with `--features
+    /// kafka`. Last, under its own heading: most checks are of a file.
+    #[command(flatten, next_help_heading = "Online checking (Kafka)")]
+    pub(crate) online: crate::online::OnlineCheckArgs,
 }
 
 /// The checker to run: as asked, except that `auto` with a partial King Cobra version order
