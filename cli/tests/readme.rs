@@ -245,3 +245,20 @@ fn check_defaults_to_the_level_the_history_header_records() {
     assert_eq!(o.status.code(), Some(1), "--isolation wins: {}", text(&o));
     assert!(!text(&o).contains("the level the header of"), "{}", text(&o));
 }
+
+/// What `cargo install --path cli` (the release profile) ships carries no debug info; line
+/// tables live in the `profiling` profile; the manifest names no placeholder repository.
+#[test]
+fn the_installed_binary_ships_without_debug_info() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let section = |name: &str| -> Option<String> {
+        let start = manifest.find(&format!("\n[{name}]\n"))?;
+        let body = &manifest[start + name.len() + 4..];
+        Some(body[..body.find("\n[").unwrap_or(body.len())].to_string())
+    };
+    let release = section("profile.release").unwrap_or_default();
+    assert!(!release.contains("debug"), "[profile.release] keeps debug info: {release}");
+    let profiling = section("profile.profiling").expect("a profiling profile");
+    assert!(profiling.contains("inherits = \"release\"") && profiling.contains("debug = 1"), "{profiling}");
+    assert!(!manifest.contains("example.invalid"), "a placeholder repository URL");
+}
