@@ -262,3 +262,20 @@ fn the_installed_binary_ships_without_debug_info() {
     assert!(profiling.contains("inherits = \"release\"") && profiling.contains("debug = 1"), "{profiling}");
     assert!(!manifest.contains("example.invalid"), "a placeholder repository URL");
 }
+
+/// docker-compose.yml's `isocert-serve` mounts ./tenants.toml: the repository ships an
+/// example that `isocert serve` reads, whose all-zero digest admits no token until the
+/// user puts their own in, and the compose file says how to make one.
+#[test]
+fn the_compose_services_tenants_file_has_a_working_example() {
+    let path = root().join("tenants.example.toml");
+    let text = std::fs::read_to_string(&path).expect("tenants.example.toml");
+    let tenants = isocert_server::tenants::Tenants::parse(&text, &path).expect("the example parses");
+    assert_eq!(tenants.len(), 1);
+    for token in ["", "change-me", "example"] {
+        assert!(tenants.authenticate(token).is_none(), "the example admits {token:?}");
+    }
+    let compose = std::fs::read_to_string(root().join("docker-compose.yml")).unwrap();
+    assert!(compose.contains("cp tenants.example.toml tenants.toml"), "docker-compose.yml says how to start");
+    assert!(compose.contains("--hash-token"), "docker-compose.yml says how to make a token's digest");
+}
