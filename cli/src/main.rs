@@ -17,6 +17,7 @@ mod convert;
 mod exit;
 mod gen;
 mod hunt;
+mod levels;
 #[cfg(feature = "kafka")]
 mod live_emit;
 mod memory;
@@ -49,6 +50,9 @@ struct Cli {
 enum Command {
     /// Check a recorded history against an isolation level.
     Check(check::CheckArgs),
+    /// Check a history at every isolation level it can be checked at: which hold, which fail,
+    /// and the anomaly classes between them.
+    Levels(levels::LevelsArgs),
     /// Run a workload on a database, recover its version certificate concurrently, and check it.
     Run(run::RunArgs),
     /// Hunt for an isolation anomaly: sweep workloads, key counts, sessions, distributions,
@@ -102,6 +106,7 @@ fn run_command() -> ExitCode {
     init_logging(cli.verbose, matches!(cli.command, Command::Serve(_)));
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Levels(args) => levels::run(args),
         Command::Run(args) => run::run(args),
         Command::Hunt(args) => hunt::run(args),
         Command::Recover(args) => recover::run(args),
