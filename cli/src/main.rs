@@ -169,7 +169,42 @@ fn init_logging(verbose: u8, serving: bool) {
     // value but empty: no-color.org): escapes in a log file or a pipe are noise.
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    // A server's log keeps times and sources, as does `-v` (for whoever reads the
+    // internals); a command's warnings read like its other messages.
+    if serving || verbose > 0 || std::env::var_os("ISOCERT_LOG").is_some() {
+        logs.init();
+    } else {
+        logs.event_format(PlainMessages).init();
+    }
+}
+
+/// Log lines in the style of isocert's other messages: `isocert: warning: TEXT`, no time,
+/// no module path.
+struct PlainMessages;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainMessages
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            tracing::Level::INFO => "info",
+            tracing::Level::DEBUG => "debug",
+            tracing::Level::TRACE => "trace",
+        };
+        write!(writer, "isocert: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 #[cfg(test)]
