@@ -279,3 +279,35 @@ fn the_compose_services_tenants_file_has_a_working_example() {
     assert!(compose.contains("cp tenants.example.toml tenants.toml"), "docker-compose.yml says how to start");
     assert!(compose.contains("--hash-token"), "docker-compose.yml says how to make a token's digest");
 }
+
+/// Every command's `--help` ends with examples; `hunt --help` states its exit codes; the
+/// Kafka options of `check` come after the options of a file check, under their own heading.
+#[test]
+fn help_has_examples_exit_codes_and_groups() {
+    let help = |sub: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_isocert")).args([sub, "--help"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{sub} --help");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for sub in [
+        "check",
+        "levels",
+        "run",
+        "hunt",
+        "scenario",
+        "recover",
+        "cleanup",
+        "gen",
+        "convert",
+        "serve",
+        "certificate",
+    ] {
+        assert!(help(sub).contains("\nExamples:\n  isocert "), "{sub} --help has no examples");
+    }
+    let hunt = help("hunt");
+    assert!(hunt.contains("Exit code 0") && hunt.contains("130: interrupted"), "{hunt}");
+    let check = help("check");
+    let (isolation, online) =
+        (check.find("--isolation <LEVEL>").unwrap(), check.find("--online <KAFKA_URL>").unwrap());
+    assert!(isolation < online && check.contains("Online checking (Kafka):"), "{check}");
+}
