@@ -3,8 +3,10 @@
 The Compose Specification's schema accepts a file whose services cannot all run at once:
 two services publishing one host port (`docker compose up -d` of everything then fails),
 a `depends_on` naming no service, a cycle of dependencies, two services with one
-`container_name`, a repeated key (YAML keeps the last silently). This finds those, and a
-service without a health check (the README starts services with `up -d --wait`).
+`container_name`, a repeated key (YAML keeps the last silently). This finds those, a
+service without a health check (the README starts services with `up -d --wait`), and a
+port published beyond 127.0.0.1 (a throwaway database with a known password open to the
+network).
 Usage: python compose-together.py FILE; exit 1 with one line per problem.
 """
 
@@ -13,23 +15,30 @@ import sys
 from ruamel.yaml import YAML
 
 
-def host_ports(service):
-    """The (host IP, host port, protocol) triples a service publishes."""
+LOOPBACK = {"127.0.0.1", "::1", "[::1]"}
+
+
+def published(service):
+    """The (host IP, host port, protocol) triples a service publishes; the host port is ""
+    when Docker picks a free one, the host IP "" when it binds every interface."""
     out = []
     for entry in service.get("ports") or []:
         if isinstance(entry, dict):
-            if entry.get("published") is not None:
-                out.append((entry.get("host_ip", ""), str(entry["published"]), entry.get("protocol", "tcp")))
+            host = entry.get("published")
+            out.append((entry.get("host_ip", ""), "" if host is None else str(host), entry.get("protocol", "tcp")))
             continue
         text = str(entry)
         text, _, protocol = text.partition("/")
         parts = text.rsplit(":", 2)
-        if len(parts) == 1:
-            continue  # container port only: Docker picks a free host port
-        host = parts[-2]
+        host = parts[-2] if len(parts) >= 2 else ""
         ip = parts[0] if len(parts) == 3 else ""
         out.append((ip, host, protocol or "tcp"))
     return out
+
+
+def host_ports(service):
+    """The bindings of a service with a fixed host port (those two services can clash on)."""
+    return [b for b in published(service) if b[1]]
 
 
 def overlaps(a, b):
@@ -66,6 +75,13 @@ def problems(doc):
                 if overlaps(binding, seen):
                     found.append(f"services {other} and {name} both publish host port {binding[1]}/{binding[2]}")
             bindings.append((name, binding))
+        for ip, host, protocol in published(service):
+            if ip not in LOOPBACK:
+                where = f"host port {host}/{protocol}" if host else f"a free host port ({protocol})"
+                found.append(
+                    f"service {name} publishes {where} on {ip or 'every interface'}: publish on 127.0.0.1 only "
+                    f'("127.0.0.1:HOST:CONTAINER"), so a developer\'s database is not open to the network'
+                )
         cname = service.get("container_name")
         if cname:
             if cname in names:

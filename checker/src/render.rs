@@ -16,13 +16,14 @@ pub fn render_text(report: &Report, h: &History) -> String {
 }
 
 /// [`render_text`] plus the internal detail (`-v`): per dependency its kind, object and
-/// operation (`T5#2` is T5's operation at index 2), and the operations each anomaly names.
+/// operation (`T5#3` is T5's operation 3, counted from 1 as explanations count them), and
+/// the operations each anomaly names.
 pub fn render_text_verbose(report: &Report, h: &History) -> String {
     text(report, h, true)
 }
 
 fn op_label(h: &History, op: OpRef) -> String {
-    format!("{}#{}", h.txn_label(op.txn), op.op)
+    format!("{}#{}", h.txn_label(op.txn), op.op + 1)
 }
 
 fn text(report: &Report, h: &History, verbose: bool) -> String {

@@ -13,6 +13,9 @@ use crate::output::write_file;
 
 /// Fetch a history's version certificate from a certificate API.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert certificate out/history.jsonl --api http://127.0.0.1:8443 --token-file token --out certificate.json"
+)]
 pub(crate) struct CertificateArgs {
     /// The history (v1 JSON Lines with the adapter's facts in `meta`, as `isocert run` records it).
     history: PathBuf,

@@ -17,6 +17,7 @@ use crate::exit;
 
 /// Drop replication slots and publications left by isocert runs that are gone.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  isocert cleanup --db postgres://user@host/db")]
 pub(crate) struct CleanupArgs {
     /// The database to clean (the same URL as `isocert run --db`).
     #[arg(long, value_name = "URL")]

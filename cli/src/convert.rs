@@ -20,6 +20,7 @@ use crate::exit;
 /// place for start/commit timestamps or real times is refused when the history has them,
 /// unless `--lossy` (then noted with counts).
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  isocert convert --from elle --to v1 history.edn history.jsonl")]
 pub(crate) struct ConvertArgs {
     /// The format of IN: v1, chronos, elle, elle-json, dbcop, dbcop-hist, dbcop-bincode,
     /// plume, awdit-test, cobra or viper.

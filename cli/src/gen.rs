@@ -20,6 +20,9 @@ use crate::exit;
 /// Transactions are written as they finish, so a million transactions take seconds.
 /// Knobs left out take the defaults below, or the Chronos benchmark's shape with --chronos.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert gen --txns 1000 --sessions 8 --ops-per-txn 4 --keys 50 --out h.jsonl --certificate c.json\n  isocert gen --txns 100 --sessions 4 --ops-per-txn 3 --keys 5 --inject g-si --out h.jsonl --certificate c.json"
+)]
 pub(crate) struct GenArgs {
     /// Where to write the history (`-` for standard output).
     #[arg(long, value_name = "HISTORY.jsonl", required_unless_present = "list_injections")]

@@ -39,7 +39,15 @@ use crate::run::{
 /// Hunt for an isolation anomaly: sweep workloads, key counts, sessions, distributions,
 /// transaction lengths, delete and abort mixes and seeds within a budget, spending more
 /// where the server aborts most; shrink a finding and write a reproducer.
+///
+/// Exit code 0: no finding (VALID, with what the trials tried); 1: findings, each saved in
+/// DIR/finding-N/ with its shrunk history and reproducer; 2: an error; 130: interrupted
+/// (what was found is kept). At a level below serializable, the anomalies the level allows
+/// are not findings: the summary says which, and `--check serializable` asks for them.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert hunt --isolation repeatable-read --check snapshot-isolation --workloads kv --runs 6 --out out/rr-hunt\n  isocert hunt --isolation serializable --budget 15m --out out/ser-hunt\n  isocert scenario out/rr-hunt/finding-1/repro.spec   # run a finding's reproducer again"
+)]
 pub(crate) struct HuntArgs {
     /// The database to test (the scheme picks the adapter, as for `isocert run`); without it
     /// a throwaway server of --database is started and removed afterwards.
@@ -199,6 +207,7 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
         "attempts": tally.attempts,
         "server_aborts": tally.aborts,
         "ignored_anomalies": tally.ignored,
+        "allowed_at_level": crate::allowed::allowed_note(level),
         "findings": tally.findings,
         "trials": tally.trials,
     });
@@ -225,6 +234,9 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
             args.out.display()
         );
         println!("  tried: {}", tried(&tally.trials));
+        if let Some(allowed) = crate::allowed::allowed_note(level) {
+            println!("  note: {allowed}");
+        }
         for f in &tally.findings {
             println!("  {}", f["summary"].as_str().unwrap_or_default());
         }
@@ -364,11 +376,19 @@ async fn save_finding<D: Database>(
 ) -> anyhow::Result<Json> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let h = &trial.history;
-    write_history(&dir.join("history.jsonl"), h)?;
+    // Saved with the level checked, which `isocert check finding-N/history.jsonl` then uses.
+    let mut saved = h.clone();
+    saved.isolation = Some(level);
+    write_history(&dir.join("history.jsonl"), &saved)?;
+    drop(saved);
     write_raw_log(&dir.join(crate::run::RAW_LOG), &trial.log)?;
     write_certificate(&dir.join("certificate.json"), h, &trial.recovered)?;
     write_reports(dir, &trial.report, h)?;
-    let html = isocert_checker::HtmlOptions::default();
+    let context = crate::allowed::allowed_note(level)
+        .map(|allowed| ("allowed at this level".to_string(), allowed))
+        .into_iter()
+        .collect();
+    let html = isocert_checker::HtmlOptions { context, ..isocert_checker::HtmlOptions::default() };
     crate::check::write_html(
         &dir.join("report.html"),
         &trial.report,
@@ -413,7 +433,7 @@ async fn save_finding<D: Database>(
         "anomalies": trial.report.anomalies.len(),
         "command": format!("isocert run --isolation {} {}", args.isolation, p.run_flags()),
     });
-    let shrunk = match shrink(h, &trial.recovered.certificate, level, &trial.report, anomaly) {
+    let mut shrunk = match shrink(h, &trial.recovered.certificate, level, &trial.report, anomaly) {
         Ok(s) => s,
         Err(e) => {
             out["shrink_error"] = json!(e.to_string());
@@ -426,6 +446,7 @@ async fn save_finding<D: Database>(
     fs::create_dir_all(&shrunk_dir).with_context(|| format!("creating {}", shrunk_dir.display()))?;
     let recovered =
         isocert_recovery::Recovered { certificate: shrunk.certificate.clone(), ..Default::default() };
+    shrunk.history.isolation = Some(level);
     write_history(&shrunk_dir.join("history.jsonl"), &shrunk.history)?;
     write_certificate(&shrunk_dir.join("certificate.json"), &shrunk.history, &recovered)?;
     write_reports(&shrunk_dir, &shrunk.report, &shrunk.history)?;
@@ -437,16 +458,19 @@ async fn save_finding<D: Database>(
     });
     let mut runs: Vec<(&str, Reproduction)> = Vec::new();
     if D::DIALECT == Dialect::Postgres {
-        let title = format!(
-            "isocert hunt reproducer: {} at {} checked as {level}, shrunk from {} to {} transactions.\n\
-             Found on {} with: isocert run --isolation {} {}",
-            anomaly.kind.as_str(),
-            args.isolation,
-            h.txns.len(),
-            shrunk.kept.len(),
-            server_version.unwrap_or(D::KIND.display_name()),
-            args.isolation,
-            p.run_flags()
+        let title = repro_title(
+            &format!(
+                "isocert hunt reproducer: {} at {} checked as {level}, shrunk from {} to {} transactions.\n\
+                 Found on {} with: isocert run --isolation {} {}",
+                anomaly.kind.as_str(),
+                args.isolation,
+                h.txns.len(),
+                shrunk.kept.len(),
+                server_version.unwrap_or(D::KIND.display_name()),
+                args.isolation,
+                p.run_flags()
+            ),
+            level,
         );
         let table = p.workload.table_spec();
         // The trial's table would clash with the reproducer's setup: it is isocert's own.
@@ -485,6 +509,13 @@ async fn save_finding<D: Database>(
         h.txns.len(),
     ));
     Ok(out)
+}
+
+/// The comment heading a reproducer: `about`, then the level to check at in the comment
+/// `isocert scenario` reads, so that `isocert scenario finding-N/repro.spec` checks at the
+/// hunt's level by itself.
+fn repro_title(about: &str, level: IsolationLevel) -> String {
+    format!("{about}\n{} {level}", isocert_scenario::CHECK_DIRECTIVE)
 }
 
 /// What the trials covered, in one line: trials per workload and the range of each setting.
@@ -527,5 +558,20 @@ fn rate(r: &Reproduction) -> String {
             r.runs,
             r.why_uncertified.clone().unwrap_or_default()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reproducer's heading carries the level to check, which `isocert scenario` reads,
+    /// so `isocert scenario finding-N/repro.spec` checks at the hunt's level by itself.
+    #[test]
+    fn a_reproducer_heading_names_the_level_scenario_checks_at() {
+        let title = repro_title("isocert hunt reproducer: g-si", IsolationLevel::SnapshotIsolation);
+        let comments: String = title.lines().map(|l| format!("# {l}\n")).collect();
+        let spec = format!("{comments}session s\nstep a {{ SELECT 1; }}\n");
+        assert_eq!(isocert_scenario::parse(&spec).unwrap().check, Some(IsolationLevel::SnapshotIsolation));
     }
 }

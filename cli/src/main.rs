@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod allowed;
 mod answer;
 mod certificate;
 mod check;
@@ -16,6 +17,7 @@ mod convert;
 mod exit;
 mod gen;
 mod hunt;
+mod levels;
 #[cfg(feature = "kafka")]
 mod live_emit;
 mod memory;
@@ -48,6 +50,9 @@ struct Cli {
 enum Command {
     /// Check a recorded history against an isolation level.
     Check(check::CheckArgs),
+    /// Check a history at every isolation level it can be checked at: which hold, which fail,
+    /// and the anomaly classes between them.
+    Levels(levels::LevelsArgs),
     /// Run a workload on a database, recover its version certificate concurrently, and check it.
     Run(run::RunArgs),
     /// Hunt for an isolation anomaly: sweep workloads, key counts, sessions, distributions,
@@ -101,6 +106,7 @@ fn run_command() -> ExitCode {
     init_logging(cli.verbose, matches!(cli.command, Command::Serve(_)));
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Levels(args) => levels::run(args),
         Command::Run(args) => run::run(args),
         Command::Hunt(args) => hunt::run(args),
         Command::Recover(args) => recover::run(args),
@@ -159,9 +165,46 @@ fn init_logging(verbose: u8, serving: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("ISOCERT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // Colour only for a person at a terminal: escapes in a log file or a pipe are noise.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    // Colour only for a person at a terminal who has not asked for none (NO_COLOR, any
+    // value but empty: no-color.org): escapes in a log file or a pipe are noise.
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    // A server's log keeps times and sources, as does `-v` (for whoever reads the
+    // internals); a command's warnings read like its other messages.
+    if serving || verbose > 0 || std::env::var_os("ISOCERT_LOG").is_some() {
+        logs.init();
+    } else {
+        logs.event_format(PlainMessages).init();
+    }
+}
+
+/// Log lines in the style of isocert's other messages: `isocert: warning: TEXT`, no time,
+/// no module path.
+struct PlainMessages;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainMessages
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            tracing::Level::INFO => "info",
+            tracing::Level::DEBUG => "debug",
+            tracing::Level::TRACE => "trace",
+        };
+        write!(writer, "isocert: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 #[cfg(test)]

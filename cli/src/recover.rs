@@ -17,6 +17,9 @@ use crate::run::{write_certificate, write_history, RAW_LOG};
 
 /// Recover a version certificate from a history and the change stream captured with it.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert recover --database postgres --history out/history.jsonl --out certificate.json"
+)]
 pub(crate) struct RecoverArgs {
     /// The database the history ran on (postgres, mariadb, ...): picks the recovery rule
     /// and how the captured facts are read.

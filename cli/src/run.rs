@@ -37,6 +37,9 @@ use crate::output::{write_file, write_text};
 
 /// Run a workload on a database, recover its version certificate concurrently, and check it.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert run --workload predicate --isolation serializable --txns 2000 --sessions 8 --out out/run\n  isocert run --db postgres://user@host/db --workload kv --isolation read-committed --check serializable --out out/rc\n  isocert run --database mariadb --workload kv --isolation repeatable-read --out out/maria"
+)]
 pub(crate) struct RunArgs {
     /// The database to test, e.g. `postgres://user@host:port/db` (needs `wal_level=logical`);
     /// the URL's scheme picks the adapter (README lists the schemes and what each database
@@ -263,7 +266,9 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
             tracing::warn!("stopping the embedded {name}: {e}");
         }
     }
-    let ((history, log, mut stats, last_commit), fetched) = outcome?;
+    let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
+    // `isocert check DIR/history.jsonl` checks at this level without `--isolation`.
+    history.isolation = Some(level);
     stats.server_version = server_version;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {
@@ -583,7 +588,7 @@ fn finish<D: Database>(
     stats.check_secs = Some(started.elapsed().as_secs_f64());
     write_reports(&args.out, &report, &history)?;
     let html = args.html.clone().unwrap_or_else(|| args.out.join("report.html"));
-    let opts = HtmlOptions { context: html_context::<D>(args, &stats), ..HtmlOptions::default() };
+    let opts = HtmlOptions { context: html_context::<D>(args, &stats, level), ..HtmlOptions::default() };
     crate::check::write_html(&html, &report, &history, &recovered.certificate, &opts)?;
     write_run_json::<D>(&args.out, args, &stats, Some(&recovered))?;
 
@@ -592,11 +597,15 @@ fn finish<D: Database>(
         out["run"] = run_json::<D>(args, &stats, Some(&recovered));
         say!("{}\n", serde_json::to_string_pretty(&out)?);
     } else {
-        say!("{}", crate::check::text_report(&report, &history));
+        let text = crate::check::text_report(&report, &history);
+        say!("{}", if stats.interrupted { interrupted_verdict(&text) } else { text });
         match &args.certificate_api {
             Some(_) => say!("{}\n", api_summary(&stats, &recovered, &args.out)),
             None => say!("{}\n", summary(&stats, &recovered, &args.out)),
         }
+    }
+    if let Some(allowed) = crate::allowed::allowed_note(level) {
+        note!("isocert: note: {allowed}");
     }
     // A valid verdict that rests on reads tied to no version decides nothing about them.
     let undecided = report.is_valid() && report.stats.ambiguous_reads > 0;
@@ -619,6 +628,17 @@ fn finish<D: Database>(
     } else {
         exit::valid()
     })
+}
+
+/// A text report whose verdict (its first word) is marked as resting on the partial
+/// history an interrupted run saved: `VALID (interrupted: partial history): ...`.
+fn interrupted_verdict(report: &str) -> String {
+    match report.split_once(':') {
+        Some((verdict, rest)) if !verdict.contains('\n') => {
+            format!("{verdict} (interrupted: partial history):{rest}")
+        }
+        _ => format!("(interrupted: partial history)\n{report}"),
+    }
 }
 
 /// The database a run or hunt works on: `--db URL` as given, or a throwaway server of
@@ -941,7 +961,11 @@ fn summary(stats: &RunStats, r: &Recovered, out: &Path) -> String {
 }
 
 /// The run's facts for the HTML report's summary (never the database URL: it may hold a password).
-fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, String)> {
+fn html_context<D: Database>(
+    args: &RunArgs,
+    stats: &RunStats,
+    level_checked: IsolationLevel,
+) -> Vec<(String, String)> {
     let name = D::KIND.display_name();
     let database =
         if args.db.is_some() { format!("{name} (--db)") } else { format!("{name} (throwaway, embedded)") };
@@ -971,6 +995,9 @@ fn html_context<D: Database>(args: &RunArgs, stats: &RunStats) -> Vec<(String, S
         ),
         ("aborted attempts".to_string(), (stats.attempts - stats.committed).to_string()),
     ];
+    if let Some(allowed) = crate::allowed::allowed_note(level_checked) {
+        out.push(("allowed at this level".to_string(), allowed));
+    }
     if let Some(lag) = stats.recovery_lag_secs {
         out.push((
             "recovery lag".to_string(),
@@ -1022,4 +1049,21 @@ fn check_html_path(args: &RunArgs) -> anyhow::Result<()> {
     let mut inputs: Vec<&Path> = results.iter().map(PathBuf::as_path).collect();
     inputs.extend(args.token_file.as_deref());
     crate::output::ensure_outputs_spare_inputs(&[("--html", html)], &inputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interrupted run's verdict says it rests on a partial history, beside the verdict.
+    #[test]
+    fn an_interrupted_verdict_says_its_history_is_partial() {
+        let report = "VALID: 12 transactions checked for serializable by emme; 0 anomalies found\n";
+        assert_eq!(
+            interrupted_verdict(report),
+            "VALID (interrupted: partial history): 12 transactions checked for serializable by emme; 0 anomalies found\n"
+        );
+        assert!(interrupted_verdict("INVALID: 1 anomaly\n  g1c: ...\n")
+            .starts_with("INVALID (interrupted: partial history): 1"));
+    }
 }

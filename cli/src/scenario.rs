@@ -37,6 +37,9 @@ use crate::verdict::{Summary, Verdict};
 
 /// Run an isolationtester `.spec` scenario: every permutation recorded, recovered and checked.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert scenario tests/scenarios/g2-item-write-skew.spec --isolation repeatable-read --check serializable\n  isocert scenario tests/scenarios/*.spec --isolation read-committed --isolation serializable --table"
+)]
 pub(crate) struct ScenarioArgs {
     /// The scenarios, in PostgreSQL's isolationtester format (setup, teardown, sessions
     /// with steps, permutations; all interleavings when it lists none).
@@ -53,8 +56,10 @@ pub(crate) struct ScenarioArgs {
     /// repeat it to run every scenario at each level.
     #[arg(long, value_name = "LEVEL", default_value = "serializable", value_parser = parse_run_level)]
     isolation: Vec<IsolationLevel>,
-    /// The level to check (default: per permutation, the weakest level its transactions
-    /// ran at, as the adapter maps it: --isolation unless the spec names levels).
+    /// The level to check (default: the level a `# isocert-check: LEVEL` comment in the spec
+    /// names, as `isocert hunt`'s reproducers carry, else per permutation the weakest level
+    /// its transactions ran at, as the adapter maps it: --isolation unless the spec names
+    /// levels).
     #[arg(long, value_name = "LEVEL")]
     check: Option<IsolationLevel>,
     /// Only parse the specs: print each one's file and permutation count, run nothing
@@ -346,7 +351,7 @@ fn run_permutations<D: Database>(
             .as_ref()
             .map(|d| d.join(&stem).join(isolation.as_str()).join(format!("permutation-{number}")));
         let weakest = permutation.levels.first().copied().unwrap_or(isolation);
-        let level = args.check.unwrap_or_else(|| db.checked_as(weakest));
+        let level = args.check.or(spec.check).unwrap_or_else(|| db.checked_as(weakest));
         let outcome = judge::<D>(number as usize, permutation, level, out.as_deref(), args.json)?;
         if !args.json && !args.table {
             println!("{}", line(&outcome));
@@ -507,6 +512,7 @@ fn judge<D: Database>(
     };
     if let Some(dir) = out {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        history.isolation = Some(level);
         crate::run::write_history(&dir.join("history.jsonl"), &history)?;
         crate::run::write_certificate(&dir.join("certificate.json"), &history, &recovered)?;
         crate::run::write_raw_log(&dir.join(crate::run::RAW_LOG), &log)?;

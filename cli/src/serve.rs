@@ -20,6 +20,9 @@ use crate::exit;
 
 /// Serve version certificates over HTTP to the tenants of a database.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert serve   # a demo: throwaway PostgreSQL, a demo tenant, the line to run against it\n  isocert serve --db postgres://feed@host/db --tenants tenants.toml --listen 127.0.0.1:8443"
+)]
 pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]

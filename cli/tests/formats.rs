@@ -117,6 +117,18 @@ fn incompatible_list_orders_are_reported_and_rejected() {
     assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
     assert!(text(&out.stderr).contains("incompatible order"), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("incompatible-order ("), "{}", text(&out.stdout));
+    // Reported once, not again as a garbage read of the same list.
+    assert!(text(&out.stdout).contains("1 anomaly found"), "{}", text(&out.stdout));
+    assert!(!text(&out.stdout).contains("garbage-read"), "{}", text(&out.stdout));
+    // The warning reads like isocert's other messages, with operations numbered from 1 as
+    // the report numbers them.
+    let warning = text(&out.stderr);
+    assert!(
+        warning.starts_with("isocert: warning: ")
+            && warning.contains("T7 (its operation 1) and T5 (its operation 1)"),
+        "{warning}"
+    );
+    assert!(text(&out.stdout).contains("T7 read kv[5]=[2] (its operation 1)"), "{}", text(&out.stdout));
 }
 
 #[test]

@@ -100,6 +100,21 @@ fn postgres_repeatable_read_upsert_after_delete_is_found_and_reproduced() {
     let spec = std::fs::read_to_string(dir.path().join("finding-1/repro.spec")).unwrap();
     assert!(spec.contains("DELETE FROM kv WHERE key =") && spec.contains("INSERT INTO kv"), "{spec}");
     assert!(spec.contains("BEGIN ISOLATION LEVEL REPEATABLE READ"), "{spec}");
+    // The reproducer and the saved histories carry the level checked, so the README's
+    // lines reproduce and re-check by themselves, without --check or --isolation.
+    assert!(spec.contains("\n# isocert-check: snapshot-isolation\n"), "{spec}");
+    let spec_path = dir.path().join("finding-1/repro.spec");
+    let again = match POSTGRES.env_url() {
+        Some(url) => isocert(&["scenario", spec_path.to_str().unwrap(), "--db", &url]),
+        None => isocert(&["scenario", spec_path.to_str().unwrap()]),
+    };
+    assert_eq!(again.status.code(), Some(1), "isocert scenario finding-1/repro.spec: {}", text(&again));
+    for sub in ["", "shrunk/"] {
+        let at = |f: &str| dir.path().join(format!("finding-1/{sub}{f}")).display().to_string();
+        let recheck = isocert(&["check", &at("history.jsonl"), "--certificate", &at("certificate.json")]);
+        assert_eq!(recheck.status.code(), Some(1), "{sub}: {}", text(&recheck));
+        assert!(text(&recheck).contains("checking at snapshot-isolation"), "{}", text(&recheck));
+    }
     for file in [
         "history.jsonl",
         "certificate.json",

@@ -8,10 +8,12 @@ mod formats;
 mod hunt;
 mod issue_30;
 mod mtc;
+mod newcomer;
 #[cfg(feature = "kafka")]
 mod online;
 mod peer_histories;
 mod predicate_reader;
+mod readme;
 mod seam;
 mod serve;
 mod weak;

@@ -464,6 +464,9 @@ pub struct History {
     /// Whether the commit timestamps are the serialization order of a serializable run (the
     /// header's `serial_order`): what Chronos and Aion may conclude at serializability.
     pub serial_order: crate::SerialOrder,
+    /// The level the run that recorded the history checks it at (the header's
+    /// `isolation`), which `isocert check` checks when no `--isolation` is given.
+    pub isolation: Option<crate::IsolationLevel>,
     /// Transactions in file order; a [`TxnId`] indexes this vector.
     pub txns: Vec<Transaction>,
     tables: Vec<Table>,
@@ -498,6 +501,7 @@ impl History {
             initial: self.initial.clone(),
             meta: self.meta.clone(),
             serial_order: self.serial_order,
+            isolation: self.isolation,
             txns: Vec::new(),
             tables: self.tables.clone(),
             objects: self.objects.clone(),

@@ -168,3 +168,41 @@ fn serial_order_round_trips_in_both_readers_and_unknown_spellings_are_refused() 
         assert!(e.contains("serial_order") && e.contains("commit_ts or unknown"), "{e}");
     }
 }
+
+/// The header's `isolation` (the level the recording run checked at, which `isocert check`
+/// uses without `--isolation`) round trips; both readers take it and refuse a level they
+/// do not know, naming the field.
+#[test]
+fn the_level_to_check_round_trips_in_both_readers_and_unknown_levels_are_refused() {
+    use isocert_history::{read_kv_v1_bytes, IsolationLevel};
+    let text = concat!(
+        r#"{"format":"isocert-history","version":1,"isolation":"snapshot-isolation"}"#,
+        "\n",
+        r#"{"id":1,"session":0,"start_ts":1,"commit_ts":2,"ops":[{"f":"w","key":1,"value":2}]}"#,
+        "\n"
+    );
+    let h = v1::read_history(text.as_bytes()).unwrap();
+    assert_eq!(h.isolation, Some(IsolationLevel::SnapshotIsolation));
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), text);
+    assert_eq!(
+        read_kv_v1_bytes(text.as_bytes()).unwrap().dict().isolation,
+        Some(IsolationLevel::SnapshotIsolation)
+    );
+    let alias = text.replace("\"snapshot-isolation\"", "\"si\"");
+    assert_eq!(
+        v1::read_history(alias.as_bytes()).unwrap().isolation,
+        Some(IsolationLevel::SnapshotIsolation)
+    );
+
+    let plain = text.split_once('\n').unwrap().1;
+    assert_eq!(v1::read_history(plain.as_bytes()).unwrap().isolation, None);
+
+    let bad = text.replace("\"snapshot-isolation\"", "\"sometimes\"");
+    let general = v1::read_history(bad.as_bytes()).unwrap_err().to_string();
+    let fast = read_kv_v1_bytes(bad.as_bytes()).unwrap_err().to_string();
+    for e in [general, fast] {
+        assert!(e.contains("line 1") && e.contains("isolation") && e.contains("sometimes"), "{e}");
+    }
+}

@@ -21,5 +21,5 @@ pub mod translate;
 mod worker;
 
 pub use runner::{run_permutation, PermutationRun, RunOptions, ScenarioError, Unrecorded};
-pub use spec::{parse, Permutation, Spec, SpecError};
+pub use spec::{parse, Permutation, Spec, SpecError, CHECK_DIRECTIVE};
 pub use translate::{find_tables, survey_tables, Action, Effect, ScenarioTable, SkippedTable, Translator};

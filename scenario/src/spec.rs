@@ -11,13 +11,18 @@
 //! permutation STEP STEP(BLOCKER, *) ...   zero or more; none means every interleaving
 //! ```
 //!
-//! `#` starts a comment to the end of the line; an SQL block may hold nested braces.
+//! `#` starts a comment to the end of the line; an SQL block may hold nested braces. One
+//! comment is read: `# isocert-check: LEVEL` names the level to check the permutations at
+//! (what `--check` says on the command line, which wins), so that a reproducer `isocert
+//! hunt` writes reproduces by itself.
 //! A permutation step may carry blocker markers in parentheses: another step's name (this
 //! step waits until that one completes), `*` (this step is expected to block on a lock)
 //! or `NAME notices N`. isocert's runner detects lock waits itself, so the markers are read
 //! and kept but do not drive the run.
 
 use std::fmt;
+
+use isocert_history::IsolationLevel;
 
 use crate::interleave::{interleavings, Interleavings};
 
@@ -32,7 +37,12 @@ pub struct Spec {
     pub sessions: Vec<SessionSpec>,
     /// The permutations the file lists (empty: every interleaving of the sessions' steps).
     pub permutations: Vec<Permutation>,
+    /// The level to check at, from a `# isocert-check: LEVEL` comment.
+    pub check: Option<IsolationLevel>,
 }
+
+/// The comment that names the level to check at ([`Spec::check`]).
+pub const CHECK_DIRECTIVE: &str = "isocert-check:";
 
 /// SQL text from a `{ ... }` block, with the line it starts on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,7 +128,9 @@ impl fmt::Display for Token {
     }
 }
 
-fn lex(text: &str) -> Result<Vec<(Token, usize)>, SpecError> {
+/// The tokens of `text` with their lines; `comments` receives each comment's text (after
+/// the `#`) with its line.
+fn lex(text: &str, comments: &mut Vec<(String, usize)>) -> Result<Vec<(Token, usize)>, SpecError> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut line = 1;
@@ -132,9 +144,11 @@ fn lex(text: &str) -> Result<Vec<(Token, usize)>, SpecError> {
             }
             c if c.is_whitespace() => i += 1,
             '#' => {
+                let start = i + 1;
                 while i < chars.len() && chars[i] != '\n' {
                     i += 1;
                 }
+                comments.push((chars[start..i].iter().collect(), line));
             }
             '"' => {
                 let start = line;
@@ -308,14 +322,39 @@ impl Parser {
     }
 }
 
+/// The level a `# isocert-check: LEVEL` comment names (the first such comment; a second
+/// one naming another level is refused).
+fn check_directive(comments: &[(String, usize)]) -> Result<Option<IsolationLevel>, SpecError> {
+    let mut found: Option<(IsolationLevel, usize)> = None;
+    for (text, line) in comments {
+        let Some(name) = text.trim().strip_prefix(CHECK_DIRECTIVE) else { continue };
+        let level: IsolationLevel = name.trim().parse().map_err(|e: isocert_history::UnknownName| {
+            SpecError { line: *line, message: format!("# {CHECK_DIRECTIVE} {e}") }
+        })?;
+        match found {
+            Some((earlier, at)) if earlier != level => {
+                return Err(SpecError {
+                    line: *line,
+                    message: format!("# {CHECK_DIRECTIVE} {level}, but line {at} names {earlier}"),
+                })
+            }
+            Some(_) => {}
+            None => found = Some((level, *line)),
+        }
+    }
+    Ok(found.map(|(level, _)| level))
+}
+
 /// Parses a spec file.
 ///
 /// # Errors
 /// A [`SpecError`] naming the line and the construct: an unknown keyword, a missing SQL
-/// block, a permutation naming a step no session has, two steps with one name, no session.
+/// block, a permutation naming a step no session has, two steps with one name, no session,
+/// a `# isocert-check:` comment naming no level.
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
-    let mut p = Parser { tokens: lex(text)?, at: 0 };
-    let mut spec = Spec::default();
+    let mut comments = Vec::new();
+    let mut p = Parser { tokens: lex(text, &mut comments)?, at: 0 };
+    let mut spec = Spec { check: check_directive(&comments)?, ..Spec::default() };
     while p.keyword("setup") {
         p.at += 1;
         spec.setup.push(p.sql("setup")?);
@@ -527,6 +566,24 @@ permutation r1 w1(*) r2 "w2"(r1, * , c1 notices 1) c1 c2
         assert_eq!(p.steps[3].name, "w2");
         assert_eq!(p.steps[3].blockers, vec!["r1", "*", "c1 notices 1"]);
         assert_eq!(spec.session_of("w2"), Some(1));
+    }
+
+    #[test]
+    fn a_check_comment_names_the_level_to_check_and_other_comments_name_none() {
+        assert_eq!(parse(WRITE_SKEW).unwrap().check, None);
+        let with = format!("# isocert-check: snapshot-isolation\n{WRITE_SKEW}");
+        assert_eq!(parse(&with).unwrap().check, Some(IsolationLevel::SnapshotIsolation));
+        let alias = format!("#isocert-check:ser\n{WRITE_SKEW}# isocert-check: serializable\n");
+        assert_eq!(parse(&alias).unwrap().check, Some(IsolationLevel::Serializable));
+        // In an SQL block it is SQL, not a comment.
+        let in_sql = WRITE_SKEW.replace("DROP TABLE t;", "DROP TABLE t; -- # isocert-check: si");
+        assert_eq!(parse(&in_sql).unwrap().check, None);
+
+        let e = parse(&format!("{WRITE_SKEW}# isocert-check: sometimes\n")).unwrap_err();
+        assert_eq!(e.line, WRITE_SKEW.lines().count() + 1, "{e}");
+        assert!(e.message.contains("isocert-check") && e.message.contains("sometimes"), "{e}");
+        let e = parse(&format!("# isocert-check: si\n{WRITE_SKEW}# isocert-check: ser\n")).unwrap_err();
+        assert!(e.message.contains("line 1 names snapshot-isolation"), "{e}");
     }
 
     #[test]

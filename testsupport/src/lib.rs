@@ -176,8 +176,9 @@ pub fn skip(why: &str) {
     skip_visibly(why);
 }
 
-/// Prints `SKIPPED: <test>: <why>` on stderr, uncaptured (also under `CI=true`).
-fn skip_visibly(why: &str) {
+/// Prints `SKIPPED: <test>: <why>` on stderr, uncaptured (also under `CI=true`): for what
+/// a test leaves out by design (a command that runs for minutes), not for a missing server.
+pub fn skip_visibly(why: &str) {
     let current = std::thread::current();
     let test = current.name().unwrap_or("this test");
     let line = format!("SKIPPED: {test}: {why}\n");

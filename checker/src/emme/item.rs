@@ -489,7 +489,8 @@ impl<'a, 'h> ItemPass<'a, 'h> {
                 AnomalyKind::GarbageRead,
                 vec![t],
                 format!("{what}, a value no transaction wrote"),
-            ),
+            )
+            .with_ops(vec![op]),
             Some(site) if site.txn == t => Anomaly::new(
                 AnomalyKind::InternalInconsistency,
                 vec![t],

@@ -18,6 +18,23 @@ struct ListRead<'h> {
     items: &'h [Scalar],
 }
 
+/// Drops the `garbage-read` of a list read that an `incompatible-order` or
+/// `duplicate-elements` anomaly already names: a list no version order explains is no
+/// version, so it was reported twice, once in words that hide why (Elle's incompatible-order
+/// example showed one read as both).
+pub(crate) fn drop_garbage_reads_explained(anomalies: &mut Vec<Anomaly>) {
+    let explained: FxHashSet<OpRef> = anomalies
+        .iter()
+        .filter(|a| matches!(a.kind, AnomalyKind::IncompatibleOrder | AnomalyKind::DuplicateElements))
+        .flat_map(|a| a.ops.iter().copied())
+        .collect();
+    if explained.is_empty() {
+        return;
+    }
+    anomalies
+        .retain(|a| a.kind != AnomalyKind::GarbageRead || !a.ops.iter().any(|op| explained.contains(op)));
+}
+
 /// Pushes an `incompatible-order` anomaly for each distinct read of a list that is not a
 /// prefix of that list's longest read, and a `duplicate-elements` anomaly for each read
 /// holding an element twice. Only transactions in the graph (committed) are looked at.

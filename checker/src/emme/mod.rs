@@ -235,6 +235,7 @@ fn check_walking(
     }
     anomalies.extend(cycles::find(h, cert, &values, &vt, &edges, level));
     lists::check(h, &vt, &mut anomalies);
+    lists::drop_garbage_reads_explained(&mut anomalies);
     anomalies.retain(|a| a.kind.violates(level));
     report.stats.txns = h.txns.len();
     report.stats.committed = committed;

@@ -31,14 +31,13 @@ pub(crate) mod timestamp;
 /// found (each is printed with its explained counterexample); 2: the input could not be
 /// used (bad file, bad flag, or the certificate lacks what the level needs).
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  isocert check out/history.jsonl --certificate out/certificate.json\n  isocert check history.jsonl --certificate certificate.json --isolation si --html report.html\n  isocert check elle-history.edn --format elle --isolation serializable"
+)]
 pub(crate) struct CheckArgs {
     /// The history (JSON Lines, v1 format); not with --online.
     #[arg(required_unless_present = "online", default_value = "-", hide_default_value = true)]
     pub(crate) history: PathBuf,
-    /// Online checking: join a consumer group on this topic of transactions and check the
-    /// partitions Kafka assigns (docs/ONLINE.md); needs a binary built with `--features kafka`.
-    #[command(flatten)]
-    pub(crate) online: crate::online::OnlineCheckArgs,
     /// The version certificate (version order, version sets, serialization order): a v1
     /// certificate, or with `--format cobra` King Cobra's version order file (`*.vo`). Its
     /// `transactions` (outcomes, start/commit timestamps) and `serial_order`, what
@@ -51,8 +50,13 @@ pub(crate) struct CheckArgs {
     /// The isolation level: strict-serializable (sser: serializable in an order that keeps
     /// the clients' real times, decided by mtc or cobra), serializable (ser), snapshot-isolation
     /// (si), repeatable-read (rr), causal (cc), read-atomic (ra), read-committed (rc) or
-    /// read-uncommitted (ru).
-    #[arg(short, long, value_name = "LEVEL")]
+    /// read-uncommitted (ru). Default: the level the history's header records (`isocert
+    /// run`, `hunt` and `scenario` record the level they checked at); a history that records
+    /// none needs it.
+    #[arg(short = 'i', long = "isolation", value_name = "LEVEL")]
+    pub(crate) level: Option<IsolationLevel>,
+    /// The level checked: `--isolation`, else the history header's.
+    #[arg(skip = IsolationLevel::Serializable)]
     pub(crate) isolation: IsolationLevel,
     /// Check Adya's definition of the level, without session order (each transaction as its
     /// own session). By default every level includes session order: a session's transactions
@@ -135,6 +139,11 @@ pub(crate) struct CheckArgs {
     /// (tests compare the two paths).
     #[arg(long, hide = true)]
     pub(crate) general_model: bool,
+    /// Online checking: join a consumer group on this topic of transactions and check the
+    /// partitions Kafka assigns (docs/ONLINE.md); needs a binary built with `--features
+    /// kafka`. Last, under its own heading: most checks are of a file.
+    #[command(flatten, next_help_heading = "Online checking (Kafka)")]
+    pub(crate) online: crate::online::OnlineCheckArgs,
 }
 
 /// The checker to run: as asked, except that `auto` with a partial King Cobra version order
@@ -223,7 +232,8 @@ pub(crate) fn read_v1_certificate(path: &Path, h: &mut History) -> anyhow::Resul
 }
 
 /// Runs `isocert check`.
-pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
+    args.isolation = level_to_check(&args)?;
     if args.online.online.is_some() {
         return crate::online::check(&args);
     }
@@ -284,6 +294,59 @@ pub(crate) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     // here has a destructor with an effect beyond freeing memory.
     std::mem::forget((h, cert, oracle, report));
     Ok(code)
+}
+
+/// The level to check: `--isolation`, else the one the header of a v1 history file
+/// records, which is then said on standard error (standard output is the report's).
+fn level_to_check(args: &CheckArgs) -> anyhow::Result<IsolationLevel> {
+    if let Some(level) = args.level {
+        return Ok(level);
+    }
+    let recorded =
+        if args.online.online.is_none() && args.format == Format::V1 && args.history.as_os_str() != "-" {
+            header_level(&args.history)?
+        } else {
+            None
+        };
+    let Some(level) = recorded else {
+        anyhow::bail!(
+            "give the level to check with --isolation LEVEL: {} records none in its header (histories \
+             `isocert run`, `hunt` and `scenario` write record the level they checked at)",
+            if args.online.online.is_some() {
+                "an online check".to_string()
+            } else {
+                args.history.display().to_string()
+            }
+        );
+    };
+    crate::output::note!(
+        "isocert: checking at {level}, the level the header of {} records (--isolation LEVEL checks another)",
+        args.history.display()
+    );
+    Ok(level)
+}
+
+/// The level the header (first line) of the v1 history at `path` records, if it has a
+/// header with one; a file that cannot be read or parsed is left to the reader's errors,
+/// which name the line and field.
+fn header_level(path: &Path) -> anyhow::Result<Option<IsolationLevel>> {
+    use std::io::BufRead;
+    let Ok(file) = File::open(path) else { return Ok(None) };
+    let mut first = String::new();
+    if std::io::BufReader::new(file).read_line(&mut first).is_err() {
+        return Ok(None);
+    }
+    let Ok(serde_json::Value::Object(header)) = serde_json::from_str(&first) else { return Ok(None) };
+    if !header.contains_key("format") {
+        return Ok(None);
+    }
+    match header.get("isolation") {
+        Some(serde_json::Value::String(name)) => Ok(Some(
+            name.parse()
+                .map_err(|e| anyhow::anyhow!("{}: line 1: field `isolation`: {e}", path.display()))?,
+        )),
+        _ => Ok(None),
+    }
 }
 
 /// Runs `check` on `txns` transactions under a spinner and logs how long it took; when

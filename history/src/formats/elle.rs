@@ -233,9 +233,9 @@ fn finish(builder: ElleBuilder) -> Result<Imported, FormatError> {
         }
         for r in &trace.duplicates {
             imported.notes.push(format!(
-                "duplicate elements: {} ops[{}] read a list with an element twice",
+                "duplicate elements: {} (its operation {}) read a list with an element twice",
                 imported.history.txn_label(r.txn),
-                r.op
+                r.op + 1
             ));
         }
         if !trace.unordered.is_empty() {

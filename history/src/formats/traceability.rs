@@ -31,11 +31,12 @@ impl PrefixConflict {
     /// A sentence for people: which reads, which object, where they differ.
     pub fn explain(&self, h: &History) -> String {
         format!(
-            "{} ops[{}] and {} ops[{}] read {} in incompatible orders (they differ at position {})",
+            "{} (its operation {}) and {} (its operation {}) read {} in incompatible orders (they differ at \
+             position {})",
             h.txn_label(self.other.txn),
-            self.other.op,
+            self.other.op + 1,
             h.txn_label(self.longest.txn),
-            self.longest.op,
+            self.longest.op + 1,
             h.object_label(self.obj),
             self.position
         )

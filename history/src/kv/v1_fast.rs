@@ -272,6 +272,14 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                         .parse()
                         .map_err(|e: UnknownName| Fail::bad(e.to_string()).at("serial_order"))?;
                 }
+                b"isolation" => {
+                    let level = s.string().map_err(|f| f.at("isolation"))?;
+                    h.dict_mut().isolation = Some(
+                        String::from_utf8_lossy(level.as_bytes())
+                            .parse()
+                            .map_err(|e: UnknownName| Fail::bad(e.to_string()).at("isolation"))?,
+                    );
+                }
                 // Adapter facts about the whole history (PostgreSQL's `initial_xids`):
                 // recovery reads them, checkers ignore them.
                 b"meta" => s.skip_value().map_err(|f| f.at("meta"))?,

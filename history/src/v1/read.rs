@@ -26,6 +26,8 @@ struct RawHeader {
     meta: Option<Json>,
     #[serde(default)]
     serial_order: Option<String>,
+    #[serde(default)]
+    isolation: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -278,6 +280,11 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
     if let Some(o) = raw.serial_order {
         h.serial_order =
             o.parse().map_err(|e: UnknownName| FormatError::invalid(line, "serial_order", e.to_string()))?;
+    }
+    if let Some(level) = raw.isolation {
+        h.isolation = Some(
+            level.parse().map_err(|e: UnknownName| FormatError::invalid(line, "isolation", e.to_string()))?,
+        );
     }
     // A set of the objects listed so far keeps the duplicate check linear (issue 28: a
     // header of 100,000 initial values took 8.8 s scanning the list).

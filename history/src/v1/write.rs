@@ -9,7 +9,7 @@ use crate::model::{Dialect, KV_TABLE};
 use crate::{FormatError, History, Op, SerialOrder, TxnId};
 
 /// Writes the header line when the history needs one (initial versions, a dialect, a
-/// serial order other than commit order, or header facts).
+/// serial order other than commit order, the level to check, or header facts).
 ///
 /// # Errors
 /// I/O errors of `out`.
@@ -18,6 +18,7 @@ pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatErro
         && h.dialect == Dialect::Postgres
         && h.meta.is_none()
         && h.serial_order == SerialOrder::CommitTs
+        && h.isolation.is_none()
     {
         return Ok(());
     }
@@ -29,6 +30,9 @@ pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatErro
     }
     if h.serial_order != SerialOrder::CommitTs {
         header.insert("serial_order".into(), h.serial_order.as_str().into());
+    }
+    if let Some(level) = h.isolation {
+        header.insert("isolation".into(), level.as_str().into());
     }
     if !h.initial.is_empty() {
         let initial: Vec<Json> = h
