@@ -1,8 +1,8 @@
 //! Turns what the sessions saw into the history, one finished transaction at a time.
 
 use isocert_history::{
-    ColId, Dialect, History, ObjId, Op, RealTime, ResultRow, Scalar, SessionId, Status, TableId, Transaction,
-    TxnId, Value, ValueId,
+    Assign, ColId, Dialect, History, ObjId, Op, RealTime, ResultRow, Scalar, SessionId, Status, TableId,
+    Transaction, TxnId, Value, ValueId,
 };
 use serde_json::{Map, Value as Json};
 
@@ -206,7 +206,7 @@ impl Recorder {
             }
             RecordedOp::Update { predicate, set, rows } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
-                let set = set.into_iter().map(|(c, v)| (self.column(t, c), v)).collect();
+                let set = set.into_iter().map(|(c, v)| (self.column(t, c), Assign::Const(v))).collect();
                 Op::Update { predicate, set, rows: self.result_rows(t, &rows).into() }
             }
             RecordedOp::Delete { predicate, keys } => {
