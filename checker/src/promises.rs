@@ -275,19 +275,19 @@ impl Computed<'_> {
         };
         let computed = match from {
             Some((w, v)) => {
-                format!("computed from {}'s version {}", writer_label(h, w), h.value_label(obj, v))
+                format!("computed from {} {}", version_label(h, w), h.value_label(obj, v))
             }
             None => format!("which no version of {} gives", h.object_label(obj)),
         };
         let explanation = format!(
-            "{}'s {} wrote {} of {}, {computed}, but it replaced {}'s version {}, from which its SET gives {} \
+            "{}'s {} wrote {} of {}, {computed}, but it replaced {} {}, from which its SET gives {} \
              (a lost update inside one statement: the database documents that the statement computes its new row \
              from the version it replaces)",
             h.txn_label(t),
             statement(h, self.op),
             show(got),
             h.object_label(obj),
-            writer_label(h, replaced.writer),
+            version_label(h, replaced.writer),
             h.value_label(obj, replaced.value),
             show(expected),
         );
@@ -311,11 +311,11 @@ fn non_qualifying(h: &History, at: OpRef, op: &Op, replaced: &Replaced) -> Anoma
         v => format!("{}, which does not satisfy {pred}", h.value_label(replaced.obj, v)),
     };
     let explanation = format!(
-        "{}'s {} replaced {}'s version of {} {version} (the database documents that the statement re-checks its \
+        "{}'s {} replaced {} of {} {version} (the database documents that the statement re-checks its \
          condition on the newest version and leaves a row that no longer matches)",
         h.txn_label(at.txn),
         statement(h, op),
-        writer_label(h, replaced.writer),
+        version_label(h, replaced.writer),
         h.object_label(replaced.obj),
     );
     let mut txns = vec![at.txn];
@@ -350,10 +350,11 @@ fn statement(h: &History, op: &Op) -> String {
     }
 }
 
-fn writer_label(h: &History, w: Writer) -> String {
+/// `T3's version` / `the initial version`.
+fn version_label(h: &History, w: Writer) -> String {
     match w {
-        Writer::Initial => "the initial".into(),
-        Writer::Txn(t) => h.txn_label(t),
+        Writer::Initial => "the initial version".into(),
+        Writer::Txn(t) => format!("{}'s version", h.txn_label(t)),
     }
 }
 

@@ -45,7 +45,7 @@ fn an_increment_computed_from_an_older_version_is_a_lost_update_inside_one_state
     let e = &r.anomalies[0].explanation;
     for needle in [
         "T9's UPDATE items SET n = n + 1, v = 9 WHERE id = 1 wrote n = 41 of items[1]",
-        "computed from the initial's version {id: 1, n: 40, v: 0}",
+        "computed from the initial version {id: 1, n: 40, v: 0}",
         "but it replaced T3's version {id: 1, n: 41, v: 3}, from which its SET gives n = 42",
     ] {
         assert!(e.contains(needle), "{e}\nshould say {needle:?}");

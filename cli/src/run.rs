@@ -69,6 +69,11 @@ pub(crate) struct RunArgs {
     /// PostgreSQL's repeatable read is checked as snapshot-isolation).
     #[arg(long, value_name = "LEVEL")]
     check: Option<IsolationLevel>,
+    /// Record and check Adya's bare level only: the history's header declares none of the
+    /// statement-level promises the database documents (by default it declares them and
+    /// the check reads, e.g., `read-committed (as PostgreSQL documents it)`; docs/CHECKING.md).
+    #[arg(long)]
+    no_statement_promises: bool,
     /// Which checker to use: auto, emme or enne.
     #[arg(long, value_name = "CHECKER", default_value = "auto")]
     checker: CheckerKind,
@@ -260,7 +265,10 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
             tracing::warn!("stopping the embedded {name}: {e}");
         }
     }
-    let ((history, log, mut stats, last_commit), fetched) = outcome?;
+    let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
+    if !args.no_statement_promises {
+        history.promises = db.statement_promises(args.isolation);
+    }
     stats.server_version = server_version;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {

@@ -599,6 +599,15 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// predicate oracle.
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError>;
 
+    /// What the database documents for its statements at `level`, beyond Adya's definition
+    /// (docs/CHECKING.md, "Statement-level promises"): `isocert run` writes it into the
+    /// history's header, and the checker checks it. Declared here, beside the adapter, so
+    /// that no checker names a database. Default: nothing beyond the level.
+    fn statement_promises(&self, level: IsolationLevel) -> Option<isocert_history::Promises> {
+        let _ = level;
+        None
+    }
+
     /// The level a history run at `level` is checked against by default. Defaults to the
     /// level itself, with repeatable read checked as snapshot isolation. A method, since what
     /// a level means can depend on how the database was reached (TiDB's `txn_mode`).
