@@ -58,8 +58,11 @@ pub(crate) struct RunArgs {
     server_version: Option<String>,
     /// The workload: `kv` (item operations), `predicate` (range reads, predicate updates and
     /// deletes, aggregates), `skew` (write skew, allowed by repeatable read), `mini`
-    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes) or
-    /// `append` (Elle's list append: upserts that concatenate onto a text list, reads as lists).
+    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes),
+    /// `append` (Elle's list append: upserts that concatenate onto a text list, reads as lists)
+    /// or `counter` (PostgreSQL: `UPDATE ... SET n = n + k` by key and by predicate, checked
+    /// against what the database documents for such statements; e.g. `--workload counter
+    /// --isolation read-committed --keys 3 --sessions 4`).
     #[arg(long, value_name = "KIND")]
     workload: WorkloadKind,
     /// The level the transactions run at: serializable, repeatable-read or read-committed.

@@ -6,7 +6,7 @@ use isocert_history::{
 };
 use serde_json::{Map, Value as Json};
 
-use isocert_adapters::{RecordedOp, TableSpec};
+use isocert_adapters::{RecordedOp, SetValue, TableSpec};
 
 /// A finished transaction as one session saw it, before interning.
 #[derive(Debug)]
@@ -207,6 +207,23 @@ impl Recorder {
             RecordedOp::Update { predicate, set, rows } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
                 let set = set.into_iter().map(|(c, v)| (self.column(t, c), Assign::Const(v))).collect();
+                Op::Update { predicate, set, rows: self.result_rows(t, &rows).into() }
+            }
+            RecordedOp::ExprUpdate { predicate, set, rows } => {
+                let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
+                let set = set
+                    .into_iter()
+                    .map(|(c, v)| {
+                        let assign = match v {
+                            SetValue::Const(s) => Assign::Const(s),
+                            SetValue::Expr(sql) => Assign::Expr(Box::new(isocert_history::SetExpr {
+                                sql: sql.into(),
+                                excluded: None,
+                            })),
+                        };
+                        (self.column(t, c), assign)
+                    })
+                    .collect();
                 Op::Update { predicate, set, rows: self.result_rows(t, &rows).into() }
             }
             RecordedOp::Delete { predicate, keys } => {

@@ -168,6 +168,13 @@ impl Session for PgSession {
             Step::Statement { sql, write: StatementWrite::Insert } => {
                 statement_insert(self, table, sql).await?
             }
+            Step::Statement { sql, write: StatementWrite::ExprUpdate { predicate, set } } => {
+                let mut recorded = statement_update(self, table, sql, predicate, Vec::new()).await?;
+                if let RecordedOp::Update { predicate, rows, .. } = recorded.op {
+                    recorded.op = RecordedOp::ExprUpdate { predicate, set: set.clone(), rows };
+                }
+                vec![recorded]
+            }
             Step::Append { key, element } => vec![append(self, table, *key, *element).await?],
         };
         let mut out = Vec::with_capacity(recorded.len());
@@ -176,7 +183,9 @@ impl Session for PgSession {
             if self.own_xid.is_none() {
                 self.own_xid = match &op {
                     RecordedOp::Write { row: Some(_), .. } | RecordedOp::Append { .. } => meta.xmin,
-                    RecordedOp::Update { rows, .. } if !rows.is_empty() => {
+                    RecordedOp::Update { rows, .. } | RecordedOp::ExprUpdate { rows, .. }
+                        if !rows.is_empty() =>
+                    {
                         meta.xmins.as_ref().and_then(|x| x.first().copied())
                     }
                     _ => None,

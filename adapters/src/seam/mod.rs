@@ -49,8 +49,8 @@ pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
 pub use level::{has_transaction_snapshot, parse_run_level, sql_level, unrunnable_level, SQL_RUN_LEVELS};
 pub use no_server::NoThrowawayServer;
 pub use step::{
-    int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
-    Step, TableSpec,
+    int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, SetValue,
+    StatementWrite, Step, TableSpec,
 };
 pub use url::{DatabaseUrl, UrlOption};
 
