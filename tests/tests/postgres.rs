@@ -568,6 +568,14 @@ fn counter_increments_are_valid_as_postgres_documents_read_committed_and_a_stale
         })
         .sum();
     assert!(expression_rows > 300, "the run increments rows: {expression_rows}");
+    let upserts = r
+        .history
+        .txns
+        .iter()
+        .flat_map(|t| &t.ops)
+        .filter(|op| matches!(op, Op::Update { set, .. } if set.iter().any(|(_, a)| a.expr().is_some_and(|e| e.excluded.is_some()))))
+        .count();
+    assert!(upserts > 50, "the run upserts with EXCLUDED: {upserts}");
     let report = r.check(IsolationLevel::ReadCommitted);
     assert!(report.is_valid(), "{}", r.explain("counter", &report));
     assert_eq!(report.level_checked(), "read-committed (as PostgreSQL documents it)");

@@ -36,6 +36,9 @@ pub(crate) enum Step {
     Increment { key: i64, add: i64 },
     /// `UPDATE table SET n = n + add, <unique column> = fresh WHERE predicate`.
     PredicateIncrement { predicate: String, add: i64 },
+    /// `INSERT ... VALUES (key, add, fresh) ON CONFLICT (id) DO UPDATE SET n = t.n +
+    /// EXCLUDED.n, v = EXCLUDED.v` on a row that exists.
+    UpsertIncrement { key: i64, add: i64 },
     /// Roll the transaction back instead of committing it (always the plan's last step).
     ClientAbort,
 }
@@ -193,7 +196,8 @@ impl Planner {
                 let key = self.key(rng);
                 let add = rng.random_range(1..=5);
                 match rng.random_range(0..100) {
-                    0..45 => Step::Increment { key, add },
+                    0..30 => Step::Increment { key, add },
+                    30..45 => Step::UpsertIncrement { key, add },
                     45..70 => Step::PredicateIncrement { predicate: self.counter_predicate(rng), add },
                     70..85 => Step::Read { key },
                     _ => Step::Select { predicate: self.counter_predicate(rng) },

@@ -209,17 +209,17 @@ impl Recorder {
                 let set = set.into_iter().map(|(c, v)| (self.column(t, c), Assign::Const(v))).collect();
                 Op::Update { predicate, set, rows: self.result_rows(t, &rows).into() }
             }
-            RecordedOp::ExprUpdate { predicate, set, rows } => {
+            RecordedOp::ExprUpdate { predicate, set, excluded, rows } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
+                let excluded = excluded.map(|row| self.value(t, Some(&row)));
                 let set = set
                     .into_iter()
                     .map(|(c, v)| {
                         let assign = match v {
                             SetValue::Const(s) => Assign::Const(s),
-                            SetValue::Expr(sql) => Assign::Expr(Box::new(isocert_history::SetExpr {
-                                sql: sql.into(),
-                                excluded: None,
-                            })),
+                            SetValue::Expr(sql) => {
+                                Assign::Expr(Box::new(isocert_history::SetExpr { sql: sql.into(), excluded }))
+                            }
                         };
                         (self.column(t, c), assign)
                     })

@@ -168,10 +168,11 @@ impl Session for PgSession {
             Step::Statement { sql, write: StatementWrite::Insert } => {
                 statement_insert(self, table, sql).await?
             }
-            Step::Statement { sql, write: StatementWrite::ExprUpdate { predicate, set } } => {
+            Step::Statement { sql, write: StatementWrite::ExprUpdate { predicate, set, excluded } } => {
                 let mut recorded = statement_update(self, table, sql, predicate, Vec::new()).await?;
                 if let RecordedOp::Update { predicate, rows, .. } = recorded.op {
-                    recorded.op = RecordedOp::ExprUpdate { predicate, set: set.clone(), rows };
+                    let excluded = excluded.clone();
+                    recorded.op = RecordedOp::ExprUpdate { predicate, set: set.clone(), excluded, rows };
                 }
                 vec![recorded]
             }
