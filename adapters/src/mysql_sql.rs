@@ -234,6 +234,12 @@ pub(crate) async fn execute_step(
             ));
             return Ok(ops);
         }
+        Step::Statement { write: StatementWrite::ExprUpdate { .. }, .. } => {
+            return Err(DbError::unexpected(
+                "an expression update",
+                "the MySQL-protocol adapters do not record expression updates yet (issue 50)",
+            ))
+        }
         Step::Statement { sql, write: StatementWrite::Insert } => {
             // MariaDB returns the rows an INSERT installed (10.5 and later).
             let sql = format!("{sql} RETURNING {cols}");

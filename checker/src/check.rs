@@ -74,7 +74,22 @@ pub fn check_with(
         }
     };
     report.session_order = session_order;
+    if uses_version_order(&report) {
+        crate::promises::check_promises(h, cert, oracle, &mut report)?;
+    } else if let Some(p) = &h.promises {
+        report.notes.push(format!(
+            "statement promises not checked: {} does not read a version order (the level checked is Adya's, not as \
+             {} documents it)",
+            report.checker, p.database
+        ));
+    }
     Ok(report)
+}
+
+/// Whether the checker that ran read the certificate's version order (Emme): the statement
+/// promises are checked against the same order.
+fn uses_version_order(report: &Report) -> bool {
+    report.checker == CheckerKind::Emme
 }
 
 /// The uncertified verdict for a certificate with `hidden_reads`: each operation named

@@ -58,6 +58,7 @@ mod items;
 mod level;
 mod mtc;
 mod partition;
+mod promises;
 mod render;
 mod report;
 mod sat;

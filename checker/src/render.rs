@@ -33,7 +33,7 @@ fn text(report: &Report, h: &History, verbose: bool) -> String {
         out,
         "{verdict}: {} transactions checked for {} ({}) by {}; {} anomal{} found",
         report.stats.txns,
-        report.level,
+        report.level_checked(),
         report.session_order,
         report.checker,
         report.anomalies.len(),
@@ -143,6 +143,7 @@ pub fn render_json(report: &Report, h: &History) -> Json {
     json!({
         "valid": report.is_valid(),
         "level": report.level.as_str(),
+        "documented_by": report.documented_by.as_deref(),
         "session_order": report.session_order == crate::SessionOrder::Included,
         "checker": report.checker.as_str(),
         "stats": {

@@ -70,11 +70,19 @@ pub enum AnomalyKind {
     /// every transaction after those that completed before it was invoked (strict
     /// serializability; linearizability for single-operation transactions).
     RealTime,
+    /// A statement-level promise the database documents (history header `promises`,
+    /// `write-from-replaced`): an update installed a row that is not its `SET` evaluated on
+    /// the version it replaced, a lost update inside one statement (Berenson et al.'s cursor
+    /// stability, Adya's G-cursor, at the grain of a statement).
+    StatementLostUpdate,
+    /// A statement-level promise the database documents (`write-to-qualifying`): an update
+    /// or delete replaced a version that does not satisfy its `WHERE`.
+    NonQualifyingWrite,
 }
 
 impl AnomalyKind {
     /// Every kind, in declaration order.
-    pub const ALL: [AnomalyKind; 23] = [
+    pub const ALL: [AnomalyKind; 25] = [
         AnomalyKind::G0,
         AnomalyKind::G1a,
         AnomalyKind::G1b,
@@ -98,6 +106,8 @@ impl AnomalyKind {
         AnomalyKind::Ext,
         AnomalyKind::NoConflict,
         AnomalyKind::RealTime,
+        AnomalyKind::StatementLostUpdate,
+        AnomalyKind::NonQualifyingWrite,
     ];
 
     /// The kebab-case name used in JSON and on the command line (`g2-item`).
@@ -126,6 +136,8 @@ impl AnomalyKind {
             AnomalyKind::Ext => "ext",
             AnomalyKind::NoConflict => "no-conflict",
             AnomalyKind::RealTime => "real-time",
+            AnomalyKind::StatementLostUpdate => "statement-lost-update",
+            AnomalyKind::NonQualifyingWrite => "non-qualifying-write",
         }
     }
 
@@ -140,7 +152,9 @@ impl AnomalyKind {
     /// The black-box kinds: a non-monotonic read violates everything above read-uncommitted,
     /// a fractured read read atomic and the levels above it that forbid G2-item or G-SI, a
     /// causality violation causal consistency, snapshot isolation and serializable. Strict
-    /// serializability forbids what serializable does, and cycles through real time.
+    /// serializability forbids what serializable does, and cycles through real time. The
+    /// statement-level kinds break a promise the database makes for every statement it
+    /// runs, whatever the level (they are only looked for where the history declares it).
     pub fn violates(self, level: IsolationLevel) -> bool {
         use IsolationLevel::*;
         match self {
@@ -357,6 +371,10 @@ pub struct Report {
     pub stats: CheckStats,
     /// Notes on how the input was interpreted (unknown transactions taken as committed, ...).
     pub notes: Vec<String>,
+    /// The database whose documented statement-level promises were checked beside the
+    /// level (the history header's `promises`): reports say "read-committed (as PostgreSQL
+    /// documents it)". `None`: the level as Adya defines it.
+    pub documented_by: Option<Box<str>>,
     /// Black-box checkers, on a valid verdict: the version order they found (per object,
     /// its writers oldest first), so `--certificate-out` can hand it to Emme.
     pub inferred_version_order: Option<FxHashMap<ObjId, Vec<TxnId>>>,
@@ -372,7 +390,17 @@ impl Report {
             anomalies: Vec::new(),
             stats: CheckStats::default(),
             notes: Vec::new(),
+            documented_by: None,
             inferred_version_order: None,
+        }
+    }
+
+    /// The level as checked: `read-committed`, or `read-committed (as PostgreSQL documents it)`
+    /// when the database's statement-level promises were checked too.
+    pub fn level_checked(&self) -> String {
+        match &self.documented_by {
+            Some(db) => format!("{} (as {db} documents it)", self.level),
+            None => self.level.to_string(),
         }
     }
 
@@ -418,7 +446,7 @@ mod tests {
             StrictSerializable,
         ];
         let (f, t) = (false, true);
-        let table: [(AnomalyKind, [bool; 8]); 23] = [
+        let table: [(AnomalyKind, [bool; 8]); 25] = [
             (AnomalyKind::G0, [t; 8]),
             (AnomalyKind::G1a, [f, t, t, t, t, t, t, t]),
             (AnomalyKind::G1b, [f, t, t, t, t, t, t, t]),
@@ -442,6 +470,8 @@ mod tests {
             (AnomalyKind::Int, [t; 8]),
             (AnomalyKind::Ext, [t; 8]),
             (AnomalyKind::RealTime, [f, f, f, f, f, f, f, t]),
+            (AnomalyKind::StatementLostUpdate, [t; 8]),
+            (AnomalyKind::NonQualifyingWrite, [t; 8]),
         ];
         for (kind, forbidden) in table {
             for (level, want) in levels.iter().zip(forbidden) {

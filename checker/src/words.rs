@@ -38,6 +38,12 @@ pub(crate) fn class_meaning(kind: AnomalyKind) -> &'static str {
         AnomalyKind::Int => "a read inside a transaction did not follow the transaction's own writes",
         AnomalyKind::Ext => "a read did not see the latest write of its snapshot",
         AnomalyKind::NoConflict => "two concurrent transactions wrote the same object (snapshot isolation forbids it)",
+        AnomalyKind::StatementLostUpdate => {
+            "lost update inside one statement: an update's new row was not computed from the version it replaced"
+        }
+        AnomalyKind::NonQualifyingWrite => {
+            "a statement updated or deleted a row whose newest version no longer satisfied its WHERE"
+        }
         AnomalyKind::RealTime => {
             "real-time violation: no serial order explains the reads and puts each transaction after those that \
              completed before it was invoked"

@@ -61,8 +61,11 @@ pub(crate) struct RunArgs {
     server_version: Option<String>,
     /// The workload: `kv` (item operations), `predicate` (range reads, predicate updates and
     /// deletes, aggregates), `skew` (write skew, allowed by repeatable read), `mini`
-    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes) or
-    /// `append` (Elle's list append: upserts that concatenate onto a text list, reads as lists).
+    /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes),
+    /// `append` (Elle's list append: upserts that concatenate onto a text list, reads as lists)
+    /// or `counter` (PostgreSQL: `UPDATE ... SET n = n + k` by key and by predicate, checked
+    /// against what the database documents for such statements; e.g. `--workload counter
+    /// --isolation read-committed --keys 3 --sessions 4`).
     #[arg(long, value_name = "KIND")]
     workload: WorkloadKind,
     /// The level the transactions run at: serializable, repeatable-read or read-committed.
@@ -72,6 +75,11 @@ pub(crate) struct RunArgs {
     /// PostgreSQL's repeatable read is checked as snapshot-isolation).
     #[arg(long, value_name = "LEVEL")]
     check: Option<IsolationLevel>,
+    /// Record and check Adya's bare level only: the history's header declares none of the
+    /// statement-level promises the database documents (by default it declares them and
+    /// the check reads, e.g., `read-committed (as PostgreSQL documents it)`; docs/CHECKING.md).
+    #[arg(long)]
+    no_statement_promises: bool,
     /// Which checker to use: auto, emme or enne.
     #[arg(long, value_name = "CHECKER", default_value = "auto")]
     checker: CheckerKind,
@@ -269,6 +277,9 @@ fn run_with<D: Database>(args: RunArgs) -> anyhow::Result<ExitCode> {
     let ((mut history, log, mut stats, last_commit), fetched) = outcome?;
     // `isocert check DIR/history.jsonl` checks at this level without `--isolation`.
     history.isolation = Some(level);
+    if !args.no_statement_promises {
+        history.promises = db.statement_promises(args.isolation);
+    }
     stats.server_version = server_version;
     stats.interrupted = interrupt.load(Ordering::SeqCst);
     if stats.interrupted {

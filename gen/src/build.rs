@@ -1,8 +1,8 @@
 //! The in-memory sink: records become an interned [`History`] and a [`Certificate`].
 
 use isocert_history::{
-    Certificate, ColId, History, ObjId, Op, OpRef, ResultRow, Scalar, SeenVersion, SessionId, SnapshotSet,
-    Status, TableId, Timestamp, Transaction, TxnId, Value, ValueId, Writer, KV_TABLE,
+    Assign, Certificate, ColId, History, ObjId, Op, OpRef, ResultRow, Scalar, SeenVersion, SessionId,
+    SnapshotSet, Status, TableId, Timestamp, Transaction, TxnId, Value, ValueId, Writer, KV_TABLE,
 };
 use rustc_hash::FxHashMap;
 
@@ -120,7 +120,7 @@ impl HistoryBuilder {
             }
             OpRec::Update { pred, set_c1, rows, .. } => Op::Update {
                 predicate: self.predicate(*pred),
-                set: vec![(self.columns[2], Scalar::Int(*set_c1))].into(),
+                set: vec![(self.columns[2], Assign::Const(Scalar::Int(*set_c1)))].into(),
                 rows: self.rows(rows).into(),
             },
             OpRec::Delete { pred, rows, .. } => Op::Delete {

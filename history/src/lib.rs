@@ -29,6 +29,7 @@ mod level;
 mod model;
 mod name;
 mod open;
+mod promises;
 mod snapshot_set;
 mod text;
 mod timestamp;
@@ -48,11 +49,12 @@ pub use kv::{
 };
 pub use level::IsolationLevel;
 pub use model::{
-    AggregateFn, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, Status, Table, Transaction,
-    KV_TABLE,
+    AggregateFn, Assign, Dialect, History, ObjectKey, Op, Predicate, RealTime, ResultRow, SetExpr, Status,
+    Table, Transaction, KV_TABLE,
 };
 pub use name::UnknownName;
 pub use open::{open, open_input, open_kv, OpenError};
+pub use promises::{Promises, StatementPromise};
 pub use snapshot_set::{SnapshotResolver, SnapshotRow, SnapshotSet, SnapshotSetError};
 pub use timestamp::{SerialOrder, Timestamp};
 pub use value::{Row, Scalar, Value};

@@ -82,8 +82,8 @@ pub enum Op {
     Update {
         /// The predicate (which names its table).
         predicate: PredId,
-        /// The assignments, by column.
-        set: Box<[(ColId, Scalar)]>,
+        /// The assignments, by column: a constant, or an expression over the replaced row.
+        set: Box<[(ColId, Assign)]>,
         /// The new versions installed.
         rows: Box<[ResultRow]>,
     },
@@ -106,6 +106,46 @@ pub enum Op {
         /// What the database returned (NULL for min/max/sum over no rows).
         result: Scalar,
     },
+}
+
+/// The value an update assigns to one column (project extension: expression assignments).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Assign {
+    /// A constant (`"set":{"v":77}`): the same value on every row.
+    Const(Scalar),
+    /// A SQL expression over the row version the update replaced (`"set":{"n":{"expr":"n + 3"}}`),
+    /// evaluated by the oracle; boxed so an assignment stays a [`Scalar`]'s size.
+    Expr(Box<SetExpr>),
+}
+
+impl Assign {
+    /// The constant, if this assigns one.
+    pub fn constant(&self) -> Option<&Scalar> {
+        match self {
+            Assign::Const(s) => Some(s),
+            Assign::Expr(_) => None,
+        }
+    }
+
+    /// The expression, if this assigns one.
+    pub fn expr(&self) -> Option<&SetExpr> {
+        match self {
+            Assign::Const(_) => None,
+            Assign::Expr(e) => Some(e),
+        }
+    }
+}
+
+/// An assignment's SQL expression, as `UPDATE ... SET c = <sql>` or an upsert's
+/// `DO UPDATE SET c = <sql>` wrote it: it names the replaced row's columns (`n`, or
+/// `items.n`) and, in an upsert, the proposed row's (`excluded.n`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetExpr {
+    /// The expression text.
+    pub sql: Box<str>,
+    /// The row the statement proposed (an upsert's `EXCLUDED`), as a value of the update's
+    /// table; `None` when the statement proposed none (the expression may not name it).
+    pub excluded: Option<ValueId>,
 }
 
 /// An aggregate function over the rows a predicate matches.
@@ -158,6 +198,11 @@ impl Op {
             | Op::Aggregate { predicate, .. } => Some(*predicate),
             _ => None,
         }
+    }
+
+    /// Whether this is an update that assigns at least one expression (project extension).
+    pub fn has_expressions(&self) -> bool {
+        matches!(self, Op::Update { set, .. } if set.iter().any(|(_, a)| matches!(a, Assign::Expr(_))))
     }
 
     /// Whether the operation installs versions (write, append, predicate update or delete).
@@ -467,6 +512,9 @@ pub struct History {
     /// The level the run that recorded the history checks it at (the header's
     /// `isolation`), which `isocert check` checks when no `--isolation` is given.
     pub isolation: Option<crate::IsolationLevel>,
+    /// What the database that ran the history documents for its statements beyond Adya's
+    /// level (the header's `promises`); `None` when nothing is declared.
+    pub promises: Option<crate::Promises>,
     /// Transactions in file order; a [`TxnId`] indexes this vector.
     pub txns: Vec<Transaction>,
     tables: Vec<Table>,
@@ -502,6 +550,7 @@ impl History {
             meta: self.meta.clone(),
             serial_order: self.serial_order,
             isolation: self.isolation,
+            promises: self.promises.clone(),
             txns: Vec::new(),
             tables: self.tables.clone(),
             objects: self.objects.clone(),

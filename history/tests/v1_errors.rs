@@ -231,3 +231,40 @@ fn issue_47_nul_bytes_and_a_bom_are_named_in_every_text_format() {
         assert!(chain.contains("line 1: byte 0x00 (NUL)"), "{chain}");
     }
 }
+
+#[test]
+fn bad_expression_assignments_and_promises_name_the_line_and_field() {
+    let update = |set: &str, extra: &str| {
+        format!(
+            r#"{OK}
+{{"id":2,"session":0,"ops":[{{"f":"update","table":"t","where":"id = 1","set":{set}{extra},"rows":[]}}]}}"#
+        )
+    };
+    assert_error(&update(r#"{"n":{"expr":""}}"#, ""), 2, &["set", "column n", "empty expression"]);
+    assert_error(&update(r#"{"n":{"expr":3}}"#, ""), 2, &["set", "column n", "SQL text"]);
+    assert_error(&update(r#"{"n":{"sql":"n + 1"}}"#, ""), 2, &["set", "column n", "expr"]);
+    assert_error(&update(r#"{"n":1}"#, r#","excluded":{"n":2}"#), 2, &["excluded", "expression"]);
+    assert_error(
+        &update(r#"{"n":{"expr":"n + excluded.n"}}"#, r#","excluded":null"#),
+        2,
+        &["excluded", "null"],
+    );
+    assert_error(
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":1,"excluded":{"n":1}}]}"#,
+        1,
+        &["excluded"],
+    );
+    let header = |p: &str| format!(r#"{{"format":"isocert-history","version":1,"promises":{p}}}"#);
+    assert_error(
+        &header(r#"{"database":"PostgreSQL","statements":["fast"]}"#),
+        1,
+        &["promises.statements[0]", "fast"],
+    );
+    assert_error(&header(r#"{"statements":[]}"#), 1, &["promises.database", "missing"]);
+    assert_error(&header(r#"{"database":"x","statements":[],"level":1}"#), 1, &["promises.level"]);
+    assert_error(
+        &header(r#"{"database":"x","statements":["one-snapshot","one-snapshot"]}"#),
+        1,
+        &["promises.statements[1]", "twice"],
+    );
+}

@@ -206,3 +206,51 @@ fn the_level_to_check_round_trips_in_both_readers_and_unknown_levels_are_refused
         assert!(e.contains("line 1") && e.contains("isolation") && e.contains("sometimes"), "{e}");
     }
 }
+
+/// Expression assignments, an upsert's proposed row and the header's promises (docs/FORMAT.md).
+const PROMISED: &str = r#"{"format":"isocert-history","version":1,"initial":[{"table":"items","key":1,"value":{"id":1,"n":40,"v":1}}],"promises":{"database":"PostgreSQL","statements":["one-snapshot","write-to-qualifying","write-from-replaced"]}}
+{"id":7,"session":0,"ops":[{"f":"update","table":"items","where":"id = 1","set":{"n":{"expr":"n + 3"},"v":77},"rows":[{"key":1,"value":{"id":1,"n":43,"v":77}}]}]}
+{"id":8,"session":1,"ops":[{"f":"update","table":"items","where":"id = 1","set":{"n":{"expr":"items.n + excluded.n"},"v":{"expr":"excluded.v"}},"excluded":{"id":1,"n":5,"v":78},"rows":[{"key":1,"value":{"id":1,"n":48,"v":78}}]}]}
+"#;
+
+#[test]
+fn expression_assignments_and_promises_round_trip_and_old_constants_read_the_same() {
+    use isocert_history::{Assign, StatementPromise};
+    let h = v1::read_history(PROMISED.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    v1::write_history(&h, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), PROMISED);
+    let p = h.promises.as_ref().expect("promises read");
+    assert_eq!(&*p.database, "PostgreSQL");
+    assert!(p.makes(StatementPromise::WriteFromReplaced) && p.makes(StatementPromise::OneSnapshot));
+    let Op::Update { set, .. } = &h.txns[0].ops[0] else { panic!("an update") };
+    let Assign::Expr(e) = &set[0].1 else { panic!("an expression") };
+    assert_eq!((&*e.sql, e.excluded), ("n + 3", None));
+    assert_eq!(set[1].1, Assign::Const(Scalar::Int(77)));
+    assert!(h.txns[0].ops[0].has_expressions());
+    let Op::Update { set, .. } = &h.txns[1].ops[0] else { panic!("an update") };
+    let excluded = set[0].1.expr().and_then(|e| e.excluded).expect("the proposed row");
+    assert_eq!(
+        h.value_label(h.object_by_key(h.table_by_name("items").unwrap(), &Scalar::Int(1)).unwrap(), excluded),
+        "{id: 1, n: 5, v: 78}"
+    );
+    // The sample's constant-only update reads as before: constants, no expression.
+    let old = v1::read_history(SAMPLE.as_bytes()).unwrap();
+    let Op::Update { set, .. } = &old.txns[2].ops[1] else { panic!("an update") };
+    assert_eq!(set[0].1, Assign::Const(Scalar::Int(8)));
+    assert!(!old.txns[2].ops[1].has_expressions());
+}
+
+#[test]
+fn the_fast_reader_reads_the_promises_of_an_item_history() {
+    let text = concat!(
+        r#"{"format":"isocert-history","version":1,"promises":{"database":"PostgreSQL","statements":["one-snapshot"]}}"#,
+        "\n",
+        r#"{"id":1,"session":0,"ops":[{"f":"w","key":1,"value":1}]}"#,
+        "\n"
+    );
+    let fast = v1::read_history_bytes(text.as_bytes(), v1::AdapterFacts::Skip).unwrap();
+    let general = v1::read_history(text.as_bytes()).unwrap();
+    assert_eq!(fast.promises, general.promises);
+    assert!(fast.promises.is_some());
+}

@@ -36,6 +36,14 @@ fn literal(v: &Scalar) -> String {
     isocert_adapters::sql_literal(v, false)
 }
 
+/// The SQL of one assignment: its constant as a literal, or its expression as recorded.
+fn assignment(a: &isocert_history::Assign) -> String {
+    match a {
+        isocert_history::Assign::Const(v) => literal(v),
+        isocert_history::Assign::Expr(e) => e.sql.to_string(),
+    }
+}
+
 /// The column values of a version of `table`'s row `key`, in the spec's column order.
 fn row_values(h: &History, table: &TableSpec, obj: ObjId, value: ValueId) -> Option<Vec<Scalar>> {
     let t = h.table(h.object(obj).table);
@@ -164,7 +172,7 @@ fn statement(
         Op::Update { predicate, set, .. } => {
             let cols = &h.table(h.predicate(*predicate).table).columns;
             let set: Vec<String> =
-                set.iter().map(|(c, v)| format!("{} = {}", cols[c.index()], literal(v))).collect();
+                set.iter().map(|(c, a)| format!("{} = {}", cols[c.index()], assignment(a))).collect();
             format!("UPDATE {name} SET {} WHERE {};", set.join(", "), h.predicate(*predicate).sql)
         }
         Op::Delete { predicate, .. } => format!("DELETE FROM {name} WHERE {};", h.predicate(*predicate).sql),

@@ -60,6 +60,15 @@ pub enum OracleError {
         /// What went wrong, in the database's words where possible.
         message: String,
     },
+    /// An update's assignment (`"set":{"n":{"expr":"n + 3"}}`) does not compile, or fails
+    /// on the row it is evaluated on.
+    #[error("assignment {sql:?}: {message}")]
+    Assignment {
+        /// The expression, quoted.
+        sql: String,
+        /// What is wrong, in the database's words where possible.
+        message: String,
+    },
     /// The database oracle could not reach or use its database.
     #[error("database oracle: {message}")]
     Database {

@@ -33,6 +33,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod assign;
 mod ast;
 mod bounds;
 mod calls;
@@ -60,6 +61,7 @@ use std::ops::Bound;
 
 use isocert_history::{ColId, History, ObjId, PredId, Scalar, ValueId};
 
+pub use assign::Assignments;
 #[cfg(feature = "database")]
 pub use database::PostgresOracle;
 pub use dependence::column_value;

@@ -541,3 +541,110 @@ fn isocert_recover_reproduces_the_run_certificate_from_the_saved_log() {
     assert_eq!(recover.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("line 1: commit_lsn"), "{stderr}");
 }
+
+/// Issue 50 §1–§2: increments by key and by predicate on three hot keys at read committed
+/// are valid as PostgreSQL documents its statements (the current release is correct), and
+/// the same history with one row's `n` computed from an older version is rejected.
+#[test]
+fn counter_increments_are_valid_as_postgres_documents_read_committed_and_a_stale_increment_is_not() {
+    use isocert_adapters::postgres::Postgres;
+    use isocert_adapters::Database;
+    use isocert_checker::AnomalyKind;
+    use isocert_history::{Value, Writer};
+    let Some((url, _pg)) = server("counter") else { return };
+    let cfg = config(WorkloadKind::Counter, IsolationLevel::ReadCommitted, 600, 3, 50);
+    let mut r = run(&url, &cfg, 0);
+    r.history.promises = Postgres::from_url(&url).unwrap().statement_promises(IsolationLevel::ReadCommitted);
+    let expression_rows: usize = r
+        .history
+        .txns
+        .iter()
+        .filter(|t| t.is_committed())
+        .flat_map(|t| &t.ops)
+        .filter(|op| op.has_expressions())
+        .map(|op| match op {
+            Op::Update { rows, .. } => rows.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(expression_rows > 300, "the run increments rows: {expression_rows}");
+    let upserts = r
+        .history
+        .txns
+        .iter()
+        .flat_map(|t| &t.ops)
+        .filter(|op| matches!(op, Op::Update { set, .. } if set.iter().any(|(_, a)| a.expr().is_some_and(|e| e.excluded.is_some()))))
+        .count();
+    assert!(upserts > 50, "the run upserts with EXCLUDED: {upserts}");
+    let report = r.check(IsolationLevel::ReadCommitted);
+    assert!(report.is_valid(), "{}", r.explain("counter", &report));
+    assert_eq!(report.level_checked(), "read-committed (as PostgreSQL documents it)");
+
+    // Doctor one increment: its n computed from the version before the one it replaced.
+    let order = r.recovered.certificate.version_order.clone().expect("version order");
+    let assignments = isocert_oracle::Assignments::new(&r.history);
+    let mut doctored = None;
+    'search: for (&obj, writers) in &order {
+        for pos in 1..writers.len() {
+            let (t, older) =
+                (writers[pos], writers.get(pos.wrapping_sub(2)).map_or(Writer::Initial, |&w| Writer::Txn(w)));
+            let older_value = match older {
+                Writer::Initial => r.history.initial.iter().find(|(o, _)| *o == obj).map(|&(_, v)| v),
+                Writer::Txn(w) => r.history.txn(w).ops.iter().rev().find_map(|op| match op {
+                    Op::Update { rows, .. } => rows.iter().find(|x| x.obj == obj).map(|x| x.value),
+                    Op::Write { obj: o, value } if *o == obj => Some(*value),
+                    _ => None,
+                }),
+            };
+            let Some(older_value) = older_value.filter(|v| *v != ValueId::ABSENT) else { continue };
+            let ops = &r.history.txn(t).ops;
+            let Some((i, j)) = ops.iter().enumerate().find_map(|(i, op)| match op {
+                Op::Update { rows, .. } if op.has_expressions() => {
+                    rows.iter().position(|x| x.obj == obj).map(|j| (i, j))
+                }
+                _ => None,
+            }) else {
+                continue;
+            };
+            let Op::Update { set, rows, .. } = &ops[i] else { unreachable!() };
+            let table = r.history.object(obj).table;
+            let n_col = r.history.table(table).column("n").expect("column n");
+            let assign = &set.iter().find(|(c, _)| *c == n_col).expect("n assigned").1;
+            let stale_n =
+                assignments.evaluate(&r.history, table, assign, obj, older_value).expect("evaluates");
+            let Value::Row(row) = r.history.value(rows[j].value) else { continue };
+            if row.get(n_col) == &stale_n {
+                continue;
+            }
+            let mut columns: Vec<_> = row
+                .columns()
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(c, s)| (isocert_history::ColId::from_index(c), s))
+                .collect();
+            columns[n_col.index()].1 = stale_n;
+            doctored = Some((t, i, j, columns));
+            break 'search;
+        }
+    }
+    let (t, i, j, columns) = doctored.expect("an increment with an older version to compute from");
+    let value = r.history.intern_row(&columns);
+    let Op::Update { rows, .. } = &mut r.history.txns[t.index()].ops[i] else { unreachable!() };
+    let mut new_rows = rows.to_vec();
+    new_rows[j].value = value;
+    *rows = new_rows.into();
+    let oracle = Interpreter::new(&r.history).expect("predicates");
+    let report = check(
+        &r.history,
+        &r.recovered.certificate,
+        IsolationLevel::ReadCommitted,
+        CheckerKind::Emme,
+        &oracle,
+    )
+    .expect("check");
+    let lost: Vec<_> =
+        report.anomalies.iter().filter(|a| a.kind == AnomalyKind::StatementLostUpdate).collect();
+    assert!(lost.iter().any(|a| a.txns[0] == t), "{}", render_text(&report, &r.history));
+    assert!(lost[0].explanation.contains("but it replaced"), "{}", lost[0].explanation);
+}

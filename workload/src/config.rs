@@ -26,6 +26,14 @@ pub enum WorkloadKind {
     /// primary key recorded as lists; keys are mostly fresh and retire after a bounded
     /// number of appends; some transactions abort by the client's choice after writing.
     Append,
+    /// Statements that read and write at once on table `counters (id, n, v)`: increments
+    /// `UPDATE counters SET n = n + k, v = FRESH WHERE id = K` and the same over a predicate
+    /// (on `id` or on `n` itself, so concurrent increments move rows in and out of the
+    /// `WHERE`), beside reads and range reads, on few hot keys. Recorded as expression
+    /// updates: the checker evaluates each `SET` on the version it replaced, where the
+    /// database documents it (docs/WORKLOADS.md). PostgreSQL only, for now; not in
+    /// [`WorkloadKind::ALL`] (hunt's list) yet.
+    Counter,
 }
 
 impl WorkloadKind {
@@ -35,6 +43,7 @@ impl WorkloadKind {
             WorkloadKind::Kv | WorkloadKind::Skew | WorkloadKind::Mini => "kv",
             WorkloadKind::Predicate => "items",
             WorkloadKind::Append => "append",
+            WorkloadKind::Counter => "counters",
         }
     }
 
@@ -60,6 +69,7 @@ impl WorkloadKind {
             WorkloadKind::Skew => "skew",
             WorkloadKind::Mini => "mini",
             WorkloadKind::Append => "append",
+            WorkloadKind::Counter => "counter",
         }
     }
 }
@@ -80,10 +90,11 @@ impl FromStr for WorkloadKind {
             "skew" | "write-skew" => WorkloadKind::Skew,
             "mini" | "mt" | "mini-transactions" => WorkloadKind::Mini,
             "append" | "list-append" => WorkloadKind::Append,
+            "counter" | "counters" => WorkloadKind::Counter,
             _ => {
                 return Err(WorkloadError::config(
                     "workload",
-                    format!("unknown workload {s:?}: use kv, predicate, skew, mini or append"),
+                    format!("unknown workload {s:?}: use kv, predicate, skew, mini, append or counter"),
                 ))
             }
         })

@@ -32,6 +32,13 @@ pub(crate) enum Step {
     Aggregate { predicate: String, function: AggregateFn, column: &'static str },
     /// Append a fresh element to the list at the key (the append workload).
     Append { key: i64 },
+    /// `UPDATE table SET n = n + add, <unique column> = fresh WHERE id = key`.
+    Increment { key: i64, add: i64 },
+    /// `UPDATE table SET n = n + add, <unique column> = fresh WHERE predicate`.
+    PredicateIncrement { predicate: String, add: i64 },
+    /// `INSERT ... VALUES (key, add, fresh) ON CONFLICT (id) DO UPDATE SET n = t.n +
+    /// EXCLUDED.n, v = EXCLUDED.v` on a row that exists.
+    UpsertIncrement { key: i64, add: i64 },
     /// Roll the transaction back instead of committing it (always the plan's last step).
     ClientAbort,
 }
@@ -80,6 +87,7 @@ impl Planner {
             WorkloadKind::Predicate => self.predicate_plan(&mut rng),
             WorkloadKind::Mini => self.mini_plan(&mut rng),
             WorkloadKind::Append => self.append_plan(i, &mut rng),
+            WorkloadKind::Counter => self.counter_plan(&mut rng),
         };
         if !self.deletes {
             plan = plan.into_iter().map(|step| self.without_delete(step, &mut rng)).collect();
@@ -176,6 +184,38 @@ impl Planner {
 
     fn item_columns(&self, rng: &mut SeededRng) -> Vec<i64> {
         vec![rng.random_range(0..self.c1_values), rng.random_range(0..ITEMS_C2_VALUES)]
+    }
+
+    /// One to `max_txn_len` statements on the counters: mostly increments of one key or of
+    /// the rows a predicate matches (on `id`, or on `n`, which the increments change), with
+    /// item and range reads between them.
+    fn counter_plan(&self, rng: &mut SeededRng) -> Vec<Step> {
+        let len = rng.random_range(1..=self.max_txn_len.min(3));
+        (0..len)
+            .map(|_| {
+                let key = self.key(rng);
+                let add = rng.random_range(1..=5);
+                match rng.random_range(0..100) {
+                    0..30 => Step::Increment { key, add },
+                    30..45 => Step::UpsertIncrement { key, add },
+                    45..70 => Step::PredicateIncrement { predicate: self.counter_predicate(rng), add },
+                    70..85 => Step::Read { key },
+                    _ => Step::Select { predicate: self.counter_predicate(rng) },
+                }
+            })
+            .collect()
+    }
+
+    fn counter_predicate(&self, rng: &mut SeededRng) -> String {
+        let low = self.key(rng);
+        match rng.random_range(0..100) {
+            0..40 => format!("id BETWEEN {low} AND {}", low + rng.random_range(1..=2)),
+            40..70 => format!("n % 2 = {}", rng.random_range(0..2)),
+            _ => {
+                let n = rng.random_range(0..40);
+                format!("n >= {n} AND n < {}", n + rng.random_range(5..=20))
+            }
+        }
     }
 
     fn predicate(&self, rng: &mut SeededRng) -> String {

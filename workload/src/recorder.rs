@@ -1,12 +1,12 @@
 //! Turns what the sessions saw into the history, one finished transaction at a time.
 
 use isocert_history::{
-    ColId, Dialect, History, ObjId, Op, RealTime, ResultRow, Scalar, SessionId, Status, TableId, Transaction,
-    TxnId, Value, ValueId,
+    Assign, ColId, Dialect, History, ObjId, Op, RealTime, ResultRow, Scalar, SessionId, Status, TableId,
+    Transaction, TxnId, Value, ValueId,
 };
 use serde_json::{Map, Value as Json};
 
-use isocert_adapters::{RecordedOp, TableSpec};
+use isocert_adapters::{RecordedOp, SetValue, TableSpec};
 
 /// A finished transaction as one session saw it, before interning.
 #[derive(Debug)]
@@ -206,7 +206,24 @@ impl Recorder {
             }
             RecordedOp::Update { predicate, set, rows } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
-                let set = set.into_iter().map(|(c, v)| (self.column(t, c), v)).collect();
+                let set = set.into_iter().map(|(c, v)| (self.column(t, c), Assign::Const(v))).collect();
+                Op::Update { predicate, set, rows: self.result_rows(t, &rows).into() }
+            }
+            RecordedOp::ExprUpdate { predicate, set, excluded, rows } => {
+                let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
+                let excluded = excluded.map(|row| self.value(t, Some(&row)));
+                let set = set
+                    .into_iter()
+                    .map(|(c, v)| {
+                        let assign = match v {
+                            SetValue::Const(s) => Assign::Const(s),
+                            SetValue::Expr(sql) => {
+                                Assign::Expr(Box::new(isocert_history::SetExpr { sql: sql.into(), excluded }))
+                            }
+                        };
+                        (self.column(t, c), assign)
+                    })
+                    .collect();
                 Op::Update { predicate, set, rows: self.result_rows(t, &rows).into() }
             }
             RecordedOp::Delete { predicate, keys } => {

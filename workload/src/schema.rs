@@ -36,6 +36,10 @@ pub(crate) const APPEND: Schema = Schema {
     types: &[ColumnType::Integer, ColumnType::Integer, ColumnType::Text],
 };
 
+/// The table of the counter workload: the key, the counter its statements increment, and
+/// the unique value each write draws.
+pub(crate) const COUNTERS: Schema = Schema { table: "counters", columns: &["id", "n", "v"], types: &[] };
+
 impl Schema {
     /// The schema of a workload.
     pub(crate) fn of(kind: WorkloadKind) -> &'static Schema {
@@ -43,6 +47,7 @@ impl Schema {
             WorkloadKind::Kv | WorkloadKind::Skew | WorkloadKind::Mini => &KV,
             WorkloadKind::Predicate => &ITEMS,
             WorkloadKind::Append => &APPEND,
+            WorkloadKind::Counter => &COUNTERS,
         }
     }
 

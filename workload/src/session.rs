@@ -227,10 +227,59 @@ async fn run_step<D: Database>(
         }
         Step::PredicateDelete { predicate } => DbStep::PredicateDelete { predicate: predicate.clone() },
         Step::Append { key } => DbStep::Append { key: *key, element: shared.fresh() },
+        Step::Increment { key, add } => {
+            increment(s, &format!("{} = {key}", s.columns[0]), *add, shared.fresh())
+        }
+        Step::PredicateIncrement { predicate, add } => increment(s, predicate, *add, shared.fresh()),
+        Step::UpsertIncrement { key, add } => upsert_increment(s, *key, *add, shared.fresh()),
         Step::ClientAbort => return Ok(()),
     };
     ops.extend(conn.execute(&table, &db_step, facts).await?);
     Ok(())
+}
+
+/// `UPDATE table SET n = n + add, v = fresh WHERE predicate` (the counter workload: its
+/// second column is the counter, its last the unique value), recorded as an expression update.
+fn increment(s: &crate::schema::Schema, predicate: &str, add: i64, fresh: i64) -> DbStep {
+    let (counter, unique) = (s.columns[1], *s.columns.last().expect("columns"));
+    let sql =
+        format!("UPDATE {} SET {counter} = {counter} + {add}, {unique} = {fresh} WHERE {predicate}", s.table);
+    let set = vec![
+        (counter, isocert_adapters::SetValue::Expr(format!("{counter} + {add}"))),
+        (unique, isocert_adapters::SetValue::Const(Scalar::Int(fresh))),
+    ];
+    DbStep::Statement {
+        sql,
+        write: isocert_adapters::StatementWrite::ExprUpdate {
+            predicate: predicate.to_string(),
+            set,
+            excluded: None,
+        },
+    }
+}
+
+/// `INSERT INTO table (id, n, v) VALUES (key, add, fresh) ON CONFLICT (id) DO UPDATE SET
+/// n = table.n + EXCLUDED.n, v = EXCLUDED.v` (the counter workload, whose rows always exist:
+/// the statement updates), recorded as an expression update with the proposed row.
+fn upsert_increment(s: &crate::schema::Schema, key: i64, add: i64, fresh: i64) -> DbStep {
+    let (pk, counter, unique, t) = (s.columns[0], s.columns[1], *s.columns.last().expect("columns"), s.table);
+    let sql = format!(
+        "INSERT INTO {t} ({pk}, {counter}, {unique}) VALUES ({key}, {add}, {fresh}) ON CONFLICT ({pk}) \
+         DO UPDATE SET {counter} = {t}.{counter} + EXCLUDED.{counter}, {unique} = EXCLUDED.{unique}"
+    );
+    let set = vec![
+        (counter, isocert_adapters::SetValue::Expr(format!("{t}.{counter} + excluded.{counter}"))),
+        (unique, isocert_adapters::SetValue::Expr(format!("excluded.{unique}"))),
+    ];
+    let excluded = Some(vec![Scalar::Int(key), Scalar::Int(add), Scalar::Int(fresh)]);
+    DbStep::Statement {
+        sql,
+        write: isocert_adapters::StatementWrite::ExprUpdate {
+            predicate: format!("{pk} = {key}"),
+            set,
+            excluded,
+        },
+    }
 }
 
 /// Runs one attempt of `plan` as one transaction. Returns the record (none if the

@@ -56,7 +56,8 @@ fn predicate_operations_record_their_effects() {
                     updates += rows.len();
                     for r in rows {
                         let Value::Row(row) = h.value(r.value) else { panic!("an update installs rows") };
-                        for (col, v) in set {
+                        for (col, a) in set {
+                            let Some(v) = a.constant() else { continue };
                             assert_eq!(row.get(*col), v, "the new row has the SET value");
                         }
                         let Scalar::Int(v) = row.get(isocert_history::ColId(3)) else { panic!("v") };

@@ -155,6 +155,23 @@ impl Database for MariaDb {
         recover_innodb(h, log, matcher)
     }
 
+    /// InnoDB's manual ("Transaction Isolation Levels", "Consistent Nonlocking Reads";
+    /// docs/MARIADB.md, "Statement-level promises"): `UPDATE` and `DELETE` find and change
+    /// rows by current (locking) reads of the latest committed version at every level, at
+    /// read committed through a semi-consistent read that evaluates the `WHERE` on the latest
+    /// committed version and reads the row again under its lock; so a write replaces the
+    /// newest version, which satisfies its condition, and computes its new row from it. A
+    /// plain read is one consistent read (one snapshot) per statement at read committed
+    /// only: at repeatable read and serializable the snapshot is the transaction's first.
+    fn statement_promises(&self, level: IsolationLevel) -> Option<isocert_history::Promises> {
+        use isocert_history::StatementPromise::{OneSnapshot, WriteFromReplaced, WriteToQualifying};
+        let mut statements = vec![WriteToQualifying, WriteFromReplaced];
+        if level == IsolationLevel::ReadCommitted {
+            statements.insert(0, OneSnapshot);
+        }
+        Some(isocert_history::Promises { database: "MariaDB".into(), statements })
+    }
+
     /// InnoDB's repeatable read is checked as snapshot isolation, to show whether it is one
     /// (docs/MARIADB.md: it is not, unless `innodb_snapshot_isolation=ON`).
     fn checked_as(&self, level: IsolationLevel) -> IsolationLevel {
@@ -178,6 +195,17 @@ impl ThrowawayServer for EmbeddedMariaDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mariadb_promises_one_snapshot_per_statement_only_at_read_committed() {
+        use isocert_history::StatementPromise::{OneSnapshot, WriteFromReplaced, WriteToQualifying};
+        let db = MariaDb::from_url("mariadb://root@h:3306/isocert").unwrap();
+        let rc = db.statement_promises(IsolationLevel::ReadCommitted).expect("declared");
+        assert_eq!(rc.statements, [OneSnapshot, WriteToQualifying, WriteFromReplaced]);
+        let ser = db.statement_promises(IsolationLevel::Serializable).expect("declared");
+        assert_eq!(ser.statements, [WriteToQualifying, WriteFromReplaced]);
+        assert_eq!(&*ser.database, "MariaDB");
+    }
 
     #[test]
     fn tables_get_integer_columns_and_urls_must_name_a_database() {

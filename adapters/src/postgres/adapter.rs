@@ -84,6 +84,22 @@ impl Database for Postgres {
 
     const KIND: DatabaseKind = DatabaseKind::Postgres;
 
+    /// The manual's "Read Committed Isolation Level": a statement reads one snapshot; an
+    /// `UPDATE`/`DELETE`/`MERGE`/`ON CONFLICT DO UPDATE` that meets a row a concurrent
+    /// transaction changed waits for it, re-evaluates its `WHERE` on the newest committed
+    /// version and computes its `SET` from it. At repeatable read and serializable such a
+    /// statement fails with 40001 instead, so the version it replaces is again the newest
+    /// (and its snapshot's): the same three promises hold at every level it runs.
+    fn statement_promises(
+        &self,
+        _level: isocert_history::IsolationLevel,
+    ) -> Option<isocert_history::Promises> {
+        Some(isocert_history::Promises {
+            database: "PostgreSQL".into(),
+            statements: isocert_history::StatementPromise::ALL.to_vec(),
+        })
+    }
+
     fn from_url(url: &str) -> Result<Self, AdapterError> {
         match DatabaseKind::from_url(url)? {
             DatabaseKind::Postgres => Ok(Postgres::new(url)),
@@ -359,6 +375,18 @@ impl ThrowawayServer for EmbeddedPostgres {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn postgres_declares_every_statement_promise_at_every_level_it_runs() {
+        let pg = Postgres::from_url("postgresql://h/db").unwrap();
+        for level in Postgres::RUN_LEVELS {
+            let p = pg.statement_promises(*level).expect("declared");
+            assert_eq!(
+                (&*p.database, p.statements.as_slice()),
+                ("PostgreSQL", &isocert_history::StatementPromise::ALL[..])
+            );
+        }
+    }
 
     #[test]
     fn tables_get_integer_columns_with_a_bigint_value_column() {

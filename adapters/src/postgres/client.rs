@@ -168,6 +168,14 @@ impl Session for PgSession {
             Step::Statement { sql, write: StatementWrite::Insert } => {
                 statement_insert(self, table, sql).await?
             }
+            Step::Statement { sql, write: StatementWrite::ExprUpdate { predicate, set, excluded } } => {
+                let mut recorded = statement_update(self, table, sql, predicate, Vec::new()).await?;
+                if let RecordedOp::Update { predicate, rows, .. } = recorded.op {
+                    let excluded = excluded.clone();
+                    recorded.op = RecordedOp::ExprUpdate { predicate, set: set.clone(), excluded, rows };
+                }
+                vec![recorded]
+            }
             Step::Append { key, element } => vec![append(self, table, *key, *element).await?],
         };
         let mut out = Vec::with_capacity(recorded.len());
@@ -176,7 +184,9 @@ impl Session for PgSession {
             if self.own_xid.is_none() {
                 self.own_xid = match &op {
                     RecordedOp::Write { row: Some(_), .. } | RecordedOp::Append { .. } => meta.xmin,
-                    RecordedOp::Update { rows, .. } if !rows.is_empty() => {
+                    RecordedOp::Update { rows, .. } | RecordedOp::ExprUpdate { rows, .. }
+                        if !rows.is_empty() =>
+                    {
                         meta.xmins.as_ref().and_then(|x| x.first().copied())
                     }
                     _ => None,

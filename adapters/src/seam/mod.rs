@@ -49,8 +49,8 @@ pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
 pub use level::{has_transaction_snapshot, parse_run_level, sql_level, unrunnable_level, SQL_RUN_LEVELS};
 pub use no_server::NoThrowawayServer;
 pub use step::{
-    int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, StatementWrite,
-    Step, TableSpec,
+    int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, SetValue,
+    StatementWrite, Step, TableSpec,
 };
 pub use url::{DatabaseUrl, UrlOption};
 
@@ -598,6 +598,15 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// -> certificate, with derived timestamps written into the history. `matcher` is the
     /// predicate oracle.
     fn recover(h: &mut History, log: &RawLog, matcher: RowMatcher<'_>) -> Result<Recovered, RecoveryError>;
+
+    /// What the database documents for its statements at `level`, beyond Adya's definition
+    /// (docs/CHECKING.md, "Statement-level promises"): `isocert run` writes it into the
+    /// history's header, and the checker checks it. Declared here, beside the adapter, so
+    /// that no checker names a database. Default: nothing beyond the level.
+    fn statement_promises(&self, level: IsolationLevel) -> Option<isocert_history::Promises> {
+        let _ = level;
+        None
+    }
 
     /// The level a history run at `level` is checked against by default. Defaults to the
     /// level itself, with repeatable read checked as snapshot isolation. A method, since what

@@ -293,6 +293,32 @@ pub enum StatementWrite<V = Scalar> {
     },
     /// `INSERT INTO table ...`: an item write of each row it installed.
     Insert,
+    /// `UPDATE table SET c = <expression>, ... WHERE predicate` whose assignments may be SQL
+    /// expressions over the row it replaces (`SET n = n + 3, v = 77`): recorded as an
+    /// expression update ([`RecordedOp::ExprUpdate`]), so the checker can evaluate them on
+    /// the version each row replaced (docs/CHECKING.md, "Statement-level promises").
+    ///
+    /// An upsert (`INSERT ... ON CONFLICT (pk) DO UPDATE SET n = t.n + EXCLUDED.n`) on a
+    /// row that exists is one too: its `predicate` is `pk = key`, `excluded` the row it
+    /// proposed (which its expressions name as `excluded.c`). The caller guarantees the row
+    /// exists (the counter workload never deletes), so the statement updates it.
+    ExprUpdate {
+        /// The `WHERE` text.
+        predicate: String,
+        /// The assignments, in the statement's order.
+        set: Vec<(&'static str, SetValue)>,
+        /// An upsert's proposed row (`EXCLUDED`), all columns in the table's order.
+        excluded: Option<Vec<Scalar>>,
+    },
+}
+
+/// One assignment of an expression update: a constant, or SQL over the replaced row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetValue {
+    /// A constant.
+    Const(Scalar),
+    /// A SQL expression over the columns of the row the statement replaces (`n + 3`).
+    Expr(String),
 }
 
 /// One operation as the client saw it, before interning into the history. A step reports
@@ -329,6 +355,18 @@ pub enum RecordedOp<V = Scalar> {
         predicate: String,
         /// The assignments.
         set: Vec<(&'static str, V)>,
+        /// The rows as the update left them.
+        rows: Vec<Vec<V>>,
+    },
+    /// Expression update ([`StatementWrite::ExprUpdate`]): the assignments as written and
+    /// the new rows.
+    ExprUpdate {
+        /// The predicate.
+        predicate: String,
+        /// The assignments.
+        set: Vec<(&'static str, SetValue)>,
+        /// An upsert's proposed row (`EXCLUDED`).
+        excluded: Option<Vec<Scalar>>,
         /// The rows as the update left them.
         rows: Vec<Vec<V>>,
     },
@@ -430,6 +468,9 @@ impl From<IntStep> for Step {
                         set: set.into_iter().map(|(c, v)| (c, Scalar::Int(v))).collect(),
                     },
                     StatementWrite::Insert => StatementWrite::Insert,
+                    StatementWrite::ExprUpdate { predicate, set, excluded } => {
+                        StatementWrite::ExprUpdate { predicate, set, excluded }
+                    }
                 },
             },
             IntStep::Append { key, element } => Step::Append { key, element },
@@ -455,6 +496,12 @@ impl From<IntOp> for RecordedOp {
                 RecordedOp::Aggregate { predicate, function, column, result }
             }
             IntOp::Append { key, element } => RecordedOp::Append { key, element },
+            IntOp::ExprUpdate { predicate, set, excluded, rows } => RecordedOp::ExprUpdate {
+                predicate,
+                set,
+                excluded,
+                rows: rows.into_iter().map(int_row).collect(),
+            },
         }
     }
 }

@@ -192,7 +192,7 @@ fn summary(out: &mut String, report: &Report, opts: &HtmlOptions, verdict: &str)
         out,
         "<p class=\"lead\">{} transactions checked for <b>{}</b> ({}) by <b>{}</b>: {}.</p>",
         report.stats.txns,
-        report.level,
+        esc(&report.level_checked()),
         report.session_order,
         report.checker,
         if n == 0 {

@@ -81,7 +81,13 @@ pub(crate) fn op_text(h: &History, op: &Op) -> String {
             let cols = &h.table(t).columns;
             let set: Vec<String> = set
                 .iter()
-                .map(|(c, v)| format!("{} = {v}", cols.get(c.index()).map(|c| &**c).unwrap_or("?")))
+                .map(|(c, a)| {
+                    let v = match a {
+                        isocert_history::Assign::Const(v) => v.to_string(),
+                        isocert_history::Assign::Expr(e) => e.sql.to_string(),
+                    };
+                    format!("{} = {v}", cols.get(c.index()).map(|c| &**c).unwrap_or("?"))
+                })
                 .collect();
             format!("update {table} set {} where {sql} → {}", set.join(", "), rows_text(h, rows))
         }

@@ -64,6 +64,15 @@ pub(crate) struct CheckArgs {
     /// (docs/CHECKING.md, "One definition per level"). Every checker accepts it.
     #[arg(long)]
     pub(crate) no_session_order: bool,
+    /// Check Adya's bare level, without the statement-level promises the history's header
+    /// declares (`promises`, written by `isocert run` from what the database documents:
+    /// PostgreSQL's updates re-check their WHERE on the newest version and compute their SET
+    /// from it). By default Emme checks them too and the report names the definition, e.g.
+    /// `read-committed (as PostgreSQL documents it)`; docs/CHECKING.md, "Statement-level
+    /// promises". Example: `isocert check history.jsonl -c certificate.json -i rc
+    /// --no-statement-promises`.
+    #[arg(long)]
+    pub(crate) no_statement_promises: bool,
     /// Which checker: emme (dependency graph, every level), enne (replay of the
     /// serialization order, serializable), chronos (offline, from the history's
     /// start_ts/commit_ts; snapshot-isolation or serializable; see docs/CHRONOS.md), aion
@@ -276,7 +285,10 @@ pub(crate) fn run(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     // The checkers ignore adapter facts: item-only histories always take the fast reader.
-    let (h, cert) = load(&args.history, args.certificate.as_ref(), args.format, v1::AdapterFacts::Skip)?;
+    let (mut h, cert) = load(&args.history, args.certificate.as_ref(), args.format, v1::AdapterFacts::Skip)?;
+    if args.no_statement_promises {
+        h.promises = None;
+    }
     anyhow::ensure!(!h.txns.is_empty(), "{}", timestamp::empty_history(&args.history));
     // Predicates only aborted transactions use are compiled if a checker evaluates one
     // (docs/CHECKING.md, "Predicates of aborted transactions").

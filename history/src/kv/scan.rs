@@ -85,6 +85,11 @@ pub(crate) struct Scan<'a> {
 }
 
 impl<'a> Scan<'a> {
+    /// The bytes from `start` to the cursor (a value just skipped, read whole elsewhere).
+    pub(crate) fn since(&self, start: usize) -> &'a [u8] {
+        &self.bytes[start..self.pos]
+    }
+
     /// A scanner over `bytes`; `at_eof` says the window is the end of the input.
     pub(crate) fn new(bytes: &'a [u8], at_eof: bool) -> Self {
         Scan { bytes, pos: 0, newlines: 0, at_eof }

@@ -283,6 +283,18 @@ fn parse_header(s: &mut Scan<'_>, h: &mut KvHistory) -> Scanned<()> {
                 // Adapter facts about the whole history (PostgreSQL's `initial_xids`):
                 // recovery reads them, checkers ignore them.
                 b"meta" => s.skip_value().map_err(|f| f.at("meta"))?,
+                // The statement-level promises, read as the general reader reads them.
+                b"promises" => {
+                    let start = s.pos;
+                    s.skip_value().map_err(|f| f.at("promises"))?;
+                    let json: serde_json::Value = serde_json::from_slice(s.since(start))
+                        .map_err(|e| Fail::bad(e.to_string()).at("promises"))?;
+                    if !json.is_null() {
+                        let p = crate::v1::header_promises(&json)
+                            .map_err(|(_, m)| Fail::bad(m).at("promises"))?;
+                        h.dict_mut().promises = Some(p);
+                    }
+                }
                 b"initial" => {
                     if s.open_array()? {
                         let mut i = 0;

@@ -9,8 +9,8 @@ use super::json;
 use super::raw::{self, RawJson, RawMap, Text};
 use crate::model::KV_TABLE;
 use crate::{
-    AggregateFn, FormatError, History, Op, RealTime, ResultRow, Status, Timestamp, Transaction, TxnId,
-    UnknownName, ValueId,
+    AggregateFn, Assign, FormatError, History, Op, RealTime, ResultRow, Status, Timestamp, Transaction,
+    TxnId, UnknownName, ValueId,
 };
 
 #[derive(Deserialize)]
@@ -28,6 +28,7 @@ struct RawHeader {
     serial_order: Option<String>,
     #[serde(default)]
     isolation: Option<String>,
+    promises: Option<Json>,
 }
 
 #[derive(Deserialize)]
@@ -77,6 +78,8 @@ struct RawOp<'a> {
     predicate: Option<Text<'a>>,
     #[serde(default, borrow)]
     set: Option<RawMap<'a>>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    excluded: Option<RawJson<'a>>,
     #[serde(default, borrow)]
     rows: Option<Vec<RawRow<'a>>>,
     #[serde(default, borrow)]
@@ -286,6 +289,9 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
             level.parse().map_err(|e: UnknownName| FormatError::invalid(line, "isolation", e.to_string()))?,
         );
     }
+    if let Some(p) = raw.promises.filter(|p| !p.is_null()) {
+        h.promises = Some(header_promises(&p).map_err(|(field, m)| FormatError::invalid(line, field, m))?);
+    }
     // A set of the objects listed so far keeps the duplicate check linear (issue 28: a
     // header of 100,000 initial values took 8.8 s scanning the list).
     let mut listed: rustc_hash::FxHashSet<crate::ObjId> = h.initial.iter().map(|&(o, _)| o).collect();
@@ -302,6 +308,37 @@ fn apply_header(h: &mut History, raw: RawHeader, line: usize) -> Result<(), Form
         h.initial.push((obj, value));
     }
     Ok(())
+}
+
+/// Parses the header's `promises`: `{"database": NAME, "statements": [PROMISE, ...]}`.
+pub(crate) fn header_promises(json: &Json) -> Result<crate::Promises, (String, String)> {
+    let Json::Object(map) = json else {
+        return Err(("promises".into(), format!("expected an object, found {}", json::kind(json))));
+    };
+    if let Some(extra) = map.keys().find(|k| *k != "database" && *k != "statements") {
+        return Err((format!("promises.{extra}"), "unknown field (expected database and statements)".into()));
+    }
+    let database = match map.get("database") {
+        Some(Json::String(s)) if !s.trim().is_empty() => s.as_str().into(),
+        Some(other) => return Err(("promises.database".into(), format!("expected a name, found {other}"))),
+        None => return Err(("promises.database".into(), "missing".into())),
+    };
+    let Some(Json::Array(list)) = map.get("statements") else {
+        return Err(("promises.statements".into(), "expected an array of promise names".into()));
+    };
+    let mut statements = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let field = format!("promises.statements[{i}]");
+        let Json::String(name) = item else { return Err((field, format!("expected a name, found {item}"))) };
+        let promise: crate::StatementPromise =
+            name.parse().map_err(|e: UnknownName| (field.clone(), e.to_string()))?;
+        if statements.contains(&promise) {
+            return Err((field, format!("{promise} is listed twice")));
+        }
+        statements.push(promise);
+    }
+    statements.sort_unstable();
+    Ok(crate::Promises { database, statements })
 }
 
 /// Parses a timestamp field: integer, `"WALL.LOGICAL"` string or `{"p":..,"l":..}`.
@@ -405,6 +442,42 @@ fn real_time(invoked: Option<RawJson>, completed: Option<RawJson>) -> Result<Opt
     }
 }
 
+/// An update's `set`: per column a constant, or `{"expr": SQL}` (an expression over the
+/// replaced row, which may name `excluded` when the op records the proposed row).
+fn assignments(
+    h: &mut History,
+    table: crate::TableId,
+    raw_set: &RawMap<'_>,
+    excluded: Option<ValueId>,
+) -> Result<Vec<(crate::ColId, Assign)>, OpError> {
+    let mut set = Vec::with_capacity(raw_set.len());
+    for (col, v) in &raw_set.0 {
+        let assign = match v {
+            RawJson::Object(members) => {
+                let sql = match members.as_slice() {
+                    [(k, RawJson::Str(sql))] if k == "expr" => sql,
+                    [(k, other)] if k == "expr" => {
+                        return Err(("set", format!("column {col}: expr must be SQL text, found {}", other.kind())))
+                    }
+                    _ => {
+                        return Err((
+                            "set",
+                            format!("column {col}: an assignment is a scalar or {{\"expr\": SQL}}, found another object"),
+                        ))
+                    }
+                };
+                if sql.trim().is_empty() {
+                    return Err(("set", format!("column {col}: empty expression")));
+                }
+                Assign::Expr(Box::new(crate::SetExpr { sql: sql.as_ref().into(), excluded }))
+            }
+            _ => Assign::Const(raw::scalar(v).map_err(|m| ("set", format!("column {col}: {m}")))?),
+        };
+        set.push((h.intern_column(table, col), assign));
+    }
+    Ok(set)
+}
+
 fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
     let table = h.intern_table(op.table.as_ref().map_or(KV_TABLE, |t| &t.0));
     let f: &str = &op.f.0;
@@ -425,6 +498,7 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
             forbid(op.key.is_some(), "key")?;
             forbid(op.value.is_some(), "value")?;
             forbid(op.set.is_some(), "set")?;
+            forbid(op.excluded.is_some(), "excluded")?;
             forbid(op.rows.is_some(), "rows")?;
             let sql = op.predicate.as_ref().map(|t| &*t.0).ok_or(("where", "missing".to_string()))?;
             if sql.trim().is_empty() {
@@ -446,6 +520,7 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
         "r" | "w" | "append" => {
             forbid(op.predicate.is_some(), "where")?;
             forbid(op.set.is_some(), "set")?;
+            forbid(op.excluded.is_some(), "excluded")?;
             forbid(op.rows.is_some(), "rows")?;
             let key = op.key.as_ref().ok_or(("key", "missing".to_string()))?;
             let key = raw::key(key).map_err(|m| ("key", m))?;
@@ -504,19 +579,32 @@ fn convert_op(h: &mut History, op: RawOp) -> Result<Op, OpError> {
             match f {
                 "select" => {
                     forbid(op.set.is_some(), "set")?;
+                    forbid(op.excluded.is_some(), "excluded")?;
                     Ok(Op::Select { predicate, rows: rows.into() })
                 }
                 "update" => {
                     let raw_set = op.set.ok_or(("set", "missing".to_string()))?;
-                    let mut set = Vec::with_capacity(raw_set.len());
-                    for (col, v) in &raw_set.0 {
-                        let s = raw::scalar(v).map_err(|m| ("set", format!("column {col}: {m}")))?;
-                        set.push((h.intern_column(table, col), s));
+                    let excluded = match &op.excluded {
+                        None => None,
+                        Some(v) => match raw::value(h, table, v).map_err(|m| ("excluded", m))? {
+                            ValueId::ABSENT => {
+                                return Err(("excluded", "the proposed row cannot be null".into()))
+                            }
+                            id => Some(id),
+                        },
+                    };
+                    let set = assignments(h, table, &raw_set, excluded)?;
+                    if excluded.is_some() && !set.iter().any(|(_, a)| matches!(a, Assign::Expr(_))) {
+                        return Err((
+                            "excluded",
+                            "only an update with an expression assignment reads it".into(),
+                        ));
                     }
                     Ok(Op::Update { predicate, set: set.into(), rows: rows.into() })
                 }
                 _ => {
                     forbid(op.set.is_some(), "set")?;
+                    forbid(op.excluded.is_some(), "excluded")?;
                     Ok(Op::Delete { predicate, rows: rows.into() })
                 }
             }

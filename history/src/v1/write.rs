@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::json::value_to_json;
 use crate::model::{Dialect, KV_TABLE};
-use crate::{FormatError, History, Op, SerialOrder, TxnId};
+use crate::{Assign, FormatError, History, Op, SerialOrder, TxnId};
 
 /// Writes the header line when the history needs one (initial versions, a dialect, a
 /// serial order other than commit order, the level to check, or header facts).
@@ -19,6 +19,7 @@ pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatErro
         && h.meta.is_none()
         && h.serial_order == SerialOrder::CommitTs
         && h.isolation.is_none()
+        && h.promises.is_none()
     {
         return Ok(());
     }
@@ -54,6 +55,10 @@ pub fn write_header<W: Write>(h: &History, out: &mut W) -> Result<(), FormatErro
     }
     if let Some(meta) = &h.meta {
         header.insert("meta".into(), Json::clone(meta));
+    }
+    if let Some(p) = &h.promises {
+        let statements: Vec<Json> = p.statements.iter().map(|s| s.as_str().into()).collect();
+        header.insert("promises".into(), json!({"database": &*p.database, "statements": statements}));
     }
     serde_json::to_writer(&mut *out, &Json::Object(header)).map_err(std::io::Error::from)?;
     out.write_all(b"\n")?;
@@ -173,9 +178,24 @@ fn op_to_json(h: &History, op: &Op) -> Json {
             m.insert("table".into(), table.name.to_string().into());
             m.insert("where".into(), p.sql.to_string().into());
             if let Op::Update { set, .. } = op {
-                let set: Map<String, Json> =
-                    set.iter().map(|(c, v)| (table.columns[c.index()].to_string(), v.to_json())).collect();
+                let mut excluded = None;
+                let set: Map<String, Json> = set
+                    .iter()
+                    .map(|(c, a)| {
+                        let v = match a {
+                            Assign::Const(v) => v.to_json(),
+                            Assign::Expr(e) => {
+                                excluded = excluded.or(e.excluded);
+                                json!({"expr": &*e.sql})
+                            }
+                        };
+                        (table.columns[c.index()].to_string(), v)
+                    })
+                    .collect();
                 m.insert("set".into(), Json::Object(set));
+                if let Some(row) = excluded {
+                    m.insert("excluded".into(), value_to_json(h, p.table, row));
+                }
             }
             m.insert("rows".into(), Json::Array(rows));
             Json::Object(m)
