@@ -48,8 +48,9 @@ pub(crate) struct HuntArgs {
     /// Without --db: which throwaway server to start (postgres or mariadb).
     #[arg(long, value_name = "DATABASE", default_value = "postgres", conflicts_with = "db")]
     database: DatabaseKind,
-    /// Without --db: the PostgreSQL major version to start (13 to 18; installed by
-    /// `scripts/install-deps --postgres-versions "13 18"`); default: the one installed.
+    /// Without --db: the PostgreSQL version to start, a major (13 to 18) or an exact release
+    /// (17.6; installed by `scripts/install-deps --postgres-versions "13 18 17.6"`); default:
+    /// the one installed.
     #[arg(long, value_name = "V", conflicts_with = "db")]
     server_version: Option<String>,
     /// Without --db: a setting of the throwaway server, `NAME=VALUE` (repeatable).

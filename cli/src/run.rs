@@ -51,8 +51,9 @@ pub(crate) struct RunArgs {
     /// in run.json), e.g. `--server-setting innodb_snapshot_isolation=ON` for MariaDB.
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_setting, conflicts_with = "db")]
     server_setting: Vec<(String, String)>,
-    /// Without --db: the PostgreSQL major version of the throwaway server (13 to 18;
-    /// installed by `scripts/install-deps --postgres-versions "13 18"`, docs/POSTGRES.md);
+    /// Without --db: the PostgreSQL version of the throwaway server, a major (13 to 18) or an
+    /// exact release (17.6; installed by `scripts/install-deps --postgres-versions "13 18
+    /// 17.6"`, docs/POSTGRES.md);
     /// default: the one installed. run.json and the reports name the server's version.
     #[arg(long, value_name = "V", conflicts_with = "db")]
     server_version: Option<String>,
