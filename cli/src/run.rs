@@ -176,6 +176,8 @@ pub(crate) struct RunArgs {
     schema: Option<String>,
     #[command(flatten)]
     emit: crate::online::RunEmitArgs,
+    #[command(flatten)]
+    physical: crate::physical::PhysicalArgs,
 }
 
 /// Timings and counts of one run, written to run.json.
@@ -309,6 +311,7 @@ fn workload_config<D: Database>(args: &RunArgs) -> anyhow::Result<WorkloadConfig
     if let Some(p) = args.client_abort_rate {
         cfg.client_abort_rate = p;
     }
+    args.physical.apply(&mut cfg);
     cfg.validate()?;
     Ok(cfg)
 }
@@ -329,7 +332,7 @@ async fn record<D: Database>(
     interrupt: &Arc<AtomicBool>,
     emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<Recorded> {
-    let table = cfg.kind.table_spec();
+    let table = cfg.table_spec();
     let answer = Duration::from_secs(args.answer_timeout_secs);
     if let Some(url) = args.db.as_deref() {
         prepare_user_database(db, url, &table, answer, args.reset_tables).await?;
@@ -693,11 +696,13 @@ async fn run_workload<D: Database>(
             None => Ok(future.await.map_err(|e| anyhow::Error::new(e).context(what.to_string()))?),
         }
     }
-    step(limit, "setting up the workload table", isocert_workload::setup_on(db, cfg)).await?;
+    for note in step(limit, "setting up the workload table", isocert_workload::setup_on(db, cfg)).await? {
+        eprintln!("isocert: note: {note}");
+    }
     let mut consumer = match &capture {
         Some(options) => {
             let mut consumer =
-                step(limit, "starting the change capture", db.start_capture(&cfg.kind.table_spec(), options))
+                step(limit, "starting the change capture", db.start_capture(&cfg.table_spec(), options))
                     .await?;
             consumer.wait_started(Duration::from_secs(60)).await?;
             Some(consumer)
@@ -802,6 +807,9 @@ pub(crate) fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow:
 }
 
 fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>) -> serde_json::Value {
+    let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
+    args.physical.apply(&mut cfg);
+    let physical = crate::physical::physical_json(&cfg);
     let mut out = json!({
         "database": D::KIND.as_str(),
         "server_version": stats.server_version,
@@ -816,6 +824,7 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "deletes": !args.no_deletes,
         "max_txn_len": args.max_txn_len,
         "client_abort_rate": args.client_abort_rate,
+        "physical": physical,
         "recovery": r.is_some(),
         "certificate_api": args.certificate_api.is_some(),
         "replication": if r.is_some() { args.replication.as_deref() } else { None },

@@ -52,7 +52,9 @@ mod run;
 mod schema;
 mod session;
 
-pub use config::{Distribution, WorkloadConfig, WorkloadKind};
+pub use config::{
+    AccessPath, Distribution, PhysicalDesign, SecondaryIndex, TableLayout, WorkloadConfig, WorkloadKind,
+};
 pub use error::WorkloadError;
 pub use plan::client_aborted_plans;
 pub use recorder::{ObserverFn, RawTxn, Recorder};

@@ -429,7 +429,10 @@ impl ReplicationConsumer {
         tracing::debug!(lsn = %lsn_text(lsn), "waiting for the replication stream to reach the flushed WAL");
         let waited = self.wait_for(lsn).await;
         let _ = self.stop.send(true);
-        let stopped = (&mut self.task).await;
+        // A consumer that stopped early was awaited by `wait_for` already (its error is in
+        // `waited`): a join handle must not be polled again after it completed.
+        let stopped =
+            if waited.is_err() && self.task.is_finished() { Ok(Ok(())) } else { (&mut self.task).await };
         let dropped = drop_slot(&client, &self.slot.slot, &self.slot.publication).await;
         restore_identity(&client, &self.slot.identity_changed).await;
         self.cleaned = true;
