@@ -57,28 +57,3 @@ pub(crate) fn physical_json(cfg: &WorkloadConfig) -> Json {
         "count_aggregates": cfg.count_aggregates,
     })
 }
-
-/// The `isocert run` flags that give `cfg`'s physical parts (empty for the defaults).
-pub(crate) fn physical_flags(cfg: &WorkloadConfig) -> String {
-    let mut flags = String::new();
-    if cfg.design.layout != TableLayout::Plain {
-        flags.push_str(&format!(" --layout {}", cfg.design.layout));
-    }
-    if cfg.design.index != SecondaryIndex::None {
-        flags.push_str(&format!(" --index {}", cfg.design.index));
-    }
-    if cfg.design.filler_rows > 0 {
-        flags.push_str(&format!(" --filler-rows {}", cfg.design.filler_rows));
-    }
-    if !cfg.access_paths.is_empty() {
-        let paths: Vec<&str> = cfg.access_paths.iter().map(|p| p.as_str()).collect();
-        flags.push_str(&format!(" --access-paths {}", paths.join(",")));
-    }
-    if cfg.maintenance {
-        flags.push_str(" --maintenance");
-    }
-    if cfg.count_aggregates {
-        flags.push_str(" --count-aggregates");
-    }
-    flags
-}

@@ -59,4 +59,5 @@ pub use error::WorkloadError;
 pub use plan::client_aborted_plans;
 pub use recorder::{ObserverFn, RawTxn, Recorder};
 pub use run::{run, run_observed, run_on, run_until, setup, setup_on, Observe};
+pub use schema::FILLER_KEYS;
 pub use session::raw_txn;

@@ -7,7 +7,7 @@ use crate::plan::items_c1_values;
 use crate::{WorkloadConfig, WorkloadKind};
 
 /// The first key of the filler rows ([`crate::PhysicalDesign::filler_rows`]).
-pub(crate) const FILLER_KEYS: i64 = 1_000_000_000;
+pub const FILLER_KEYS: i64 = 1_000_000_000;
 
 /// How many distinct `c2` values the items table uses.
 pub(crate) const ITEMS_C2_VALUES: i64 = 10;
