@@ -16,6 +16,8 @@ use isocert_random::SeededRng;
 use rand::Rng;
 use serde::Serialize;
 
+use isocert_workload::{SecondaryIndex, TableLayout};
+
 use crate::params::{paths_name, plan_mixes, Space, TrialParams, LAYOUTS};
 
 /// How a finished trial went, as the search sees it.
@@ -73,9 +75,16 @@ impl Search {
         let n = self.trials;
         self.trials += 1;
         // The first trials go once through every workload, then explore or exploit.
+        // ... on the default physical design (a plain table, the planner's own choice, no
+        // maintenance): the baseline, before the physical families are swept.
         if (n as usize) < self.space.workloads.len() || self.scores.is_empty() {
             let mut p = self.space.random(&mut self.rng, n);
             p.workload = self.space.workloads[n as usize % self.space.workloads.len()];
+            p.layout = TableLayout::Plain;
+            p.index = SecondaryIndex::None;
+            p.filler_rows = 0;
+            p.access_paths.clear();
+            p.maintenance = false;
             return p;
         }
         if let Some(p) = self.below_floor(n) {
@@ -180,6 +189,9 @@ mod tests {
         let first: Vec<TrialParams> = (0..5).map(|_| search.next_trial()).collect();
         let kinds: Vec<WorkloadKind> = first.iter().map(|p| p.workload).collect();
         assert_eq!(kinds, WorkloadKind::ALL.to_vec(), "every workload first");
+        assert!(first
+            .iter()
+            .all(|p| p.layout == TableLayout::Plain && p.access_paths.is_empty() && !p.maintenance));
         // Only the append trial aborted: most later trials are its neighbours.
         for p in first {
             let abort_rate = if p.workload == WorkloadKind::Append { 0.6 } else { 0.0 };

@@ -157,7 +157,12 @@ pub fn maintenance_statements(table: &TableSpec, design: &PhysicalDesign) -> Vec
     let vacuum = format!("VACUUM {t}");
     let mut sql = vec![vacuum.clone(), format!("ANALYZE {t}"), vacuum.clone(), "CHECKPOINT".to_string()];
     sql.push(vacuum.clone());
-    sql.push(format!("REINDEX TABLE CONCURRENTLY {t}"));
+    if !design.layout.is_partitioned() {
+        // Not on a partitioned table: PostgreSQL 15.18 fails concurrent `INSERT ... ON
+        // CONFLICT` statements with "invalid arbiter index list" while a partition's index
+        // is rebuilt (docs/FINDINGS.md), which would end the run instead of testing it.
+        sql.push(format!("REINDEX TABLE CONCURRENTLY {t}"));
+    }
     sql.push(vacuum);
     if let Some(create) = index_statement(table, &target, SecondaryIndex::Btree, &built, true) {
         sql.push(format!("DROP INDEX CONCURRENTLY IF EXISTS {built}"));
@@ -229,7 +234,9 @@ mod tests {
         );
         assert!(access_path_settings(AccessPath::Parallel).contains(&"SET parallel_setup_cost = 0".into()));
         let m = maintenance_statements(&ITEMS, &design(TableLayout::Hash, SecondaryIndex::None));
-        assert!(m.contains(&"VACUUM items".into()) && m.contains(&"REINDEX TABLE CONCURRENTLY items".into()));
+        assert!(m.contains(&"VACUUM items".into()) && !m.iter().any(|s| s.starts_with("REINDEX")), "{m:?}");
+        let plain = maintenance_statements(&ITEMS, &PhysicalDesign::default());
+        assert!(plain.contains(&"REINDEX TABLE CONCURRENTLY items".into()), "{plain:?}");
         assert!(
             m.contains(&"CREATE INDEX CONCURRENTLY items_maintenance ON items_p0 (c1, c2)".into()),
             "{m:?}"
