@@ -15,13 +15,13 @@ pub enum AdapterError {
         /// Where the search looked.
         searched: String,
     },
-    /// The PostgreSQL major version asked for (`--server-version`) is not installed.
+    /// The PostgreSQL version asked for (`--server-version`, a major or an exact release) is not installed.
     #[error(
         "PostgreSQL {version} is not installed (looked in {searched}); install it with \
          scripts/install-deps --postgres-versions \"{version}\""
     )]
     PostgresVersionNotInstalled {
-        /// The major version asked for.
+        /// The version asked for (`17` or `17.6`).
         version: String,
         /// Where the search looked.
         searched: String,

@@ -44,9 +44,10 @@ pub use mongodb::MongoDb;
 pub use postgres::{EmbeddedPostgres, EmbeddedPostgresBuilder, Snapshot};
 pub use seam::{
     dispatch, has_transaction_snapshot, int_row, parse_run_level, redact_url, row_key, sql_level,
-    sql_literal, unrunnable_level, CaptureOptions, ChangeCapture, ColumnType, CommitOutcome, CommittedTxn,
-    Database, DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress, FeedSink, FeedTxn, IntOp,
-    IntStep, IsolationLevel, LiveTicks, RecordedOp, Session, SetValue, StaleObjects, StatementWrite, Step,
-    TableIncarnation, TableSpec, ThrowawayServer, UnknownName, SQL_RUN_LEVELS,
+    sql_literal, unrunnable_level, AccessPath, CaptureOptions, ChangeCapture, ColumnType, CommitOutcome,
+    CommittedTxn, Database, DatabaseKind, DatabaseVisitor, DbError, ErrorClass, FeedProgress, FeedSink,
+    FeedTxn, IntOp, IntStep, IsolationLevel, LiveTicks, PhysicalDesign, RecordedOp, SecondaryIndex, Session,
+    SetValue, StaleObjects, StatementWrite, Step, TableIncarnation, TableLayout, TableSpec, ThrowawayServer,
+    UnknownName, SQL_RUN_LEVELS,
 };
 pub use tidb::TiDb;

@@ -264,7 +264,7 @@ pub(crate) async fn execute_step(
             let sql = format!(
                 "SELECT {pk}, {v}, CAST({f}({c}) OVER () AS SIGNED) FROM {t} WHERE {predicate} ORDER BY {pk}",
                 v = quote(table.value_column()),
-                c = quote(column),
+                c = if *column == "*" { "*".to_string() } else { quote(column) },
             );
             let rows: Vec<(i64, i64, Option<i64>)> =
                 conn.query(&sql).await.map_err(|e| db_error_with(classify, &sql, e))?;

@@ -24,7 +24,7 @@ use isocert_adapters::{
 };
 use isocert_checker::{render_json, AnomalyKind, IsolationLevel};
 use isocert_history::{Dialect, Op};
-use isocert_hunt::repro::{reproduce, write_spec, AppendStatements, ReproTarget, Reproduction};
+use isocert_hunt::repro::{reproduce, write_spec, AppendStatements, ReproTarget, Reproduction, SpecPhysical};
 use isocert_hunt::{run_trial, shrink, Search, Space, Trial, TrialScore};
 use isocert_workload::WorkloadKind;
 use serde_json::{json, Value as Json};
@@ -56,8 +56,9 @@ pub(crate) struct HuntArgs {
     /// Without --db: which throwaway server to start (postgres or mariadb).
     #[arg(long, value_name = "DATABASE", default_value = "postgres", conflicts_with = "db")]
     database: DatabaseKind,
-    /// Without --db: the PostgreSQL major version to start (13 to 18; installed by
-    /// `scripts/install-deps --postgres-versions "13 18"`); default: the one installed.
+    /// Without --db: the PostgreSQL version to start, a major (13 to 18) or an exact release
+    /// (17.6; installed by `scripts/install-deps --postgres-versions "13 18 17.6"`); default:
+    /// the one installed.
     #[arg(long, value_name = "V", conflicts_with = "db")]
     server_version: Option<String>,
     /// Without --db: a setting of the throwaway server, `NAME=VALUE` (repeatable).
@@ -69,7 +70,9 @@ pub(crate) struct HuntArgs {
     /// The level to check (default: the one the workload ran at as the adapter maps it).
     #[arg(long, value_name = "LEVEL")]
     check: Option<IsolationLevel>,
-    /// How long to hunt: `90s`, `10m`, `1h` (a trial that started runs to its end).
+    /// How long to hunt: `90s`, `10m`, `1h`. A wall-clock promise: at its end the trial in
+    /// flight stops after the attempts it has running and is checked on what completed
+    /// (saving a finding, shrinking and reproducing it come after).
     #[arg(long, value_name = "DURATION", value_parser = parse_budget, default_value = "10m", conflicts_with = "runs")]
     budget: Duration,
     /// Hunt for this many trials instead of a time budget.
@@ -303,12 +306,18 @@ async fn hunt_loop<D: Database>(
             tally.findings.len()
         );
         bar.set_message(head.clone());
-        let trial = run_trial(db, &params, args.isolation, level, &capture, Arc::clone(interrupt), |done| {
-            if done % 50 == 0 {
-                bar.set_message(format!("{head} [{done}/{}]", params.txns));
-            }
-        })
-        .await;
+        // The budget is a wall-clock promise: at its end the trial in flight stops after the
+        // attempts it has running and is checked on what completed.
+        let deadline = args.runs.is_none().then(|| started + args.budget);
+        let trial_stop = stop_at(Arc::clone(interrupt), deadline);
+        let trial =
+            run_trial(db, &params, args.isolation, level, &capture, Arc::clone(&trial_stop.flag), |done| {
+                if done % 50 == 0 {
+                    bar.set_message(format!("{head} [{done}/{}]", params.txns));
+                }
+            })
+            .await;
+        let cut_by_budget = trial_stop.finish();
         let trial = match trial {
             Ok(t) => t,
             Err(e) => {
@@ -333,6 +342,8 @@ async fn hunt_loop<D: Database>(
             "server_aborts": trial.server_aborts,
             "abort_rate": trial.abort_rate(),
             "workload_secs": trial.workload_secs,
+            "stopped_at_budget": cut_by_budget,
+            "notes": trial.notes,
             "anomalies": kept.len(),
             "kinds": kinds,
             "ignored": ignored.len(),
@@ -360,6 +371,43 @@ async fn hunt_loop<D: Database>(
         }
     }
     result.map(|()| (tally, started.elapsed().as_secs_f64()))
+}
+
+/// A trial's own stop flag, set when the hunt is interrupted or its budget's deadline
+/// passes, by a watcher that ends with [`TrialStop::finish`].
+struct TrialStop {
+    flag: Arc<AtomicBool>,
+    by_deadline: Arc<AtomicBool>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl TrialStop {
+    /// Stops the watcher; whether the deadline cut the trial short.
+    fn finish(self) -> bool {
+        self.watcher.abort();
+        self.by_deadline.load(Ordering::SeqCst)
+    }
+}
+
+fn stop_at(interrupt: Arc<AtomicBool>, deadline: Option<Instant>) -> TrialStop {
+    let flag = Arc::new(AtomicBool::new(false));
+    let by_deadline = Arc::new(AtomicBool::new(false));
+    let (f, d) = (Arc::clone(&flag), Arc::clone(&by_deadline));
+    let watcher = tokio::spawn(async move {
+        loop {
+            if interrupt.load(Ordering::SeqCst) {
+                f.store(true, Ordering::SeqCst);
+                return;
+            }
+            if deadline.is_some_and(|at| Instant::now() >= at) {
+                d.store(true, Ordering::SeqCst);
+                f.store(true, Ordering::SeqCst);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    TrialStop { flag, by_deadline, watcher }
 }
 
 /// Saves a failing trial like `isocert run` does, shrinks it, writes and runs its reproducer.
@@ -412,6 +460,7 @@ async fn save_finding<D: Database>(
         "deletes": p.deletes,
         "max_txn_len": p.max_txn_len,
         "client_abort_rate": p.client_abort_rate,
+        "physical": crate::physical::physical_json(&trial.config),
         "committed": trial.committed,
         "attempts": trial.attempts,
         "server_aborts": trial.server_aborts,
@@ -472,7 +521,19 @@ async fn save_finding<D: Database>(
             ),
             level,
         );
-        let table = p.workload.table_spec();
+        let table = trial.config.table_spec();
+        let cfg = &trial.config;
+        let physical = SpecPhysical {
+            design: Some(cfg.design),
+            session_settings: (0..cfg.sessions)
+                .map(|s| D::access_path_settings(cfg.access_path(s)).unwrap_or_default())
+                .collect(),
+            maintenance: if cfg.maintenance {
+                SpecPhysical::not_waiting(D::maintenance_statements(&table, &cfg.design))
+            } else {
+                Vec::new()
+            },
+        };
         // The trial's table would clash with the reproducer's setup: it is isocert's own.
         db.drop_table(&table).await?;
         let target =
@@ -487,8 +548,15 @@ async fn save_finding<D: Database>(
             if appends == AppendStatements::Recordable && !has_appends {
                 continue;
             }
-            let spec =
-                write_spec(&shrunk.history, &shrunk.certificate, &table, args.isolation, appends, &title)?;
+            let spec = write_spec(
+                &shrunk.history,
+                &shrunk.certificate,
+                &table,
+                args.isolation,
+                appends,
+                &title,
+                &physical,
+            )?;
             write_text(&dir.join(file), &spec)?;
             let result = reproduce(db, &spec, &target, capture, interrupt).await?;
             results.push(json!({ "spec": dir.join(file).display().to_string(), "result": result }));
@@ -520,14 +588,21 @@ fn repro_title(about: &str, level: IsolationLevel) -> String {
 
 /// What the trials covered, in one line: trials per workload and the range of each setting.
 fn tried(trials: &[Json]) -> String {
-    let mut per_workload: Vec<(String, usize)> = Vec::new();
-    for t in trials {
-        let w = t["params"]["workload"].as_str().unwrap_or("?").to_string();
-        match per_workload.iter_mut().find(|(name, _)| *name == w) {
-            Some((_, n)) => *n += 1,
-            None => per_workload.push((w, 1)),
+    let per = |field: &str| {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for t in trials {
+            let v = match &t["params"][field] {
+                Json::String(s) => s.clone(),
+                Json::Bool(b) => if *b { "on" } else { "off" }.to_string(),
+                other => other.to_string(),
+            };
+            match counts.iter_mut().find(|(name, _)| *name == v) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((v, 1)),
+            }
         }
-    }
+        counts.iter().map(|(v, n)| format!("{v} x{n}")).collect::<Vec<_>>().join(", ")
+    };
     let range = |field: &str| {
         let values: Vec<u64> = trials.iter().filter_map(|t| t["params"][field].as_u64()).collect();
         match (values.iter().min(), values.iter().max()) {
@@ -536,14 +611,22 @@ fn tried(trials: &[Json]) -> String {
             _ => "none".to_string(),
         }
     };
-    let workloads: Vec<String> = per_workload.iter().map(|(w, n)| format!("{w} x{n}")).collect();
+    if trials.is_empty() {
+        return "no trial".to_string();
+    }
     format!(
-        "{}; keys {}, sessions {}, ops per transaction {}, transactions per trial {}",
-        if workloads.is_empty() { "no trial".to_string() } else { workloads.join(", ") },
+        "{}; keys {}, sessions {}, ops per transaction {}, transactions per trial {}; layouts {}; indexes {}; \
+         plans {}; maintenance {}; filler rows {}",
+        per("workload"),
         range("keys"),
         range("sessions"),
         range("max_txn_len"),
-        range("txns")
+        range("txns"),
+        per("layout"),
+        per("index"),
+        per("access_paths"),
+        per("maintenance"),
+        range("filler_rows")
     )
 }
 

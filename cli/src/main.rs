@@ -23,6 +23,7 @@ mod live_emit;
 mod memory;
 mod online;
 mod output;
+mod physical;
 mod recover;
 mod run;
 mod scenario;

@@ -54,8 +54,9 @@ pub(crate) struct RunArgs {
     /// in run.json), e.g. `--server-setting innodb_snapshot_isolation=ON` for MariaDB.
     #[arg(long, value_name = "NAME=VALUE", value_parser = parse_setting, conflicts_with = "db")]
     server_setting: Vec<(String, String)>,
-    /// Without --db: the PostgreSQL major version of the throwaway server (13 to 18;
-    /// installed by `scripts/install-deps --postgres-versions "13 18"`, docs/POSTGRES.md);
+    /// Without --db: the PostgreSQL version of the throwaway server, a major (13 to 18) or an
+    /// exact release (17.6; installed by `scripts/install-deps --postgres-versions "13 18
+    /// 17.6"`, docs/POSTGRES.md);
     /// default: the one installed. run.json and the reports name the server's version.
     #[arg(long, value_name = "V", conflicts_with = "db")]
     server_version: Option<String>,
@@ -186,6 +187,8 @@ pub(crate) struct RunArgs {
     schema: Option<String>,
     #[command(flatten)]
     emit: crate::online::RunEmitArgs,
+    #[command(flatten)]
+    physical: crate::physical::PhysicalArgs,
 }
 
 /// Timings and counts of one run, written to run.json.
@@ -330,6 +333,7 @@ fn workload_config<D: Database>(args: &RunArgs) -> anyhow::Result<WorkloadConfig
     if let Some(p) = args.client_abort_rate {
         cfg.client_abort_rate = p;
     }
+    args.physical.apply(&mut cfg);
     cfg.validate()?;
     Ok(cfg)
 }
@@ -350,7 +354,7 @@ async fn record<D: Database>(
     interrupt: &Arc<AtomicBool>,
     emit: Option<&crate::online::RunEmit>,
 ) -> anyhow::Result<Recorded> {
-    let table = cfg.kind.table_spec();
+    let table = cfg.table_spec();
     let answer = Duration::from_secs(args.answer_timeout_secs);
     if let Some(url) = args.db.as_deref() {
         prepare_user_database(db, url, &table, answer, args.reset_tables).await?;
@@ -749,11 +753,13 @@ async fn run_workload<D: Database>(
             None => Ok(future.await.map_err(|e| anyhow::Error::new(e).context(what.to_string()))?),
         }
     }
-    step(limit, "setting up the workload table", isocert_workload::setup_on(db, cfg)).await?;
+    for note in step(limit, "setting up the workload table", isocert_workload::setup_on(db, cfg)).await? {
+        eprintln!("isocert: note: {note}");
+    }
     let mut consumer = match &capture {
         Some(options) => {
             let mut consumer =
-                step(limit, "starting the change capture", db.start_capture(&cfg.kind.table_spec(), options))
+                step(limit, "starting the change capture", db.start_capture(&cfg.table_spec(), options))
                     .await?;
             consumer.wait_started(Duration::from_secs(60)).await?;
             Some(consumer)
@@ -869,6 +875,9 @@ pub(crate) fn write_reports(dir: &Path, report: &Report, h: &History) -> anyhow:
 }
 
 fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>) -> serde_json::Value {
+    let mut cfg = WorkloadConfig::new(args.workload, args.isolation);
+    args.physical.apply(&mut cfg);
+    let physical = crate::physical::physical_json(&cfg);
     let mut out = json!({
         "database": D::KIND.as_str(),
         "server_version": stats.server_version,
@@ -883,6 +892,7 @@ fn run_json<D: Database>(args: &RunArgs, stats: &RunStats, r: Option<&Recovered>
         "deletes": !args.no_deletes,
         "max_txn_len": args.max_txn_len,
         "client_abort_rate": args.client_abort_rate,
+        "physical": physical,
         "recovery": r.is_some(),
         "certificate_api": args.certificate_api.is_some(),
         "replication": if r.is_some() { args.replication.as_deref() } else { None },

@@ -142,6 +142,41 @@ fn postgres_repeatable_read_upsert_after_delete_is_found_and_reproduced() {
 }
 
 #[test]
+fn past_its_first_pass_a_hunt_sweeps_layouts_plans_and_maintenance() {
+    if POSTGRES.source(EmbeddedPostgres::is_installed()).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--isolation",
+        "read-committed",
+        "--workloads",
+        "kv,predicate",
+        "--runs",
+        "8",
+        "--max-txns",
+        "300",
+        "--seed",
+        "3",
+    ];
+    let (o, s) = hunt("postgres", &args, dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let trials = s["trials"].as_array().unwrap();
+    let first = &trials[0]["params"];
+    assert_eq!(
+        (first["layout"].as_str(), first["access_paths"].as_str()),
+        (Some("plain"), Some("any")),
+        "{first}"
+    );
+    let later: Vec<&serde_json::Value> = trials[2..].iter().map(|t| &t["params"]).collect();
+    assert!(later.iter().any(|p| p["layout"] != "plain"), "{later:?}");
+    assert!(later.iter().any(|p| p["maintenance"] == true), "{later:?}");
+    assert!(later.iter().any(|p| p["access_paths"] != "any"), "{later:?}");
+    assert!(trials.iter().all(|t| t["notes"].as_array().unwrap().is_empty()), "{s}");
+    assert!(text(&o).contains("layouts ") && text(&o).contains("maintenance "), "{}", text(&o));
+}
+
+#[test]
 fn bad_hunt_flags_are_refused_by_name() {
     let o = isocert(&["hunt", "--isolation", "serializable", "--budget", "5x", "--out", "x"]);
     assert_eq!(o.status.code(), Some(2));

@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use isocert_adapters::{sql_level, CaptureOptions, Database, TableSpec};
+use isocert_adapters::{sql_level, CaptureOptions, Database, PhysicalDesign, TableSpec};
 use isocert_checker::{AnomalyKind, IsolationLevel};
 use isocert_history::{
     Certificate, History, ObjId, Op, Scalar, Status, Timestamp, TxnId, Value, ValueId, Writer,
@@ -210,16 +210,39 @@ pub fn write_spec(
     isolation: IsolationLevel,
     appends: AppendStatements,
     title: &str,
+    physical: &SpecPhysical,
 ) -> Result<String, HuntError> {
     let begin = sql_level(isolation)?;
     let mut out = String::new();
     for line in title.lines() {
         out.push_str(&format!("# {line}\n"));
     }
-    out.push_str("\nsetup\n{\n  ");
-    out.push_str(&isocert_adapters::postgres::create_table_statement(table));
-    out.push('\n');
+    out.push_str("\nsetup\n{\n");
+    let keys: Vec<i64> = h.initial.iter().filter_map(|(o, _)| int_of(&h.object(*o).key)).collect();
+    let design = physical.design.unwrap_or_default();
+    match isocert_adapters::postgres::design_statements(table, &design, &keys) {
+        Ok(ddl) => {
+            for sql in ddl {
+                out.push_str(&format!("  {sql};\n"));
+            }
+        }
+        Err(_) => out.push_str(&format!("  {}\n", isocert_adapters::postgres::create_table_statement(table))),
+    }
+    if design.filler_rows > 0 {
+        // The filler rows as the workload made them: keys from FILLER_KEYS, -1 elsewhere.
+        let middle = ", -1".repeat(table.columns.len().saturating_sub(2));
+        out.push_str(&format!(
+            "  INSERT INTO {t} ({cols}) SELECT k{middle}, 0 FROM generate_series({from}, {to}) k;\n",
+            t = table.name,
+            cols = table.column_list(),
+            from = isocert_workload::FILLER_KEYS,
+            to = isocert_workload::FILLER_KEYS + i64::from(design.filler_rows) - 1,
+        ));
+    }
     for (obj, value) in &h.initial {
+        if int_of(&h.object(*obj).key).is_some_and(|k| k >= isocert_workload::FILLER_KEYS) {
+            continue;
+        }
         if let Some(row) = row_values(h, table, *obj, *value) {
             out.push_str(&format!(
                 "  INSERT INTO {} ({}) VALUES ({});\n",
@@ -237,7 +260,12 @@ pub fn write_spec(
     for t in h.txn_ids() {
         let txn = h.txn(t);
         let session = format!("t{}", txn.name).replace(['"', ' '], "");
-        out.push_str(&format!("\nsession {session}\nsetup {{ BEGIN ISOLATION LEVEL {begin}; }}\n"));
+        let settings: String = physical
+            .session_settings
+            .get(session_index(h, txn.session).unwrap_or(usize::MAX))
+            .map(|sql| sql.iter().map(|s| format!("{s}; ")).collect())
+            .unwrap_or_default();
+        out.push_str(&format!("\nsession {session}\nsetup {{ {settings}BEGIN ISOLATION LEVEL {begin}; }}\n"));
         let first_write = txn
             .ops
             .iter()
@@ -269,9 +297,59 @@ pub fn write_spec(
         events.push((commit, 2, t, vec![last]));
     }
     events.sort_by_key(|e| (e.0, e.1, e.2));
-    let steps: Vec<String> = events.into_iter().flat_map(|e| e.3).collect();
+    let mut steps: Vec<String> = Vec::new();
+    let mut after_commit = 0;
+    if !physical.maintenance.is_empty() {
+        out.push_str("\nsession maintenance\n");
+        for (i, sql) in physical.maintenance.iter().enumerate() {
+            out.push_str(&format!("step maintenance_{} {{ {sql}; }}\n", i + 1));
+        }
+    }
+    for (_, phase, _, e) in events {
+        steps.extend(e);
+        // The maintenance session's statements in turn, one after each commit or rollback.
+        if phase == 2 && !physical.maintenance.is_empty() {
+            steps.push(format!("maintenance_{}", after_commit % physical.maintenance.len() + 1));
+            after_commit += 1;
+        }
+    }
     out.push_str(&format!("\npermutation {}\n", steps.join(" ")));
     Ok(out)
+}
+
+/// What a reproducer carries of the run's physical design: the table's layout, each
+/// session's planner settings (by session index) and the maintenance statements run
+/// between the transactions.
+#[derive(Clone, Debug, Default)]
+pub struct SpecPhysical {
+    /// The table's design (`None`: plain).
+    pub design: Option<PhysicalDesign>,
+    /// The statements each session runs before its transaction, by session index.
+    pub session_settings: Vec<Vec<String>>,
+    /// Maintenance statements that need no other transaction to end (`VACUUM`, `ANALYZE`):
+    /// the spec runs them in turn after each commit.
+    pub maintenance: Vec<String>,
+}
+
+impl SpecPhysical {
+    /// `statements` without those that wait for other transactions to end (a concurrent
+    /// index build would wait for the reproducer's open transactions, forever).
+    pub fn not_waiting(statements: Vec<String>) -> Vec<String> {
+        statements.into_iter().filter(|s| !s.contains("CONCURRENTLY")).collect()
+    }
+}
+
+/// An integer key or session name.
+fn int_of(s: &Scalar) -> Option<i64> {
+    match s {
+        Scalar::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// The index of a recorded session (the workload names its sessions 0, 1, ...).
+fn session_index(h: &History, session: isocert_history::SessionId) -> Option<usize> {
+    int_of(h.session_name(session)).and_then(|i| usize::try_from(i).ok())
 }
 
 /// How running the reproducer went.
@@ -396,8 +474,16 @@ mod tests {
             r#"{"format":"isocert-certificate","version":1,"version_order":[{"key":0,"writers":[2,3]},{"key":1,"writers":[3]}]}"#,
         );
         let table = TableSpec::integers("kv", &["key", "value"]);
-        let spec = write_spec(&h, &c, &table, IsolationLevel::RepeatableRead, AppendStatements::Upsert, "t")
-            .unwrap();
+        let spec = write_spec(
+            &h,
+            &c,
+            &table,
+            IsolationLevel::RepeatableRead,
+            AppendStatements::Upsert,
+            "t",
+            &SpecPhysical::default(),
+        )
+        .unwrap();
         assert!(spec.contains("step t2_1 { DELETE FROM kv WHERE key = 0; }"), "{spec}");
         assert!(spec.contains("step t3_2 { INSERT INTO kv (key, value) VALUES (0, 9); }"), "{spec}");
         assert!(spec.contains("step t3_3 { UPDATE kv SET value = 8 WHERE key = 1; }"), "{spec}");
@@ -406,6 +492,61 @@ mod tests {
         // then T3 writes and commits (6).
         assert!(spec.contains("permutation t2_snapshot t3_1 t2_1 t2_commit t3_2 t3_3 t3_commit"), "{spec}");
         assert!(isocert_scenario::parse(&spec).is_ok(), "{spec}");
+    }
+
+    #[test]
+    fn a_spec_carries_the_layout_the_session_settings_and_the_maintenance() {
+        let (h, c) = read(
+            &[
+                r#"{"format":"isocert-history","version":1,"initial":[{"key":1,"value":0},{"key":1000000000,"value":0}]}"#,
+                r#"{"id":1,"session":0,"start_ts":1,"commit_ts":3,"ops":[{"f":"r","key":1,"value":0},{"f":"w","key":1,"value":5}]}"#,
+                r#"{"id":2,"session":1,"start_ts":2,"commit_ts":4,"ops":[{"f":"r","key":1,"value":0}]}"#,
+            ],
+            r#"{"format":"isocert-certificate","version":1,"version_order":[{"key":1,"writers":[1]}]}"#,
+        );
+        let table = TableSpec { partitioned: true, ..TableSpec::integers("kv", &["key", "value"]) };
+        let physical = SpecPhysical {
+            design: Some(PhysicalDesign {
+                layout: isocert_adapters::TableLayout::Hash,
+                index: isocert_adapters::SecondaryIndex::Btree,
+                filler_rows: 3,
+            }),
+            session_settings: vec![vec!["SET enable_seqscan = off".into()], Vec::new()],
+            maintenance: SpecPhysical::not_waiting(vec![
+                "VACUUM kv".into(),
+                "REINDEX TABLE CONCURRENTLY kv".into(),
+                "ANALYZE kv".into(),
+            ]),
+        };
+        let spec = write_spec(
+            &h,
+            &c,
+            &table,
+            IsolationLevel::ReadCommitted,
+            AppendStatements::Upsert,
+            "t",
+            &physical,
+        )
+        .unwrap();
+        assert!(spec.contains("PARTITION BY HASH (key);"), "{spec}");
+        assert!(spec.contains("CREATE INDEX kv_secondary ON kv (value);"), "{spec}");
+        assert!(spec.contains("SELECT k, 0 FROM generate_series(1000000000, 1000000002) k;"), "{spec}");
+        assert!(!spec.contains("VALUES (1000000000"), "filler rows once, as a series: {spec}");
+        assert!(
+            spec.contains("setup { SET enable_seqscan = off; BEGIN ISOLATION LEVEL READ COMMITTED; }"),
+            "{spec}"
+        );
+        assert!(
+            spec.contains("step maintenance_1 { VACUUM kv; }")
+                && spec.contains("step maintenance_2 { ANALYZE kv; }")
+        );
+        assert!(!spec.contains("CONCURRENTLY"), "{spec}");
+        let permutation = spec.lines().find(|l| l.starts_with("permutation")).unwrap();
+        assert!(
+            permutation.contains("t1_commit maintenance_1")
+                && permutation.contains("t2_commit maintenance_2"),
+            "{permutation}"
+        );
     }
 
     #[test]
@@ -427,12 +568,27 @@ mod tests {
             ],
             partitioned: false,
         };
-        let upsert =
-            write_spec(&h, &c, &table, IsolationLevel::Serializable, AppendStatements::Upsert, "t").unwrap();
+        let upsert = write_spec(
+            &h,
+            &c,
+            &table,
+            IsolationLevel::Serializable,
+            AppendStatements::Upsert,
+            "t",
+            &SpecPhysical::default(),
+        )
+        .unwrap();
         assert!(upsert.contains("ON CONFLICT (id) DO UPDATE SET val = CONCAT(t.val, ',', '2');"), "{upsert}");
-        let blind =
-            write_spec(&h, &c, &table, IsolationLevel::Serializable, AppendStatements::Recordable, "t")
-                .unwrap();
+        let blind = write_spec(
+            &h,
+            &c,
+            &table,
+            IsolationLevel::Serializable,
+            AppendStatements::Recordable,
+            "t",
+            &SpecPhysical::default(),
+        )
+        .unwrap();
         assert!(
             blind.contains("step t1_1 { INSERT INTO append (id, sk, val) VALUES (7, 7, '1'); }"),
             "{blind}"

@@ -39,6 +39,8 @@ pub struct Trial {
     pub server_aborts: usize,
     /// Seconds the workload ran.
     pub workload_secs: f64,
+    /// The adapter's notes on what of the physical design it did not apply.
+    pub notes: Vec<String>,
 }
 
 impl Trial {
@@ -64,8 +66,8 @@ pub async fn run_trial<D: Database>(
     progress: impl Fn(u64),
 ) -> Result<Trial, HuntError> {
     let config = params.config(isolation, D::ONE_CHANGE_PER_ROW);
-    isocert_workload::setup_on(db, &config).await?;
-    let mut consumer = db.start_capture(&config.kind.table_spec(), capture).await?;
+    let notes = isocert_workload::setup_on(db, &config).await?;
+    let mut consumer = db.start_capture(&config.table_spec(), capture).await?;
     consumer.wait_started(Duration::from_secs(60)).await?;
     let started = Instant::now();
     let run = isocert_workload::run_until(db, &config, interrupt, progress).await;
@@ -95,6 +97,7 @@ pub async fn run_trial<D: Database>(
         recovered,
         report,
         workload_secs,
+        notes,
     })
 }
 

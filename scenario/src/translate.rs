@@ -201,10 +201,19 @@ impl Translator {
     /// The action of one statement.
     pub fn statement(&self, sql: &str) -> Action {
         // PostgreSQL's spellings sqlparser does not know.
-        match sql.trim().to_ascii_lowercase().as_str() {
+        let lower = sql.trim().to_ascii_lowercase();
+        match lower.as_str() {
             "abort" | "abort work" | "abort transaction" => return Action::Rollback,
             "end" | "end work" | "end transaction" => return Action::Commit,
             _ => {}
+        }
+        // Maintenance changes no row's contents (a reproducer's maintenance session, `isocert
+        // hunt`): nothing the history would hold.
+        let words: Vec<&str> = lower.split_whitespace().take(2).collect();
+        if matches!(words.first(), Some(&("vacuum" | "analyze" | "analyse" | "checkpoint" | "reindex")))
+            || words == ["drop", "index"]
+        {
+            return self.raw(sql, Effect::None, "");
         }
         let Some(statement) = parse_one(sql, self.dialect) else {
             return self.raw(sql, self.unparsed_effect(sql), "sqlparser cannot parse it");
@@ -743,6 +752,15 @@ mod tests {
         assert!(raw("SELECT * FROM t WHERE id = 1 FOR UPDATE").1.contains("FOR UPDATE"));
         assert_eq!(raw("SELECT * FROM t JOIN u ON t.id = u.id").0, Effect::Unseen);
         assert_eq!(raw("SET enable_seqscan = off").0, Effect::None);
+        for maintenance in [
+            "VACUUM kv",
+            "ANALYZE kv",
+            "CHECKPOINT",
+            "REINDEX TABLE CONCURRENTLY kv",
+            "DROP INDEX CONCURRENTLY IF EXISTS kv_m",
+        ] {
+            assert_eq!(raw(maintenance).0, Effect::None, "{maintenance}");
+        }
         assert_eq!(raw("SELECT pg_sleep(0.1)").0, Effect::None);
         assert_eq!(raw("DO $$ BEGIN UPDATE t SET v = 1; END $$").0, Effect::WritesTable);
         assert_eq!(raw("SELECT * FROM t WHERE id = 1 FOR KEY SHARE").0, Effect::Unseen);

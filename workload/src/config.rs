@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use isocert_adapters::IsolationLevel;
+pub use isocert_adapters::{AccessPath, PhysicalDesign, SecondaryIndex, TableLayout};
 pub use isocert_random::Distribution;
 
 use crate::WorkloadError;
@@ -139,6 +140,17 @@ pub struct WorkloadConfig {
     /// The probability that a plan ends with a rollback the client chose after its writes
     /// (recorded as aborted, not retried): the versions it wrote must never be read.
     pub client_abort_rate: f64,
+    /// The table's physical design: layout, secondary index, filler rows (the adapter
+    /// renders it, or notes what it ignores).
+    pub design: PhysicalDesign,
+    /// The access path each session's planner is pushed to: session `s` takes
+    /// `access_paths[s % len]`; empty: the planner's own choice everywhere.
+    pub access_paths: Vec<AccessPath>,
+    /// Whether a session of its own loops over the adapter's maintenance statements
+    /// (`VACUUM`, `ANALYZE`, ...) on the workload's table while the workload runs.
+    pub maintenance: bool,
+    /// Whether the predicate workload's aggregates include `count(*)` (besides min and max).
+    pub count_aggregates: bool,
 }
 
 impl WorkloadConfig {
@@ -159,7 +171,28 @@ impl WorkloadConfig {
             predicate_writes_alone: false,
             max_txn_len: if kind == WorkloadKind::Append { 4 } else { 5 },
             client_abort_rate: if kind == WorkloadKind::Append { 0.05 } else { 0.0 },
+            design: PhysicalDesign::default(),
+            access_paths: Vec::new(),
+            maintenance: false,
+            count_aggregates: false,
         }
+    }
+
+    /// The access path of session `session`.
+    pub fn access_path(&self, session: u32) -> AccessPath {
+        if self.access_paths.is_empty() {
+            AccessPath::Any
+        } else {
+            self.access_paths[session as usize % self.access_paths.len()]
+        }
+    }
+
+    /// The workload's table as the adapters see it, with this run's layout (a partitioned
+    /// table changes what a write can return).
+    pub fn table_spec(&self) -> isocert_adapters::TableSpec {
+        let mut spec = self.kind.table_spec();
+        spec.partitioned = self.design.layout.is_partitioned();
+        spec
     }
 
     /// Checks that the numbers make sense.
@@ -191,6 +224,19 @@ impl WorkloadConfig {
         }
         if self.max_txn_len == 0 {
             return Err(WorkloadError::config("max_txn_len", "need at least one operation per transaction"));
+        }
+        if self.deletes && self.design.layout.is_partitioned() {
+            return Err(WorkloadError::config(
+                "deletes",
+                format!(
+                    "a {} partitioned table cannot record deletes (a DELETE cannot return the deleted \
+                     version's writer there): run it without deletes",
+                    self.design.layout
+                ),
+            ));
+        }
+        if self.design.filler_rows > 1_000_000 {
+            return Err(WorkloadError::config("filler_rows", "at most 1,000,000 filler rows"));
         }
         Ok(())
     }
@@ -229,5 +275,19 @@ mod tests {
         cfg.keys = 4;
         cfg.sessions = 0;
         assert!(cfg.validate().unwrap_err().to_string().contains("sessions"));
+        cfg.sessions = 2;
+        cfg.design.layout = TableLayout::Hash;
+        assert!(cfg.validate().unwrap_err().to_string().contains("deletes"));
+        cfg.deletes = false;
+        cfg.validate().unwrap();
+        assert!(cfg.table_spec().partitioned);
+    }
+
+    #[test]
+    fn sessions_take_access_paths_in_turn() {
+        let mut cfg = WorkloadConfig::new(WorkloadKind::Kv, IsolationLevel::ReadCommitted);
+        assert_eq!(cfg.access_path(3), AccessPath::Any);
+        cfg.access_paths = vec![AccessPath::Seq, AccessPath::Bitmap];
+        assert_eq!((cfg.access_path(0), cfg.access_path(3)), (AccessPath::Seq, AccessPath::Bitmap));
     }
 }

@@ -52,9 +52,12 @@ mod run;
 mod schema;
 mod session;
 
-pub use config::{Distribution, WorkloadConfig, WorkloadKind};
+pub use config::{
+    AccessPath, Distribution, PhysicalDesign, SecondaryIndex, TableLayout, WorkloadConfig, WorkloadKind,
+};
 pub use error::WorkloadError;
 pub use plan::client_aborted_plans;
 pub use recorder::{ObserverFn, RawTxn, Recorder};
 pub use run::{run, run_observed, run_on, run_until, setup, setup_on, Observe};
+pub use schema::FILLER_KEYS;
 pub use session::raw_txn;

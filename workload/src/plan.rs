@@ -60,6 +60,7 @@ pub(crate) struct Planner {
     predicate_writes_alone: bool,
     max_txn_len: u32,
     client_abort_rate: f64,
+    count_aggregates: bool,
 }
 
 impl Planner {
@@ -75,6 +76,7 @@ impl Planner {
             predicate_writes_alone: cfg.predicate_writes_alone,
             max_txn_len: cfg.max_txn_len.max(1),
             client_abort_rate: cfg.client_abort_rate,
+            count_aggregates: cfg.count_aggregates,
         }
     }
 
@@ -251,6 +253,11 @@ impl Planner {
     fn aggregate(&self, rng: &mut SeededRng, predicate: String) -> Step {
         let function = if rng.random_bool(0.5) { AggregateFn::Min } else { AggregateFn::Max };
         let column = ["v", "c2", "c1"][rng.random_range(0..3)];
+        // count(*) needs no column: a bitmap or index-only scan may answer it from the
+        // index and the visibility map alone.
+        if self.count_aggregates && rng.random_bool(0.4) {
+            return Step::Aggregate { predicate, function: AggregateFn::Count, column: "*" };
+        }
         Step::Aggregate { predicate, function, column }
     }
 

@@ -240,7 +240,9 @@ impl Recorder {
             RecordedOp::Aggregate { predicate, function, column, result } => {
                 let predicate = self.history.intern_predicate(self.tables[t].table, &predicate);
                 let result = result.map_or(Scalar::Null, Scalar::Int);
-                Op::Aggregate { predicate, function, column: Some(self.column(t, column)), result }
+                // `count(*)` aggregates no column.
+                let column = (column != "*").then(|| self.column(t, column));
+                Op::Aggregate { predicate, function, column, result }
             }
         }
     }

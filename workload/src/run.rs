@@ -3,10 +3,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor};
+use isocert_adapters::{dispatch, Database, DatabaseKind, DatabaseVisitor, Session};
 use isocert_history::History;
 use tokio::sync::mpsc;
 
@@ -16,18 +16,18 @@ use crate::schema::Schema;
 use crate::session::{run_session, Shared};
 use crate::{WorkloadConfig, WorkloadError};
 
-/// Drops and recreates the workload's table and inserts its initial rows; committed when
-/// this returns. Start the change capture after this and before [`run_on`], so that it
+/// Drops and recreates the workload's table with the configuration's physical design and
+/// inserts its initial rows; committed when this returns. Returns the adapter's notes on
+/// what of the design it did not apply. Start the change capture after this and before [`run_on`], so that it
 /// sees exactly the history's transactions.
 ///
 /// # Errors
 /// [`WorkloadError::Config`] for a bad configuration, [`WorkloadError::Database`] when the
 /// database refuses.
-pub async fn setup_on<D: Database>(db: &D, cfg: &WorkloadConfig) -> Result<(), WorkloadError> {
+pub async fn setup_on<D: Database>(db: &D, cfg: &WorkloadConfig) -> Result<Vec<String>, WorkloadError> {
     cfg.validate()?;
     let schema = Schema::of(cfg.kind);
-    db.prepare_table(&schema.spec(), &schema.initial_rows(cfg)).await?;
-    Ok(())
+    Ok(db.prepare_designed_table(&cfg.table_spec(), &schema.initial_rows(cfg), &cfg.design).await?)
 }
 
 /// Runs the workload against the table [`setup_on`] prepared and returns the recorded history.
@@ -95,8 +95,9 @@ pub async fn run_observed<D: Database>(
     let schema = Schema::of(cfg.kind);
     // The initial rows' writers first: one that commits before the rows are read is then
     // never taken for the history's own (docs/API.md, initial versions).
-    let initial_facts = db.initial_facts(&schema.spec()).await?;
-    let initial = db.read_table(&schema.spec()).await?;
+    let table = cfg.table_spec();
+    let initial_facts = db.initial_facts(&table).await?;
+    let initial = db.read_table(&table).await?;
     let max_value = initial
         .iter()
         .filter_map(|r| match r.last() {
@@ -105,7 +106,7 @@ pub async fn run_observed<D: Database>(
         })
         .max()
         .unwrap_or(0);
-    let mut recorder = Recorder::new(schema.spec(), cfg.sessions, D::DIALECT);
+    let mut recorder = Recorder::new(table, cfg.sessions, D::DIALECT);
     recorder.set_initial(&initial);
     recorder.set_meta(initial_facts);
     if schema.is_list() {
@@ -123,6 +124,7 @@ pub async fn run_observed<D: Database>(
         cfg: cfg.clone(),
         planner: Planner::new(cfg),
         schema,
+        table,
         next_plan: AtomicU64::new(0),
         fresh: AtomicI64::new(max_value + 1),
         stop: AtomicBool::new(false),
@@ -130,6 +132,13 @@ pub async fn run_observed<D: Database>(
         recorder: Mutex::new(recorder),
         gate,
         epoch: std::time::Instant::now(),
+    });
+    let maintenance_stop = Arc::new(AtomicBool::new(false));
+    let maintenance_log = Arc::new(Mutex::new(MaintenanceLog::default()));
+    let maintenance = cfg.maintenance.then(|| {
+        let statements = D::maintenance_statements(&table, &cfg.design);
+        let (stop, log) = (Arc::clone(&maintenance_stop), Arc::clone(&maintenance_log));
+        tokio::spawn(maintain(db.clone(), statements, stop, log))
     });
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let tasks: Vec<_> = (0..cfg.sessions)
@@ -150,15 +159,131 @@ pub async fn run_observed<D: Database>(
             first_error.get_or_insert(e);
         }
     }
+    maintenance_stop.store(true, Ordering::SeqCst);
+    let maintained = match maintenance {
+        Some(task) => Some(stop_maintenance(task, maintenance_log).await),
+        None => None,
+    };
     if let Some(e) = first_error {
         return Err(e);
     }
     let shared = Arc::try_unwrap(shared)
         .map_err(|_| WorkloadError::Session { session: 0, message: "a session outlived the run".into() })?;
     let recorder = shared.recorder.into_inner().expect("recorder lock");
-    let history = recorder.finish();
+    let mut history = recorder.finish();
+    note_physical::<D>(&mut history, cfg, maintained.as_ref());
     tracing::info!(txns = history.txns.len(), "workload finished");
     Ok(history)
+}
+
+/// What the maintenance session did: the statements it looped over, how many rounds it
+/// finished, and the errors the database gave (each statement's first few).
+#[derive(Debug, Default, serde::Serialize)]
+pub(crate) struct MaintenanceLog {
+    /// The statements of one round.
+    pub(crate) statements: Vec<String>,
+    /// Statements that ran to completion.
+    pub(crate) executed: u64,
+    /// Whole rounds finished.
+    pub(crate) rounds: u64,
+    /// Errors, `statement: error` (at most [`MAINTENANCE_ERRORS_KEPT`]).
+    pub(crate) errors: Vec<String>,
+    /// Whether a statement was still running when the workload ended (it was cancelled).
+    pub(crate) stopped_in_flight: bool,
+}
+
+/// How many maintenance errors the run's notes keep.
+pub(crate) const MAINTENANCE_ERRORS_KEPT: usize = 8;
+
+/// The maintenance session: one connection looping over `statements` (each outside a
+/// transaction) until `stop`, counting into `log`; a failing statement is noted and the
+/// loop goes on.
+async fn maintain<D: Database>(
+    db: D,
+    statements: Vec<String>,
+    stop: Arc<AtomicBool>,
+    log: Arc<Mutex<MaintenanceLog>>,
+) {
+    let note = |f: &dyn Fn(&mut MaintenanceLog)| f(&mut log.lock().expect("maintenance log lock"));
+    note(&|l| l.statements.clone_from(&statements));
+    if statements.is_empty() {
+        return;
+    }
+    let mut conn = match db.connect().await {
+        Ok(c) => c,
+        Err(e) => return note(&|l| l.errors.push(format!("the maintenance session could not connect: {e}"))),
+    };
+    while !stop.load(Ordering::SeqCst) {
+        for sql in &statements {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match conn.execute_sql(sql).await {
+                Ok(()) => note(&|l| l.executed += 1),
+                Err(e) => note(&|l| {
+                    if l.errors.len() < MAINTENANCE_ERRORS_KEPT {
+                        l.errors.push(format!("{sql}: {e}"));
+                    }
+                }),
+            }
+        }
+        note(&|l| l.rounds += 1);
+    }
+}
+
+/// How long the maintenance session may take to finish its statement in flight once the
+/// workload ended; then its connection is closed (the server cancels the statement; a
+/// concurrent index build left invalid belongs to isocert's table and goes with it).
+const MAINTENANCE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn stop_maintenance(
+    mut task: tokio::task::JoinHandle<()>,
+    log: Arc<Mutex<MaintenanceLog>>,
+) -> MaintenanceLog {
+    let stopped_in_flight = match tokio::time::timeout(MAINTENANCE_GRACE, &mut task).await {
+        Ok(_) => false,
+        Err(_) => {
+            task.abort();
+            let _ = task.await;
+            true
+        }
+    };
+    let mut log = std::mem::take(&mut *log.lock().expect("maintenance log lock"));
+    log.stopped_in_flight = stopped_in_flight;
+    log
+}
+
+/// Adds the run's physical design, access paths and maintenance to the history's header
+/// `meta` (`"physical"`), where the reports and a reproducer find them.
+fn note_physical<D: Database>(
+    history: &mut History,
+    cfg: &WorkloadConfig,
+    maintained: Option<&MaintenanceLog>,
+) {
+    if cfg.design.is_default() && cfg.access_paths.is_empty() && maintained.is_none() {
+        return;
+    }
+    let ignored: Vec<String> =
+        cfg.access_paths.iter().filter_map(|p| D::access_path_settings(*p).err()).collect();
+    let physical = serde_json::json!({
+        "layout": cfg.design.layout.as_str(),
+        "index": cfg.design.index.as_str(),
+        "filler_rows": cfg.design.filler_rows,
+        "access_paths": cfg.access_paths.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "access_paths_ignored": ignored,
+        "maintenance": maintained,
+    });
+    let mut meta = match history.meta.take().map(|m| *m) {
+        Some(serde_json::Value::Object(m)) => m,
+        Some(other) => {
+            let mut m = serde_json::Map::new();
+            m.insert("adapter".into(), other);
+            m
+        }
+        None => serde_json::Map::new(),
+    };
+    meta.insert("physical".into(), physical);
+    history.meta = Some(Box::new(serde_json::Value::Object(meta)));
 }
 
 /// A boxed future borrowing the caller's arguments.
@@ -173,7 +298,7 @@ pub async fn setup(url: &str, cfg: &WorkloadConfig) -> Result<(), WorkloadError>
     impl<'a> DatabaseVisitor for Setup<'a> {
         type Output = Boxed<'a, ()>;
         fn visit<D: Database>(self) -> Boxed<'a, ()> {
-            Box::pin(async move { setup_on(&D::from_url(self.0)?, self.1).await })
+            Box::pin(async move { setup_on(&D::from_url(self.0)?, self.1).await.map(|_| ()) })
         }
     }
     dispatch(DatabaseKind::from_url(url)?, Setup(url, cfg))?.await

@@ -6,6 +6,9 @@ use rand::Rng;
 use crate::plan::items_c1_values;
 use crate::{WorkloadConfig, WorkloadKind};
 
+/// The first key of the filler rows ([`crate::PhysicalDesign::filler_rows`]).
+pub const FILLER_KEYS: i64 = 1_000_000_000;
+
 /// How many distinct `c2` values the items table uses.
 pub(crate) const ITEMS_C2_VALUES: i64 = 10;
 
@@ -85,12 +88,17 @@ impl Schema {
         }
         let mut rng = isocert_random::seeded(cfg.seed ^ 0x5eed);
         let c1_values = items_c1_values(cfg.keys);
-        (0..i64::from(cfg.keys))
+        let mut rows: Vec<Vec<i64>> = (0..i64::from(cfg.keys))
             .map(|key| {
                 let middle = [rng.random_range(0..c1_values), rng.random_range(0..ITEMS_C2_VALUES)];
                 self.row(key, &middle, 0)
             })
-            .collect()
+            .collect();
+        // Filler rows fill pages (VACUUM and the visibility map then have work); their keys
+        // lie beyond every key a plan names and their other columns (-1) outside every
+        // predicate, so no plan touches them.
+        rows.extend((0..i64::from(cfg.design.filler_rows)).map(|i| self.row(FILLER_KEYS + i, &[-1, -1], 0)));
+        rows
     }
 }
 
@@ -110,5 +118,10 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, r)| r[0] == i as i64 && r[3] == 0 && r[2] < ITEMS_C2_VALUES));
+        let mut cfg = cfg;
+        cfg.design.filler_rows = 3;
+        let rows = ITEMS.initial_rows(&cfg);
+        assert_eq!(rows.len(), 19);
+        assert_eq!(rows[18], vec![FILLER_KEYS + 2, -1, -1, 0]);
     }
 }

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use isocert_adapters::{int_row, CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep};
+use isocert_adapters::{
+    int_row, CommitOutcome, Database, DbError, RecordedOp, Session, Step as DbStep, TableSpec,
+};
 use isocert_history::{RealTime, Scalar, Status};
 use isocert_random::SeededRng;
 use rand::Rng;
@@ -33,6 +35,8 @@ pub(crate) struct Shared<D> {
     pub(crate) cfg: WorkloadConfig,
     pub(crate) planner: Planner,
     pub(crate) schema: &'static Schema,
+    /// The table as the adapter sees it, with the run's layout.
+    pub(crate) table: TableSpec,
     pub(crate) next_plan: AtomicU64,
     pub(crate) fresh: AtomicI64,
     pub(crate) stop: AtomicBool,
@@ -58,10 +62,31 @@ impl<D> Shared<D> {
     }
 }
 
-async fn reconnect<D: Database>(db: &D) -> Result<D::Session, WorkloadError> {
+/// A new connection with session `session`'s planner settings applied (the access path
+/// of [`WorkloadConfig::access_path`]; a database without them runs with its own choice,
+/// which the run's notes say).
+pub(crate) async fn connect_session<D: Database>(
+    db: &D,
+    cfg: &WorkloadConfig,
+    session: u32,
+) -> Result<D::Session, DbError> {
+    let mut conn = db.connect().await?;
+    if let Ok(settings) = D::access_path_settings(cfg.access_path(session)) {
+        for sql in settings {
+            conn.execute_sql(&sql).await?;
+        }
+    }
+    Ok(conn)
+}
+
+async fn reconnect<D: Database>(
+    db: &D,
+    cfg: &WorkloadConfig,
+    session: u32,
+) -> Result<D::Session, WorkloadError> {
     let mut last = None;
     for attempt in 0..RECONNECT_ATTEMPTS {
-        match db.connect().await {
+        match connect_session(db, cfg, session).await {
             Ok(c) => return Ok(c),
             Err(e) => last = Some(e),
         }
@@ -96,7 +121,7 @@ async fn session_loop<D: Database>(
     session: u32,
     done: &UnboundedSender<()>,
 ) -> Result<(), WorkloadError> {
-    let mut conn = shared.db.connect().await?;
+    let mut conn = connect_session(&shared.db, &shared.cfg, session).await?;
     let mut rng = isocert_random::seeded(shared.cfg.seed ^ (u64::from(session) << 32) ^ 0xfa17);
     loop {
         if shared.stop.load(Ordering::SeqCst) || shared.interrupt.load(Ordering::SeqCst) {
@@ -121,7 +146,7 @@ async fn session_loop<D: Database>(
             }
             drop(turn);
             if lost {
-                conn = reconnect(&shared.db).await?;
+                conn = reconnect(&shared.db, &shared.cfg, session).await?;
             }
             match next {
                 Next::Done => break,
@@ -190,7 +215,7 @@ async fn run_step<D: Database>(
     ops: &mut Ops<<D::Session as Session>::OpFacts>,
 ) -> Result<(), DbError> {
     let s = shared.schema;
-    let table = s.spec();
+    let table = shared.table;
     let db_step = match step {
         Step::Read { key } => DbStep::Read { key: *key },
         Step::ReadModifyWrite { key } => {

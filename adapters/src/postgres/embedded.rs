@@ -75,16 +75,18 @@ impl EmbeddedPostgresBuilder {
         Self::default()
     }
 
-    /// Runs PostgreSQL major version `major` (`13`, `18`): the programs `scripts/install-deps
-    /// --postgres-versions` installed (`$ISOCERT_PG_VERSIONS/MAJOR/bin`, else
-    /// `/usr/local/lib/isocert/postgres/MAJOR/bin` or `~/.local/share/isocert/postgres/MAJOR/bin`),
-    /// else Debian's `/usr/lib/postgresql/MAJOR/bin`.
+    /// Runs PostgreSQL `version`, a major (`13`, `18`) or an exact release (`17.6`): the
+    /// programs `scripts/install-deps --postgres-versions` installed
+    /// (`$ISOCERT_PG_VERSIONS/VERSION/bin`, else `/usr/local/lib/isocert/postgres/VERSION/bin`
+    /// or `~/.local/share/isocert/postgres/VERSION/bin`), else Debian's
+    /// `/usr/lib/postgresql/VERSION/bin`. For a release, a major's folder whose `postgres
+    /// --version` is that release serves too.
     ///
     /// # Errors
     /// [`AdapterError::PostgresVersionNotInstalled`] naming where it looked and the command
     /// that installs it.
-    pub fn version(mut self, major: &str) -> Result<Self, AdapterError> {
-        self.bin_dir = Some(version_bin_dir(major)?);
+    pub fn version(mut self, version: &str) -> Result<Self, AdapterError> {
+        self.bin_dir = Some(version_bin_dir(version)?);
         Ok(self)
     }
 
@@ -403,8 +405,14 @@ fn find_bin_dir() -> Result<PathBuf, AdapterError> {
     Err(AdapterError::PostgresNotInstalled { searched: format!("{DEBIAN_ROOT}/*/bin and PATH") })
 }
 
-/// The folders that may hold major version `major`'s programs, in the order they are tried.
-fn version_candidates(major: &str) -> Vec<PathBuf> {
+/// The folders that may hold PostgreSQL `version` (a major, `17`, or a release, `17.6`), in
+/// the order they are tried: `ROOT/VERSION/bin` under each root.
+fn version_candidates(version: &str) -> Vec<PathBuf> {
+    version_roots().into_iter().map(|r| r.join(version).join("bin")).collect()
+}
+
+/// Where installed versions live, in the order they are tried.
+fn version_roots() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     if let Some(root) = std::env::var_os("ISOCERT_PG_VERSIONS") {
         roots.push(root.into());
@@ -414,24 +422,57 @@ fn version_candidates(major: &str) -> Vec<PathBuf> {
         roots.push(Path::new(&home).join(USER_VERSIONS_ROOT));
     }
     roots.push(DEBIAN_ROOT.into());
-    roots.into_iter().map(|r| r.join(major).join("bin")).collect()
+    roots
 }
 
-fn version_bin_dir(major: &str) -> Result<PathBuf, AdapterError> {
-    if major.is_empty() || !major.bytes().all(|b| b.is_ascii_digit()) {
+/// A server version as `--server-version` takes it: a major (`17`) or an exact release
+/// (`17.6`, `10.20`), digits with at most one dot.
+fn parse_server_version(version: &str) -> Option<(&str, Option<&str>)> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match version.split_once('.') {
+        None if digits(version) => Some((version, None)),
+        Some((major, minor)) if digits(major) && digits(minor) => Some((major, Some(minor))),
+        _ => None,
+    }
+}
+
+/// Whether the `postgres` in `dir` says it is exactly release `release`
+/// (`postgres (PostgreSQL) 17.6`, possibly followed by a distribution's suffix).
+fn reports_release(dir: &Path, release: &str) -> bool {
+    let Ok(out) = Command::new(dir.join("postgres")).arg("--version").output() else { return false };
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().any(|word| {
+        word.strip_prefix(release)
+            .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
+    })
+}
+
+fn version_bin_dir(version: &str) -> Result<PathBuf, AdapterError> {
+    let Some((major, minor)) = parse_server_version(version) else {
         return Err(AdapterError::PostgresVersionNotInstalled {
-            version: major.to_string(),
-            searched: "nothing: a server version is a major version number such as 13 or 18".into(),
+            version: version.to_string(),
+            searched: "nothing: a server version is a major version number such as 13 or 18, \
+                       or an exact release such as 17.6"
+                .into(),
         });
+    };
+    let mut candidates = version_candidates(version);
+    if minor.is_some() {
+        // A major's folder holds the release asked for when its server says so.
+        let of_major = version_candidates(major);
+        if let Some(dir) =
+            candidates.iter().chain(&of_major).find(|d| has_server_programs(d) && reports_release(d, version))
+        {
+            return Ok(dir.clone());
+        }
+        candidates.extend(of_major.into_iter().map(|d| d.join(format!("postgres --version = {version}"))));
+    } else if let Some(dir) = candidates.iter().find(|d| has_server_programs(d)) {
+        return Ok(dir.clone());
     }
-    let candidates = version_candidates(major);
-    match candidates.iter().find(|d| has_server_programs(d)) {
-        Some(dir) => Ok(dir.clone()),
-        None => Err(AdapterError::PostgresVersionNotInstalled {
-            version: major.to_string(),
-            searched: candidates.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
-        }),
-    }
+    Err(AdapterError::PostgresVersionNotInstalled {
+        version: version.to_string(),
+        searched: candidates.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+    })
 }
 
 fn checked_bin_dir(dir: &Path) -> Result<PathBuf, AdapterError> {
@@ -465,6 +506,30 @@ mod tests {
         assert!(err.contains("/usr/local/lib/isocert/postgres/7/bin"), "{err}");
         let err = EmbeddedPostgres::builder().version("18; rm").unwrap_err().to_string();
         assert!(err.contains("major version number"), "{err}");
+        for bad in ["17.", ".6", "17.6.1", "17.x", ""] {
+            let err = EmbeddedPostgres::builder().version(bad).unwrap_err().to_string();
+            assert!(err.contains("exact release such as 17.6"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_exact_release_is_looked_for_by_its_own_name_and_in_its_major() {
+        let err = EmbeddedPostgres::builder().version("7.4").unwrap_err().to_string();
+        assert!(err.contains("scripts/install-deps --postgres-versions \"7.4\""), "{err}");
+        assert!(err.contains("/usr/local/lib/isocert/postgres/7.4/bin"), "{err}");
+        assert!(err.contains("/usr/local/lib/isocert/postgres/7/bin/postgres --version = 7.4"), "{err}");
+    }
+
+    #[test]
+    fn a_release_is_read_from_postgres_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("postgres");
+        fs::write(&script, "#!/bin/sh\necho 'postgres (PostgreSQL) 17.6 (Debian 17.6-1)'\n").unwrap();
+        fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        assert!(reports_release(dir.path(), "17.6"));
+        assert!(!reports_release(dir.path(), "17.60"));
+        assert!(!reports_release(dir.path(), "17"));
+        assert!(!reports_release(dir.path(), "7.6"));
     }
 
     #[test]

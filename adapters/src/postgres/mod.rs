@@ -6,6 +6,7 @@ mod adapter;
 mod client;
 mod embedded;
 mod feed;
+mod physical;
 mod replication;
 mod replication_decode;
 mod replication_poll;
@@ -20,6 +21,7 @@ pub use client::{classify, PgOpFacts, PgSession, PgTxnFacts};
 /// Simple-query helpers the CockroachDB session shares (same wire protocol and text rows).
 pub(crate) use client::{int, literal_row, one_row, query_with, table_row, text};
 pub use embedded::{EmbeddedPostgres, EmbeddedPostgresBuilder};
+pub use physical::{access_path_settings, design_statements, maintenance_statements};
 // PostgreSQL snapshots live in isocert-recovery (they are the recovery rule's data); the
 // test client and recovery share that one type.
 pub use isocert_recovery::{widen_xid, PgSnapshot as Snapshot, SnapshotParseError};

@@ -27,6 +27,7 @@
 mod feed;
 mod level;
 mod no_server;
+mod physical;
 mod step;
 mod url;
 
@@ -48,6 +49,7 @@ pub use crate::registry::{dispatch, DatabaseKind, DatabaseVisitor};
 pub use feed::{FeedProgress, FeedSink, FeedTxn, TableIncarnation};
 pub use level::{has_transaction_snapshot, parse_run_level, sql_level, unrunnable_level, SQL_RUN_LEVELS};
 pub use no_server::NoThrowawayServer;
+pub use physical::{AccessPath, PhysicalDesign, SecondaryIndex, TableLayout};
 pub use step::{
     int_row, integer_table, row_key, sql_literal, ColumnType, IntOp, IntStep, RecordedOp, SetValue,
     StatementWrite, Step, TableSpec,
@@ -407,6 +409,54 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         table: &TableSpec,
         rows: &[Vec<i64>],
     ) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// [`Database::prepare_table`] with a physical design (layout, secondary index, filler
+    /// rows, which `rows` already holds) and returns notes on what of it the adapter did
+    /// not apply. Default: a plain table, noting every part of a non-default design as
+    /// ignored.
+    fn prepare_designed_table(
+        &self,
+        table: &TableSpec,
+        rows: &[Vec<i64>],
+        design: &PhysicalDesign,
+    ) -> impl Future<Output = Result<Vec<String>, DbError>> + Send {
+        async move {
+            self.prepare_table(table, rows).await?;
+            let mut notes = Vec::new();
+            if design.layout != TableLayout::Plain || design.index != SecondaryIndex::None {
+                notes.push(format!(
+                    "{} ignores the {} layout and the {} secondary index: the table is plain",
+                    Self::KIND.display_name(),
+                    design.layout,
+                    design.index
+                ));
+            }
+            Ok(notes)
+        }
+    }
+
+    /// The statements a session runs once after connecting to push its planner to `path`
+    /// (outside any transaction). `Err` with a note when the database has no such setting:
+    /// the session then runs with the planner's own choice. Default: only
+    /// [`AccessPath::Any`].
+    fn access_path_settings(path: AccessPath) -> Result<Vec<String>, String> {
+        match path {
+            AccessPath::Any => Ok(Vec::new()),
+            other => Err(format!(
+                "{} has no planner setting for the {other} path: ignored",
+                Self::KIND.display_name()
+            )),
+        }
+    }
+
+    /// The maintenance statements a session of its own loops over beside the workload
+    /// (PostgreSQL: `VACUUM`, `ANALYZE`, `CHECKPOINT`, `REINDEX ... CONCURRENTLY`, `CREATE
+    /// INDEX CONCURRENTLY`), each run outside a transaction, on `table` and its own
+    /// indexes only. Default: none (no maintenance session).
+    fn maintenance_statements(table: &TableSpec, design: &PhysicalDesign) -> Vec<String> {
+        let _ = (table, design);
+        Vec::new()
+    }
 
     /// Whether the workload's table already exists. `isocert run` never drops a table it
     /// did not create: it refuses to run when this is true, unless the user allows it.
