@@ -104,6 +104,10 @@ fn nul_bytes_and_a_byte_order_mark_are_named() {
     std::fs::write(&zeros, vec![0u8; 1 << 20]).unwrap();
     let bom = dir.path().join("bom.jsonl");
     std::fs::write(&bom, b"\xEF\xBB\xBF{\"id\":1,\"session\":1,\"ops\":[]}\n").unwrap();
+    let one = dir.path().join("one.jsonl");
+    std::fs::write(&one, b"{\"id\":1,\"session\":1,\"ops\":[{\"f\":\"w\",\"key\":1,\"value\":1}]}\n")
+        .unwrap();
+    let one = one.to_str().unwrap();
     let zeros = zeros.to_str().unwrap();
     let mut cases = vec![
         (vec![zeros], "line 1: byte 0x00 (NUL)"),
@@ -111,8 +115,11 @@ fn nul_bytes_and_a_byte_order_mark_are_named() {
         (vec![zeros, "--format", "elle"], "reading an elle history"),
         (vec![zeros, "--format", "dbcop-hist"], "line 1: byte 0x00 (NUL)"),
         (vec![bom.to_str().unwrap()], "line 1: the file starts with a UTF-8 byte order mark (BOM"),
+        (vec![one, "--certificate", zeros], "line 1: byte 0x00 (NUL)"),
     ];
     if std::path::Path::new("/dev/zero").exists() {
+        // A certificate is one document read whole: from a device it is read through the guard.
+        cases.push((vec![one, "--certificate", "/dev/zero"], "line 1: byte 0x00 (NUL)"));
         cases.push((vec!["/dev/zero"], "line 1: byte 0x00 (NUL)"));
         cases.push((vec!["/dev/zero", "--format", "plume"], "line 1: byte 0x00 (NUL)"));
     }

@@ -58,6 +58,16 @@ pub(crate) fn check_text_file(path: &Path) -> Result<(), FormatError> {
     problem(&prefix, true, 0, Some(1)).map_or(Ok(()), Err)
 }
 
+/// Checks the start of a text document held in memory (a certificate read whole) for a NUL
+/// byte or a byte order mark, as [`check_text_file`] does for a file.
+///
+/// # Errors
+/// A [`FormatError::Syntax`] naming the line and the byte.
+pub(crate) fn check_text_prefix(bytes: &[u8]) -> Result<(), FormatError> {
+    let prefix = &bytes[..bytes.len().min(PREFIX_BYTES as usize)];
+    problem(prefix, true, 0, Some(1)).map_or(Ok(()), Err)
+}
+
 /// A reader of a text history that fails at the first NUL byte, and at a byte order mark
 /// at its start, with an [`io::ErrorKind::InvalidData`] error whose message names the line
 /// (within the first MiB; beyond, the byte offset): a stream such as `/dev/zero` is then

@@ -234,6 +234,11 @@ pub(crate) fn reading_bar(file: &File, path: &Path) -> ProgressBar {
 /// Reads a v1 certificate for `h`, naming the file in errors.
 pub(crate) fn read_v1_certificate(path: &Path, h: &mut History) -> anyhow::Result<Certificate> {
     let mut file = File::open(path).with_context(|| format!("cannot open certificate {}", path.display()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        // A pipe or a device (`/dev/zero`) has no size: read through the guard that stops at
+        // the first NUL byte instead of reading it whole.
+        return v1::read_certificate(file, h).with_context(|| format!("certificate {}", path.display()));
+    }
     // Read at the file's size into memory, where it is parsed (a growing buffer copied it).
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).with_context(|| format!("certificate {}", path.display()))?;

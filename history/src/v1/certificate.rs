@@ -291,9 +291,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawKey<'a> {
 pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificate, FormatError> {
     // Read whole, then parsed from memory: serde_json parses a slice several times faster
     // than an `io::Read` (a 22 MB certificate: docs/PERFORMANCE.md).
-    let mut input = input;
+    // Guarded: a stream of NUL bytes (`/dev/zero`) is refused at its first read, not read
+    // to the memory limit.
+    let mut input = crate::text::TextOnly::new(input);
     let mut bytes = Vec::new();
-    input.read_to_end(&mut bytes)?;
+    input.read_to_end(&mut bytes).map_err(|e| crate::text::not_text(&e).unwrap_or(FormatError::Io(e)))?;
     read_certificate_bytes(&bytes, h)
 }
 
@@ -303,6 +305,7 @@ pub fn read_certificate<R: Read>(input: R, h: &mut History) -> Result<Certificat
 /// # Errors
 /// As [`read_certificate`].
 pub fn read_certificate_bytes(bytes: &[u8], h: &mut History) -> Result<Certificate, FormatError> {
+    crate::text::check_text_prefix(bytes)?;
     crate::value::refuse_inexact_numbers(bytes)?;
     let raw: RawCertificate = serde_json::from_slice(bytes)
         .map_err(|e| FormatError::Syntax { line: e.line(), message: crate::error::json_message(&e) })?;
