@@ -65,6 +65,23 @@ fn row_values(h: &History, table: &TableSpec, obj: ObjId, value: ValueId) -> Opt
     }
 }
 
+/// The row an upsert proposed (its `EXCLUDED`), in the spec's column order, when one of the
+/// update's expressions was recorded with it; `None` for a plain `UPDATE`.
+fn proposed_row(
+    h: &History,
+    table: &TableSpec,
+    of: isocert_history::TableId,
+    set: &[(isocert_history::ColId, isocert_history::Assign)],
+) -> Option<Vec<Scalar>> {
+    let excluded = set.iter().find_map(|(_, a)| match a {
+        isocert_history::Assign::Expr(e) => e.excluded,
+        isocert_history::Assign::Const(_) => None,
+    })?;
+    let Value::Row(row) = h.value(excluded) else { return None };
+    let t = h.table(of);
+    Some(table.columns.iter().map(|c| t.column(c).map_or(Scalar::Null, |id| row.get(id).clone())).collect())
+}
+
 /// Whether the version `t`'s write of `obj` follows is absent (so its statement inserts).
 fn follows_absent(h: &History, cert: &Certificate, t: TxnId, obj: ObjId) -> bool {
     let order = cert.version_order.as_ref().and_then(|o| o.get(&obj));
@@ -171,9 +188,24 @@ fn statement(
         }
         Op::Update { predicate, set, .. } => {
             let cols = &h.table(h.predicate(*predicate).table).columns;
-            let set: Vec<String> =
+            let assignments: Vec<String> =
                 set.iter().map(|(c, a)| format!("{} = {}", cols[c.index()], assignment(a))).collect();
-            format!("UPDATE {name} SET {} WHERE {};", set.join(", "), h.predicate(*predicate).sql)
+            match proposed_row(h, table, h.predicate(*predicate).table, set) {
+                // An upsert: its expressions name `excluded`, which only `ON CONFLICT` has.
+                Some(row) => format!(
+                    "INSERT INTO {name} ({}) VALUES ({}) ON CONFLICT ({pk}) DO UPDATE SET {};",
+                    table.column_list(),
+                    row.iter().map(literal).collect::<Vec<_>>().join(", "),
+                    assignments.join(", ")
+                ),
+                None => {
+                    format!(
+                        "UPDATE {name} SET {} WHERE {};",
+                        assignments.join(", "),
+                        h.predicate(*predicate).sql
+                    )
+                }
+            }
         }
         Op::Delete { predicate, .. } => format!("DELETE FROM {name} WHERE {};", h.predicate(*predicate).sql),
         Op::Aggregate { predicate, function, column, .. } => {

@@ -84,6 +84,7 @@ impl Database for Postgres {
     type Server = EmbeddedPostgres;
 
     const KIND: DatabaseKind = DatabaseKind::Postgres;
+    const EXPRESSION_UPDATES: bool = true;
 
     /// The manual's "Read Committed Isolation Level": a statement reads one snapshot; an
     /// `UPDATE`/`DELETE`/`MERGE`/`ON CONFLICT DO UPDATE` that meets a row a concurrent

@@ -358,6 +358,12 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
     /// writes in the same transaction.
     const ONE_CHANGE_PER_ROW: bool = false;
 
+    /// Whether the adapter runs and records statements whose `SET` is an expression over the
+    /// row they replace (`StatementWrite::ExprUpdate`: `UPDATE ... SET n = n + k`, an upsert's
+    /// `DO UPDATE SET n = t.n + EXCLUDED.n`), which the `counter` workload issues. `false`
+    /// makes `isocert hunt` leave that workload out of its sweep.
+    const EXPRESSION_UPDATES: bool = false;
+
     /// The levels this database runs transactions at, a subset of [`SQL_RUN_LEVELS`] (what
     /// `run --isolation` accepts); its [`Session::begin`] refuses any other level with an
     /// error naming these. Default: all three.
