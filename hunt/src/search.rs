@@ -186,7 +186,7 @@ mod tests {
     fn the_search_moves_towards_aborts_and_keeps_exploring() {
         let space = Space { workloads: WorkloadKind::ALL.to_vec(), deletes: true, max_txns: 15000 };
         let mut search = Search::new(space, 7);
-        let first: Vec<TrialParams> = (0..5).map(|_| search.next_trial()).collect();
+        let first: Vec<TrialParams> = (0..WorkloadKind::ALL.len()).map(|_| search.next_trial()).collect();
         let kinds: Vec<WorkloadKind> = first.iter().map(|p| p.workload).collect();
         assert_eq!(kinds, WorkloadKind::ALL.to_vec(), "every workload first");
         assert!(first
@@ -220,7 +220,7 @@ mod tests {
         let scores = search.scores();
         let share = |f: &dyn Fn(&TrialParams) -> bool| scores.iter().filter(|s| f(&s.params)).count();
         for w in WorkloadKind::ALL {
-            assert!(share(&|p| p.workload == w) >= 200 / 5 / 2 - 1, "{w}: {}", share(&|p| p.workload == w));
+            assert!(share(&|p| p.workload == w) >= 200 / WorkloadKind::ALL.len() / 2 - 1, "{w}: {}", share(&|p| p.workload == w));
         }
         for l in LAYOUTS {
             assert!(share(&|p| p.layout == l) >= 200 / 4 / 2 - 1, "{l}");
