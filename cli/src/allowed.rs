@@ -14,7 +14,9 @@ pub(crate) fn allowed_at(level: IsolationLevel) -> Option<&'static str> {
              (G-single), write skew (G2-item) and phantoms (G2)"
         }
         IsolationLevel::ReadCommitted => {
-            "lost updates (P4), read skew (G-single), write skew (G2-item) and phantoms (G2)"
+            "lost updates (P4) across statements, read skew (G-single), write skew (G2-item) and \
+             phantoms (G2); a lost update inside one statement is still reported where the database \
+             documents that a write is computed from the newest version (its statement-level promises)"
         }
         IsolationLevel::ReadAtomic => {
             "causality violations, lost updates (P4), write skew (G2-item) and phantoms (G2)"
