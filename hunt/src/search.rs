@@ -220,7 +220,11 @@ mod tests {
         let scores = search.scores();
         let share = |f: &dyn Fn(&TrialParams) -> bool| scores.iter().filter(|s| f(&s.params)).count();
         for w in WorkloadKind::ALL {
-            assert!(share(&|p| p.workload == w) >= 200 / WorkloadKind::ALL.len() / 2 - 1, "{w}: {}", share(&|p| p.workload == w));
+            assert!(
+                share(&|p| p.workload == w) >= 200 / WorkloadKind::ALL.len() / 2 - 1,
+                "{w}: {}",
+                share(&|p| p.workload == w)
+            );
         }
         for l in LAYOUTS {
             assert!(share(&|p| p.layout == l) >= 200 / 4 / 2 - 1, "{l}");
