@@ -339,7 +339,9 @@ pub(crate) struct InexactNumber {
 /// round-trip through a 64-bit float. The readers parse JSON with serde_json, which keeps
 /// only the float, so they look at the text first. Malformed text is left to the parser.
 pub(crate) fn inexact_number_in_json(text: &[u8]) -> Option<InexactNumber> {
-    let mut keys: Vec<Option<String>> = Vec::new();
+    // Each open object's last key, as a byte range of `text`: only the field of an inexact
+    // number is ever made a string (a certificate has a key every few bytes).
+    let mut keys: Vec<Option<(usize, usize)>> = Vec::new();
     let mut last_string: Option<(usize, usize)> = None;
     let mut i = 0;
     while i < text.len() {
@@ -355,8 +357,8 @@ pub(crate) fn inexact_number_in_json(text: &[u8]) -> Option<InexactNumber> {
                 continue;
             }
             b':' => {
-                if let (Some(top), Some((s, e))) = (keys.last_mut(), last_string) {
-                    *top = Some(String::from_utf8_lossy(&text[s..e]).into_owned());
+                if let (Some(top), Some(range)) = (keys.last_mut(), last_string) {
+                    *top = Some(range);
                 }
             }
             b'{' => keys.push(None),
@@ -377,7 +379,12 @@ pub(crate) fn inexact_number_in_json(text: &[u8]) -> Option<InexactNumber> {
                             None
                         }
                     }) {
-                        let field = keys.iter().rev().find_map(Clone::clone).unwrap_or_default();
+                        let field = keys
+                            .iter()
+                            .rev()
+                            .find_map(|k| *k)
+                            .map(|(s, e)| String::from_utf8_lossy(&text[s..e]).into_owned())
+                            .unwrap_or_default();
                         return Some(InexactNumber { at: start, field, message });
                     }
                 }
