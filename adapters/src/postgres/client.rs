@@ -55,6 +55,9 @@ pub struct PgSession {
     /// The xid the transaction's own writes recorded (the `xmin` of a version it
     /// installed), for when the answer to the xid query at COMMIT is lost.
     own_xid: Option<u64>,
+    /// The server's `server_version_num` (`170006`): before 17 a `MERGE` has no `RETURNING`
+    /// and cannot sit in a `WITH`, so it is recorded by reading its row back.
+    server_version_num: u32,
 }
 
 impl PgSession {
@@ -73,13 +76,13 @@ impl PgSession {
         if let Err(e) = client.simple_query(DEADLOCK_TIMEOUT).await {
             tracing::debug!("cannot lower deadlock_timeout: {e}");
         }
-        let sql = "SELECT pg_backend_pid()";
+        let sql = "SELECT pg_backend_pid(), current_setting('server_version_num')";
         let rows = query(&client, sql).await?;
-        let pid = rows
-            .first()
-            .and_then(|r| r.get(0))
+        let field = |i: usize| rows.first().and_then(|r| r.get(i));
+        let pid = field(0).and_then(|t| t.parse().ok()).ok_or_else(|| DbError::unexpected(sql, "no pid"))?;
+        let server_version_num = field(1)
             .and_then(|t| t.parse().ok())
-            .ok_or_else(|| DbError::unexpected(sql, "no pid"))?;
+            .ok_or_else(|| DbError::unexpected(sql, "no server_version_num"))?;
         Ok(PgSession {
             client,
             pid,
@@ -87,6 +90,7 @@ impl PgSession {
             begin: BEGIN_SERIALIZABLE,
             pending_begin: false,
             own_xid: None,
+            server_version_num,
         })
     }
 
@@ -169,7 +173,11 @@ impl Session for PgSession {
                 statement_insert(self, table, sql).await?
             }
             Step::Statement { sql, write: StatementWrite::ExprUpdate { predicate, set, excluded } } => {
-                let mut recorded = statement_update(self, table, sql, predicate, Vec::new()).await?;
+                let mut recorded = if is_merge(sql) && self.server_version_num < MERGE_RETURNING_VERSION_NUM {
+                    merge_read_back(self, table, sql, predicate).await?
+                } else {
+                    statement_update(self, table, sql, predicate, Vec::new()).await?
+                };
                 if let RecordedOp::Update { predicate, rows, .. } = recorded.op {
                     let excluded = excluded.clone();
                     recorded.op = RecordedOp::ExprUpdate { predicate, set: set.clone(), excluded, rows };
@@ -715,6 +723,54 @@ async fn statement_update(
         op: RecordedOp::Update { predicate: predicate.to_string(), set, rows },
         meta,
         snapshot: tagged.snapshot,
+    })
+}
+
+/// The first `server_version_num` whose `MERGE` takes `RETURNING` and may sit in a `WITH`
+/// (PostgreSQL 17).
+const MERGE_RETURNING_VERSION_NUM: u32 = 170_000;
+
+/// Whether `sql` is a `MERGE` statement.
+fn is_merge(sql: &str) -> bool {
+    sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("MERGE "))
+}
+
+/// A `MERGE` (`sql`, matching the rows of `predicate`) on a server before PostgreSQL 17,
+/// where it has no `RETURNING` and cannot sit in a `WITH`: recorded as [`statement_update`]
+/// records an `UPDATE`, from three statements of one round trip. The snapshot is the one
+/// taken just before the `MERGE` (its own is not observable; a version committed between
+/// the two is one the statement's re-check saw, as recovery already allows at read
+/// committed); the rows are read back after it with their `xmin`, which the transaction's
+/// row locks keep as the `MERGE` left them. No candidates are recorded.
+async fn merge_read_back(ps: &mut PgSession, s: &TableSpec, sql: &str, predicate: &str) -> Result<Recorded, DbError> {
+    let written: Vec<String> = s.columns.iter().map(|c| format!("{c}::text")).collect();
+    let query = format!(
+        "SELECT 's', pg_current_snapshot()::text{n}; {sql}; \
+         SELECT 'w', xmin::text, {w} FROM {t} WHERE {predicate} AND xmin::text::bigint = \
+         pg_current_xact_id()::text::bigint % 4294967296",
+        n = ", NULL::text".repeat(s.columns.len()),
+        w = written.join(", "),
+        t = s.name
+    );
+    let result = ps.query(&query).await?;
+    let snap_row = result
+        .iter()
+        .find(|r| r.get(0) == Some("s"))
+        .ok_or_else(|| DbError::unexpected(&query, "no snapshot row"))?;
+    let snap = snapshot(&query, snap_row, 1)?;
+    let mut xmins = Vec::new();
+    let mut rows = Vec::new();
+    for r in result.iter().filter(|r| r.get(0) == Some("w")) {
+        let x = xmin(&query, r, 1, &snap)?.ok_or_else(|| DbError::unexpected(&query, "row without xmin"))?;
+        let row = typed_row(&query, r, 2, s, s.columns.len())?
+            .ok_or_else(|| DbError::unexpected(&query, "row without key"))?;
+        xmins.push(x);
+        rows.push(row);
+    }
+    Ok(Recorded {
+        op: RecordedOp::Update { predicate: predicate.to_string(), set: Vec::new(), rows },
+        meta: PgOpFacts { xmins: Some(xmins), ..PgOpFacts::default() },
+        snapshot: snap,
     })
 }
 
