@@ -742,7 +742,12 @@ fn is_merge(sql: &str) -> bool {
 /// the two is one the statement's re-check saw, as recovery already allows at read
 /// committed); the rows are read back after it with their `xmin`, which the transaction's
 /// row locks keep as the `MERGE` left them. No candidates are recorded.
-async fn merge_read_back(ps: &mut PgSession, s: &TableSpec, sql: &str, predicate: &str) -> Result<Recorded, DbError> {
+async fn merge_read_back(
+    ps: &mut PgSession,
+    s: &TableSpec,
+    sql: &str,
+    predicate: &str,
+) -> Result<Recorded, DbError> {
     let written: Vec<String> = s.columns.iter().map(|c| format!("{c}::text")).collect();
     let query = format!(
         "SELECT 's', pg_current_snapshot()::text{n}; {sql}; \
