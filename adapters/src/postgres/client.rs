@@ -103,6 +103,17 @@ impl PgSession {
         }
     }
 
+    /// Runs `sql` as [`PgSession::query`] does and returns every message: its rows and each
+    /// statement's completion with the number of rows it affected.
+    async fn query_messages(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, DbError> {
+        let sql = if std::mem::take(&mut self.pending_begin) {
+            format!("{}; {sql}", self.begin)
+        } else {
+            sql.to_string()
+        };
+        self.client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))
+    }
+
     /// Records an operation's statement snapshot: the transaction's first one at
     /// repeatable read and serializable, each statement's own at read committed.
     fn record_snapshot(&self, facts: &mut PgTxnFacts, op: &mut PgOpFacts, snap: &Snapshot) {
@@ -757,12 +768,41 @@ async fn merge_read_back(
         w = written.join(", "),
         t = s.name
     );
-    let result = ps.query(&query).await?;
+    let messages = ps.query_messages(&query).await?;
+    let completed: Vec<u64> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::CommandComplete(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let merged = completed.len().checked_sub(2).map(|i| completed[i]);
+    let result: Vec<&SimpleQueryRow> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => Some(r),
+            _ => None,
+        })
+        .collect();
     let snap_row = result
         .iter()
         .find(|r| r.get(0) == Some("s"))
         .ok_or_else(|| DbError::unexpected(&query, "no snapshot row"))?;
     let snap = snapshot(&query, snap_row, 1)?;
+    let read_back = result.iter().filter(|r| r.get(0) == Some("w")).count();
+    if merged != Some(read_back as u64) {
+        return Err(DbError::unexpected(
+            &query,
+            format!(
+                "the MERGE wrote {} rows but its transaction reads back {read_back} of them: the \
+                 transaction's snapshot shows an older version of a row the MERGE updated (a MERGE \
+                 at repeatable read or serializable that updated a row changed after its snapshot \
+                 instead of failing with 40001: docs/FINDINGS.md, merge-repeatable-read), which \
+                 this server's MERGE, without RETURNING, leaves unrecorded",
+                merged.map_or_else(|| "?".to_string(), |n| n.to_string())
+            ),
+        ));
+    }
     let mut xmins = Vec::new();
     let mut rows = Vec::new();
     for r in result.iter().filter(|r| r.get(0) == Some("w")) {
