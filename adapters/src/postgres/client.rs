@@ -794,7 +794,7 @@ async fn merge_read_back(
         return Err(DbError::unexpected(
             &query,
             format!(
-                "the MERGE wrote {} rows but its transaction reads back {read_back} of them: the \
+                "the MERGE wrote {} row(s) but its transaction reads back {read_back} of them: the \
                  transaction's snapshot shows an older version of a row the MERGE updated (a MERGE \
                  at repeatable read or serializable that updated a row changed after its snapshot \
                  instead of failing with 40001: docs/FINDINGS.md, merge-repeatable-read), which \
@@ -866,4 +866,19 @@ async fn predicate_delete(ps: &mut PgSession, s: &TableSpec, predicate: &str) ->
         meta,
         snapshot: tagged.snapshot,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_merge;
+
+    /// Only a statement that starts with the `MERGE` keyword is taken for one.
+    #[test]
+    fn merge_is_recognised_by_its_first_word() {
+        assert!(is_merge("MERGE INTO counters t USING (VALUES (1, 2, 3)) AS s(sid, sn, sv) ON t.id = s.sid"));
+        assert!(is_merge("  merge into counters t USING x ON true WHEN MATCHED THEN DO NOTHING"));
+        assert!(!is_merge("UPDATE counters SET n = n + 1 WHERE id = 1"));
+        assert!(!is_merge("MERGED"));
+        assert!(!is_merge("MERGE"));
+    }
 }
