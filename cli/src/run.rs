@@ -64,7 +64,8 @@ pub(crate) struct RunArgs {
     /// deletes, aggregates), `skew` (write skew, allowed by repeatable read), `mini`
     /// (mini-transactions as MTC runs them: one or two reads, read-modify-writes),
     /// `append` (Elle's list append: upserts that concatenate onto a text list, reads as lists)
-    /// or `counter` (PostgreSQL: `UPDATE ... SET n = n + k` by key and by predicate, checked
+    /// or `counter` (PostgreSQL: `UPDATE ... SET n = n + k` by key and by predicate, upserts
+    /// and, from PostgreSQL 15, `MERGE` that add to `n`, checked
     /// against what the database documents for such statements; e.g. `--workload counter
     /// --isolation read-committed --keys 3 --sessions 4`).
     #[arg(long, value_name = "KIND")]

@@ -30,9 +30,11 @@ pub enum WorkloadKind {
     /// Statements that read and write at once on table `counters (id, n, v)`: increments
     /// `UPDATE counters SET n = n + k, v = FRESH WHERE id = K` and the same over a predicate
     /// (on `id` or on `n` itself, so concurrent increments move rows in and out of the
-    /// `WHERE`), beside reads and range reads, on few hot keys. Recorded as expression
-    /// updates: the checker evaluates each `SET` on the version it replaced, where the
-    /// database documents it (docs/WORKLOADS.md). PostgreSQL only, for now: `isocert hunt`
+    /// `WHERE`), upserts `ON CONFLICT ... SET n = counters.n + EXCLUDED.n` and, where the
+    /// server has it, `MERGE ... WHEN MATCHED THEN UPDATE SET n = t.n + s.n`, beside reads
+    /// and range reads, on few hot keys. Recorded as expression updates: the checker
+    /// evaluates each `SET` on the version it replaced, where the database documents it
+    /// (docs/WORKLOADS.md). PostgreSQL only, for now: `isocert hunt`
     /// sweeps it where the adapter records expression updates.
     Counter,
 }

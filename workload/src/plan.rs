@@ -39,6 +39,10 @@ pub(crate) enum Step {
     /// `INSERT ... VALUES (key, add, fresh) ON CONFLICT (id) DO UPDATE SET n = t.n +
     /// EXCLUDED.n, v = EXCLUDED.v` on a row that exists.
     UpsertIncrement { key: i64, add: i64 },
+    /// `MERGE INTO table USING (VALUES (key, add, fresh)) ... WHEN MATCHED THEN UPDATE SET
+    /// n = t.n + add, v = fresh` on a row that exists (planned only where the database has
+    /// `MERGE`: [`Planner::merge`]).
+    MergeIncrement { key: i64, add: i64 },
     /// Roll the transaction back instead of committing it (always the plan's last step).
     ClientAbort,
 }
@@ -61,6 +65,9 @@ pub(crate) struct Planner {
     max_txn_len: u32,
     client_abort_rate: f64,
     count_aggregates: bool,
+    /// Whether the database runs `MERGE` ([`isocert_adapters::Database::has_merge`]): the
+    /// counter workload then issues it for half of its single-key increments.
+    pub(crate) merge: bool,
 }
 
 impl Planner {
@@ -77,6 +84,7 @@ impl Planner {
             max_txn_len: cfg.max_txn_len.max(1),
             client_abort_rate: cfg.client_abort_rate,
             count_aggregates: cfg.count_aggregates,
+            merge: false,
         }
     }
 
@@ -190,7 +198,8 @@ impl Planner {
 
     /// One to `max_txn_len` statements on the counters: mostly increments of one key or of
     /// the rows a predicate matches (on `id`, or on `n`, which the increments change), with
-    /// item and range reads between them.
+    /// item and range reads between them. Where the database has `MERGE`, 15% of the
+    /// statements are `MERGE` increments of one key (taken from the plain increments).
     fn counter_plan(&self, rng: &mut SeededRng) -> Vec<Step> {
         let len = rng.random_range(1..=self.max_txn_len.min(3));
         (0..len)
@@ -198,6 +207,7 @@ impl Planner {
                 let key = self.key(rng);
                 let add = rng.random_range(1..=5);
                 match rng.random_range(0..100) {
+                    15..30 if self.merge => Step::MergeIncrement { key, add },
                     0..30 => Step::Increment { key, add },
                     30..45 => Step::UpsertIncrement { key, add },
                     45..70 => Step::PredicateIncrement { predicate: self.counter_predicate(rng), add },
@@ -383,6 +393,18 @@ mod tests {
                 assert!((0..16).contains(&key));
             }
         }
+    }
+
+    #[test]
+    fn counter_plans_merge_only_where_the_database_has_it() {
+        let cfg = WorkloadConfig::new(WorkloadKind::Counter, IsolationLevel::ReadCommitted);
+        let merges = |p: &Planner| {
+            (0..400).flat_map(|i| p.plan(i)).filter(|s| matches!(s, Step::MergeIncrement { .. })).count()
+        };
+        let mut p = Planner::new(&cfg);
+        assert_eq!(merges(&p), 0);
+        p.merge = true;
+        assert!(merges(&p) > 0);
     }
 
     #[test]

@@ -119,10 +119,12 @@ pub async fn run_observed<D: Database>(
         }
         None => Arc::default(),
     };
+    let mut planner = Planner::new(cfg);
+    planner.merge = cfg.kind == crate::WorkloadKind::Counter && db.has_merge().await;
     let shared = Arc::new(Shared {
         db: db.clone(),
         cfg: cfg.clone(),
-        planner: Planner::new(cfg),
+        planner,
         schema,
         table,
         next_plan: AtomicU64::new(0),

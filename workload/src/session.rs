@@ -257,6 +257,7 @@ async fn run_step<D: Database>(
         }
         Step::PredicateIncrement { predicate, add } => increment(s, predicate, *add, shared.fresh()),
         Step::UpsertIncrement { key, add } => upsert_increment(s, *key, *add, shared.fresh()),
+        Step::MergeIncrement { key, add } => merge_increment(s, *key, *add, shared.fresh()),
         Step::ClientAbort => return Ok(()),
     };
     ops.extend(conn.execute(&table, &db_step, facts).await?);
@@ -291,6 +292,33 @@ fn upsert_increment(s: &crate::schema::Schema, key: i64, add: i64, fresh: i64) -
     let sql = format!(
         "INSERT INTO {t} ({pk}, {counter}, {unique}) VALUES ({key}, {add}, {fresh}) ON CONFLICT ({pk}) \
          DO UPDATE SET {counter} = {t}.{counter} + EXCLUDED.{counter}, {unique} = EXCLUDED.{unique}"
+    );
+    let set = vec![
+        (counter, isocert_adapters::SetValue::Expr(format!("{t}.{counter} + excluded.{counter}"))),
+        (unique, isocert_adapters::SetValue::Expr(format!("excluded.{unique}"))),
+    ];
+    let excluded = Some(vec![Scalar::Int(key), Scalar::Int(add), Scalar::Int(fresh)]);
+    DbStep::Statement {
+        sql,
+        write: isocert_adapters::StatementWrite::ExprUpdate {
+            predicate: format!("{pk} = {key}"),
+            set,
+            excluded,
+        },
+    }
+}
+
+/// `MERGE INTO table t USING (VALUES (key, add, fresh)) AS s(sid, sn, sv) ON t.id = s.sid
+/// WHEN MATCHED THEN UPDATE SET n = t.n + s.sn, v = s.sv WHEN NOT MATCHED THEN INSERT ...`
+/// (the counter workload, whose rows always exist: the statement updates), recorded as the
+/// upsert is, with the source row as the proposed row (`excluded`). The source's columns
+/// have names of their own so that the target's (`id, n, v`) stay unambiguous.
+fn merge_increment(s: &crate::schema::Schema, key: i64, add: i64, fresh: i64) -> DbStep {
+    let (pk, counter, unique, t) = (s.columns[0], s.columns[1], *s.columns.last().expect("columns"), s.table);
+    let sql = format!(
+        "MERGE INTO {t} t USING (VALUES ({key}, {add}, {fresh})) AS s(sid, sn, sv) ON t.{pk} = s.sid \
+         WHEN MATCHED THEN UPDATE SET {counter} = t.{counter} + s.sn, {unique} = s.sv \
+         WHEN NOT MATCHED THEN INSERT ({pk}, {counter}, {unique}) VALUES (s.sid, s.sn, s.sv)"
     );
     let set = vec![
         (counter, isocert_adapters::SetValue::Expr(format!("{t}.{counter} + excluded.{counter}"))),

@@ -145,6 +145,19 @@ impl Database for Postgres {
         })
     }
 
+    async fn has_merge(&self) -> bool {
+        let Ok(client) = self.admin_client().await else { return false };
+        let Ok(rows) = client.simple_query("SELECT current_setting('server_version_num')").await else {
+            return false;
+        };
+        rows.iter().any(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                r.get(0).and_then(|v| v.parse::<u32>().ok()).is_some_and(|v| v >= 150_000)
+            }
+            _ => false,
+        })
+    }
+
     async fn connect(&self) -> Result<PgSession, DbError> {
         PgSession::connect(&self.url).await
     }

@@ -55,6 +55,9 @@ pub struct PgSession {
     /// The xid the transaction's own writes recorded (the `xmin` of a version it
     /// installed), for when the answer to the xid query at COMMIT is lost.
     own_xid: Option<u64>,
+    /// The server's `server_version_num` (`170006`): before 17 a `MERGE` has no `RETURNING`
+    /// and cannot sit in a `WITH`, so it is recorded by reading its row back.
+    server_version_num: u32,
 }
 
 impl PgSession {
@@ -73,13 +76,13 @@ impl PgSession {
         if let Err(e) = client.simple_query(DEADLOCK_TIMEOUT).await {
             tracing::debug!("cannot lower deadlock_timeout: {e}");
         }
-        let sql = "SELECT pg_backend_pid()";
+        let sql = "SELECT pg_backend_pid(), current_setting('server_version_num')";
         let rows = query(&client, sql).await?;
-        let pid = rows
-            .first()
-            .and_then(|r| r.get(0))
+        let field = |i: usize| rows.first().and_then(|r| r.get(i));
+        let pid = field(0).and_then(|t| t.parse().ok()).ok_or_else(|| DbError::unexpected(sql, "no pid"))?;
+        let server_version_num = field(1)
             .and_then(|t| t.parse().ok())
-            .ok_or_else(|| DbError::unexpected(sql, "no pid"))?;
+            .ok_or_else(|| DbError::unexpected(sql, "no server_version_num"))?;
         Ok(PgSession {
             client,
             pid,
@@ -87,6 +90,7 @@ impl PgSession {
             begin: BEGIN_SERIALIZABLE,
             pending_begin: false,
             own_xid: None,
+            server_version_num,
         })
     }
 
@@ -97,6 +101,17 @@ impl PgSession {
         } else {
             query(&self.client, sql).await
         }
+    }
+
+    /// Runs `sql` as [`PgSession::query`] does and returns every message: its rows and each
+    /// statement's completion with the number of rows it affected.
+    async fn query_messages(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, DbError> {
+        let sql = if std::mem::take(&mut self.pending_begin) {
+            format!("{}; {sql}", self.begin)
+        } else {
+            sql.to_string()
+        };
+        self.client.simple_query(&sql).await.map_err(|e| db_error(&sql, e))
     }
 
     /// Records an operation's statement snapshot: the transaction's first one at
@@ -169,7 +184,11 @@ impl Session for PgSession {
                 statement_insert(self, table, sql).await?
             }
             Step::Statement { sql, write: StatementWrite::ExprUpdate { predicate, set, excluded } } => {
-                let mut recorded = statement_update(self, table, sql, predicate, Vec::new()).await?;
+                let mut recorded = if is_merge(sql) && self.server_version_num < MERGE_RETURNING_VERSION_NUM {
+                    merge_read_back(self, table, sql, predicate).await?
+                } else {
+                    statement_update(self, table, sql, predicate, Vec::new()).await?
+                };
                 if let RecordedOp::Update { predicate, rows, .. } = recorded.op {
                     let excluded = excluded.clone();
                     recorded.op = RecordedOp::ExprUpdate { predicate, set: set.clone(), excluded, rows };
@@ -718,6 +737,88 @@ async fn statement_update(
     })
 }
 
+/// The first `server_version_num` whose `MERGE` takes `RETURNING` and may sit in a `WITH`
+/// (PostgreSQL 17).
+const MERGE_RETURNING_VERSION_NUM: u32 = 170_000;
+
+/// Whether `sql` is a `MERGE` statement.
+fn is_merge(sql: &str) -> bool {
+    sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("MERGE "))
+}
+
+/// A `MERGE` (`sql`, matching the rows of `predicate`) on a server before PostgreSQL 17,
+/// where it has no `RETURNING` and cannot sit in a `WITH`: recorded as [`statement_update`]
+/// records an `UPDATE`, from three statements of one round trip. The snapshot is the one
+/// taken just before the `MERGE` (its own is not observable; a version committed between
+/// the two is one the statement's re-check saw, as recovery already allows at read
+/// committed); the rows are read back after it with their `xmin`, which the transaction's
+/// row locks keep as the `MERGE` left them. No candidates are recorded.
+async fn merge_read_back(
+    ps: &mut PgSession,
+    s: &TableSpec,
+    sql: &str,
+    predicate: &str,
+) -> Result<Recorded, DbError> {
+    let written: Vec<String> = s.columns.iter().map(|c| format!("{c}::text")).collect();
+    let query = format!(
+        "SELECT 's', pg_current_snapshot()::text{n}; {sql}; \
+         SELECT 'w', xmin::text, {w} FROM {t} WHERE {predicate} AND xmin::text::bigint = \
+         pg_current_xact_id()::text::bigint % 4294967296",
+        n = ", NULL::text".repeat(s.columns.len()),
+        w = written.join(", "),
+        t = s.name
+    );
+    let messages = ps.query_messages(&query).await?;
+    let completed: Vec<u64> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::CommandComplete(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let merged = completed.len().checked_sub(2).map(|i| completed[i]);
+    let result: Vec<&SimpleQueryRow> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    let snap_row = result
+        .iter()
+        .find(|r| r.get(0) == Some("s"))
+        .ok_or_else(|| DbError::unexpected(&query, "no snapshot row"))?;
+    let snap = snapshot(&query, snap_row, 1)?;
+    let read_back = result.iter().filter(|r| r.get(0) == Some("w")).count();
+    if merged != Some(read_back as u64) {
+        return Err(DbError::unexpected(
+            &query,
+            format!(
+                "the MERGE wrote {} row(s) but its transaction reads back {read_back} of them: the \
+                 transaction's snapshot shows an older version of a row the MERGE updated (a MERGE \
+                 at repeatable read or serializable that updated a row changed after its snapshot \
+                 instead of failing with 40001: docs/FINDINGS.md, merge-repeatable-read), which \
+                 this server's MERGE, without RETURNING, leaves unrecorded",
+                merged.map_or_else(|| "?".to_string(), |n| n.to_string())
+            ),
+        ));
+    }
+    let mut xmins = Vec::new();
+    let mut rows = Vec::new();
+    for r in result.iter().filter(|r| r.get(0) == Some("w")) {
+        let x = xmin(&query, r, 1, &snap)?.ok_or_else(|| DbError::unexpected(&query, "row without xmin"))?;
+        let row = typed_row(&query, r, 2, s, s.columns.len())?
+            .ok_or_else(|| DbError::unexpected(&query, "row without key"))?;
+        xmins.push(x);
+        rows.push(row);
+    }
+    Ok(Recorded {
+        op: RecordedOp::Update { predicate: predicate.to_string(), set: Vec::new(), rows },
+        meta: PgOpFacts { xmins: Some(xmins), ..PgOpFacts::default() },
+        snapshot: snap,
+    })
+}
+
 /// An `INSERT` in the scenario's own SQL (several rows, `INSERT ... SELECT`, `ON CONFLICT`):
 /// an item write of each row it returned, with its `xmin`; a row `ON CONFLICT DO NOTHING`
 /// skipped is not returned, and installs nothing.
@@ -765,4 +866,19 @@ async fn predicate_delete(ps: &mut PgSession, s: &TableSpec, predicate: &str) ->
         meta,
         snapshot: tagged.snapshot,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_merge;
+
+    /// Only a statement that starts with the `MERGE` keyword is taken for one.
+    #[test]
+    fn merge_is_recognised_by_its_first_word() {
+        assert!(is_merge("MERGE INTO counters t USING (VALUES (1, 2, 3)) AS s(sid, sn, sv) ON t.id = s.sid"));
+        assert!(is_merge("  merge into counters t USING x ON true WHEN MATCHED THEN DO NOTHING"));
+        assert!(!is_merge("UPDATE counters SET n = n + 1 WHERE id = 1"));
+        assert!(!is_merge("MERGED"));
+        assert!(!is_merge("MERGE"));
+    }
 }

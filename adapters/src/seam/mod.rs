@@ -404,6 +404,14 @@ pub trait Database: Sized + Clone + Send + Sync + 'static {
         async { None }
     }
 
+    /// Whether the server runs `MERGE INTO table USING (VALUES ...) ON pk = key WHEN MATCHED
+    /// THEN UPDATE SET n = t.n + s.n ...` recorded as an expression update
+    /// (`StatementWrite::ExprUpdate`), which the `counter` workload then issues beside its
+    /// other statements. Default: no (PostgreSQL says yes from release 15).
+    fn has_merge(&self) -> impl Future<Output = bool> + Send {
+        async { false }
+    }
+
     /// Opens one test-client connection.
     fn connect(&self) -> impl Future<Output = Result<Self::Session, DbError>> + Send;
 
