@@ -563,6 +563,30 @@ impl Trickle {
     }
 }
 
+impl Trickle {
+    /// Starts `count` uploads as [`Trickle::start`] does and waits until the server has
+    /// taken each in (a second without an answer on any): a request sent before the last
+    /// upload was taken in could otherwise take the room that upload needs, and the
+    /// upload, not the request, would be refused (the tests' race, not the server's).
+    fn start_all(addr: SocketAddr, count: usize, length: usize, sent: usize) -> Vec<Trickle> {
+        for _ in 0..10 {
+            let uploads: Vec<Trickle> = (0..count).map(|_| Trickle::start(addr, length, sent)).collect();
+            std::thread::sleep(Duration::from_secs(1));
+            if !uploads.iter().any(Trickle::answered) {
+                return uploads;
+            }
+        }
+        panic!("the server refused a slow upload ten times before any other request was sent");
+    }
+
+    /// Whether the server answered this upload (it was refused) before the body ended.
+    fn answered(&self) -> bool {
+        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(100)));
+        let mut byte = [0u8; 1];
+        matches!(self.stream.peek(&mut byte), Ok(n) if n > 0)
+    }
+}
+
 impl Drop for Trickle {
     fn drop(&mut self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
@@ -599,7 +623,7 @@ fn issue_47_bodies_held_at_once_are_bounded() {
     let admitted = |status| status != 429 && status != 503;
     // Per token: two uploads in flight, the third is 429.
     let live = start_with(ConnectionLimits::default(), 1 << 20, Budget { bodies: 64 << 20, per_token: 2 });
-    let uploads: Vec<Trickle> = (0..2).map(|_| Trickle::start(live.addr, 1000, 10)).collect();
+    let uploads = Trickle::start_all(live.addr, 2, 1000, 10);
     let third = eventually(|s| s == 429, || post(live.addr, "/v1/certificates", &[&auth()], &body));
     let (status, text) = third.unwrap();
     assert_eq!((status, retry(&text)), (429, true), "{text}");
@@ -613,7 +637,7 @@ fn issue_47_bodies_held_at_once_are_bounded() {
     // All bodies: two slow uploads of 600 KiB declared fill a 1.2 MiB budget; a third
     // body is 503 with Retry-After, a body that grows past what is left too.
     let live = start_with(ConnectionLimits::default(), 1 << 20, Budget { bodies: 1200 << 10, per_token: 64 });
-    let uploads: Vec<Trickle> = (0..2).map(|_| Trickle::start(live.addr, 600 << 10, 10)).collect();
+    let uploads = Trickle::start_all(live.addr, 2, 600 << 10, 10);
     let refused = eventually(|s| s == 503, || post(live.addr, "/v1/certificates", &[&auth()], &body));
     let (status, text) = refused.unwrap();
     assert_eq!((status, retry(&text)), (503, true), "{text}");
