@@ -265,7 +265,7 @@ fn hunt_with<D: Database>(args: HuntArgs) -> anyhow::Result<ExitCode> {
 ///
 /// # Errors
 /// When no workload is left.
-fn sweepable<D: Database>(_db: &D, asked: &[WorkloadKind]) -> anyhow::Result<Vec<WorkloadKind>> {
+fn sweepable<D: Database>(asked: &[WorkloadKind]) -> anyhow::Result<Vec<WorkloadKind>> {
     let (kept, left): (Vec<WorkloadKind>, Vec<WorkloadKind>) =
         asked.iter().partition(|w| **w != WorkloadKind::Counter || D::EXPRESSION_UPDATES);
     if !left.is_empty() {
@@ -301,7 +301,7 @@ async fn hunt_loop<D: Database>(
         }
     }
     let space = Space {
-        workloads: sweepable(db, &args.workloads)?,
+        workloads: sweepable::<D>(&args.workloads)?,
         deletes: !args.no_deletes,
         max_txns: args.max_txns,
     };
